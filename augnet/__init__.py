@@ -1,0 +1,43 @@
+"""augnet: learn a model's invariances end to end with augmentation layers.
+
+Examples:
+    >>> import torch
+    >>> import augnet
+    >>> from augnet.transforms import image as T
+    >>> trunk = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 16 * 16, 4))
+    >>> layer = augnet.AugmentationLayer([T.TranslateX(), T.Rotate()], init_magnitude=0.1)
+    >>> model = augnet.AugNet(trunk, layer)
+    >>> out = model(torch.rand(8, 3, 16, 16))          # (B, classes) log-probabilities
+    >>> loss = torch.nn.functional.nll_loss(out, torch.zeros(8, dtype=torch.long))
+    >>> loss = loss + 0.5 * augnet.selective_regularizer(model)
+"""
+
+from augnet.layers import AugmentationLayer, AugmentationModule, Policy
+from augnet.model import AugNet, aggregate
+from augnet.ops.tap_mix import tap_mix
+from augnet.regularizers import (
+    LambdaSchedule,
+    augerino_regularizer,
+    get_regularizer,
+    no_regularizer,
+    param_groups,
+    selective_regularizer,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AugNet",
+    "AugmentationLayer",
+    "AugmentationModule",
+    "LambdaSchedule",
+    "Policy",
+    "__version__",
+    "aggregate",
+    "augerino_regularizer",
+    "get_regularizer",
+    "no_regularizer",
+    "param_groups",
+    "selective_regularizer",
+    "tap_mix",
+]

@@ -1,0 +1,264 @@
+"""The fused augmentation primitive ``tap_mix`` and its backend dispatch.
+
+A *tap* reads one source image through a 2-D affine warp (bilinear sampling),
+maps its colours with an affine colour map and weights the result. Every
+geometric, flip, colour and sample-pairing transform of :mod:`augnet.transforms.image`
+is a small sum of taps, so a whole augmentation layer, for all C copies of a
+batch, is one ``tap_mix`` call.
+
+Axis legend used in shapes below:
+    B  source images            N  output rows (N = B * C copies, copy-major)
+    K  taps per output row      Ch channels       H, W  height and width
+
+Backends plug into a small registry (:func:`register_backend`); ``reference``
+(plain PyTorch) is always present and is the ground truth the others are
+tested against.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = [
+    "PADDING_MODES",
+    "available_backends",
+    "register_backend",
+    "resolve_backend",
+    "tap_mix",
+    "tap_mix_reference",
+]
+
+PADDING_MODES = ("zeros", "border", "reflection")
+
+#: Environment variable that overrides ``backend="auto"``.
+BACKEND_ENV = "AUGNET_BACKEND"
+
+
+def tap_mix_reference(
+    x: Tensor,
+    src: Tensor,
+    affine: Tensor,
+    color: Tensor | None,
+    weight: Tensor,
+    padding: str = "zeros",
+) -> Tensor:
+    """Plain-PyTorch ``tap_mix``: one ``affine_grid`` + ``grid_sample`` per tap.
+
+    This is the ground truth for the fused backends. It reads ``x`` once per
+    tap and materialises a grid and an image per tap, which is what the fused
+    kernels avoid. Arguments are as in :func:`tap_mix` and are not validated here.
+    """
+    n, k = src.shape
+    ch, h, w = x.shape[1:]
+    out = None
+    for j in range(k):
+        rows = x.index_select(0, src[:, j])
+        grid = F.affine_grid(affine[:, j], [n, ch, h, w], align_corners=False)
+        img = F.grid_sample(rows, grid, mode="bilinear", padding_mode=padding, align_corners=False)
+        if color is not None:
+            # (n, ch, ch) @ (n, ch, h*w) + bias
+            img = torch.einsum("nij,njhw->nihw", color[:, j, :, :ch], img) + color[:, j, :, ch, None, None]
+        term = weight[:, j, None, None, None] * img
+        out = term if out is None else out + term
+    return out
+
+
+@dataclass(frozen=True)
+class _Backend:
+    fn: Callable[..., Tensor]
+    supports: Callable[[Tensor], bool]  # can this backend run on this tensor (device, dtype)?
+    unavailable_hint: Callable[[], str | None] = lambda: None  # why it cannot run here at all
+
+
+_BACKENDS: dict[str, _Backend] = {
+    "reference": _Backend(tap_mix_reference, lambda x: True),
+}
+# Fast backends ``auto`` tries, fastest first, before falling back to the reference.
+_AUTO_ORDER = {"cuda": ("triton", "cuda"), "cpu": ("cpp",)}
+_warned_fallback: set[str] = set()
+
+
+def register_backend(
+    name: str,
+    fn: Callable[..., Tensor],
+    supports: Callable[[Tensor], bool],
+    unavailable_hint: Callable[[], str | None] = lambda: None,
+) -> None:
+    """Register a ``tap_mix`` backend.
+
+    Args:
+        name: backend name, e.g. ``"cpp"``.
+        fn: callable with the signature of :func:`tap_mix_reference`.
+        supports: ``supports(x)`` tells whether ``fn`` can run on input ``x``.
+        unavailable_hint: returns ``None`` when the backend is usable on this
+            machine, else a message saying why not and how to fix it.
+    """
+    _BACKENDS[name] = _Backend(fn, supports, unavailable_hint)
+
+
+def available_backends(x: Tensor | None = None) -> list[str]:
+    """Names of the backends usable here (and, given ``x``, on ``x``'s device)."""
+    names = []
+    for name, b in _BACKENDS.items():
+        if b.unavailable_hint() is not None:
+            continue
+        if x is not None and not b.supports(x):
+            continue
+        names.append(name)
+    return names
+
+
+def resolve_backend(backend: str, x: Tensor) -> str:
+    """The backend ``tap_mix`` will use for ``x``.
+
+    ``"auto"`` (unless ``AUGNET_BACKEND`` names a backend) picks the fastest
+    available backend for ``x``'s device and falls back to ``"reference"``,
+    warning once per device type when a fast backend exists but cannot run. A backend asked for
+    by name must be usable, else a ``RuntimeError`` says why and how to fix it.
+    """
+    if backend == "auto":
+        env = os.environ.get(BACKEND_ENV, "").strip()
+        if env and env != "auto":
+            backend = env
+    if backend == "auto":
+        fast = _AUTO_ORDER["cuda" if x.is_cuda else "cpu"]
+        for name in fast:
+            if _why_not(name, x) is None:
+                return name
+        registered = [n for n in fast if n in _BACKENDS]
+        key = x.device.type
+        if registered and key not in _warned_fallback:
+            _warned_fallback.add(key)
+            reasons = "; ".join(f"{n}: {_why_not(n, x)}" for n in registered)
+            warnings.warn(
+                f"augnet: no compiled tap_mix backend for {key} tensors, using the reference one ({reasons})",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return "reference"
+    if backend not in _BACKENDS:
+        known = sorted(set(_BACKENDS) | {"auto"})
+        raise ValueError(f"unknown tap_mix backend {backend!r}; expected one of {known}")
+    why = _why_not(backend, x)
+    if why is not None:
+        raise RuntimeError(f"tap_mix backend {backend!r} is not usable here: {why}")
+    return backend
+
+
+def _why_not(name: str, x: Tensor) -> str | None:
+    b = _BACKENDS.get(name)
+    if b is None:
+        return "not part of this build of augnet"
+    hint = b.unavailable_hint()
+    if hint is not None:
+        return hint
+    if not b.supports(x):
+        return f"does not support {x.dtype} tensors on {x.device}"
+    return None
+
+
+def _check_inputs(x, src, affine, color, weight, padding) -> None:
+    if not isinstance(x, Tensor) or x.dim() != 4:
+        raise ValueError(f"tap_mix: x must be a (B, Ch, H, W) tensor, got shape {_shape(x)}")
+    if not x.is_floating_point():
+        raise TypeError(f"tap_mix: x must be a floating-point tensor, got {x.dtype}")
+    b, ch = x.shape[:2]
+    if not isinstance(src, Tensor) or src.dim() != 2:
+        raise ValueError(f"tap_mix: src must be an (N, K) tensor, got shape {_shape(src)}")
+    if src.dtype != torch.int64:
+        raise TypeError(f"tap_mix: src must be int64, got {src.dtype}")
+    n, k = src.shape
+    if k < 1:
+        raise ValueError("tap_mix: need at least one tap (K >= 1), got K = 0")
+    if not isinstance(affine, Tensor) or tuple(affine.shape) != (n, k, 2, 3):
+        raise ValueError(f"tap_mix: affine must have shape {(n, k, 2, 3)}, got {_shape(affine)}")
+    if not isinstance(weight, Tensor) or tuple(weight.shape) != (n, k):
+        raise ValueError(f"tap_mix: weight must have shape {(n, k)}, got {_shape(weight)}")
+    if color is not None and (not isinstance(color, Tensor) or tuple(color.shape) != (n, k, ch, ch + 1)):
+        raise ValueError(f"tap_mix: color must be None or of shape {(n, k, ch, ch + 1)}, got {_shape(color)}")
+    for name, t in (("affine", affine), ("color", color), ("weight", weight)):
+        if t is not None and t.dtype != x.dtype:
+            raise TypeError(f"tap_mix: {name} must have the dtype of x ({x.dtype}), got {t.dtype}")
+    for name, t in (("src", src), ("affine", affine), ("color", color), ("weight", weight)):
+        if t is not None and t.device != x.device:
+            raise ValueError(f"tap_mix: {name} is on {t.device} but x is on {x.device}")
+    if padding not in PADDING_MODES:
+        raise ValueError(f"tap_mix: padding must be one of {PADDING_MODES}, got {padding!r}")
+    if b == 0 and n > 0:
+        raise ValueError("tap_mix: x is an empty batch but src asks for source rows")
+    # Range check of src: cheap on CPU; on accelerators it would synchronise, so
+    # it is left to the kernels there (they check their own indices).
+    if src.device.type == "cpu" and n > 0 and not _compiling():
+        lo, hi = int(src.min()), int(src.max())
+        if lo < 0 or hi >= b:
+            raise ValueError(f"tap_mix: src indices must lie in [0, {b - 1}], got values in [{lo}, {hi}]")
+
+
+def _compiling() -> bool:
+    return torch.compiler.is_compiling()
+
+
+def _shape(t) -> str:
+    return str(tuple(t.shape)) if isinstance(t, Tensor) else type(t).__name__
+
+
+def tap_mix(
+    x: Tensor,
+    src: Tensor,
+    affine: Tensor,
+    color: Tensor | None,
+    weight: Tensor,
+    padding: str = "zeros",
+    backend: str = "auto",
+) -> Tensor:
+    r"""Weighted sum of warped, colour-mapped taps of source images.
+
+    .. math::
+        \mathrm{out}_n = \sum_k \mathrm{weight}_{nk}\,
+        C_{nk} \begin{bmatrix} \mathrm{bilinear}(x_{\mathrm{src}_{nk}}, A_{nk}) \\ 1 \end{bmatrix}
+
+    Args:
+        x: source images.
+        src: index into ``x`` of the source image of each tap.
+        affine: per-tap affine map from normalised output coordinates to
+            normalised input coordinates (``F.affine_grid`` convention,
+            ``align_corners=False``).
+        color: per-tap colour matrix and bias ``[M | b]``, or ``None`` for the
+            identity colour map.
+        weight: per-tap weights.
+        padding: ``"zeros"``, ``"border"`` or ``"reflection"``.
+        backend: ``"auto"`` or a registered backend name (see
+            :func:`available_backends`).
+
+    Shape:
+        - x: :math:`(B, Ch, H, W)`
+        - src: :math:`(N, K)`, int64 in ``[0, B)``
+        - affine: :math:`(N, K, 2, 3)`
+        - color: :math:`(N, K, Ch, Ch + 1)` or ``None``
+        - weight: :math:`(N, K)`
+        - output: :math:`(N, Ch, H, W)`
+
+    Gradients flow to ``x``, ``affine``, ``color`` and ``weight``.
+
+    Examples:
+        >>> x = torch.rand(2, 3, 8, 8)
+        >>> eye = torch.tensor([[1.0, 0, 0], [0, 1, 0]]).expand(4, 1, 2, 3)
+        >>> src = torch.tensor([[0], [1], [0], [1]])  # two copies of each image
+        >>> out = tap_mix(x, src, eye, None, torch.ones(4, 1), backend="reference")
+        >>> out.shape
+        torch.Size([4, 3, 8, 8])
+        >>> torch.allclose(out[2:], x, atol=1e-6)
+        True
+    """
+    _check_inputs(x, src, affine, color, weight, padding)
+    name = resolve_backend(backend, x)
+    if src.shape[0] == 0:
+        return x.new_zeros((0, *x.shape[1:]))
+    return _BACKENDS[name].fn(x, src, affine, color, weight, padding)
