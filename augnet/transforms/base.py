@@ -1,0 +1,266 @@
+"""The :class:`Transform` base class: parameter sampling split from application.
+
+A transform holds static configuration only (ranges, padding, sample rate...).
+The magnitude ``mu`` in [0, 1] belongs to the augmentation layer and is passed
+in, so the same transform class can sit in several layers.
+
+``sample(x, mu)`` draws a dict of per-row parameter tensors, on ``x``'s device,
+from an optional :class:`torch.Generator`, with ``mu`` entering by
+reparametrisation (e.g. ``angle = mu * max_angle * u``) so that the result is
+differentiable in ``mu``. ``apply(x, params)`` is deterministic given the
+params, so passing ``params`` back replays a call exactly.
+
+Copies: ``sample(x, mu, copies=C)`` draws parameters for ``N = B * C`` output
+rows, copy-major (row ``c * B + b`` is copy ``c`` of sample ``b``), and
+``apply(x, params)`` produces those ``N`` rows from the ``B`` rows of ``x``.
+
+Image transforms that are warps and/or colour affine maps also implement
+``taps(params)`` (see :func:`augnet.ops.tap_mix`), which lets a layer run all
+of them, for all copies, in one fused call.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from augnet.ops.tap_mix import tap_mix
+
+__all__ = ["Range", "Taps", "Transform", "assemble_taps"]
+
+
+class Taps(NamedTuple):
+    """Taps of a transform for ``N`` output rows (see :func:`augnet.ops.tap_mix`).
+
+    Attributes:
+        weight: :math:`(N, K)` tap weights.
+        affine: :math:`(N, K, 2, 3)` normalised output-to-input warps, or
+            ``None`` for the identity warp.
+        color: :math:`(N, K, Ch, Ch + 1)` colour maps ``[M | b]``, or ``None``
+            for the identity colour map.
+        src: :math:`(N, K)` int64 indices of the source rows, or ``None`` for
+            each row's own source (row ``n`` reads source ``n % B``).
+    """
+
+    weight: Tensor
+    affine: Tensor | None = None
+    color: Tensor | None = None
+    src: Tensor | None = None
+
+
+class Range(NamedTuple):
+    """A transform's range in natural units, e.g. ``Range(-45.0, 45.0, "deg")``."""
+
+    low: float
+    high: float
+    unit: str
+
+    def __str__(self) -> str:
+        unit = f" {self.unit}" if self.unit else ""
+        if self.low == -self.high:
+            return f"±{self.high:.3g}{unit}"
+        return f"[{self.low:.3g}, {self.high:.3g}]{unit}"
+
+
+class Transform(nn.Module):
+    """Base class of augnet transforms.
+
+    Subclasses implement :meth:`sample` and either :meth:`taps` (image
+    warps and colour maps, then :meth:`apply` is provided) or :meth:`apply`.
+
+    Class attributes:
+        input_ndim: rank of the inputs the transform accepts (4 for images).
+        mixes_samples: ``True`` when an output row reads other samples of the
+            batch (sample pairing), so a batch is not its samples one by one.
+        padding: for tap transforms, the ``tap_mix`` padding mode.
+    """
+
+    input_ndim: int = 4
+    mixes_samples: bool = False
+    padding: str = "zeros"
+
+    # ----------------------------------------------------------------- API
+    def sample(
+        self, x: Tensor, magnitude: Tensor | float, generator: torch.Generator | None = None, copies: int = 1
+    ) -> dict[str, Tensor]:
+        """Draw per-row parameters for ``x.shape[0] * copies`` output rows."""
+        raise NotImplementedError
+
+    def taps(self, params: dict[str, Tensor]) -> Taps:
+        """The transform as taps of ``tap_mix``; only for tap-capable transforms."""
+        raise NotImplementedError(f"{type(self).__name__} has no tap form")
+
+    def apply(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        """Apply the transform with fixed ``params`` (deterministic).
+
+        Shape:
+            - x: :math:`(B, ...)`
+            - output: :math:`(N, ...)` with ``N`` the rows of ``params``, a
+              multiple of ``B``.
+        """
+        if not self.has_taps():
+            raise NotImplementedError(f"{type(self).__name__} must implement apply()")
+        n = _rows(params)
+        src, affine, color, weight = assemble_taps([self.taps(params)], x, n)
+        return tap_mix(x, src, affine, color, weight, padding=self.padding)
+
+    def forward(
+        self,
+        x: Tensor,
+        magnitude: Tensor | float,
+        params: dict[str, Tensor] | None = None,
+        generator: torch.Generator | None = None,
+        copies: int = 1,
+    ) -> Tensor:
+        """Sample (unless ``params`` is given) and apply.
+
+        Args:
+            x: input batch, e.g. images :math:`(B, Ch, H, W)` in [0, 1].
+            magnitude: scalar in [0, 1]; 0 is the identity.
+            params: parameters of an earlier call, to replay it exactly.
+            generator: source of randomness (on ``x``'s device).
+            copies: number of augmented copies per sample (copy-major output).
+
+        Returns:
+            Tensor of shape :math:`(B \\cdot copies, ...)`.
+        """
+        self.check_input(x)
+        check_copies(copies)
+        if params is None:
+            magnitude = self.check_magnitude(magnitude, x)
+            params = self.sample(x, magnitude, generator=generator, copies=copies)
+        elif _rows(params) != x.shape[0] * copies:
+            raise ValueError(
+                f"{type(self).__name__}: params are for {_rows(params)} rows, "
+                f"but x has {x.shape[0]} rows and copies={copies}"
+            )
+        return self.apply(x, params)
+
+    def natural_range(self, magnitude: float, size: tuple[int, ...] | None = None) -> Range:
+        """Range of the transform at ``magnitude`` in natural units.
+
+        ``size`` is the spatial (or temporal) size of the input, for
+        transforms whose natural unit depends on it (pixels).
+        """
+        return Range(0.0, float(magnitude), "")
+
+    # ------------------------------------------------------------- helpers
+    @classmethod
+    def has_taps(cls) -> bool:
+        """Whether the transform can run through ``tap_mix``."""
+        return cls.taps is not Transform.taps
+
+    def check_input(self, x: Tensor) -> None:
+        """Raise a clear error for an input the transform cannot take."""
+        name = type(self).__name__
+        if not isinstance(x, Tensor):
+            raise TypeError(f"{name}: expected a tensor, got {type(x).__name__}")
+        if not x.is_floating_point():
+            raise TypeError(f"{name}: expected a floating-point tensor, got dtype {x.dtype}")
+        if x.dim() != self.input_ndim:
+            raise ValueError(
+                f"{name}: expected a {self.input_ndim}-D input {self._shape_doc()}, got shape {tuple(x.shape)}"
+            )
+
+    def _shape_doc(self) -> str:
+        return "(B, Ch, H, W)" if self.input_ndim == 4 else "(B, Ch, T)"
+
+    def check_magnitude(self, magnitude: Tensor | float, x: Tensor) -> Tensor:
+        """Validate ``magnitude`` and return it as a 0-d tensor on ``x``'s device."""
+        name = type(self).__name__
+        if isinstance(magnitude, bool) or not isinstance(magnitude, (int, float, Tensor)):
+            raise TypeError(f"{name}: magnitude must be a float or a 0-d tensor, got {type(magnitude).__name__}")
+        if isinstance(magnitude, Tensor):
+            if magnitude.dim() != 0:
+                raise ValueError(f"{name}: magnitude must be a scalar, got shape {tuple(magnitude.shape)}")
+            if not magnitude.is_floating_point():
+                raise TypeError(f"{name}: magnitude must be floating point, got {magnitude.dtype}")
+            # A value check on an accelerator would synchronise; it is done on CPU only.
+            if magnitude.device.type == "cpu" and not torch.compiler.is_compiling():
+                _check_unit_interval(name, float(magnitude.detach()))
+            return magnitude.to(x.device)
+        _check_unit_interval(name, float(magnitude))
+        return torch.tensor(float(magnitude), dtype=param_dtype(x), device=x.device)
+
+
+def _check_unit_interval(name: str, value: float) -> None:
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name}: magnitude must lie in [0, 1], got {value}")
+
+
+def check_copies(copies) -> None:
+    if isinstance(copies, bool) or not isinstance(copies, int):
+        raise TypeError(f"copies must be an int, got {type(copies).__name__}")
+    if copies < 1:
+        raise ValueError(f"copies must be >= 1, got {copies}")
+
+
+def param_dtype(x: Tensor) -> torch.dtype:
+    """dtype of sampled parameters: float64 for float64 inputs, else float32."""
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def _rows(params: dict[str, Tensor]) -> int:
+    return next(iter(params.values())).shape[0]
+
+
+def uniform(n: int, x: Tensor, generator: torch.Generator | None, low: float = -1.0, high: float = 1.0) -> Tensor:
+    """``n`` draws of U(low, high) on ``x``'s device, in the parameter dtype."""
+    u = torch.rand(n, generator=generator, device=x.device, dtype=param_dtype(x))
+    return u * (high - low) + low
+
+
+def identity_affine(n: int, k: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """Identity warps of shape (n, k, 2, 3)."""
+    eye = torch.eye(2, 3, dtype=dtype, device=device)
+    return eye.expand(n, k, 2, 3)
+
+
+def identity_color(n: int, k: int, ch: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """Identity colour maps ``[I | 0]`` of shape (n, k, ch, ch + 1)."""
+    eye = torch.eye(ch, ch + 1, dtype=dtype, device=device)
+    return eye.expand(n, k, ch, ch + 1)
+
+
+def assemble_taps(
+    taps: list[Taps], x: Tensor, n: int, scales: list[Tensor] | None = None
+) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
+    """Concatenate several transforms' taps into ``tap_mix`` arguments.
+
+    Args:
+        taps: taps of each transform, all for ``n`` rows.
+        x: the source batch :math:`(B, Ch, H, W)`.
+        n: number of output rows.
+        scales: optional scalar (or :math:`(N,)`) factor per transform,
+            multiplied into its tap weights (the layer's mixture weights).
+
+    Returns:
+        ``(src, affine, color, weight)`` with ``K = sum of the taps' K``,
+        ``color`` is ``None`` when no transform has a colour map.
+    """
+    b, ch = x.shape[:2]
+    dtype, device = x.dtype, x.device
+    own = torch.arange(n, device=device) % max(b, 1)
+    any_color = any(t.color is not None for t in taps)
+    srcs, affines, colors, weights = [], [], [], []
+    for i, t in enumerate(taps):
+        k = t.weight.shape[1]
+        srcs.append(own[:, None].expand(n, k) if t.src is None else t.src)
+        affines.append(identity_affine(n, k, dtype, device) if t.affine is None else t.affine.to(dtype))
+        if any_color:
+            colors.append(identity_color(n, k, ch, dtype, device) if t.color is None else t.color.to(dtype))
+        w = t.weight.to(dtype)
+        if scales is not None:
+            s = scales[i].to(dtype)
+            w = w * (s[:, None] if s.dim() == 1 else s)
+        weights.append(w)
+    if len(taps) == 1:
+        src, affine, weight = srcs[0], affines[0], weights[0]
+        color = colors[0] if any_color else None
+    else:
+        src, affine, weight = torch.cat(srcs, 1), torch.cat(affines, 1), torch.cat(weights, 1)
+        color = torch.cat(colors, 1) if any_color else None
+    return src.contiguous(), affine.contiguous(), None if color is None else color.contiguous(), weight.contiguous()

@@ -1,0 +1,375 @@
+"""The transform contract, checked on every image transform, and each
+transform against an independent reference at fixed parameters."""
+
+import math
+
+import kornia
+import pytest
+import torch
+from helpers import TOL, gen
+
+from augnet.transforms import Transform
+from augnet.transforms import image as T
+
+ALL = [
+    T.TranslateX,
+    T.TranslateY,
+    T.Rotate,
+    T.ShearX,
+    T.ShearY,
+    T.Scale,
+    T.HorizontalFlip,
+    T.VerticalFlip,
+    T.Brightness,
+    T.Contrast,
+    T.Saturation,
+    T.Hue,
+    T.SamplePairing,
+]
+# Transforms whose gradient in the magnitude is a true derivative (flips use a
+# straight-through estimator, whose gradient is not that of the forward value).
+SMOOTH = [c for c in ALL if c not in (T.HorizontalFlip, T.VerticalFlip)]
+
+
+def images(b=5, ch=3, h=9, w=11, dtype=torch.float32, seed=0):
+    return torch.rand(b, ch, h, w, generator=gen(seed), dtype=dtype)
+
+
+# --------------------------------------------------------------------- contract
+
+
+@pytest.mark.parametrize("cls", ALL)
+@pytest.mark.parametrize("copies", [1, 3])
+def test_identity_at_magnitude_zero(cls, copies):
+    x = images(dtype=torch.float64)
+    out = cls()(x, 0.0, generator=gen(1), copies=copies)
+    assert torch.allclose(out, x.repeat(copies, 1, 1, 1), atol=1e-10)
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_replay_with_same_params_is_exact(cls):
+    t = cls()
+    x = images(b=16)
+    params = t.sample(x, 0.7, generator=gen(3), copies=2)
+    a = t(x, 0.7, params=params, copies=2)
+    b = t.apply(x, params)
+    assert torch.equal(a, b)
+    # The same seed draws the same parameters; another seed draws others.
+    again = t.sample(x, 0.7, generator=gen(3), copies=2)
+    assert all(torch.equal(params[k], again[k]) for k in params)
+    other = t(x, 0.7, generator=gen(4), copies=2)
+    assert not torch.allclose(a, other)
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_input_is_not_modified(cls):
+    x = images().requires_grad_()
+    before = x.detach().clone()
+    mag = torch.tensor(0.6, requires_grad=True)
+    out = cls()(x, mag, generator=gen(0), copies=2)
+    out.square().sum().backward()
+    assert torch.equal(x.detach(), before)
+
+
+@pytest.mark.parametrize("cls", ALL)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_dtype_and_device_kept(cls, dtype):
+    x = images(dtype=dtype)
+    out = cls()(x, 0.5, generator=gen(0))
+    assert out.dtype == dtype and out.device == x.device and out.shape == x.shape
+
+
+@pytest.mark.parametrize("cls", [c for c in ALL if not c.mixes_samples])
+@pytest.mark.parametrize("copies", [1, 2])
+def test_batch_equals_samples_one_by_one(cls, copies):
+    t = cls()
+    x = images(b=4)
+    b = x.shape[0]
+    params = t.sample(x, 0.8, generator=gen(5), copies=copies)
+    out = t.apply(x, params)
+    for n in range(b * copies):
+        single = t.apply(x[n % b : n % b + 1], {k: v[n : n + 1] for k, v in params.items()})
+        torch.testing.assert_close(out[n : n + 1], single, **TOL[torch.float32])
+
+
+def test_sample_pairing_commutes_with_a_permutation_of_the_batch():
+    # A mixing transform is not its samples one by one; instead, permuting the
+    # batch (and re-indexing partners) permutes the output.
+    t = T.SamplePairing()
+    x = images(b=6)
+    params = t.sample(x, 0.9, generator=gen(2))
+    perm = torch.randperm(6, generator=gen(7))
+    inv = torch.argsort(perm)
+    permuted = {
+        "blend": params["blend"][perm],
+        "partner": inv[params["partner"][perm]],
+        "own": inv[params["own"][perm]],
+    }
+    torch.testing.assert_close(t.apply(x[perm], permuted), t.apply(x, params)[perm])
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_gradient_reaches_magnitude_and_input(cls):
+    x = images(b=8).requires_grad_()
+    mag = torch.tensor(0.5, requires_grad=True)
+    out = cls()(x, mag, generator=gen(11), copies=2)
+    weights = torch.randn(out.shape, generator=gen(12))
+    (out * weights).sum().backward()
+    assert mag.grad is not None and torch.isfinite(mag.grad) and mag.grad != 0
+    assert x.grad is not None and torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("cls", [T.HorizontalFlip, T.VerticalFlip])
+@pytest.mark.parametrize("mag", [0.0, 1.0])
+def test_flip_gradient_alive_at_the_bounds(cls, mag):
+    x = images(b=16).requires_grad_()
+    m = torch.tensor(mag, requires_grad=True)
+    out = cls()(x, m, generator=gen(0))
+    (out * torch.randn(out.shape, generator=gen(1))).sum().backward()
+    assert torch.isfinite(m.grad) and m.grad != 0
+
+
+@pytest.mark.parametrize("cls", SMOOTH)
+def test_gradcheck_in_the_magnitude(cls):
+    x = images(b=2, h=5, w=6, dtype=torch.float64)
+    t = cls()
+
+    def f(m, xin):
+        return t(xin, m, generator=gen(21))
+
+    m = torch.tensor(0.4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(f, (m, x.requires_grad_()))
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_copies_are_copy_major_and_differ(cls):
+    t = cls()
+    x = images(b=8)
+    out = t(x, 0.5, generator=gen(0), copies=4)
+    assert out.shape == (32, *x.shape[1:])
+    # Copies of one sample are not all equal (independent draws per copy).
+    rows = out.reshape(4, 8, -1)
+    assert not torch.allclose(rows[0], rows[1])
+
+
+# ------------------------------------------------------------ natural ranges
+
+
+def test_natural_ranges_in_units():
+    assert T.Rotate().natural_range(0.25) == (-45.0, 45.0, "deg")
+    assert T.TranslateX().natural_range(0.5, (28, 32)) == (-8.0, 8.0, "px")
+    assert T.TranslateY().natural_range(0.5, (28, 32)) == (-7.0, 7.0, "px")
+    low, high, unit = T.Scale().natural_range(1.0)
+    assert (low, high, unit) == (0.5, 2.0, "x zoom")
+    assert T.ShearX().natural_range(1.0) == (-0.3, 0.3, "")
+    assert str(T.Rotate().natural_range(0.25)) == "±45 deg"
+
+
+@pytest.mark.parametrize("cls", [T.Rotate, T.ShearX, T.ShearY, T.TranslateX, T.TranslateY, T.Brightness, T.Hue])
+def test_drawn_values_stay_within_the_range(cls):
+    t = cls()
+    x = images(b=64)
+    params = t.sample(x, 0.3, generator=gen(0))
+    key = next(k for k in ("angle", "shear", "shift") if k in params)
+    value = params[key]
+    if key == "angle":
+        limit = 0.3 * t.max_angle
+    elif key == "shear":
+        limit = 0.3 * t.max_shear
+    else:
+        limit = 0.3 * t.max_shift
+    assert value.abs().max() <= limit + 1e-7
+    assert value.abs().max() > 0.5 * limit  # and fill it
+
+
+# ------------------------------------------------------ independent references
+
+F64 = torch.float64
+
+
+def _fixed(t, x, **values):
+    params = t.sample(x, 0.5, generator=gen(0))
+    params.update({k: torch.as_tensor(v, dtype=F64) for k, v in values.items()})
+    return params
+
+
+@pytest.mark.parametrize("size", [(15, 15), (10, 17)])
+def test_rotate_matches_kornia(size):
+    x = torch.rand(2, 3, *size, dtype=F64)
+    t = T.Rotate()
+    params = _fixed(t, x, angle=[0.3, -1.0])
+    expected = kornia.geometry.transform.rotate(x, torch.rad2deg(params["angle"]), align_corners=True)
+    torch.testing.assert_close(t.apply(x, params), expected)
+
+
+@pytest.mark.parametrize("cls, key", [(T.ShearX, "sx"), (T.ShearY, "sy")])
+def test_shear_matches_kornia_about_the_centre(cls, key):
+    h, w = 10, 17
+    x = torch.rand(2, 3, h, w, dtype=F64)
+    t = cls()
+    params = _fixed(t, x, shear=[0.2, -0.1])
+    centre = torch.tensor([[(w - 1) / 2, (h - 1) / 2]] * 2, dtype=F64)
+    m = kornia.geometry.transform.get_shear_matrix2d(centre, **{key: torch.atan(params["shear"])})
+    expected = kornia.geometry.transform.warp_affine(x, m[:, :2], (h, w), align_corners=True)
+    torch.testing.assert_close(t.apply(x, params), expected)
+
+
+def test_scale_matches_kornia():
+    x = torch.rand(2, 3, 13, 13, dtype=F64)
+    t = T.Scale()
+    params = _fixed(t, x, zoom=[1.3, 0.7])
+    expected = kornia.geometry.transform.scale(x, params["zoom"][:, None].expand(2, 2), align_corners=True)
+    torch.testing.assert_close(t.apply(x, params), expected)
+
+
+def test_translate_by_whole_pixels_is_a_shift_with_zero_fill():
+    x = torch.rand(2, 1, 8, 10, dtype=F64)
+    tx, ty = T.TranslateX(), T.TranslateY()
+    out = tx.apply(x, _fixed(tx, x, shift=[2 / 10, -3 / 10]))
+    assert torch.allclose(out[0, :, :, 2:], x[0, :, :, :-2]) and (out[0, :, :, :2] == 0).all()
+    assert torch.allclose(out[1, :, :, :-3], x[1, :, :, 3:]) and (out[1, :, :, -3:] == 0).all()
+    out = ty.apply(x, _fixed(ty, x, shift=[0.25, 0.0]))
+    assert torch.allclose(out[0, :, 2:], x[0, :, :-2]) and torch.allclose(out[1], x[1])
+
+
+@pytest.mark.parametrize("cls, dim", [(T.HorizontalFlip, -1), (T.VerticalFlip, -2)])
+def test_flip_at_probability_one_is_torch_flip(cls, dim):
+    x = images(dtype=F64)
+    out = cls()(x, 1.0, generator=gen(0))
+    torch.testing.assert_close(out, x.flip(dim))
+
+
+def test_flip_probability_matches_magnitude():
+    x = images(b=4000, h=2, w=3)
+    params = T.HorizontalFlip().sample(x, 0.3, generator=gen(0))
+    assert abs(float(params["gate"].mean()) - 0.3) < 0.03
+    assert set(params["gate"].unique().tolist()) <= {0.0, 1.0}
+
+
+def test_brightness_adds_the_shift():
+    x = images(dtype=F64)
+    t = T.Brightness()
+    params = t.sample(x, 0.8, generator=gen(0))
+    shift = params["shift"][:, 0]
+    torch.testing.assert_close(t.apply(x, params), x + shift[:, None, None, None])
+
+
+@pytest.mark.parametrize("ch", [1, 3])
+def test_contrast_blends_towards_the_mean_grey(ch):
+    x = images(ch=ch, dtype=F64)
+    t = T.Contrast()
+    params = t.sample(x, 0.8, generator=gen(0))
+    f = params["factor"][:, None, None, None]
+    grey = kornia.color.rgb_to_grayscale(x) if ch == 3 else x
+    mean = grey.mean((1, 2, 3), keepdim=True)
+    torch.testing.assert_close(t.apply(x, params), f * x + (1 - f) * mean)
+
+
+def test_saturation_blends_with_kornia_greyscale():
+    x = images(dtype=F64)
+    t = T.Saturation()
+    params = t.sample(x, 0.8, generator=gen(0))
+    f = params["factor"][:, None, None, None]
+    grey = kornia.color.rgb_to_grayscale(x)
+    torch.testing.assert_close(t.apply(x, params), f * x + (1 - f) * grey)
+    # Factor 0 gives the grey image in every channel.
+    torch.testing.assert_close(t.apply(x, {"factor": torch.zeros(5, dtype=F64)}), grey.expand_as(x))
+
+
+def test_hue_rotation_properties():
+    x = images(dtype=F64)
+    t = T.Hue()
+    third = torch.full((5,), 2 * math.pi / 3, dtype=F64)
+    # A third of a turn about the grey axis sends red to green, green to blue, blue to red.
+    torch.testing.assert_close(t.apply(x, {"angle": third}), x[:, [2, 0, 1]])
+    # Any angle keeps the grey diagonal (channel mean) and the distance to it.
+    angle = torch.linspace(-3, 3, 5, dtype=F64)
+    out = t.apply(x, {"angle": angle})
+    torch.testing.assert_close(out.mean(1), x.mean(1))
+    torch.testing.assert_close((out - out.mean(1, keepdim=True)).norm(dim=1), (x - x.mean(1, keepdim=True)).norm(dim=1))
+
+
+def test_sample_pairing_blends_with_another_sample():
+    x = images(b=6, dtype=F64)
+    t = T.SamplePairing()
+    params = t.sample(x, 1.0, generator=gen(0))
+    lam = params["blend"][:, None, None, None]
+    assert (params["partner"] != torch.arange(6)).all()
+    assert params["blend"].max() <= 0.5
+    torch.testing.assert_close(t.apply(x, params), (1 - lam) * x + lam * x[params["partner"]])
+
+
+def test_sample_pairing_with_one_sample_is_the_identity():
+    x = images(b=1, dtype=F64)
+    torch.testing.assert_close(T.SamplePairing()(x, 1.0, generator=gen(0)), x)
+
+
+def test_border_padding_matches_kornia():
+    x = images(dtype=F64)
+    t = T.Rotate(padding="border")
+    params = _fixed(t, x, angle=[0.5] * 5)
+    expected = kornia.geometry.transform.rotate(
+        x, torch.rad2deg(params["angle"]), padding_mode="border", align_corners=True
+    )
+    torch.testing.assert_close(t.apply(x, params), expected)
+
+
+@pytest.mark.parametrize("padding, first_cols", [("border", [0, 0]), ("reflection", [1, 0]), ("zeros", None)])
+def test_padding_of_a_whole_pixel_shift(padding, first_cols):
+    # Shifting right by 2 pixels reads columns -2 and -1: clamped to column 0
+    # (border), mirrored about the image edge to columns 1 and 0 (reflection), or 0.
+    x = images(dtype=F64)
+    t = T.TranslateX(padding=padding)
+    out = t.apply(x, _fixed(t, x, shift=[2 / 11] * 5))
+    torch.testing.assert_close(out[..., 2:], x[..., :-2])
+    expected = torch.zeros_like(x[..., :2]) if first_cols is None else x[..., first_cols]
+    torch.testing.assert_close(out[..., :2], expected)
+
+
+# ------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_bad_inputs_raise_clear_errors(cls):
+    t = cls()
+    with pytest.raises(ValueError, match="4-D input"):
+        t(torch.rand(3, 8, 8), 0.5)
+    with pytest.raises(TypeError, match="floating-point"):
+        t(torch.zeros(2, 3, 8, 8, dtype=torch.uint8), 0.5)
+    with pytest.raises(ValueError, match=r"magnitude must lie in \[0, 1\], got nan"):
+        t(images(), float("nan"))
+    with pytest.raises(ValueError, match=r"got 1.5"):
+        t(images(), torch.tensor(1.5))
+    with pytest.raises(ValueError, match="copies must be >= 1, got 0"):
+        t(images(), 0.5, copies=0)
+
+
+@pytest.mark.parametrize("cls", [T.Saturation, T.Hue])
+def test_rgb_only_transforms_reject_other_channel_counts(cls):
+    with pytest.raises(ValueError, match="3 channels, got 1"):
+        cls()(images(ch=1), 0.5)
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: T.Rotate(max_angle=-1.0), "max_angle"),
+        (lambda: T.Rotate(padding="wrap"), "padding"),
+        (lambda: T.Scale(max_zoom=0.5), "max_zoom"),
+        (lambda: T.HorizontalFlip(temperature=0), "temperature"),
+    ],
+)
+def test_bad_configuration(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_params_for_the_wrong_number_of_rows():
+    t = T.Rotate()
+    params = t.sample(images(b=5), 0.5, copies=2)
+    with pytest.raises(ValueError, match="params are for 10 rows"):
+        t(images(b=5), 0.5, params=params)
+
+
+def test_all_image_transforms_have_taps():
+    assert all(issubclass(c, Transform) and c.has_taps() for c in ALL)
