@@ -1,0 +1,349 @@
+"""Augmentation layers: learnable softmax mixtures of differentiable transforms.
+
+Axis legend: B samples, C copies, N = B * C output rows (copy-major: row
+``c * B + b`` is copy ``c`` of sample ``b``), Q transforms, K taps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from augnet.ops.tap_mix import tap_mix
+from augnet.transforms.base import Transform, assemble_taps, check_copies
+
+__all__ = ["AugmentationLayer", "AugmentationModule", "Policy"]
+
+EVAL_MODES = ("sample", "mix")
+
+
+class _InwardClamp(torch.autograd.Function):
+    """Clamp to [0, 1] whose gradient survives at the bounds when it points inside.
+
+    A plain clamp has zero gradient outside [0, 1], so a magnitude that reaches
+    a bound can never come back. Here the gradient passes unchanged, except
+    the part that would push a value already at or beyond a bound further out
+    (which would let it drift away while the clamped value stays put).
+    """
+
+    @staticmethod
+    def forward(ctx, raw: Tensor) -> Tensor:
+        ctx.save_for_backward(raw)
+        return raw.clamp(0.0, 1.0)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> Tensor:
+        (raw,) = ctx.saved_tensors
+        # Gradient descent moves raw by -grad: outward at 0 is grad > 0, at 1 grad < 0.
+        outward = ((raw <= 0.0) & (grad > 0)) | ((raw >= 1.0) & (grad < 0))
+        return torch.where(outward, torch.zeros_like(grad), grad)
+
+
+def inward_clamp(raw: Tensor) -> Tensor:
+    """Clamp ``raw`` to [0, 1], keeping the gradient that points back inside."""
+    return _InwardClamp.apply(raw)
+
+
+def _check_finite_cpu(name: str, t: Tensor) -> None:
+    # A value check on an accelerator would synchronise with the host; skip it there.
+    if t.device.type == "cpu" and not torch.compiler.is_compiling() and not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{name} contains NaN or infinite values: {t.detach().tolist()}")
+
+
+class AugmentationLayer(nn.Module):
+    r"""A softmax-weighted mixture of transforms with learnable magnitudes.
+
+    .. math::
+        \mathrm{AugLayer}(x) = \sum_q w_q \, T_q(x; \mu_q), \qquad
+        w = \mathrm{softmax}(\mathrm{logits} / \mathrm{temperature})
+
+    In training (and with ``eval_mode="mix"``) each output row is that blend.
+    In evaluation with ``eval_mode="sample"`` (the default) each row draws one
+    transform from Categorical(w), per sample and per copy, so averaged
+    predictions average over real transformations.
+
+    When every transform has a tap form (all image transforms of
+    :mod:`augnet.transforms.image`) the layer runs as one ``tap_mix`` call per
+    padding mode, producing all copies straight from ``x``. Otherwise each
+    transform is applied to the copies and the results are summed.
+
+    Args:
+        transforms: the Q candidate transforms.
+        init_magnitude: initial magnitude(s) in [0, 1], one float or Q floats.
+        temperature: softmax temperature of the weights (> 0).
+        eval_mode: ``"sample"`` or ``"mix"``, see above.
+        backend: ``tap_mix`` backend for tap layers (``"auto"`` by default).
+
+    Shape:
+        - input: :math:`(B, ...)`, e.g. :math:`(B, Ch, H, W)` for images.
+        - output: :math:`(B \cdot C, ...)` with ``C = copies`` (1 if not given).
+
+    Examples:
+        >>> from augnet.transforms import image as T
+        >>> layer = AugmentationLayer([T.Rotate(), T.TranslateX()], init_magnitude=0.1)
+        >>> layer.weights
+        tensor([0.5000, 0.5000], grad_fn=<SoftmaxBackward0>)
+        >>> layer(torch.rand(8, 3, 16, 16), copies=4).shape
+        torch.Size([32, 3, 16, 16])
+    """
+
+    def __init__(
+        self,
+        transforms: Sequence[Transform],
+        init_magnitude: float | Sequence[float] = 0.5,
+        temperature: float = 1.0,
+        eval_mode: str = "sample",
+        backend: str = "auto",
+    ) -> None:
+        super().__init__()
+        if isinstance(transforms, Transform) or not isinstance(transforms, Sequence | nn.ModuleList):
+            raise TypeError(f"transforms must be a sequence of Transform, got {type(transforms).__name__}")
+        transforms = list(transforms)
+        if not transforms:
+            raise ValueError("transforms must not be empty: an augmentation layer needs at least one transform")
+        for t in transforms:
+            if not isinstance(t, Transform):
+                raise TypeError(f"every transform must be an augnet Transform, got {type(t).__name__}")
+        ranks = {t.input_ndim for t in transforms}
+        if len(ranks) > 1:
+            raise ValueError(
+                f"transforms expect inputs of different ranks {sorted(ranks)}; put them in separate layers"
+            )
+        q = len(transforms)
+        init = _magnitude_list(init_magnitude, q)
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+            raise TypeError(f"temperature must be a number, got {type(temperature).__name__}")
+        if not math.isfinite(temperature) or temperature <= 0:
+            raise ValueError(f"temperature must be positive and finite, got {temperature}")
+        if eval_mode not in EVAL_MODES:
+            raise ValueError(f"eval_mode must be one of {EVAL_MODES}, got {eval_mode!r}")
+
+        self.transforms = nn.ModuleList(transforms)
+        self.weight_logits = nn.Parameter(torch.zeros(q))
+        self.raw_magnitudes = nn.Parameter(torch.tensor(init, dtype=torch.float32))
+        self.temperature = float(temperature)
+        self.eval_mode = eval_mode
+        self.backend = backend
+        self.last_size: tuple[int, ...] | None = None  # spatial size last seen, for policy()
+
+    # ---------------------------------------------------------------- state
+    @property
+    def weights(self) -> Tensor:
+        """(Q,) mixture weights, ``softmax(weight_logits / temperature)``; sums to 1.
+
+        Computed from the parameters on each access (differentiable, read-only).
+        """
+        return torch.softmax(self.weight_logits / self.temperature, 0)
+
+    @property
+    def magnitudes(self) -> Tensor:
+        """(Q,) magnitudes in [0, 1], clamped so the gradient stays alive at the bounds.
+
+        Computed from the parameters on each access (differentiable, read-only).
+        """
+        return inward_clamp(self.raw_magnitudes)
+
+    @property
+    def uses_taps(self) -> bool:
+        """Whether the layer runs through ``tap_mix`` (every transform has taps)."""
+        return all(t.has_taps() for t in self.transforms)
+
+    def policy(self, size: tuple[int, ...] | None = None) -> list[dict]:
+        """Per transform: name, weight, magnitude and range in natural units.
+
+        Args:
+            size: input spatial size for pixel units; defaults to the last
+                input the layer saw.
+        """
+        size = size if size is not None else self.last_size
+        with torch.no_grad():
+            w, mu = self.weights.tolist(), self.magnitudes.tolist()
+        return [
+            {"transform": type(t).__name__, "weight": wq, "magnitude": mq, "range": t.natural_range(mq, size)}
+            for t, wq, mq in zip(self.transforms, w, mu, strict=True)
+        ]
+
+    def extra_repr(self) -> str:
+        with torch.no_grad():
+            w, mu = self.weights.tolist(), self.magnitudes.tolist()
+        mix = ", ".join(
+            f"{type(t).__name__}(w={wq:.3f}, mu={mq:.3f})" for t, wq, mq in zip(self.transforms, w, mu, strict=True)
+        )
+        return f"temperature={self.temperature:g}, eval_mode={self.eval_mode!r}, policy=[{mix}]"
+
+    # -------------------------------------------------------------- forward
+    def forward(self, x: Tensor, copies: int | None = None, generator: torch.Generator | None = None) -> Tensor:
+        """Augment ``x``; with ``copies=C``, return C augmented copies of each sample.
+
+        Args:
+            x: input batch :math:`(B, ...)`.
+            copies: number of copies to make (copy-major). ``None`` keeps the
+                batch size, each row augmented once.
+            generator: source of randomness (on ``x``'s device).
+        """
+        for t in self.transforms:
+            t.check_input(x)
+        c = 1 if copies is None else copies
+        check_copies(c)
+        _check_finite_cpu("AugmentationLayer magnitudes", self.raw_magnitudes)
+        _check_finite_cpu("AugmentationLayer weight logits", self.weight_logits)
+        if x.dim() > 2:
+            self.last_size = tuple(x.shape[2:])
+        n = x.shape[0] * c
+        w, mu = self.weights, self.magnitudes
+        mix = self.training or self.eval_mode == "mix"
+        choice = None
+        if not mix:
+            # One transform per output row from Categorical(w).
+            probs = w.detach().to(x.device).expand(max(n, 1), -1)
+            choice = torch.multinomial(probs, 1, generator=generator).squeeze(1)[:n]
+        if self.uses_taps:
+            return self._forward_taps(x, c, n, w, mu, choice, generator)
+        return self._forward_generic(x, c, n, w, mu, choice, generator)
+
+    def _forward_taps(self, x, c, n, w, mu, choice, generator) -> Tensor:
+        taps = [t.taps(t.sample(x, mu[q], generator=generator, copies=c)) for q, t in enumerate(self.transforms)]
+        out = None
+        for padding, members in _groups_by_padding(self.transforms).items():
+            group = [taps[q] for q in members]
+            if choice is None:
+                src, affine, color, weight = assemble_taps(group, x, n, scales=[w[q] for q in members])
+            else:
+                src, affine, color, weight = _select_taps(group, members, len(taps), choice, x, n)
+            y = tap_mix(x, src, affine, color, weight, padding=padding, backend=self.backend)
+            out = y if out is None else out + y
+        return out
+
+    def _forward_generic(self, x, c, n, w, mu, choice, generator) -> Tensor:
+        outs = [t(x, mu[q], generator=generator, copies=c) for q, t in enumerate(self.transforms)]
+        if choice is None:
+            out = None
+            for q, y in enumerate(outs):
+                term = w[q].to(y.dtype) * y
+                out = term if out is None else out + term
+            return out
+        stacked = torch.stack(outs)  # (Q, N, ...)
+        return stacked[choice, torch.arange(n, device=x.device)]
+
+
+def _magnitude_list(init, q: int) -> list[float]:
+    if isinstance(init, Tensor):
+        init = init.tolist()
+    if isinstance(init, (int, float)) and not isinstance(init, bool):
+        values = [float(init)] * q
+    elif isinstance(init, Sequence) and not isinstance(init, str):
+        values = [float(v) for v in init]
+        if len(values) != q:
+            raise ValueError(f"init_magnitude has {len(values)} values for {q} transforms")
+    else:
+        raise TypeError(f"init_magnitude must be a float or a sequence of floats, got {type(init).__name__}")
+    for v in values:
+        if not math.isfinite(v) or not 0.0 <= v <= 1.0:
+            raise ValueError(f"init_magnitude values must lie in [0, 1], got {v}")
+    return values
+
+
+def _groups_by_padding(transforms) -> dict[str, list[int]]:
+    groups: dict[str, list[int]] = {}
+    for q, t in enumerate(transforms):
+        groups.setdefault(t.padding, []).append(q)
+    return groups
+
+
+def _select_taps(group, members, q, choice, x, n):
+    """Keep, for each row, only the taps of the transform it drew.
+
+    Returns tap_mix arguments with K = the largest tap count in the group;
+    rows whose transform is outside the group get all-zero weights.
+    """
+    src, affine, color, weight = assemble_taps(group, x, n)
+    dev = x.device
+    counts = torch.tensor([t.weight.shape[1] for t in group], device=dev)
+    kmax = int(max(t.weight.shape[1] for t in group))
+    offsets = torch.cumsum(counts, 0) - counts
+    # Position of the drawn transform inside the group, -1 when outside it.
+    pos = torch.full((q,), -1, dtype=torch.long, device=dev)
+    pos[torch.tensor(members, device=dev)] = torch.arange(len(members), device=dev)
+    local = pos[choice]
+    inside = local >= 0
+    local = local.clamp_min(0)
+    j = torch.arange(kmax, device=dev)
+    valid = inside[:, None] & (j[None] < counts[local][:, None])
+    idx = offsets[local][:, None] + torch.minimum(j[None], counts[local][:, None] - 1)
+    src = src.gather(1, idx)
+    affine = affine.gather(1, idx[:, :, None, None].expand(-1, -1, 2, 3))
+    if color is not None:
+        color = color.gather(1, idx[:, :, None, None].expand(-1, -1, *color.shape[2:]))
+    weight = weight.gather(1, idx) * valid.to(weight.dtype)
+    return src.contiguous(), affine.contiguous(), None if color is None else color.contiguous(), weight.contiguous()
+
+
+class Policy(list):
+    """A learned augmentation policy: one list of transform entries per layer.
+
+    Each entry is a dict with ``transform``, ``weight``, ``magnitude`` and
+    ``range`` (a :class:`~augnet.transforms.base.Range` in natural units).
+    ``str(policy)`` is a readable table.
+    """
+
+    def __str__(self) -> str:
+        lines = []
+        for i, layer in enumerate(self):
+            lines.append(f"layer {i}:")
+            best = max(range(len(layer)), key=lambda q: layer[q]["weight"]) if layer else -1
+            for q, e in enumerate(layer):
+                mark = " <" if q == best else ""
+                lines.append(
+                    f"  {e['transform']:<16} weight {e['weight']:.3f}  magnitude {e['magnitude']:.3f}"
+                    f"  range {e['range']}{mark}"
+                )
+        return "\n".join(lines)
+
+    def to_json(self) -> list[list[dict]]:
+        """A JSON-serialisable copy (ranges as ``[low, high, unit]``)."""
+        return [[{**e, "range": list(e["range"])} for e in layer] for layer in self]
+
+
+class AugmentationModule(nn.Module):
+    """Augmentation layers applied in sequence.
+
+    Only the first layer reads the input and makes the C copies (through tap
+    source indices, without repeating the input); later layers transform the
+    ``B * C`` rows one by one.
+
+    Args:
+        layers: the augmentation layers, applied in order.
+
+    Shape:
+        - input: :math:`(B, ...)`
+        - output: :math:`(B \\cdot C, ...)`, copy-major.
+    """
+
+    def __init__(self, layers: Sequence[AugmentationLayer] | AugmentationLayer) -> None:
+        super().__init__()
+        if isinstance(layers, AugmentationLayer):
+            layers = [layers]
+        if not isinstance(layers, Sequence | nn.ModuleList):
+            raise TypeError(f"layers must be a sequence of AugmentationLayer, got {type(layers).__name__}")
+        layers = list(layers)
+        if not layers:
+            raise ValueError("layers must not be empty")
+        for layer in layers:
+            if not isinstance(layer, AugmentationLayer):
+                raise TypeError(f"every layer must be an AugmentationLayer, got {type(layer).__name__}")
+        self.layers = nn.ModuleList(layers)
+
+    def forward(self, x: Tensor, copies: int = 1, generator: torch.Generator | None = None) -> Tensor:
+        """Return ``copies`` augmented copies of each sample, copy-major."""
+        check_copies(copies)
+        x = self.layers[0](x, copies=copies, generator=generator)
+        for layer in self.layers[1:]:
+            x = layer(x, generator=generator)
+        return x
+
+    def policy(self, size: tuple[int, ...] | None = None) -> Policy:
+        """The learned policy of every layer (see :class:`Policy`)."""
+        return Policy(layer.policy(size) for layer in self.layers)

@@ -1,0 +1,136 @@
+"""AugNet: augment C copies, run the trunk once on the B*C rows, aggregate.
+
+Axis legend: B samples, C copies, N = B * C rows (copy-major).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from einops import rearrange
+from torch import Tensor, nn
+
+from augnet.layers import AugmentationLayer, AugmentationModule, Policy
+from augnet.transforms.base import check_copies
+
+__all__ = ["AGGREGATES", "AugNet", "aggregate"]
+
+AGGREGATES = ("log_softmax", "softmax", "mean")
+
+
+def aggregate(out: Tensor, copies: int, how: str = "log_softmax") -> Tensor:
+    """Average trunk outputs over the copy axis.
+
+    Args:
+        out: trunk outputs for ``N = B * copies`` rows, copy-major.
+        copies: the number of copies C.
+        how: ``"log_softmax"`` (mean of log-probabilities, the default for
+            classification), ``"softmax"`` (log of the mean probability) or
+            ``"mean"`` (plain mean, for regression and embeddings).
+
+    Shape:
+        - out: :math:`(B \\cdot C, ...)`; for the softmax kinds
+          :math:`(B \\cdot C, \\text{classes}, ...)`
+        - output: :math:`(B, ...)`; log-probabilities for the softmax kinds.
+    """
+    if how not in AGGREGATES:
+        raise ValueError(f"aggregate must be one of {AGGREGATES}, got {how!r}")
+    if not isinstance(out, Tensor):
+        raise TypeError(f"the trunk must return a tensor to aggregate, got {type(out).__name__}")
+    if out.dim() == 0 or out.shape[0] % copies != 0:
+        raise ValueError(
+            f"the trunk returned shape {tuple(out.shape)}; expected one row per augmented copy "
+            f"(a first dimension that is a multiple of copies={copies})"
+        )
+    if not out.is_floating_point():
+        raise TypeError(f"the trunk must return floating-point outputs to aggregate, got {out.dtype}")
+    if how != "mean" and out.dim() < 2:
+        raise ValueError(
+            f"aggregate={how!r} needs a class dimension, but the trunk returned shape {tuple(out.shape)}; "
+            "use aggregate='mean' for regression outputs"
+        )
+    per_copy = rearrange(out, "(c b) ... -> c b ...", c=copies)
+    if how == "mean":
+        return per_copy.mean(0)
+    logp = per_copy.log_softmax(2)
+    if how == "log_softmax":
+        return logp.mean(0)
+    return torch.logsumexp(logp, 0) - math.log(copies)
+
+
+class AugNet(nn.Module):
+    r"""A model made invariant by averaging its trunk over learned augmentations.
+
+    .. math:: \tilde f(x) = \frac{1}{C} \sum_{c=1}^{C} f(g_c x)
+
+    The input is copied C times by the augmentation module, the trunk runs
+    once on the ``B * C`` rows, and the C predictions are aggregated.
+
+    Args:
+        trunk: any model mapping a batch of (augmented) inputs to outputs.
+        augment: an :class:`AugmentationModule`, one :class:`AugmentationLayer`
+            or a sequence of layers.
+        train_copies: copies C in training (default 1).
+        eval_copies: copies C in evaluation (default 4).
+        aggregate: ``"log_softmax"``, ``"softmax"`` or ``"mean"`` (see
+            :func:`aggregate`).
+
+    Shape:
+        - input: :math:`(B, ...)`
+        - output: :math:`(B, ...)`, the aggregated trunk output.
+
+    Examples:
+        >>> from augnet.transforms import image as T
+        >>> trunk = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 10))
+        >>> layer = AugmentationLayer([T.Rotate(), T.TranslateX()], init_magnitude=0.1)
+        >>> model = AugNet(trunk, layer, eval_copies=4).eval()
+        >>> model(torch.rand(5, 3, 8, 8)).shape
+        torch.Size([5, 10])
+    """
+
+    def __init__(
+        self,
+        trunk: nn.Module,
+        augment: AugmentationModule | AugmentationLayer | Sequence[AugmentationLayer],
+        train_copies: int = 1,
+        eval_copies: int = 4,
+        aggregate: str = "log_softmax",
+    ) -> None:
+        super().__init__()
+        if not isinstance(trunk, nn.Module):
+            raise TypeError(f"trunk must be an nn.Module, got {type(trunk).__name__}")
+        if not isinstance(augment, AugmentationModule):
+            augment = AugmentationModule(augment)
+        check_copies(train_copies)
+        check_copies(eval_copies)
+        if aggregate not in AGGREGATES:
+            raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
+        self.trunk = trunk
+        self.augment = augment
+        self.train_copies = train_copies
+        self.eval_copies = eval_copies
+        self.aggregate = aggregate
+
+    def forward(self, x: Tensor, copies: int | None = None, generator: torch.Generator | None = None) -> Tensor:
+        """Aggregated prediction over ``copies`` augmented copies of each sample.
+
+        Args:
+            x: input batch.
+            copies: overrides ``train_copies`` / ``eval_copies``.
+            generator: source of randomness for the augmentations.
+        """
+        if not isinstance(x, Tensor):
+            raise TypeError(f"AugNet expects a tensor input, got {type(x).__name__}")
+        c = copies if copies is not None else (self.train_copies if self.training else self.eval_copies)
+        check_copies(c)
+        rows = self.augment(x, copies=c, generator=generator)
+        return aggregate(self.trunk(rows), c, self.aggregate)
+
+    def policy(self, size: tuple[int, ...] | None = None) -> Policy:
+        """Per layer, each transform's weight, magnitude and range in natural units."""
+        return self.augment.policy(size)
+
+    def extra_repr(self) -> str:
+        return f"train_copies={self.train_copies}, eval_copies={self.eval_copies}, aggregate={self.aggregate!r}"

@@ -1,0 +1,164 @@
+"""Regularisers that keep augmentation layers from collapsing to the identity.
+
+``loss = task_loss + lam * R``, with R one of:
+
+- :func:`selective_regularizer`: :math:`R = -\\sum_{layers} \\| w \\odot \\mu \\|_2`
+  (AugNet). Tying each weight to its magnitude makes a layer select the
+  transform with the highest admissible magnitude.
+- :func:`augerino_regularizer`: :math:`R = -\\sum_{layers} \\| \\mu \\|_2` (Augerino's),
+  for ablations.
+- :func:`no_regularizer`: 0.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from augnet.layers import AugmentationLayer
+
+__all__ = [
+    "REGULARIZERS",
+    "LambdaSchedule",
+    "augerino_regularizer",
+    "get_regularizer",
+    "no_regularizer",
+    "param_groups",
+    "selective_regularizer",
+]
+
+
+def _layers(module: nn.Module) -> list[AugmentationLayer]:
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"expected an nn.Module holding augmentation layers, got {type(module).__name__}")
+    layers = [m for m in module.modules() if isinstance(m, AugmentationLayer)]
+    if not layers:
+        raise ValueError(f"no AugmentationLayer found in {type(module).__name__}")
+    return layers
+
+
+def selective_regularizer(module: nn.Module) -> Tensor:
+    """AugNet's regulariser, :math:`-\\sum_{layers} \\| w \\odot \\mu \\|_2`.
+
+    Args:
+        module: an AugNet, AugmentationModule, AugmentationLayer, or any module
+            containing augmentation layers.
+
+    Returns:
+        A differentiable scalar (non-positive).
+
+    Examples:
+        >>> from augnet.transforms import image as T
+        >>> layer = AugmentationLayer([T.Rotate(), T.TranslateX()], init_magnitude=[0.3, 0.4])
+        >>> selective_regularizer(layer)  # -|| (0.5 * 0.3, 0.5 * 0.4) ||
+        tensor(-0.2500, grad_fn=<NegBackward0>)
+    """
+    terms = [torch.linalg.vector_norm(layer.weights * layer.magnitudes) for layer in _layers(module)]
+    return -torch.stack(terms).sum(0)
+
+
+def augerino_regularizer(module: nn.Module) -> Tensor:
+    """Augerino's regulariser on AugNet layers, :math:`-\\sum_{layers} \\| \\mu \\|_2`.
+
+    It ignores the weights, so a layer can escape it by putting all its weight
+    on one transform with magnitude 0 (the ablation of the AugNet paper).
+    """
+    terms = [torch.linalg.vector_norm(layer.magnitudes) for layer in _layers(module)]
+    return -torch.stack(terms).sum(0)
+
+
+def no_regularizer(module: nn.Module) -> Tensor:
+    """Zero, for the no-regulariser ablation (still checks ``module`` has layers)."""
+    layer = _layers(module)[0]
+    return layer.raw_magnitudes.new_zeros(())
+
+
+REGULARIZERS = {"selective": selective_regularizer, "augerino": augerino_regularizer, "none": no_regularizer}
+
+
+def get_regularizer(name: str):
+    """The regulariser called ``name``: ``"selective"``, ``"augerino"`` or ``"none"``."""
+    if name not in REGULARIZERS:
+        raise ValueError(f"unknown regularizer {name!r}; expected one of {sorted(REGULARIZERS)}")
+    return REGULARIZERS[name]
+
+
+class LambdaSchedule:
+    """Piecewise-constant regularisation strength over epochs.
+
+    ``values[i]`` applies from ``milestones[i - 1]`` (inclusive) to
+    ``milestones[i]``; the default is 0.5 for the first 40 epochs, then 0.05
+    (the AugNet paper's CIFAR-10 schedule).
+
+    Examples:
+        >>> schedule = LambdaSchedule((0.5, 0.05), milestones=(40,))
+        >>> schedule(0), schedule(39), schedule(40)
+        (0.5, 0.5, 0.05)
+    """
+
+    def __init__(self, values: Sequence[float] = (0.5, 0.05), milestones: Sequence[int] = (40,)) -> None:
+        values, milestones = [float(v) for v in values], [int(m) for m in milestones]
+        if len(values) != len(milestones) + 1:
+            raise ValueError(
+                f"need one more value than milestones, got {len(values)} values and {len(milestones)} milestones"
+            )
+        if any(v < 0 for v in values):
+            raise ValueError(f"lambda values must be non-negative, got {values}")
+        if any(b <= a for a, b in itertools.pairwise(milestones)) or any(m < 0 for m in milestones):
+            raise ValueError(f"milestones must be non-negative and increasing, got {milestones}")
+        self.values, self.milestones = values, milestones
+
+    def __call__(self, epoch: int) -> float:
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0, got {epoch}")
+        return self.values[sum(epoch >= m for m in self.milestones)]
+
+    def __repr__(self) -> str:
+        return f"LambdaSchedule(values={self.values}, milestones={self.milestones})"
+
+
+def augmentation_parameters(module: nn.Module) -> list[nn.Parameter]:
+    """Parameters of every augmentation layer inside ``module``."""
+    seen, params = set(), []
+    for layer in _layers(module):
+        for p in layer.parameters():
+            if id(p) not in seen:
+                seen.add(id(p))
+                params.append(p)
+    return params
+
+
+def param_groups(
+    module: nn.Module,
+    weight_decay: float = 0.0,
+    aug_weight_decay: float = 0.0,
+    aug_lr: float | None = None,
+) -> list[dict]:
+    """Optimiser parameter groups: trunk parameters, then augmentation parameters.
+
+    Args:
+        module: the model (e.g. an :class:`~augnet.AugNet`).
+        weight_decay: weight decay of the non-augmentation parameters.
+        aug_weight_decay: weight decay of the augmentation parameters
+            (weights and magnitudes); 0 by default, so weight decay does not
+            fight the regulariser.
+        aug_lr: optional learning rate of the augmentation group.
+
+    Examples:
+        >>> import augnet
+        >>> from augnet.transforms import image as T
+        >>> model = augnet.AugNet(nn.Linear(4, 2), AugmentationLayer([T.Rotate()]))
+        >>> groups = param_groups(model, weight_decay=1e-4)
+        >>> [len(g["params"]) for g in groups], [g["weight_decay"] for g in groups]
+        ([2, 2], [0.0001, 0.0])
+    """
+    aug = augmentation_parameters(module)
+    aug_ids = {id(p) for p in aug}
+    rest = [p for p in module.parameters() if id(p) not in aug_ids]
+    group = {"params": aug, "weight_decay": float(aug_weight_decay)}
+    if aug_lr is not None:
+        group["lr"] = float(aug_lr)
+    return [{"params": rest, "weight_decay": float(weight_decay)}, group]

@@ -1,0 +1,305 @@
+"""AugmentationLayer and AugmentationModule."""
+
+import math
+
+import pytest
+import torch
+from helpers import TOL, gen
+from torch.func import functional_call
+
+import augnet
+from augnet.layers import inward_clamp
+from augnet.transforms import Transform
+from augnet.transforms import image as T
+
+F64 = torch.float64
+
+
+class NoTaps(Transform):
+    """Wraps a tap transform but hides its taps, forcing the generic path."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        return self.inner.sample(x, magnitude, generator=generator, copies=copies)
+
+    def apply(self, x, params):
+        return self.inner.apply(x, params)
+
+
+def images(b=4, ch=3, h=8, w=9, dtype=torch.float32, seed=0):
+    return torch.rand(b, ch, h, w, generator=gen(seed), dtype=dtype)
+
+
+def hand_mixture(layer, x, copies, seed):
+    """sum_q w_q T_q(x) with the layer's sampling order, written out."""
+    g = gen(seed)
+    w, mu = layer.weights, layer.magnitudes
+    params = [t.sample(x, mu[q], generator=g, copies=copies) for q, t in enumerate(layer.transforms)]
+    return sum(w[q] * t.apply(x, p) for q, (t, p) in enumerate(zip(layer.transforms, params, strict=True)))
+
+
+# ------------------------------------------------------------------ state
+
+
+def test_weights_are_a_softmax_with_temperature():
+    layer = augnet.AugmentationLayer([T.Rotate(), T.ShearX(), T.Scale()], temperature=0.5)
+    with torch.no_grad():
+        layer.weight_logits.copy_(torch.tensor([1.0, 0.0, -1.0]))
+    expected = torch.softmax(torch.tensor([2.0, 0.0, -2.0]), 0)
+    torch.testing.assert_close(layer.weights, expected)
+    assert math.isclose(float(layer.weights.detach().sum()), 1.0, rel_tol=1e-6)
+
+
+def test_weights_and_magnitudes_are_read_only():
+    layer = augnet.AugmentationLayer([T.Rotate()])
+    with pytest.raises(AttributeError):
+        layer.weights = torch.ones(1)
+    with pytest.raises(AttributeError):
+        layer.magnitudes = torch.ones(1)
+
+
+def test_inward_clamp_keeps_only_gradients_that_point_inside():
+    raw = torch.tensor([-0.2, 0.0, 0.5, 1.0, 1.3], requires_grad=True)
+    out = inward_clamp(raw)
+    torch.testing.assert_close(out, torch.tensor([0.0, 0.0, 0.5, 1.0, 1.0]))
+    # d(sum)/d raw = +1: a descent step lowers raw, which is outward at 0 and inward at 1.
+    out.sum().backward()
+    torch.testing.assert_close(raw.grad, torch.tensor([0.0, 0.0, 1.0, 1.0, 1.0]))
+    raw.grad = None
+    (-inward_clamp(raw)).sum().backward()
+    torch.testing.assert_close(raw.grad, torch.tensor([-1.0, -1.0, -1.0, 0.0, 0.0]))
+
+
+@pytest.mark.parametrize("init", [0.0, 1.0])
+def test_task_gradient_reaches_a_magnitude_sitting_on_a_bound(init):
+    # For a linear loss L and its opposite -L, the gradient in a magnitude
+    # sitting on a bound survives in exactly the one that points inside.
+    layer = augnet.AugmentationLayer([T.Rotate()], init_magnitude=init)
+    r = torch.randn(4, 3, 8, 9, generator=gen(2))
+    grads = []
+    for sign in (1.0, -1.0):
+        layer.zero_grad()
+        (sign * (layer(images(), generator=gen(1)) * r).sum()).backward()
+        grads.append(float(layer.raw_magnitudes.grad))
+    inward = [g for g in grads if (g < 0 if init == 0.0 else g > 0)]
+    outward = [g for g in grads if g not in inward]
+    assert len(inward) == 1 and outward == [0.0]
+
+
+def test_init_magnitude_per_transform():
+    layer = augnet.AugmentationLayer([T.Rotate(), T.ShearX()], init_magnitude=[0.1, 0.7])
+    torch.testing.assert_close(layer.magnitudes, torch.tensor([0.1, 0.7]))
+
+
+def test_state_dict_round_trip():
+    a = augnet.AugmentationLayer([T.Rotate(), T.ShearX(), T.Brightness()], init_magnitude=0.3)
+    with torch.no_grad():
+        a.weight_logits.copy_(torch.tensor([0.5, -0.2, 0.1]))
+        a.raw_magnitudes.copy_(torch.tensor([0.2, 0.9, 0.4]))
+    b = augnet.AugmentationLayer([T.Rotate(), T.ShearX(), T.Brightness()])
+    b.load_state_dict(a.state_dict())
+    torch.testing.assert_close(b.weights, a.weights)
+    torch.testing.assert_close(b.magnitudes, a.magnitudes)
+    x = images()
+    torch.testing.assert_close(b(x, copies=2, generator=gen(3)), a(x, copies=2, generator=gen(3)))
+
+
+def test_policy_and_repr():
+    layer = augnet.AugmentationLayer([T.Rotate(), T.TranslateX()], init_magnitude=[0.25, 0.5])
+    layer(images(h=8, w=20))
+    policy = layer.policy()
+    assert [e["transform"] for e in policy] == ["Rotate", "TranslateX"]
+    assert policy[0]["range"] == (-45.0, 45.0, "deg")
+    assert policy[1]["range"] == (-5.0, 5.0, "px")  # half the magnitude-1 shift of half the width 20
+    assert math.isclose(policy[0]["weight"], 0.5)
+    text = repr(layer)
+    assert "Rotate(w=0.500, mu=0.250)" in text and "TranslateX(w=0.500, mu=0.500)" in text
+
+
+# ---------------------------------------------------------------- forward
+
+
+@pytest.mark.parametrize("copies", [1, 3])
+def test_training_output_is_the_weighted_sum_of_the_transforms(copies):
+    layer = augnet.AugmentationLayer(
+        [T.TranslateX(), T.Rotate(padding="border"), T.HorizontalFlip(), T.Contrast(), T.SamplePairing()],
+        init_magnitude=[0.3, 0.4, 0.5, 0.6, 0.7],
+    )
+    with torch.no_grad():
+        layer.weight_logits.copy_(torch.tensor([0.3, -0.1, 0.2, 0.0, -0.4]))
+    x = images()
+    out = layer(x, copies=copies, generator=gen(9))
+    torch.testing.assert_close(out, hand_mixture(layer, x, copies, 9), **TOL[torch.float32])
+
+
+def test_gradcheck_of_the_layer_in_float64():
+    transforms = [
+        T.TranslateX(),
+        T.Rotate(),
+        T.ShearY(),
+        T.Scale(),
+        T.Brightness(),
+        T.Contrast(),
+        T.Hue(),
+        T.SamplePairing(),
+    ]
+    layer = augnet.AugmentationLayer(transforms).double()
+    x = images(b=2, h=5, w=4, dtype=F64).requires_grad_()
+    logits = torch.randn(len(transforms), dtype=F64, generator=gen(1)).requires_grad_()
+    raw = torch.linspace(0.2, 0.8, len(transforms), dtype=F64).requires_grad_()
+
+    def f(x, logits, raw):
+        params = {"weight_logits": logits, "raw_magnitudes": raw}
+        return functional_call(layer, params, (x,), {"copies": 2, "generator": gen(4)})
+
+    assert torch.autograd.gradcheck(f, (x, logits, raw))
+
+
+@pytest.mark.parametrize("wrap", [False, True], ids=["taps", "generic"])
+def test_evaluation_draws_one_transform_per_row_with_probability_w(wrap):
+    def maybe(t):
+        return NoTaps(t) if wrap else t
+
+    # At magnitude 1 the flips are certain, and Rotate at magnitude 0 is the identity.
+    layer = augnet.AugmentationLayer(
+        [maybe(T.HorizontalFlip()), maybe(T.VerticalFlip()), maybe(T.Rotate())], init_magnitude=[1.0, 1.0, 0.0]
+    )
+    probs = torch.tensor([0.5, 0.3, 0.2])
+    with torch.no_grad():
+        layer.weight_logits.copy_(probs.log())
+    layer.eval()
+    x = images(b=3, dtype=F64)
+    out = layer(x, copies=1000, generator=gen(0)).reshape(1000, 3, -1)
+    candidates = torch.stack([x.flip(-1), x.flip(-2), x]).reshape(3, 1, 3, -1)
+    dist = (out[None] - candidates).abs().amax(-1)  # (3 candidates, 1000 copies, 3 samples)
+    match = dist < 1e-9
+    assert match.any(0).all(), "every copy must be exactly one of the candidate transforms"
+    freq = match.float().mean((1, 2))
+    assert torch.allclose(freq, probs, atol=0.03)
+
+
+def test_generic_path_matches_the_tap_path():
+    fast = augnet.AugmentationLayer([T.Rotate(), T.TranslateY(), T.Saturation()], init_magnitude=[0.4, 0.3, 0.8])
+    slow = augnet.AugmentationLayer([NoTaps(T.Rotate()), NoTaps(T.TranslateY()), NoTaps(T.Saturation())])
+    slow.load_state_dict(fast.state_dict())
+    assert fast.uses_taps and not slow.uses_taps
+    x = images()
+    torch.testing.assert_close(slow(x, copies=2, generator=gen(5)), fast(x, copies=2, generator=gen(5)))
+    fast.eval(), slow.eval()
+    torch.testing.assert_close(slow(x, copies=2, generator=gen(5)), fast(x, copies=2, generator=gen(5)))
+
+
+def test_eval_mode_mix_keeps_the_training_blend():
+    layer = augnet.AugmentationLayer([T.Rotate(), T.ShearX()], init_magnitude=0.5, eval_mode="mix")
+    x = images()
+    train = layer(x, copies=2, generator=gen(1))
+    layer.eval()
+    torch.testing.assert_close(layer(x, copies=2, generator=gen(1)), train)
+
+
+def test_generator_makes_runs_identical():
+    layer = augnet.AugmentationLayer([T.Rotate(), T.TranslateX(), T.HorizontalFlip()], init_magnitude=0.5)
+    x = images()
+    for mode in (layer.train, layer.eval):
+        mode()
+        assert torch.equal(layer(x, copies=3, generator=gen(7)), layer(x, copies=3, generator=gen(7)))
+        assert not torch.equal(layer(x, copies=3, generator=gen(7)), layer(x, copies=3, generator=gen(8)))
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_copies_are_copy_major_at_magnitude_zero(training):
+    layer = augnet.AugmentationLayer([T.Rotate(), T.HorizontalFlip()], init_magnitude=0.0).train(training)
+    x = images(b=3)
+    out = layer(x, copies=4, generator=gen(0))
+    torch.testing.assert_close(out, x.repeat(4, 1, 1, 1), atol=1e-6, rtol=0)
+
+
+def test_module_makes_copies_once_then_works_row_by_row():
+    first = augnet.AugmentationLayer([T.Rotate()], init_magnitude=0.5)
+    second = augnet.AugmentationLayer([T.Brightness()], init_magnitude=0.5)
+    module = augnet.AugmentationModule([first, second])
+    x = images(b=3)
+    out = module(x, copies=2, generator=gen(3))
+    g = gen(3)
+    expected = second(first(x, copies=2, generator=g), generator=g)
+    torch.testing.assert_close(out, expected)
+    assert out.shape == (6, *x.shape[1:])
+
+
+def test_layer_without_copies_keeps_the_batch_size():
+    layer = augnet.AugmentationLayer([T.Rotate()])
+    assert layer(images(b=5)).shape == (5, 3, 8, 9)
+
+
+def test_empty_batch_gives_an_empty_output():
+    layer = augnet.AugmentationLayer([T.Rotate(), T.HorizontalFlip()])
+    for mode in (layer.train, layer.eval):
+        mode()
+        assert layer(images(b=0), copies=2).shape == (0, 3, 8, 9)
+
+
+def test_input_is_not_modified():
+    layer = augnet.AugmentationLayer([T.Rotate(), T.Contrast(), T.SamplePairing()], init_magnitude=0.5)
+    x = images().requires_grad_()
+    before = x.detach().clone()
+    layer(x, copies=2).sum().backward()
+    assert torch.equal(x.detach(), before)
+
+
+# -------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(transforms=[]), ValueError, "transforms must not be empty"),
+        (dict(transforms=T.Rotate()), TypeError, "sequence of Transform"),
+        (dict(transforms=[torch.nn.ReLU()]), TypeError, "augnet Transform, got ReLU"),
+        (dict(init_magnitude=float("nan")), ValueError, r"lie in \[0, 1\], got nan"),
+        (dict(init_magnitude=1.5), ValueError, r"got 1.5"),
+        (dict(init_magnitude=[0.1, 0.2, 0.3]), ValueError, "3 values for 2 transforms"),
+        (dict(temperature=0.0), ValueError, "temperature must be positive"),
+        (dict(eval_mode="average"), ValueError, "eval_mode must be one of"),
+    ],
+)
+def test_bad_construction(kwargs, error, match):
+    kwargs = {"transforms": [T.Rotate(), T.ShearX()], **kwargs}
+    with pytest.raises(error, match=match):
+        augnet.AugmentationLayer(**kwargs)
+
+
+def test_bad_forward_inputs():
+    layer = augnet.AugmentationLayer([T.Rotate(), T.ShearX()])
+    with pytest.raises(ValueError, match=r"4-D input \(B, Ch, H, W\), got shape \(3, 8, 8\)"):
+        layer(torch.rand(3, 8, 8))
+    with pytest.raises(TypeError, match=r"floating-point tensor, got dtype torch\.int64"):
+        layer(torch.ones(2, 3, 8, 8, dtype=torch.long))
+    with pytest.raises(ValueError, match="copies must be >= 1, got 0"):
+        layer(images(), copies=0)
+    with pytest.raises(TypeError, match="copies must be an int"):
+        layer(images(), copies=2.0)
+    module = augnet.AugmentationModule([layer])
+    with pytest.raises(ValueError, match="copies must be >= 1, got -1"):
+        module(images(), copies=-1)
+
+
+def test_nan_magnitude_in_the_state_is_reported():
+    layer = augnet.AugmentationLayer([T.Rotate(), T.ShearX()])
+    state = layer.state_dict()
+    state["raw_magnitudes"] = torch.tensor([0.5, float("nan")])
+    layer.load_state_dict(state)
+    x = images()
+    before = x.clone()
+    with pytest.raises(ValueError, match="magnitudes contains NaN"):
+        layer(x)
+    assert torch.equal(x, before)
+
+
+def test_module_rejects_what_is_not_a_layer():
+    with pytest.raises(ValueError, match="layers must not be empty"):
+        augnet.AugmentationModule([])
+    with pytest.raises(TypeError, match="AugmentationLayer, got Linear"):
+        augnet.AugmentationModule([torch.nn.Linear(2, 2)])

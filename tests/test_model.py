@@ -1,0 +1,181 @@
+"""AugNet: copies, one trunk call, aggregation, policy, bad input."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import gen
+from torch import nn
+
+import augnet
+from augnet.transforms import image as T
+
+
+class Counting(nn.Module):
+    """A trunk that records how often, and on how many rows, it runs."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.calls = []
+
+    def forward(self, x):
+        self.calls.append(x.shape[0])
+        return self.inner(x)
+
+
+def cnn(classes=5):
+    return nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, classes)
+    )
+
+
+def layer(mag=0.4):
+    return augnet.AugmentationLayer([T.Rotate(), T.TranslateX(), T.Brightness()], init_magnitude=mag)
+
+
+def images(b=3, seed=0):
+    return torch.rand(b, 3, 8, 8, generator=gen(seed))
+
+
+@pytest.mark.parametrize("how", ["log_softmax", "softmax", "mean"])
+def test_aggregation_equals_a_hand_written_average(how):
+    trunk = cnn()
+    model = augnet.AugNet(trunk, layer(), eval_copies=4, aggregate=how).eval()
+    x = images()
+    out = model(x, generator=gen(1))
+    rows = model.augment(x, copies=4, generator=gen(1))
+    per_copy = [trunk(rows[c * 3 : (c + 1) * 3]) for c in range(4)]
+    if how == "log_softmax":
+        expected = sum(F.log_softmax(o, 1) for o in per_copy) / 4
+    elif how == "softmax":
+        expected = torch.log(sum(F.softmax(o, 1) for o in per_copy) / 4)
+    else:
+        expected = sum(per_copy) / 4
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_trunk_runs_once_on_the_super_batch():
+    trunk = Counting(cnn())
+    model = augnet.AugNet(trunk, layer(), train_copies=2, eval_copies=5)
+    model(images(b=3))
+    model.eval()
+    model(images(b=3))
+    model(images(b=3), copies=7)
+    assert trunk.calls == [6, 15, 21]
+
+
+def test_regression_trunk_with_mean_aggregation():
+    trunk = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 1), nn.Flatten(0))  # (N,) outputs
+    model = augnet.AugNet(trunk, layer(0.0), eval_copies=3, aggregate="mean").eval()
+    x = images(b=4)
+    # At magnitude 0 every copy is the input itself, so the average is the trunk's output.
+    torch.testing.assert_close(model(x), trunk(x), rtol=1e-5, atol=1e-5)
+
+
+def test_exactly_invariant_trunk_gives_the_same_output_for_every_draw():
+    # A trunk that only sees the mean brightness-free content is invariant to
+    # horizontal flips; averaging over flips changes nothing.
+    trunk = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, 4))
+    flips = augnet.AugmentationLayer([T.HorizontalFlip(), T.VerticalFlip()], init_magnitude=0.5)
+    model = augnet.AugNet(trunk, flips, eval_copies=6).eval()
+    x = images()
+    torch.testing.assert_close(model(x, generator=gen(0)), model(x, generator=gen(1)))
+    torch.testing.assert_close(model(x, generator=gen(0)), F.log_softmax(trunk(x), 1))
+
+
+def test_training_end_to_end_moves_the_augmentation_parameters():
+    model = augnet.AugNet(cnn(), layer(), train_copies=2)
+    opt = torch.optim.Adam(augnet.param_groups(model), lr=1e-2)
+    before = [p.detach().clone() for p in model.augment.parameters()]
+    for _ in range(3):
+        loss = F.nll_loss(model(images(b=6)), torch.arange(6) % 5) + 0.5 * augnet.selective_regularizer(model)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert all(not torch.equal(a, b) for a, b in zip(before, model.augment.parameters(), strict=True))
+
+
+def test_policy_reports_natural_units():
+    model = augnet.AugNet(cnn(), augnet.AugmentationModule([layer(0.25), layer(0.5)]))
+    model(torch.rand(2, 3, 16, 20))
+    policy = model.policy()
+    assert len(policy) == 2
+    first = {e["transform"]: e for e in policy[0]}
+    assert first["Rotate"]["range"] == (-45.0, 45.0, "deg")
+    assert first["TranslateX"]["range"] == (-2.5, 2.5, "px")
+    assert math.isclose(sum(e["weight"] for e in policy[1]), 1.0, rel_tol=1e-6)
+    text = str(policy)
+    assert "layer 1:" in text and "±45 deg" in text
+    assert policy.to_json()[0][0]["range"] == [-45.0, 45.0, "deg"]
+
+
+def test_a_single_layer_or_a_list_is_wrapped_in_a_module():
+    a = augnet.AugNet(cnn(), layer())
+    b = augnet.AugNet(cnn(), [layer(), layer()])
+    assert isinstance(a.augment, augnet.AugmentationModule) and len(b.augment.layers) == 2
+
+
+def test_state_dict_round_trip_keeps_the_policy():
+    a = augnet.AugNet(cnn(), layer(0.3))
+    with torch.no_grad():
+        a.augment.layers[0].weight_logits.copy_(torch.tensor([1.0, 0.0, -1.0]))
+    b = augnet.AugNet(cnn(), layer())
+    b.load_state_dict(a.state_dict())
+    assert str(a.policy()) == str(b.policy())
+    a.eval(), b.eval()
+    torch.testing.assert_close(a(images(), generator=gen(2)), b(images(), generator=gen(2)))
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def test_trunk_output_that_cannot_be_aggregated():
+    x = images()
+    with pytest.raises(TypeError, match="must return a tensor to aggregate, got tuple"):
+        augnet.AugNet(nn.Sequential(cnn(), _Tuple()), layer())(x)
+    with pytest.raises(ValueError, match=r"needs a class dimension.*use aggregate='mean'"):
+        augnet.AugNet(nn.Sequential(cnn(1), nn.Flatten(0)), layer())(x)
+    with pytest.raises(ValueError, match="expected one row per augmented copy"):
+        augnet.AugNet(_Sum(), layer(), train_copies=2)(x)
+
+
+class _Tuple(nn.Module):
+    def forward(self, x):
+        return x, x
+
+
+class _Sum(nn.Module):
+    def forward(self, x):
+        return x.sum()
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(trunk=lambda x: x), TypeError, "trunk must be an nn.Module"),
+        (dict(train_copies=0), ValueError, "copies must be >= 1, got 0"),
+        (dict(eval_copies=-2), ValueError, "copies must be >= 1, got -2"),
+        (dict(aggregate="max"), ValueError, "aggregate must be one of"),
+        (dict(augment=[]), ValueError, "layers must not be empty"),
+    ],
+)
+def test_bad_construction(kwargs, error, match):
+    kwargs = {"trunk": cnn(), "augment": layer(), **kwargs}
+    with pytest.raises(error, match=match):
+        augnet.AugNet(**kwargs)
+
+
+def test_bad_forward_input_modifies_nothing():
+    model = augnet.AugNet(cnn(), layer())
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError, match="4-D input"):
+        model(torch.rand(3, 8, 8))
+    with pytest.raises(TypeError, match="floating-point"):
+        model(torch.zeros(2, 3, 8, 8, dtype=torch.uint8))
+    with pytest.raises(TypeError, match="expects a tensor input, got list"):
+        model([1, 2])
+    with pytest.raises(ValueError, match="copies must be >= 1"):
+        model(images(), copies=0)
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in state.items())
