@@ -3,10 +3,11 @@ transform against an independent reference at fixed parameters."""
 
 import math
 
+import contract
 import kornia
 import pytest
 import torch
-from helpers import TOL, gen
+from helpers import gen
 
 from augnet.transforms import Transform
 from augnet.transforms import image as T
@@ -35,61 +36,39 @@ def images(b=5, ch=3, h=9, w=11, dtype=torch.float32, seed=0):
     return torch.rand(b, ch, h, w, generator=gen(seed), dtype=dtype)
 
 
+def make_images(b, dtype, ch=3):
+    return images(b=b, ch=ch, dtype=dtype)
+
+
 # --------------------------------------------------------------------- contract
 
 
 @pytest.mark.parametrize("cls", ALL)
 @pytest.mark.parametrize("copies", [1, 3])
 def test_identity_at_magnitude_zero(cls, copies):
-    x = images(dtype=torch.float64)
-    out = cls()(x, 0.0, generator=gen(1), copies=copies)
-    assert torch.allclose(out, x.repeat(copies, 1, 1, 1), atol=1e-10)
+    contract.identity_at_zero(cls(), make_images, copies)
 
 
 @pytest.mark.parametrize("cls", ALL)
 def test_replay_with_same_params_is_exact(cls):
-    t = cls()
-    x = images(b=16)
-    params = t.sample(x, 0.7, generator=gen(3), copies=2)
-    a = t(x, 0.7, params=params, copies=2)
-    b = t.apply(x, params)
-    assert torch.equal(a, b)
-    # The same seed draws the same parameters; another seed draws others.
-    again = t.sample(x, 0.7, generator=gen(3), copies=2)
-    assert all(torch.equal(params[k], again[k]) for k in params)
-    other = t(x, 0.7, generator=gen(4), copies=2)
-    assert not torch.allclose(a, other)
+    contract.replay(cls(), make_images)
 
 
 @pytest.mark.parametrize("cls", ALL)
 def test_input_is_not_modified(cls):
-    x = images().requires_grad_()
-    before = x.detach().clone()
-    mag = torch.tensor(0.6, requires_grad=True)
-    out = cls()(x, mag, generator=gen(0), copies=2)
-    out.square().sum().backward()
-    assert torch.equal(x.detach(), before)
+    contract.input_not_modified(cls(), make_images)
 
 
 @pytest.mark.parametrize("cls", ALL)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_dtype_and_device_kept(cls, dtype):
-    x = images(dtype=dtype)
-    out = cls()(x, 0.5, generator=gen(0))
-    assert out.dtype == dtype and out.device == x.device and out.shape == x.shape
+    contract.dtype_and_device_kept(cls(), make_images, dtype)
 
 
 @pytest.mark.parametrize("cls", [c for c in ALL if not c.mixes_samples])
 @pytest.mark.parametrize("copies", [1, 2])
 def test_batch_equals_samples_one_by_one(cls, copies):
-    t = cls()
-    x = images(b=4)
-    b = x.shape[0]
-    params = t.sample(x, 0.8, generator=gen(5), copies=copies)
-    out = t.apply(x, params)
-    for n in range(b * copies):
-        single = t.apply(x[n % b : n % b + 1], {k: v[n : n + 1] for k, v in params.items()})
-        torch.testing.assert_close(out[n : n + 1], single, **TOL[torch.float32])
+    contract.batch_equals_samples(cls(), make_images, copies)
 
 
 def test_sample_pairing_commutes_with_a_permutation_of_the_batch():
@@ -110,46 +89,28 @@ def test_sample_pairing_commutes_with_a_permutation_of_the_batch():
 
 @pytest.mark.parametrize("cls", ALL)
 def test_gradient_reaches_magnitude_and_input(cls):
-    x = images(b=8).requires_grad_()
-    mag = torch.tensor(0.5, requires_grad=True)
-    out = cls()(x, mag, generator=gen(11), copies=2)
-    weights = torch.randn(out.shape, generator=gen(12))
-    (out * weights).sum().backward()
-    assert mag.grad is not None and torch.isfinite(mag.grad) and mag.grad != 0
-    assert x.grad is not None and torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0
+    contract.gradient_reaches_magnitude_and_input(cls(), make_images)
 
 
 @pytest.mark.parametrize("cls", [T.HorizontalFlip, T.VerticalFlip])
 @pytest.mark.parametrize("mag", [0.0, 1.0])
 def test_flip_gradient_alive_at_the_bounds(cls, mag):
-    x = images(b=16).requires_grad_()
-    m = torch.tensor(mag, requires_grad=True)
-    out = cls()(x, m, generator=gen(0))
-    (out * torch.randn(out.shape, generator=gen(1))).sum().backward()
-    assert torch.isfinite(m.grad) and m.grad != 0
+    contract.gradient_reaches_magnitude_and_input(cls(), make_images, magnitude=mag)
 
 
 @pytest.mark.parametrize("cls", SMOOTH)
 def test_gradcheck_in_the_magnitude(cls):
-    x = images(b=2, h=5, w=6, dtype=torch.float64)
-    t = cls()
+    contract.gradcheck_magnitude(cls(), lambda b, dtype: images(b=b, h=5, w=6, dtype=dtype))
 
-    def f(m, xin):
-        return t(xin, m, generator=gen(21))
 
-    m = torch.tensor(0.4, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(f, (m, x.requires_grad_()))
+@pytest.mark.parametrize("cls", [c for c in ALL if not c.mixes_samples])
+def test_copies_equal_a_repeated_batch(cls):
+    contract.copies_equal_a_repeated_batch(cls(), make_images)
 
 
 @pytest.mark.parametrize("cls", ALL)
-def test_copies_are_copy_major_and_differ(cls):
-    t = cls()
-    x = images(b=8)
-    out = t(x, 0.5, generator=gen(0), copies=4)
-    assert out.shape == (32, *x.shape[1:])
-    # Copies of one sample are not all equal (independent draws per copy).
-    rows = out.reshape(4, 8, -1)
-    assert not torch.allclose(rows[0], rows[1])
+def test_copies_are_independent_draws(cls):
+    contract.copies_differ(cls(), make_images)
 
 
 # ------------------------------------------------------------ natural ranges
