@@ -1,0 +1,481 @@
+"""Triton backend of :func:`augnet.ops.tap_mix`: fused forward and backward kernels.
+
+Forward. One program per (output row ``n``, block of ``BLOCK_P`` pixels). It
+loops over the ``K`` taps of row ``n`` and over the channels, computes each
+pixel's source coordinate from the tap's affine map, gathers the four bilinear
+corners with masked loads (so ``zeros`` padding costs no branch), applies the
+tap's colour map and weight, and accumulates the ``(Ch, BLOCK_P)`` output tile
+in registers. ``x`` is read once per tap sample and the output is written once:
+no sampling grid and no per-tap image exist in memory.
+
+Backward. The same programs recompute the samples. The gradient of ``x`` is
+scattered through the four bilinear corners with atomic adds, so on a GPU its
+float summation order, hence its last bits, can change from run to run (it is
+not bitwise deterministic). The per-tap reductions (``affine``, ``color``,
+``weight``) are written as per-program partial sums to a buffer that torch then
+sums, which is deterministic.
+
+Out-of-range ``src`` indices are never dereferenced: such taps read zeros (and,
+with Triton's debug mode on, trip a device assertion).
+
+Triton is optional: importing this module never fails, :func:`unavailable_hint`
+says how to install it, and :func:`supports` tells which tensors the kernels
+run on (CUDA tensors, or CPU tensors under Triton's interpreter,
+``TRITON_INTERPRET=1``, which must be set before triton is first imported).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+try:  # triton is an optional dependency: pip install "augnet[triton]"
+    import triton
+    import triton.language as tl
+
+    _IMPORT_ERROR: str | None = None
+except Exception as e:  # ImportError, or a broken install
+    triton = None
+    tl = None
+    _IMPORT_ERROR = f"{type(e).__name__}: {e}"
+
+__all__ = ["supports", "tap_mix_triton", "unavailable_hint"]
+
+_PADDING_CODE = {"zeros": 0, "border": 1, "reflection": 2}
+_DTYPES = (torch.float32, torch.float64)
+
+
+def unavailable_hint() -> str | None:
+    """``None`` when triton can be imported, else why not and how to fix it."""
+    if _IMPORT_ERROR is None:
+        return None
+    return f'triton cannot be imported ({_IMPORT_ERROR}); install it with: pip install "augnet[triton]"'
+
+
+def supports(x: Tensor) -> bool:
+    """Whether the kernels run on ``x``: float32/float64 on CUDA, or on CPU under ``TRITON_INTERPRET=1``.
+
+    CPU tensors need the interpreter switched on before this module (which
+    defines the kernels) was imported; setting the variable later does not count.
+    """
+    if x.dtype not in _DTYPES:
+        return False
+    if x.is_cuda:
+        return True
+    return x.device.type == "cpu" and _interpreting() and _kernels_interpreted()
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def _kernels_interpreted() -> bool:
+    """Whether the kernels were defined for Triton's interpreter (TRITON_INTERPRET=1 at import)."""
+    return triton is not None and not isinstance(_fwd_kernel, triton.runtime.JITFunction)
+
+
+if triton is not None:
+
+    @triton.jit
+    def _source_index(s, size, PADDING: tl.constexpr):
+        """Normalised coordinate -> pixel coordinate, and its derivative (align_corners=False)."""
+        i = ((s + 1.0) * size - 1.0) * 0.5
+        d = s * 0.0 + 0.5 * size  # d i / d s (arithmetic, not tl.zeros_like: cheaper in the interpreter)
+        if PADDING == 1:  # border: clip, zero gradient on and beyond the edges
+            inside = (i > 0.0) & (i < size - 1.0)
+            d = tl.where(inside, d, 0.0)
+            i = tl.minimum(tl.maximum(i, 0.0), size - 1.0)
+        elif PADDING == 2:  # reflection about [-0.5, size - 0.5], then clip
+            t = i + 0.5
+            d = tl.where(t < 0.0, -d, d)
+            t = tl.abs(t)
+            flips = tl.floor(t / size)
+            extra = t - flips * size  # fmod without frem; rounding only matters inside the clipped zone
+            odd = (flips - 2.0 * tl.floor(flips * 0.5)) > 0.5
+            d = tl.where(odd, -d, d)
+            i = tl.where(odd, size - extra, extra) - 0.5
+            inside = (i > 0.0) & (i < size - 1.0)
+            d = tl.where(inside, d, 0.0)
+            i = tl.minimum(tl.maximum(i, 0.0), size - 1.0)
+        else:  # zeros: corners outside read 0; keep far-away points in int range
+            i = tl.minimum(tl.maximum(i, -2.0), size + 1.0)
+        return i, d
+
+    @triton.jit
+    def _tap_setup(aff_ptr, src_ptr, nk, gx, gy, pmask, B, H, W, PADDING: tl.constexpr):
+        """Source row, bilinear corner offsets / masks / weights and coordinate derivatives of one tap."""
+        s = tl.load(src_ptr + nk)
+        s_ok = (s >= 0) & (s < B)
+        tl.device_assert(s_ok, "tap_mix: src index out of range")
+        s = tl.where(s_ok, s, 0)
+        a = aff_ptr + nk * 6
+        sx = tl.load(a + 0) * gx + tl.load(a + 1) * gy + tl.load(a + 2)
+        sy = tl.load(a + 3) * gx + tl.load(a + 4) * gy + tl.load(a + 5)
+        ix, dix = _source_index(sx, W, PADDING)
+        iy, diy = _source_index(sy, H, PADDING)
+        x0f = tl.floor(ix)
+        y0f = tl.floor(iy)
+        wx1 = ix - x0f
+        wx0 = 1.0 - wx1
+        wy1 = iy - y0f
+        wy0 = 1.0 - wy1
+        x0 = x0f.to(tl.int32)
+        y0 = y0f.to(tl.int32)
+        x1 = x0 + 1
+        y1 = y0 + 1
+        ok = pmask & s_ok
+        mx0 = (x0 >= 0) & (x0 < W)
+        mx1 = (x1 >= 0) & (x1 < W)
+        my0 = ok & (y0 >= 0) & (y0 < H)
+        my1 = ok & (y1 >= 0) & (y1 < H)
+        o00 = y0 * W + x0
+        return s, o00, my0 & mx0, my0 & mx1, my1 & mx0, my1 & mx1, wx0, wx1, wy0, wy1, dix, diy
+
+    @triton.jit
+    def _fwd_kernel(
+        x_ptr,
+        src_ptr,
+        aff_ptr,
+        col_ptr,
+        w_ptr,
+        out_ptr,
+        B,
+        CH,
+        H,
+        W,
+        K,
+        NPB,
+        PADDING: tl.constexpr,
+        HAS_COLOR: tl.constexpr,
+        BLOCK_C: tl.constexpr,
+        BLOCK_P: tl.constexpr,
+    ):
+        pid = tl.program_id(0)
+        n = (pid // NPB).to(tl.int64)
+        pb = pid % NPB
+        hw = H * W
+        offs = pb * BLOCK_P + tl.arange(0, BLOCK_P)
+        pmask = offs < hw
+        dt = out_ptr.dtype.element_ty
+        gx = (2 * (offs % W) + 1).to(dt) / W - 1.0
+        gy = (2 * (offs // W) + 1).to(dt) / H - 1.0
+        cidx = tl.arange(0, BLOCK_C)
+        cmask = cidx < CH
+        acc = tl.zeros((BLOCK_C, BLOCK_P), dtype=dt)
+        for k in range(K):
+            nk = n * K + k
+            s, o00, m00, m01, m10, m11, wx0, wx1, wy0, wy1, _dix, _diy = _tap_setup(
+                aff_ptr, src_ptr, nk, gx, gy, pmask, B, H, W, PADDING
+            )
+            wk = tl.load(w_ptr + nk)
+            xb = x_ptr + s * CH * hw
+            if HAS_COLOR:
+                cb = col_ptr + nk * CH * (CH + 1) + cidx * (CH + 1)
+                for j in range(CH):
+                    p = xb + j * hw + o00
+                    v00 = tl.load(p, mask=m00, other=0.0)
+                    v01 = tl.load(p + 1, mask=m01, other=0.0)
+                    v10 = tl.load(p + W, mask=m10, other=0.0)
+                    v11 = tl.load(p + W + 1, mask=m11, other=0.0)
+                    v = wy0 * (wx0 * v00 + wx1 * v01) + wy1 * (wx0 * v10 + wx1 * v11)
+                    mj = tl.load(cb + j, mask=cmask, other=0.0)
+                    acc += (wk * mj)[:, None] * v[None, :]
+                bias = tl.load(cb + CH, mask=cmask, other=0.0)
+                acc += (wk * bias)[:, None]
+            else:
+                p = xb + cidx[:, None] * hw + o00[None, :]
+                cm = cmask[:, None]
+                v00 = tl.load(p, mask=cm & m00[None, :], other=0.0)
+                v01 = tl.load(p + 1, mask=cm & m01[None, :], other=0.0)
+                v10 = tl.load(p + W, mask=cm & m10[None, :], other=0.0)
+                v11 = tl.load(p + W + 1, mask=cm & m11[None, :], other=0.0)
+                v = wy0[None, :] * (wx0[None, :] * v00 + wx1[None, :] * v01) + wy1[None, :] * (
+                    wx0[None, :] * v10 + wx1[None, :] * v11
+                )
+                acc += wk * v
+        optr = out_ptr + n * CH * hw + cidx[:, None] * hw + offs[None, :]
+        tl.store(optr, acc, mask=cmask[:, None] & pmask[None, :])
+
+    @triton.jit
+    def _bwd_kernel(
+        g_ptr,
+        x_ptr,
+        src_ptr,
+        aff_ptr,
+        col_ptr,
+        w_ptr,
+        gx_ptr,
+        gaff_ptr,
+        gcol_ptr,
+        gw_ptr,
+        B,
+        CH,
+        H,
+        W,
+        K,
+        NPB,
+        PADDING: tl.constexpr,
+        HAS_COLOR: tl.constexpr,
+        NEED_X: tl.constexpr,
+        BLOCK_C: tl.constexpr,
+        BLOCK_P: tl.constexpr,
+    ):
+        pid = tl.program_id(0)
+        n = (pid // NPB).to(tl.int64)
+        pb = pid % NPB
+        hw = H * W
+        offs = pb * BLOCK_P + tl.arange(0, BLOCK_P)
+        pmask = offs < hw
+        dt = g_ptr.dtype.element_ty
+        gx = (2 * (offs % W) + 1).to(dt) / W - 1.0
+        gy = (2 * (offs // W) + 1).to(dt) / H - 1.0
+        cidx = tl.arange(0, BLOCK_C)
+        cmask = cidx < CH
+        cm = cmask[:, None]
+        # The output gradient tile of this program, read once for all taps.
+        g = tl.load(g_ptr + n * CH * hw + cidx[:, None] * hw + offs[None, :], mask=cm & pmask[None, :], other=0.0)
+        gsum = tl.sum(g, axis=1)
+        for k in range(K):
+            nk = n * K + k
+            part = (n * NPB + pb) * K + k  # this program's slot in the partial-sum buffers
+            s, o00, m00, m01, m10, m11, wx0, wx1, wy0, wy1, dix, diy = _tap_setup(
+                aff_ptr, src_ptr, nk, gx, gy, pmask, B, H, W, PADDING
+            )
+            wk = tl.load(w_ptr + nk)
+            xb = x_ptr + s * CH * hw
+            gxb = gx_ptr + s * CH * hw
+            if HAS_COLOR:
+                cb = col_ptr + nk * CH * (CH + 1) + cidx * (CH + 1)
+                gcb = gcol_ptr + part * CH * (CH + 1) + cidx * (CH + 1)
+                gix = tl.zeros((BLOCK_P,), dtype=dt)
+                giy = tl.zeros((BLOCK_P,), dtype=dt)
+                gwp = tl.zeros((BLOCK_P,), dtype=dt)
+                for j in range(CH):
+                    p = xb + j * hw + o00
+                    v00 = tl.load(p, mask=m00, other=0.0)
+                    v01 = tl.load(p + 1, mask=m01, other=0.0)
+                    v10 = tl.load(p + W, mask=m10, other=0.0)
+                    v11 = tl.load(p + W + 1, mask=m11, other=0.0)
+                    v = wy0 * (wx0 * v00 + wx1 * v01) + wy1 * (wx0 * v10 + wx1 * v11)
+                    mj = tl.load(cb + j, mask=cmask, other=0.0)
+                    gm = tl.sum(g * mj[:, None], axis=0)  # sum_c g[c] M[c, j]
+                    gwp += gm * v
+                    tl.store(gcb + j, wk * tl.sum(g * v[None, :], axis=1), mask=cmask)
+                    gv = wk * gm
+                    gix += gv * ((v01 - v00) * wy0 + (v11 - v10) * wy1)
+                    giy += gv * ((v10 - v00) * wx0 + (v11 - v01) * wx1)
+                    if NEED_X:
+                        q = gxb + j * hw + o00
+                        tl.atomic_add(q, gv * wx0 * wy0, mask=m00, sem="relaxed")
+                        tl.atomic_add(q + 1, gv * wx1 * wy0, mask=m01, sem="relaxed")
+                        tl.atomic_add(q + W, gv * wx0 * wy1, mask=m10, sem="relaxed")
+                        tl.atomic_add(q + W + 1, gv * wx1 * wy1, mask=m11, sem="relaxed")
+                bias = tl.load(cb + CH, mask=cmask, other=0.0)
+                tl.store(gcb + CH, wk * gsum, mask=cmask)
+                gw = tl.sum(gwp, axis=0) + tl.sum(bias * gsum, axis=0)
+            else:
+                p = xb + cidx[:, None] * hw + o00[None, :]
+                c00 = cm & m00[None, :]
+                c01 = cm & m01[None, :]
+                c10 = cm & m10[None, :]
+                c11 = cm & m11[None, :]
+                v00 = tl.load(p, mask=c00, other=0.0)
+                v01 = tl.load(p + 1, mask=c01, other=0.0)
+                v10 = tl.load(p + W, mask=c10, other=0.0)
+                v11 = tl.load(p + W + 1, mask=c11, other=0.0)
+                ax0 = wx0[None, :]
+                ax1 = wx1[None, :]
+                ay0 = wy0[None, :]
+                ay1 = wy1[None, :]
+                v = ay0 * (ax0 * v00 + ax1 * v01) + ay1 * (ax0 * v10 + ax1 * v11)
+                gw = tl.sum(tl.sum(g * v, axis=1), axis=0)
+                gv = wk * g
+                gix = tl.sum(gv * ((v01 - v00) * ay0 + (v11 - v10) * ay1), axis=0)
+                giy = tl.sum(gv * ((v10 - v00) * ax0 + (v11 - v01) * ax1), axis=0)
+                if NEED_X:
+                    q = gxb + cidx[:, None] * hw + o00[None, :]
+                    tl.atomic_add(q, gv * (ax0 * ay0), mask=c00, sem="relaxed")
+                    tl.atomic_add(q + 1, gv * (ax1 * ay0), mask=c01, sem="relaxed")
+                    tl.atomic_add(q + W, gv * (ax0 * ay1), mask=c10, sem="relaxed")
+                    tl.atomic_add(q + W + 1, gv * (ax1 * ay1), mask=c11, sem="relaxed")
+            gsx = gix * dix
+            gsy = giy * diy
+            ga = gaff_ptr + part * 6
+            tl.store(ga + 0, tl.sum(gsx * gx, axis=0))
+            tl.store(ga + 1, tl.sum(gsx * gy, axis=0))
+            tl.store(ga + 2, tl.sum(gsx, axis=0))
+            tl.store(ga + 3, tl.sum(gsy * gx, axis=0))
+            tl.store(ga + 4, tl.sum(gsy * gy, axis=0))
+            tl.store(ga + 5, tl.sum(gsy, axis=0))
+            tl.store(gw_ptr + part, gw)
+
+
+def _require_triton() -> None:
+    hint = unavailable_hint()
+    if hint is not None:
+        raise RuntimeError(f"augnet tap_mix triton backend: {hint}")
+
+
+def _block_p(hw: int, block_c: int, dtype: torch.dtype) -> int:
+    """Pixels per program.
+
+    On a GPU, tiles of about 2048 (float32) or 1024 (float64) elements, which keeps
+    both kernels free of register spills up to 64 channels (checked with ptxas for
+    sm_90; not tuned on a GPU). In the interpreter, whole images: fewer programs.
+    """
+    tile = 2048 if dtype == torch.float32 else 1024
+    cap = 1024 if _interpreting() else max(16, min(256, tile // block_c))
+    return max(16, min(cap, triton.next_power_of_2(hw)))
+
+
+def _device_ctx(x: Tensor):
+    return torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext()
+
+
+def _config(x: Tensor, block_p: int | None) -> tuple[int, int, int]:
+    ch, h, w = x.shape[1:]
+    block_c = triton.next_power_of_2(max(ch, 1))
+    bp = block_p if block_p is not None else _block_p(h * w, block_c, x.dtype)
+    return block_c, bp, triton.cdiv(h * w, bp)
+
+
+def _forward(x, src, affine, color, weight, padding, block_p):
+    b, ch, h, w = x.shape
+    n, k = src.shape
+    out = x.new_empty((n, ch, h, w))
+    if out.numel() == 0:
+        return out.zero_()
+    block_c, bp, npb = _config(x, block_p)
+    with _device_ctx(x):
+        _fwd_kernel[(n * npb,)](
+            x,
+            src,
+            affine,
+            color if color is not None else weight,  # a placeholder pointer, never read without colour
+            weight,
+            out,
+            b,
+            ch,
+            h,
+            w,
+            k,
+            npb,
+            PADDING=_PADDING_CODE[padding],
+            HAS_COLOR=color is not None,
+            BLOCK_C=block_c,
+            BLOCK_P=bp,
+        )
+    return out
+
+
+def _backward(grad_out, x, src, affine, color, weight, padding, need_x, block_p):
+    b, ch, h, w = x.shape
+    n, k = src.shape
+    grad_x = torch.zeros_like(x, memory_format=torch.contiguous_format) if need_x else None
+    if grad_out.numel() == 0:
+        grad_color = torch.zeros_like(color) if color is not None else None
+        return grad_x, torch.zeros_like(affine), grad_color, torch.zeros_like(weight)
+    block_c, bp, npb = _config(x, block_p)
+    grad_affine = x.new_empty((n, npb, k, 2, 3))
+    grad_weight = x.new_empty((n, npb, k))
+    grad_color = x.new_empty((n, npb, k, ch, ch + 1)) if color is not None else None
+    with _device_ctx(x):
+        _bwd_kernel[(n * npb,)](
+            grad_out,
+            x,
+            src,
+            affine,
+            color if color is not None else weight,
+            weight,
+            grad_x if grad_x is not None else x,  # placeholder, never written when NEED_X is False
+            grad_affine,
+            grad_color if grad_color is not None else grad_weight,
+            grad_weight,
+            b,
+            ch,
+            h,
+            w,
+            k,
+            npb,
+            PADDING=_PADDING_CODE[padding],
+            HAS_COLOR=color is not None,
+            NEED_X=need_x,
+            BLOCK_C=block_c,
+            BLOCK_P=bp,
+        )
+    grad_color = grad_color.sum(1) if grad_color is not None else None
+    return grad_x, grad_affine.sum(1), grad_color, grad_weight.sum(1)
+
+
+class _TapMix(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, src, affine, color, weight, padding, block_p):
+        ctx.save_for_backward(x, src, affine, color, weight)
+        ctx.padding = padding
+        ctx.block_p = block_p
+        return _forward(x, src, affine, color, weight, padding, block_p)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out):
+        x, src, affine, color, weight = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        grad_x, grad_affine, grad_color, grad_weight = _backward(
+            grad_out.contiguous(), x, src, affine, color, weight, ctx.padding, need[0], ctx.block_p
+        )
+        return (
+            grad_x,
+            None,
+            grad_affine if need[2] else None,
+            grad_color if need[3] else None,
+            grad_weight if need[4] else None,
+            None,
+            None,
+        )
+
+
+def tap_mix_triton(
+    x: Tensor,
+    src: Tensor,
+    affine: Tensor,
+    color: Tensor | None,
+    weight: Tensor,
+    padding: str = "zeros",
+    *,
+    block_p: int | None = None,
+) -> Tensor:
+    """``tap_mix`` with the fused Triton kernels (same arguments and result as ``tap_mix_reference``).
+
+    Differentiable once with respect to ``x``, ``affine``, ``color`` and
+    ``weight`` (the backward pass is itself not differentiable). The gradient
+    of ``x`` is accumulated with atomic adds and so is not bitwise
+    deterministic on a GPU; the other gradients are. Inputs are made contiguous
+    here; they must be float32 or float64 tensors of one dtype on one device,
+    ``src`` int64. ``block_p`` (pixels per program, a power of two >= 16)
+    overrides the launch heuristic, for tests.
+    """
+    _require_triton()
+    if x.dtype not in _DTYPES:
+        raise TypeError(f"tap_mix triton backend: x must be float32 or float64, got {x.dtype}")
+    if not supports(x):
+        raise RuntimeError(
+            f"tap_mix triton backend: runs on CUDA tensors, or on CPU ones with TRITON_INTERPRET=1 set before "
+            f"augnet is imported; got a {x.device} tensor"
+        )
+    for name, t in (("affine", affine), ("color", color), ("weight", weight)):
+        if t is not None and t.dtype != x.dtype:
+            raise TypeError(f"tap_mix triton backend: {name} must have the dtype of x ({x.dtype}), got {t.dtype}")
+    if src.dtype != torch.int64:
+        raise TypeError(f"tap_mix triton backend: src must be int64, got {src.dtype}")
+    if padding not in _PADDING_CODE:
+        raise ValueError(f"tap_mix: padding must be one of {tuple(_PADDING_CODE)}, got {padding!r}")
+    if block_p is not None and (block_p < 16 or block_p & (block_p - 1)):
+        raise ValueError(f"block_p must be a power of two >= 16, got {block_p}")
+    color = color.contiguous() if color is not None else None
+    return _TapMix.apply(
+        x.contiguous(), src.contiguous(), affine.contiguous(), color, weight.contiguous(), padding, block_p
+    )

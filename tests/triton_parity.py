@@ -1,0 +1,196 @@
+"""Checks of the Triton ``tap_mix`` backend against ``tap_mix_reference``, for Triton's CPU interpreter.
+
+``tests/test_triton.py`` runs this file in a subprocess with ``TRITON_INTERPRET=1``
+(which must be set before triton is imported, so it cannot run inside the main
+test session)::
+
+    TRITON_INTERPRET=1 python tests/triton_parity.py float64|float32|gradcheck
+
+It prints one line per case and exits with status 1 when any check fails.
+Shapes are tiny because the interpreter runs every program in NumPy.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+
+import torch
+from helpers import TOL, gen
+
+from augnet.ops import tap_mix_reference
+from augnet.ops._triton import supports, tap_mix_triton
+
+F64 = torch.float64
+
+
+@dataclass(frozen=True)
+class Case:
+    dtype: torch.dtype
+    padding: str
+    color: bool
+    k: int = 5
+    b: int = 3
+    ch: int = 3
+    h: int = 5
+    w: int = 7
+    n: int = 4  # not a multiple of b
+    layout: str = "contiguous"  # or "channels_last", "strided"
+    block_p: int | None = None  # pixels per program; None: the launcher's choice (one program per row here)
+    spread: float = 0.4  # std of the random part of the affine maps; large values sample far outside
+    src: str = "random"  # or "last": every tap reads the last sample (offsets of s > 0, colliding atomics)
+    grad_x: bool = True  # whether x requires grad (False: the kernel skips the scatter)
+
+    def __str__(self) -> str:
+        dt = str(self.dtype).removeprefix("torch.")
+        col = "color" if self.color else "no-color"
+        extra = f" layout={self.layout}" if self.layout != "contiguous" else ""
+        extra += f" block_p={self.block_p}" if self.block_p else ""
+        extra += f" spread={self.spread}" if self.spread != 0.4 else ""
+        extra += f" src={self.src}" if self.src != "random" else ""
+        extra += "" if self.grad_x else " x-no-grad"
+        shape = f"B={self.b} Ch={self.ch} {self.h}x{self.w} N={self.n} K={self.k}"
+        return f"{dt} {self.padding} {col} {shape}{extra}"
+
+
+def make_inputs(case: Case, seed: int):
+    """Float64 inputs of a case (the caller casts them); x in the case's memory layout."""
+    g = gen(seed)
+    b, ch, h, w = case.b, case.ch, case.h, case.w
+    if case.layout == "strided":  # a transposed view of every other channel
+        x = torch.rand(b, 2 * ch, w, h, generator=g, dtype=F64)[:, ::2].transpose(2, 3)
+    else:
+        x = torch.rand(b, ch, h, w, generator=g, dtype=F64)
+    if case.src == "last":
+        src = torch.full((case.n, case.k), b - 1, dtype=torch.int64)
+    else:
+        src = torch.randint(0, b, (case.n, case.k), generator=g)
+    affine = torch.eye(2, 3, dtype=F64) + case.spread * torch.randn(case.n, case.k, 2, 3, generator=g, dtype=F64)
+    color = None
+    if case.color:
+        color = torch.eye(ch, ch + 1, dtype=F64) + 0.3 * torch.randn(case.n, case.k, ch, ch + 1, generator=g, dtype=F64)
+    weight = torch.randn(case.n, case.k, generator=g, dtype=F64)
+    grad_out = torch.randn(case.n, ch, h, w, generator=g, dtype=F64)
+    return x, src, affine, color, weight, grad_out
+
+
+def run_case(case: Case, seed: int) -> list[str]:
+    """Forward and backward of the Triton op and of the reference; the failures, as messages."""
+    x, src, affine, color, weight, grad_out = make_inputs(case, seed)
+    x = x.to(case.dtype)
+    if case.layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    affine, weight, grad_out = affine.to(case.dtype), weight.to(case.dtype), grad_out.to(case.dtype)
+    color = color.to(case.dtype) if color is not None else None
+    names = ["x", "affine", "color", "weight"]
+
+    def leaves(dtype):
+        ts = [x, affine, color, weight]
+        ts = [t.detach().to(dtype).requires_grad_() if t is not None else None for t in ts]
+        if not case.grad_x:
+            ts[0].requires_grad_(False)
+        return ts
+
+    tri = leaves(case.dtype)
+    assert tri[0].stride() == x.stride(), "the layout under test must reach tap_mix_triton"
+    out = tap_mix_triton(tri[0], src, tri[1], tri[2], tri[3], case.padding, block_p=case.block_p)
+    out.backward(grad_out)
+    # The ground truth is the reference in float64 on the same (rounded) inputs: it measures the
+    # kernels' own rounding error, not the float32 reference's as well.
+    ref = leaves(F64)
+    expected = tap_mix_reference(ref[0], src, ref[1], ref[2], ref[3], case.padding)
+    expected.backward(grad_out.to(F64))
+
+    failures = []
+
+    def compare(what, actual, want, like):
+        if actual is None or want is None:
+            if (actual is None) != (want is None):
+                failures.append(f"{what}: got {actual is not None}, expected {want is not None} (gradient present)")
+            return
+        if actual.dtype != like.dtype or actual.shape != like.shape:
+            failures.append(f"{what}: got {actual.dtype} {tuple(actual.shape)}, expected {like.dtype} {like.shape}")
+            return
+        try:
+            torch.testing.assert_close(actual.to(F64), want, **TOL[case.dtype])
+        except AssertionError as e:
+            failures.append(f"{what}: {e}")
+
+    compare("output", out, expected, expected.to(case.dtype))
+    for name, t, r in zip(names, tri, ref):
+        if t is not None:
+            compare(f"grad {name}", t.grad, r.grad, t)
+    return failures
+
+
+def parity_cases(dtype: torch.dtype) -> list[Case]:
+    layouts = ["contiguous", "channels_last", "strided"]
+    combos = [(p, c) for p in ("zeros", "border", "reflection") for c in (True, False)]
+    # Every padding with and without colour: K = 5, odd 5x7 images, N = 4 rows from B = 3 sources.
+    cases = [
+        Case(dtype, p, c, ch=3 if p == "zeros" or not c else 2, layout=layouts[i % 3])
+        for i, (p, c) in enumerate(combos)
+    ]
+    # One tap, several pixel blocks per row (partial sums over blocks), odd 9x7 images, one channel.
+    cases.append(Case(dtype, "reflection", True, k=1, ch=1, h=9, w=7, block_p=16))
+    cases.append(Case(dtype, "zeros", False, k=1, ch=3, h=9, w=7, n=5, block_p=32, layout="channels_last"))
+    # Samples far outside the image (several reflections), every tap reading the same source row.
+    cases.append(Case(dtype, "reflection", True, k=3, ch=2, h=5, w=3, n=2, spread=2.0, src="last", block_p=16))
+    cases.append(Case(dtype, "border", False, k=5, ch=2, n=2, spread=2.0, layout="strided"))
+    # x not requiring grad (the kernel skips the scatter); a one-row image.
+    cases.append(Case(dtype, "zeros", True, k=2, ch=2, h=1, w=7, n=2, grad_x=False))
+    return cases
+
+
+def run_gradcheck(padding: str, color: bool) -> list[str]:
+    case = Case(F64, padding, color, k=2, b=2, ch=2, h=3, w=4, n=3, spread=0.6)
+    x, src, affine, col, weight, _ = make_inputs(case, seed=1)
+    inputs = tuple(t.requires_grad_() for t in (x, affine, col, weight) if t is not None)
+
+    def f(*ts):
+        x, affine, *rest = ts
+        col, weight = rest if color else (None, rest[0])
+        return tap_mix_triton(x, src, affine, col, weight, padding)
+
+    try:
+        # Fast mode (random projections of the Jacobian): the full one takes minutes in the interpreter.
+        torch.autograd.gradcheck(f, inputs, fast_mode=True)
+    except Exception as e:
+        return [f"gradcheck: {e}"]
+    return []
+
+
+def main(group: str) -> int:
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        print("set TRITON_INTERPRET=1 to run the Triton kernels on CPU")
+        return 2
+    for dtype, expected in ((torch.float32, True), (torch.float64, True), (torch.float16, False)):
+        if supports(torch.zeros(1, dtype=dtype)) != expected:
+            print(f"FAIL supports(CPU {dtype} tensor) is not {expected} under the interpreter")
+            return 1
+    if group == "gradcheck":
+        work = [
+            (f"gradcheck float64 {p} {'color' if c else 'no-color'}", lambda p=p, c=c: run_gradcheck(p, c))
+            for p, c in (("reflection", True), ("zeros", False))
+        ]
+    else:
+        dtype = {"float64": torch.float64, "float32": torch.float32}[group]
+        work = [(str(c), lambda c=c, i=i: run_case(c, seed=i)) for i, c in enumerate(parity_cases(dtype))]
+    failed = 0
+    for name, fn in work:
+        try:
+            failures = fn()
+        except Exception:
+            failures = [traceback.format_exc()]
+        print(("FAIL " if failures else "ok   ") + name, flush=True)
+        for f in failures:
+            print("    " + f.replace("\n", "\n    "), flush=True)
+        failed += bool(failures)
+    print(f"{len(work) - failed} of {len(work)} cases passed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
