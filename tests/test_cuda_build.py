@@ -1,0 +1,238 @@
+"""The CUDA tap_mix kernels: they compile with nvcc, and (given a GPU) match the reference.
+
+The compile check needs only nvcc and the CUDA headers, no GPU. It builds
+csrc/tap_mix_cuda.cu alone (the op schema lives in csrc/tap_mix.cpp, which the
+object file does not need). The parity tests JIT-build the extension and run
+only where ``torch.cuda.is_available()``.
+"""
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils import cpp_extension
+
+from augnet.ops import tap_mix_reference
+
+CSRC = Path(__file__).resolve().parent.parent / "csrc"
+CUDA_SOURCE = CSRC / "tap_mix_cuda.cu"
+OP_SOURCE = CSRC / "tap_mix.cpp"
+PADDINGS = ("zeros", "border", "reflection")
+
+
+def _cuda_toolkit() -> tuple[Path, Path] | None:
+    """(nvcc, CUDA include dir) of the first CUDA install that has both, else None.
+
+    Looked up as torch.utils.cpp_extension does (CUDA_HOME, CUDA_PATH, then the
+    nvcc on PATH), then /usr/local/cuda: CUDA_HOME can resolve to a prefix such
+    as /usr/local that holds an nvcc wrapper but not the CUDA headers.
+    """
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), cpp_extension.CUDA_HOME]
+    on_path = shutil.which("nvcc")
+    if on_path:
+        roots += [str(Path(on_path).parent.parent), str(Path(on_path).resolve().parent.parent)]
+    roots.append("/usr/local/cuda")
+    for root in filter(None, roots):
+        nvcc, include = Path(root) / "bin" / "nvcc", Path(root) / "include"
+        if nvcc.is_file() and (include / "cuda_runtime.h").is_file():
+            return nvcc, include
+    return None
+
+
+def _torch_include_paths() -> list[str]:
+    try:
+        paths = cpp_extension.include_paths(device_type="cuda")
+    except TypeError:  # torch < 2.6: include_paths(cuda=True)
+        paths = cpp_extension.include_paths(cuda=True)
+    return [p for p in paths if Path(p).is_dir()]
+
+
+def _gencode(nvcc: Path) -> list[str]:
+    """An architecture this nvcc accepts: sm_90 (H100/H200) when it can, else the newest it lists."""
+    listed = subprocess.run([str(nvcc), "--list-gpu-arch"], capture_output=True, text=True, timeout=60)
+    archs = [a.strip() for a in listed.stdout.split() if a.strip().startswith("compute_")]
+    arch = "compute_90" if "compute_90" in archs or not archs else archs[-1]
+    return ["-gencode", f"arch={arch},code=sm_{arch.removeprefix('compute_')}"]
+
+
+def test_cuda_source_compiles_with_nvcc(tmp_path):
+    toolkit = _cuda_toolkit()
+    if toolkit is None:
+        pytest.skip("no nvcc with the CUDA headers (set CUDA_HOME to a CUDA toolkit to run this check)")
+    nvcc, cuda_include = toolkit
+    obj = tmp_path / "tap_mix_cuda.o"
+    cmd = [
+        str(nvcc),
+        "-c",
+        str(CUDA_SOURCE),
+        "-o",
+        str(obj),
+        # The headers of this torch need C++20 (cpp_extension builds with it too).
+        "-std=c++20",
+        *(f"-I{p}" for p in _torch_include_paths()),
+        f"-I{cuda_include}",
+        f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+        "-DTORCH_EXTENSION_NAME=augnet_tap_mix_cuda",
+        *cpp_extension.COMMON_NVCC_FLAGS,
+        *_gencode(nvcc),
+        "-Xcompiler",
+        "-fPIC",
+    ]
+    start = time.perf_counter()
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    seconds = time.perf_counter() - start
+    if result.returncode != 0:
+        pytest.fail(f"nvcc failed ({seconds:.0f} s):\n{' '.join(cmd)}\n{result.stderr[-20000:]}")
+    assert obj.is_file() and obj.stat().st_size > 0
+    print(f"compiled {CUDA_SOURCE.name} in {seconds:.1f} s")
+
+
+# ---------------------------------------------------------------------------
+# Parity with the reference (GPU only)
+# ---------------------------------------------------------------------------
+
+
+def _has_cuda_kernel() -> bool:
+    try:
+        return torch._C._dispatch_has_kernel_for_dispatch_key("augnet::tap_mix", "CUDA")
+    except RuntimeError:  # op not defined
+        return False
+
+
+def _op_defined() -> bool:
+    try:
+        torch._C._dispatch_find_schema_or_throw("augnet::tap_mix", "")
+    except RuntimeError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def cuda_ops(tmp_path_factory):
+    """torch.ops.augnet with the CUDA kernels: already registered, or JIT-built from csrc/."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    toolkit = _cuda_toolkit()
+    with pytest.MonkeyPatch.context() as mp:
+        if toolkit is not None:
+            # cpp_extension takes nvcc, headers and libraries from CUDA_HOME.
+            mp.setattr(cpp_extension, "CUDA_HOME", str(toolkit[0].parent.parent))
+        if not _has_cuda_kernel():
+            _load_through_the_package()
+        if not _has_cuda_kernel():
+            if toolkit is None:
+                pytest.skip("no nvcc with the CUDA headers to JIT-build the CUDA kernels")
+            sources = [str(CUDA_SOURCE)]
+            if not _op_defined():  # the op schema comes with csrc/tap_mix.cpp (built with the other C++ sources)
+                if not OP_SOURCE.is_file():
+                    pytest.skip(f"{OP_SOURCE} (the op schema) is missing")
+                sources = [str(p) for p in sorted(CSRC.glob("*.cpp"))] + sources
+            cpp_extension.load(
+                name="augnet_tap_mix_cuda_test",
+                sources=sources,
+                build_directory=str(tmp_path_factory.mktemp("tap_mix_cuda_build")),
+                is_python_module=False,
+            )
+    return torch.ops.augnet
+
+
+def _load_through_the_package() -> None:
+    """Let augnet load its own extension first: TORCH_LIBRARY(augnet) can be loaded only once per process."""
+    try:
+        from augnet.ops import _ext
+    except ImportError:
+        return
+    loader = getattr(_ext, "load", None)
+    if loader is not None:
+        loader()
+
+
+def _args(b, ch, h, w, n, k, color, dtype, seed, scale=0.5):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(b, ch, h, w, generator=g, dtype=dtype)
+    src = torch.randint(0, b, (n, k), generator=g)
+    affine = torch.eye(2, 3, dtype=dtype).expand(n, k, 2, 3) + scale * torch.randn(n, k, 2, 3, generator=g, dtype=dtype)
+    col = torch.eye(ch, ch + 1, dtype=dtype) + 0.2 * torch.randn(n, k, ch, ch + 1, generator=g, dtype=dtype)
+    weight = torch.randn(n, k, generator=g, dtype=dtype)
+    args = (x, src, affine.contiguous(), col if color else None, weight)
+    return tuple(None if t is None else t.cuda() for t in args)
+
+
+def _reference_grads(args, padding, grad_out):
+    x, src, affine, color, weight = args
+    leaves = [t.detach().clone().requires_grad_(True) for t in (x, affine, weight)]
+    col = None if color is None else color.detach().clone().requires_grad_(True)
+    out = tap_mix_reference(leaves[0], src, leaves[1], col, leaves[2], padding)
+    inputs = [*leaves, *([col] if col is not None else [])]
+    grads = torch.autograd.grad(out, inputs, grad_out)
+    gx, ga, gw = grads[:3]
+    return out.detach(), gx, ga, (grads[3] if col is not None else None), gw
+
+
+def _tol(dtype):
+    return dict(rtol=1e-9, atol=1e-9) if dtype == torch.float64 else dict(rtol=2e-4, atol=2e-4)
+
+
+# Ch 1 and 3: colour sums fused into the main pass; Ch 6: the tiled colour passes.
+@pytest.mark.parametrize("padding", PADDINGS)
+@pytest.mark.parametrize("color", [True, False])
+@pytest.mark.parametrize("ch", [1, 3, 6])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_cuda_matches_reference(cuda_ops, padding, color, ch, dtype):
+    args = _args(3, ch, 9, 11, 5, 3, color, dtype, seed=ch, scale=1.0)
+    out = cuda_ops.tap_mix(*args, padding)
+    grad_out = torch.randn_like(out)
+    ref, rgx, rga, rgc, rgw = _reference_grads(args, padding, grad_out)
+    torch.testing.assert_close(out, ref, **_tol(dtype))
+    gx, ga, gc, gw = cuda_ops.tap_mix_backward(grad_out, *args, padding)
+    torch.testing.assert_close(gx, rgx, **_tol(dtype))
+    torch.testing.assert_close(ga, rga, **_tol(dtype))
+    torch.testing.assert_close(gw, rgw, **_tol(dtype))
+    if color:
+        torch.testing.assert_close(gc, rgc, **_tol(dtype))
+    else:
+        assert gc.shape == (0,)
+
+
+@pytest.mark.parametrize("padding", PADDINGS)
+def test_cuda_backward_over_pixel_chunks(cuda_ops, padding):
+    # Few taps and a larger image: each tap's pixels are split over several blocks.
+    args = _args(2, 3, 96, 80, 2, 2, True, torch.float64, seed=7)
+    grad_out = torch.randn(2, 3, 96, 80, dtype=torch.float64, device="cuda")
+    ref, rgx, rga, rgc, rgw = _reference_grads(args, padding, grad_out)
+    torch.testing.assert_close(cuda_ops.tap_mix(*args, padding), ref, **_tol(torch.float64))
+    first = cuda_ops.tap_mix_backward(grad_out, *args, padding)
+    for got, want in zip(first, (rgx, rga, rgc, rgw)):
+        torch.testing.assert_close(got, want, **_tol(torch.float64))
+    # The per-tap reductions are fixed-order (only grad_x uses atomics).
+    second = cuda_ops.tap_mix_backward(grad_out, *args, padding)
+    for a, b in zip(first[1:], second[1:]):
+        assert torch.equal(a, b)
+
+
+def test_cuda_backward_accepts_an_expanded_grad(cuda_ops):
+    args = _args(2, 3, 6, 5, 3, 2, False, torch.float64, seed=3)
+    grad_out = torch.ones(1, 1, 1, 1, dtype=torch.float64, device="cuda").expand(3, 3, 6, 5)
+    _, rgx, rga, _, rgw = _reference_grads(args, "border", grad_out)
+    gx, ga, _, gw = cuda_ops.tap_mix_backward(grad_out, *args, "border")
+    torch.testing.assert_close(gx, rgx, **_tol(torch.float64))
+    torch.testing.assert_close(ga, rga, **_tol(torch.float64))
+    torch.testing.assert_close(gw, rgw, **_tol(torch.float64))
+
+
+def test_cuda_rejects_bad_inputs(cuda_ops):
+    x, src, affine, color, weight = _args(2, 3, 4, 4, 3, 2, True, torch.float32, seed=1)
+    with pytest.raises(RuntimeError, match="src must be int64"):
+        cuda_ops.tap_mix(x, src.int(), affine, color, weight, "zeros")
+    with pytest.raises(RuntimeError, match="weight must have the dtype of x"):
+        cuda_ops.tap_mix(x, src, affine, color, weight.double(), "zeros")
+    with pytest.raises(RuntimeError, match="affine must be contiguous"):
+        cuda_ops.tap_mix(x, src, affine.transpose(0, 1).contiguous().transpose(0, 1), color, weight, "zeros")
+    with pytest.raises(RuntimeError, match="color must be None or of shape"):
+        cuda_ops.tap_mix(x, src, affine, color[..., :3].contiguous(), weight, "zeros")
+    with pytest.raises(RuntimeError, match="padding must be one of"):
+        cuda_ops.tap_mix(x, src, affine, color, weight, "wrap")
