@@ -120,9 +120,18 @@ def resolve_backend(backend: str, x: Tensor) -> str:
 
     ``"auto"`` (unless ``AUGNET_BACKEND`` names a backend) picks the fastest
     available backend for ``x``'s device and falls back to ``"reference"``,
-    warning once per device type when a fast backend exists but cannot run. A backend asked for
-    by name must be usable, else a ``RuntimeError`` says why and how to fix it.
+    warning once per device type when a fast backend exists but cannot run.
+    A backend asked for by name must be usable, else a ``RuntimeError`` says
+    why and how to fix it.
     """
+    return _resolve(backend, x.device.type, x.dtype)
+
+
+@torch.compiler.assume_constant_result
+def _resolve(backend: str, device_type: str, dtype: torch.dtype) -> str:
+    # Decided once per (backend, device, dtype) and treated as a constant by
+    # torch.compile, so the dispatch never breaks a graph.
+    x = torch.empty(0, device=device_type, dtype=dtype)  # a probe for supports()
     if backend == "auto":
         env = os.environ.get(BACKEND_ENV, "").strip()
         if env and env != "auto":

@@ -1,0 +1,212 @@
+"""Loads the compiled ``augnet::tap_mix`` op (csrc/), or says why it cannot.
+
+Two ways in, tried in order on first use (never at ``import augnet``):
+
+1. an extension built ahead of time by ``AUGNET_BUILD_EXT=1 pip install -e .``
+   (``augnet/_C*.so``, CPU kernel, plus the CUDA kernel where a CUDA toolkit
+   was found);
+2. a build on first use with :func:`torch.utils.cpp_extension.load` from the
+   csrc/ sources of a source checkout, cached by torch in its extensions folder
+   (``TORCH_EXTENSIONS_DIR``), so only the first use compiles (about a minute).
+
+Set ``AUGNET_NO_BUILD=1`` to forbid the build on first use (the op is then only
+used when built ahead of time). Once loaded, the op has a fake (meta) kernel
+and a registered autograd formula, so ``torch.compile`` traces through it and
+``torch.library.opcheck`` passes.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import logging
+import os
+import platform
+import sys
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+__all__ = ["cpp_hint", "cuda_hint", "load", "tap_mix_compiled"]
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+_CSRC = _PACKAGE.parent / "csrc"
+_lock = threading.Lock()
+# OpenMP must be on: ATen's parallel_for compiles its `omp parallel` region
+# into the extension. -march=native (x86-64) roughly halves the kernels' time;
+# the build is cached per CPU (see _cpu_tag). AUGNET_CXXFLAGS replaces these.
+CXX_FLAGS = ["-O3", "-fopenmp"] + (["-march=native"] if platform.machine() in ("x86_64", "AMD64") else [])
+LD_FLAGS = ["-fopenmp"]
+
+
+def _cpu_tag() -> str:
+    """A short hash of this CPU's model and features: -march=native builds are not portable."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = "".join(line for line in f if line.startswith(("model name", "flags")))
+    except OSError:
+        info = platform.processor()
+    return hashlib.sha1((platform.machine() + info).encode()).hexdigest()[:8]
+
+
+_state: dict[str, object] = {"tried": False, "error": None}
+
+FIX = (
+    "build it ahead of time with `AUGNET_BUILD_EXT=1 pip install -e .` (needs a C++ compiler), "
+    "or from a source checkout let augnet compile it on first use (needs `pip install ninja` and a C++ compiler)"
+)
+
+
+def _load_prebuilt() -> bool:
+    for path in sorted(glob.glob(str(_PACKAGE / "_C*.so")) + glob.glob(str(_PACKAGE / "_C*.pyd"))):
+        torch.ops.load_library(path)
+        return True
+    return False
+
+
+def _build_now() -> None:
+    # torch.utils.cpp_extension logs a CUDA_HOME warning on import on machines
+    # without a GPU; it does not concern a CPU build.
+    if "CUDA_HOME" not in os.environ and "CUDA_PATH" not in os.environ:
+        # torch takes CUDA_HOME from the nvcc on PATH first, which may be a link
+        # in /usr/local/bin whose parent has no CUDA headers or libcudart.
+        if Path("/usr/local/cuda/include/cuda_runtime.h").exists():
+            os.environ["CUDA_HOME"] = "/usr/local/cuda"
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        from torch.utils import cpp_extension
+    finally:
+        logger.setLevel(level)
+
+    cpp = str(_CSRC / "tap_mix.cpp")
+    if not Path(cpp).exists():
+        raise RuntimeError(f"the csrc/ sources are not next to this installation ({_CSRC})")
+    cxx = os.environ.get("AUGNET_CXXFLAGS", "").split() or CXX_FLAGS
+    name = f"augnet_tap_mix_{_cpu_tag()}"
+    start = time.perf_counter()
+    cu = _CSRC / "tap_mix_cuda.cu"
+    built = False
+    if torch.cuda.is_available() and cpp_extension.CUDA_HOME is not None and cu.exists():
+        try:
+            cpp_extension.load(
+                name=name + "_cuda",
+                sources=[cpp, str(cu)],
+                extra_cflags=cxx,
+                extra_ldflags=LD_FLAGS,
+                extra_cuda_cflags=["-O3"],
+                is_python_module=False,
+                verbose=False,
+            )
+            built = True
+        except Exception as err:  # keep the CPU kernel even when the CUDA build fails
+            _state["cuda_error"] = f"{type(err).__name__}: {err}"
+    if not built:
+        cpp_extension.load(name=name, sources=[cpp], extra_cflags=cxx, extra_ldflags=LD_FLAGS, is_python_module=False)
+    seconds = time.perf_counter() - start
+    if seconds > 3:  # it compiled rather than loaded from the cache
+        print(f"augnet: built the tap_mix extension in {seconds:.0f} s (cached for later runs)", file=sys.stderr)
+
+
+def load() -> bool:
+    """Load the compiled op once; return whether ``torch.ops.augnet.tap_mix`` exists."""
+    if _state["tried"]:
+        return _state["error"] is None
+    with _lock:
+        if not _state["tried"]:
+            try:
+                if not _load_prebuilt():
+                    if os.environ.get("AUGNET_NO_BUILD", "") == "1":
+                        raise RuntimeError("no prebuilt extension and AUGNET_NO_BUILD=1 forbids building it")
+                    _build_now()
+                _register_python_side()
+            except Exception as err:  # any failure means: not available, with the reason kept
+                _state["error"] = f"{type(err).__name__}: {err}".strip()
+            _state["tried"] = True
+    return _state["error"] is None
+
+
+def _has_kernel(key: str) -> bool:
+    return torch._C._dispatch_has_kernel_for_dispatch_key("augnet::tap_mix", key)
+
+
+def cpp_hint() -> str | None:
+    """``None`` when the CPU kernel is usable, else why not and how to fix it."""
+    if not load():
+        return f"the compiled extension is not available ({_state['error']}); {FIX}"
+    return None if _has_kernel("CPU") else f"the extension has no CPU kernel; {FIX}"
+
+
+def cuda_hint() -> str | None:
+    """``None`` when the CUDA kernel is usable, else why not."""
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    if not load():
+        return f"the compiled extension is not available ({_state['error']}); {FIX}"
+    if not _has_kernel("CUDA"):
+        if "cuda_error" in _state:
+            return f"building the CUDA kernel failed ({_state['cuda_error']})"
+        return "the extension was built without its CUDA kernel (build it where a CUDA toolkit is installed)"
+    return None
+
+
+def tap_mix_compiled(x, src, affine, color, weight, padding):
+    """``augnet::tap_mix`` on contiguous inputs (differentiable); loads the op if needed."""
+    if not load():
+        raise RuntimeError(f"tap_mix: {cpp_hint()}")
+    return torch.ops.augnet.tap_mix(
+        x.contiguous(),
+        src.contiguous(),
+        affine.contiguous(),
+        None if color is None else color.contiguous(),
+        weight.contiguous(),
+        padding,
+    )
+
+
+# ------------------------------------------------------------------ registration
+
+
+def _register_python_side() -> None:
+    """Fake kernels and autograd for the loaded op (once per process)."""
+    if _state.get("registered"):
+        return
+
+    @torch.library.register_fake("augnet::tap_mix")
+    def _(x, src, affine, color, weight, padding):
+        torch._check(x.dim() == 4, lambda: "tap_mix: x must be a (B, Ch, H, W) tensor")
+        torch._check(src.dim() == 2, lambda: "tap_mix: src must be an (N, K) tensor")
+        return x.new_empty((src.shape[0], x.shape[1], x.shape[2], x.shape[3]))
+
+    @torch.library.register_fake("augnet::tap_mix_backward")
+    def _(grad_out, x, src, affine, color, weight, padding, output_mask):
+        grad_color = x.new_empty((0,)) if color is None else torch.empty_like(color)
+        return torch.empty_like(x), torch.empty_like(affine), grad_color, torch.empty_like(weight)
+
+    def setup_context(ctx, inputs, output):
+        x, src, affine, color, weight, padding = inputs
+        ctx.save_for_backward(x, src, affine, color, weight)
+        ctx.padding = padding
+        ctx.has_color = color is not None
+
+    def backward(ctx, grad):
+        x, src, affine, color, weight = ctx.saved_tensors
+        need_x, _, need_affine, need_color, need_weight, _ = ctx.needs_input_grad
+        mask = [need_x, need_affine, need_color and ctx.has_color, need_weight]
+        gx, gaff, gcol, gw = torch.ops.augnet.tap_mix_backward(
+            grad.contiguous(), x, src, affine, color if ctx.has_color else None, weight, ctx.padding, mask
+        )
+        return (
+            gx if need_x else None,
+            None,
+            gaff if need_affine else None,
+            gcol if mask[2] else None,
+            gw if need_weight else None,
+            None,
+        )
+
+    torch.library.register_autograd("augnet::tap_mix", backward, setup_context=setup_context)
+    _state["registered"] = True

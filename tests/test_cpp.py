@@ -1,0 +1,244 @@
+"""The compiled CPU backend (csrc/tap_mix.cpp) against the reference."""
+
+import importlib
+import warnings
+
+import pytest
+import torch
+from helpers import gen
+
+import augnet
+from augnet.ops import _ext, resolve_backend, tap_mix, tap_mix_reference
+from augnet.transforms import image as T
+
+tap_mix_module = importlib.import_module("augnet.ops.tap_mix")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled():
+    # The extension must build here (CI builds it); a failure is a test failure.
+    assert _ext.load(), _ext.cpp_hint()
+
+
+TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float64: dict(rtol=1e-9, atol=1e-9)}
+
+
+def make_args(b=3, ch=3, h=7, w=9, n=8, k=5, color=True, dtype=torch.float64, layout="contiguous", seed=0):
+    g = gen(seed)
+    x = torch.rand(b, ch, h, w, generator=g, dtype=dtype)
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    elif layout == "strided":
+        wide = torch.zeros(b, ch, h, 2 * w, dtype=dtype)
+        wide[..., ::2] = x
+        x = wide[..., ::2]
+    src = torch.randint(0, b, (n, k), generator=g)
+    affine = torch.eye(2, 3, dtype=dtype) + 0.4 * torch.randn(n, k, 2, 3, generator=g, dtype=dtype)
+    col = torch.eye(ch, ch + 1, dtype=dtype) + 0.2 * torch.randn(n, k, ch, ch + 1, generator=g, dtype=dtype)
+    weight = torch.rand(n, k, generator=g, dtype=dtype)
+    return x, src, affine, col if color else None, weight
+
+
+def run(backend, args, padding, grad_out):
+    x, src, affine, col, weight = args
+    leaves = [t.detach().clone().requires_grad_() if t is not None else None for t in (x, affine, col, weight)]
+    out = tap_mix(leaves[0], src, leaves[1], leaves[2], leaves[3], padding=padding, backend=backend)
+    out.backward(grad_out)
+    return [out] + [t.grad for t in leaves if t is not None]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("color", [True, False])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        dict(b=3, ch=3, h=7, w=9, n=8, k=5),  # N not a multiple of B, src reads other samples
+        dict(b=2, ch=1, h=5, w=4, n=6, k=1),  # K = 1, one channel
+        dict(b=4, ch=2, h=6, w=11, n=4, k=3),  # generic channel count
+    ],
+)
+def test_matches_the_reference_in_output_and_every_gradient(dtype, padding, color, shape):
+    args = make_args(color=color, dtype=dtype, **shape)
+    grad_out = torch.randn(shape["n"], shape["ch"], shape["h"], shape["w"], generator=gen(1), dtype=dtype)
+    expected = run("reference", args, padding, grad_out)
+    got = run("cpp", args, padding, grad_out)
+    for name, a, e in zip(["out", "x", "affine", "color", "weight"][: len(got)], got, expected, strict=True):
+        torch.testing.assert_close(a, e, **TOL[dtype], msg=lambda m, name=name: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("needs", [(False, True, True, True), (True, False, False, True), (False, False, True, False)])
+def test_only_the_gradients_asked_for_are_computed_and_they_match(needs):
+    x, src, affine, col, weight = make_args()
+    leaves = [t.detach().clone().requires_grad_(r) for t, r in zip((x, affine, col, weight), needs, strict=True)]
+    ref_leaves = [t.detach().clone().requires_grad_(r) for t, r in zip((x, affine, col, weight), needs, strict=True)]
+    grad_out = torch.randn(8, 3, 7, 9, generator=gen(1), dtype=torch.float64)
+    tap_mix(leaves[0], src, leaves[1], leaves[2], leaves[3], backend="cpp").backward(grad_out)
+    tap_mix_reference(ref_leaves[0], src, ref_leaves[1], ref_leaves[2], ref_leaves[3]).backward(grad_out)
+    for a, e, r in zip(leaves, ref_leaves, needs, strict=True):
+        assert (a.grad is not None) == r
+        if r:
+            torch.testing.assert_close(a.grad, e.grad, **TOL[torch.float64])
+
+
+@pytest.mark.parametrize("layout", ["channels_last", "strided"])
+def test_non_contiguous_inputs(layout):
+    args = make_args(layout=layout)
+    grad_out = torch.randn(8, 3, 7, 9, generator=gen(1), dtype=torch.float64)
+    for a, e in zip(run("cpp", args, "zeros", grad_out), run("reference", args, "zeros", grad_out), strict=True):
+        torch.testing.assert_close(a, e, **TOL[torch.float64])
+
+
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("color", [True, False])
+def test_gradcheck(padding, color):
+    x, src, affine, col, weight = make_args(b=2, ch=2, h=4, w=5, n=3, k=2, color=color)
+    inputs = tuple(t.requires_grad_() for t in (x, affine, weight) + ((col,) if color else ()))
+
+    def f(x, affine, weight, col=None):
+        return tap_mix(x, src, affine, col, weight, padding=padding, backend="cpp")
+
+    assert torch.autograd.gradcheck(f, inputs)
+
+
+@pytest.mark.parametrize("color", [True, False])
+def test_opcheck(color):
+    x, src, affine, col, weight = make_args(b=2, ch=3, h=5, w=6, n=4, k=2, color=color)
+    for t in (x, affine, weight) + ((col,) if color else ()):
+        t.requires_grad_()
+    torch.library.opcheck(torch.ops.augnet.tap_mix.default, (x, src, affine, col, weight, "border"))
+
+
+def test_backward_is_bitwise_deterministic_across_runs_and_thread_counts():
+    # Many taps read the same source image (as the C copies do).
+    args = make_args(b=2, n=16, k=5, dtype=torch.float32, h=16, w=16)
+    grad_out = torch.randn(16, 3, 16, 16, generator=gen(1))
+    threads = torch.get_num_threads()
+    try:
+        first = run("cpp", args, "zeros", grad_out)
+        second = run("cpp", args, "zeros", grad_out)
+        torch.set_num_threads(1)
+        single = run("cpp", args, "zeros", grad_out)
+    finally:
+        torch.set_num_threads(threads)
+    for a, b, c in zip(first, second, single, strict=True):
+        assert torch.equal(a, b) and torch.equal(a, c)
+
+
+def test_traces_under_torch_compile():
+    args = make_args(dtype=torch.float32)
+    x, src, affine, col, weight = args
+
+    def f(x, affine, col, weight):
+        return tap_mix(x, src, affine, col, weight, backend="cpp").square().sum()
+
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
+    leaves = [t.clone().requires_grad_() for t in (x, affine, col, weight)]
+    eager_leaves = [t.clone().requires_grad_() for t in (x, affine, col, weight)]
+    compiled(*leaves).backward()
+    f(*eager_leaves).backward()
+    for a, b in zip(leaves, eager_leaves, strict=True):
+        torch.testing.assert_close(a.grad, b.grad)
+
+
+# ------------------------------------------------------------------ errors
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (lambda a: {**a, "src": a["src"].int()}, "src must be int64"),
+        (lambda a: {**a, "src": a["src"] + 3}, r"src indices must lie in \[0, 2\]"),
+        (lambda a: {**a, "affine": a["affine"][:, :, :1]}, r"affine must have shape \(N, K, 2, 3\)"),
+        (lambda a: {**a, "weight": a["weight"][:1]}, r"weight must have shape \(N, K\)"),
+        (lambda a: {**a, "color": a["color"][..., :2]}, r"color must have shape \(N, K, Ch, Ch \+ 1\)"),
+        (lambda a: {**a, "affine": a["affine"].float()}, "affine must have the dtype of x"),
+        (lambda a: {**a, "x": a["x"].long()}, "x must be float32 or float64"),
+        (lambda a: {**a, "padding": "wrap"}, "padding must be 'zeros', 'border' or 'reflection'"),
+    ],
+)
+def test_the_kernel_checks_its_arguments(change, match):
+    x, src, affine, col, weight = make_args()
+    args = change({"x": x, "src": src, "affine": affine, "color": col, "weight": weight, "padding": "zeros"})
+    with pytest.raises(RuntimeError, match=match):
+        torch.ops.augnet.tap_mix(**args)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device to mix CPU and CUDA tensors")
+def test_cpu_cuda_mix_is_refused():
+    x, src, affine, col, weight = make_args()
+    with pytest.raises(ValueError, match="src is on cuda"):
+        tap_mix(x, src.cuda(), affine, col, weight)
+
+
+# ------------------------------------------------------- dispatch and layer
+
+
+def test_auto_picks_cpp_on_cpu():
+    assert resolve_backend("auto", torch.rand(1)) == "cpp"
+    assert "cpp" in augnet.ops.available_backends(torch.rand(1))
+
+
+def test_unavailable_extension_falls_back_once_and_explicit_request_says_how_to_fix(monkeypatch):
+    monkeypatch.setattr(_ext, "_state", {"tried": True, "error": "OSError: no compiler"})
+    monkeypatch.setattr(tap_mix_module, "_warned_fallback", set())
+    monkeypatch.delenv("AUGNET_BACKEND", raising=False)
+    args = make_args()
+    with pytest.warns(RuntimeWarning, match="using the reference one.*no compiler"):
+        out = tap_mix(*args)
+    torch.testing.assert_close(out, tap_mix_reference(*args, "zeros"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tap_mix(*args)
+    with pytest.raises(RuntimeError, match=r"backend 'cpp' is not usable here.*AUGNET_BUILD_EXT=1 pip install"):
+        tap_mix(*args, backend="cpp")
+
+
+def test_environment_variable_selects_the_reference(monkeypatch):
+    calls = []
+    original = tap_mix_module._BACKENDS["reference"]
+    spy = tap_mix_module._Backend(lambda *a: calls.append(1) or original.fn(*a), original.supports)
+    monkeypatch.setitem(tap_mix_module._BACKENDS, "reference", spy)
+    monkeypatch.setenv("AUGNET_BACKEND", "reference")
+    tap_mix(*make_args())
+    assert calls == [1]
+
+
+class Spy:
+    """Records the arguments every tap_mix call receives in a backend."""
+
+    def __init__(self, monkeypatch, name="cpp"):
+        self.calls = []
+        backend = tap_mix_module._BACKENDS[name]
+
+        def fn(x, src, affine, color, weight, padding):
+            self.calls.append((tuple(x.shape), tuple(src.shape), x.data_ptr()))
+            return backend.fn(x, src, affine, color, weight, padding)
+
+        monkeypatch.setitem(
+            tap_mix_module._BACKENDS, name, tap_mix_module._Backend(fn, backend.supports, backend.unavailable_hint)
+        )
+
+
+def test_layer_uses_the_compiled_backend_straight_from_x(monkeypatch):
+    spy = Spy(monkeypatch)
+    layer = augnet.AugmentationLayer([cls() for cls in T.GEOMETRIC], init_magnitude=0.5)
+    x = torch.rand(6, 3, 8, 8)
+    layer(x, copies=4)
+    # Training: one call reading x itself (6 rows, not 24), Q = 5 taps per copy.
+    assert spy.calls == [((6, 3, 8, 8), (24, 5), x.data_ptr())]
+    layer.eval()
+    layer(x, copies=4)
+    # Evaluation: one tap per copy.
+    assert spy.calls[1][:2] == ((6, 3, 8, 8), (24, 1))
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_layer_output_is_the_same_with_either_backend(training):
+    transforms = [T.TranslateX(), T.Rotate(), T.ShearY(), T.HorizontalFlip(), T.Contrast(), T.SamplePairing()]
+    fast = augnet.AugmentationLayer(transforms, init_magnitude=0.6).train(training)
+    slow = augnet.AugmentationLayer(transforms, init_magnitude=0.6, backend="reference").train(training)
+    x = torch.rand(5, 3, 9, 7, generator=gen(3))
+    torch.testing.assert_close(
+        fast(x, copies=3, generator=gen(4)), slow(x, copies=3, generator=gen(4)), **TOL[torch.float32]
+    )
