@@ -1,4 +1,4 @@
-"""Command line: ``augnet demo``."""
+"""Command line: ``augnet demo`` and ``augnet bench``."""
 
 from __future__ import annotations
 
@@ -49,6 +49,12 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from augnet.bench import run_from_args
+
+    return run_from_args(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="augnet", description="Learn invariances end to end with augmentation layers."
@@ -69,6 +75,34 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quick", action="store_true", help="a short run (3 epochs, 1000 images) to check the setup")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
     demo.set_defaults(func=_demo)
+
+    bench = sub.add_parser(
+        "bench",
+        help="time the augmentation layer with each tap_mix backend against the eager per-transform path",
+        description="Time an augmentation layer of the five geometric transforms (training mode, forward and "
+        "forward+backward) with each available tap_mix backend and with the eager kornia path of the "
+        "official AugNet code; print a table, save tap_mix_<device>.json and .png.",
+    )
+    bench.add_argument("--sizes", nargs="+", type=int, metavar="PX", help="square image sizes (default: 32 128)")
+    bench.add_argument("--batch", type=int, default=None, help="batch size B (default: 64)")
+    bench.add_argument("--copies", type=int, default=None, help="copies C per image (default: 4)")
+    bench.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="(default: %(default)s)")
+    bench.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    bench.add_argument(
+        "--providers",
+        nargs="+",
+        metavar="NAME",
+        help="what to time: 'eager' and/or tap_mix backend names (default: eager and every usable backend)",
+    )
+    bench.add_argument(
+        "--min-time", type=float, default=None, help="seconds of timed calls per measurement, at least (default: 1)"
+    )
+    bench.add_argument("--seed", type=int, default=None, help="seed of the images and of the check draw")
+    bench.add_argument("--quick", action="store_true", help="tiny images, B=8 and few repeats, to check the setup")
+    bench.add_argument(
+        "--out", default="benchmarks/results", help="folder for the JSON and the plot (default: %(default)s)"
+    )
+    bench.set_defaults(func=_bench)
     return parser
 
 
