@@ -22,9 +22,9 @@ def _prefer_a_complete_cuda_toolkit():
     # torch finds CUDA_HOME from the nvcc on PATH first; where nvcc is linked
     # into /usr/local/bin that gives /usr/local, which has neither the CUDA
     # headers nor libcudart. A toolkit in /usr/local/cuda is the complete one.
-    if "CUDA_HOME" not in os.environ and "CUDA_PATH" not in os.environ:
-        if os.path.exists("/usr/local/cuda/include/cuda_runtime.h"):
-            os.environ["CUDA_HOME"] = "/usr/local/cuda"
+    complete_toolkit = os.path.exists("/usr/local/cuda/include/cuda_runtime.h")
+    if "CUDA_HOME" not in os.environ and "CUDA_PATH" not in os.environ and complete_toolkit:
+        os.environ["CUDA_HOME"] = "/usr/local/cuda"
 
 
 def extensions():

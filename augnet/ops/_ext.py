@@ -67,13 +67,13 @@ def _load_prebuilt() -> bool:
 
 
 def _build_now() -> None:
+    # torch takes CUDA_HOME from the nvcc on PATH first, which may be a link in
+    # /usr/local/bin whose parent has no CUDA headers or libcudart.
+    complete_toolkit = Path("/usr/local/cuda/include/cuda_runtime.h").exists()
+    if "CUDA_HOME" not in os.environ and "CUDA_PATH" not in os.environ and complete_toolkit:
+        os.environ["CUDA_HOME"] = "/usr/local/cuda"
     # torch.utils.cpp_extension logs a CUDA_HOME warning on import on machines
     # without a GPU; it does not concern a CPU build.
-    if "CUDA_HOME" not in os.environ and "CUDA_PATH" not in os.environ:
-        # torch takes CUDA_HOME from the nvcc on PATH first, which may be a link
-        # in /usr/local/bin whose parent has no CUDA headers or libcudart.
-        if Path("/usr/local/cuda/include/cuda_runtime.h").exists():
-            os.environ["CUDA_HOME"] = "/usr/local/cuda"
     logger = logging.getLogger("torch.utils.cpp_extension")
     level = logger.level
     logger.setLevel(logging.ERROR)
