@@ -54,13 +54,15 @@ def batch_equals_samples(t, make, copies=1):
         torch.testing.assert_close(out[n : n + 1], single, **TOL[torch.float32])
 
 
-def gradient_reaches_magnitude_and_input(t, make, magnitude=0.5):
+def gradient_reaches_magnitude_and_input(t, make, magnitude=0.5, input_grad=True):
     x = make(8, torch.float32).requires_grad_()
     mag = torch.tensor(magnitude, requires_grad=True)
     out = t(x, mag, generator=gen(11), copies=2)
     (out * torch.randn(out.shape, generator=gen(12))).sum().backward()
     assert mag.grad is not None and torch.isfinite(mag.grad) and mag.grad != 0
-    assert x.grad is not None and torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+    if input_grad:
+        assert x.grad.abs().sum() > 0
 
 
 def gradcheck_magnitude(t, make):

@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from augnet.ops.tap_mix import tap_mix
 
-__all__ = ["Range", "Taps", "Transform", "assemble_taps"]
+__all__ = ["Range", "SignalTransform", "Taps", "Transform", "assemble_taps", "positive"]
 
 
 class Taps(NamedTuple):
@@ -186,6 +186,27 @@ class Transform(nn.Module):
         return torch.tensor(float(magnitude), dtype=param_dtype(x), device=x.device)
 
 
+class SignalTransform(Transform):
+    """Base of the signal and audio transforms: inputs :math:`(B, Ch, T)`, floating point.
+
+    Its transforms have no tap form: ``apply`` starts from ``x`` repeated to
+    the rows the params were drawn for (:meth:`_rows`).
+    """
+
+    input_ndim = 3
+
+    def _rows(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        """``x`` repeated to the rows the params were drawn for."""
+        return repeat_rows(x, next(iter(params.values())).shape[0])
+
+
+def positive(name: str, value: float) -> float:
+    """``value`` as a float, or a ValueError naming ``name`` unless it is positive and finite."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return float(value)
+
+
 def _check_unit_interval(name: str, value: float) -> None:
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise ValueError(f"{name}: magnitude must lie in [0, 1], got {value}")
@@ -211,6 +232,32 @@ def uniform(n: int, x: Tensor, generator: torch.Generator | None, low: float = -
     """``n`` draws of U(low, high) on ``x``'s device, in the parameter dtype."""
     u = torch.rand(n, generator=generator, device=x.device, dtype=param_dtype(x))
     return u * (high - low) + low
+
+
+def relaxed_bernoulli(
+    shape: tuple[int, ...], x: Tensor, probability: Tensor, temperature: float, generator: torch.Generator | None
+) -> Tensor:
+    """Gates in {0, 1}, each 1 with ``probability``, with a gradient to the probability.
+
+    Straight-through relaxed Bernoulli: draws ``u ~ U(0, 1)``; the value is the
+    hard decision ``u < p`` (so ``p = 0`` gives exactly 0 and ``p = 1`` exactly
+    1), the gradient that of ``sigmoid((p - u) / temperature)``, which stays
+    alive at ``p = 0`` and ``p = 1``.
+    """
+    u = torch.rand(shape, generator=generator, device=x.device, dtype=param_dtype(x))
+    hard = (u < probability).to(u.dtype)
+    soft = torch.sigmoid((probability - u) / temperature)
+    return hard + (soft - soft.detach())
+
+
+def repeat_rows(x: Tensor, n: int) -> Tensor:
+    """``x``'s ``B`` rows repeated to ``n`` rows, copy-major (row ``r`` is ``x[r % B]``)."""
+    b = x.shape[0]
+    if n == b:
+        return x
+    if b == 0 or n % b:
+        raise ValueError(f"cannot make {n} rows from a batch of {b}")
+    return x.repeat(n // b, *[1] * (x.dim() - 1))
 
 
 def identity_affine(n: int, k: int, dtype: torch.dtype, device: torch.device) -> Tensor:

@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from augnet.ops.tap_mix import PADDING_MODES
-from augnet.transforms.base import Range, Taps, Transform, param_dtype, uniform
+from augnet.transforms.base import Range, Taps, Transform, param_dtype, positive, relaxed_bernoulli, uniform
 
 __all__ = [
     "GEOMETRIC",
@@ -50,12 +50,6 @@ __all__ = [
 
 #: ITU-R BT.601 luma weights, used for grey levels (contrast, saturation).
 LUMA = (0.299, 0.587, 0.114)
-
-
-def _positive(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return float(value)
 
 
 def _aspect(x: Tensor, n: int) -> Tensor:
@@ -113,7 +107,7 @@ class TranslateX(_ImageTransform):
 
     def __init__(self, max_shift: float = 0.5, padding: str = "zeros") -> None:
         super().__init__(padding)
-        self.max_shift = _positive("max_shift", max_shift)
+        self.max_shift = positive("max_shift", max_shift)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies
@@ -157,7 +151,7 @@ class Rotate(_ImageTransform):
 
     def __init__(self, max_angle: float = math.pi, padding: str = "zeros") -> None:
         super().__init__(padding)
-        self.max_angle = _positive("max_angle", max_angle)
+        self.max_angle = positive("max_angle", max_angle)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies
@@ -189,7 +183,7 @@ class ShearX(_ImageTransform):
 
     def __init__(self, max_shear: float = 0.3, padding: str = "zeros") -> None:
         super().__init__(padding)
-        self.max_shear = _positive("max_shear", max_shear)
+        self.max_shear = positive("max_shear", max_shear)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies
@@ -227,7 +221,7 @@ class Scale(_ImageTransform):
 
     def __init__(self, max_zoom: float = 2.0, padding: str = "zeros") -> None:
         super().__init__(padding)
-        if _positive("max_zoom", max_zoom) <= 1.0:
+        if positive("max_zoom", max_zoom) <= 1.0:
             raise ValueError(f"max_zoom must be > 1, got {max_zoom}")
         self.max_zoom = float(max_zoom)
 
@@ -268,14 +262,11 @@ class HorizontalFlip(_ImageTransform):
 
     def __init__(self, temperature: float = 0.1, padding: str = "zeros") -> None:
         super().__init__(padding)
-        self.temperature = _positive("temperature", temperature)
+        self.temperature = positive("temperature", temperature)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies
-        u = uniform(n, x, generator, 0.0, 1.0)
-        hard = (u < magnitude).to(u.dtype)
-        soft = torch.sigmoid((magnitude - u) / self.temperature)
-        return {"gate": hard + (soft - soft.detach())}
+        return {"gate": relaxed_bernoulli((n,), x, magnitude, self.temperature, generator)}
 
     def taps(self, params):
         g = params["gate"]
@@ -315,7 +306,7 @@ class Brightness(_ImageTransform):
 
     def __init__(self, max_shift: float = 0.5) -> None:
         super().__init__()
-        self.max_shift = _positive("max_shift", max_shift)
+        self.max_shift = positive("max_shift", max_shift)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n, ch = x.shape[0] * copies, x.shape[1]
@@ -354,7 +345,7 @@ class Contrast(_ImageTransform):
 
     def __init__(self, max_delta: float = 0.9) -> None:
         super().__init__()
-        self.max_delta = _positive("max_delta", max_delta)
+        self.max_delta = positive("max_delta", max_delta)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         b = x.shape[0]
@@ -386,7 +377,7 @@ class Saturation(_RGBTransform):
 
     def __init__(self, max_delta: float = 0.9) -> None:
         super().__init__()
-        self.max_delta = _positive("max_delta", max_delta)
+        self.max_delta = positive("max_delta", max_delta)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies
@@ -417,7 +408,7 @@ class Hue(_RGBTransform):
 
     def __init__(self, max_angle: float = math.pi) -> None:
         super().__init__()
-        self.max_angle = _positive("max_angle", max_angle)
+        self.max_angle = positive("max_angle", max_angle)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies
@@ -458,7 +449,7 @@ class SamplePairing(_ImageTransform):
 
     def __init__(self, max_blend: float = 0.5) -> None:
         super().__init__()
-        self.max_blend = _positive("max_blend", max_blend)
+        self.max_blend = positive("max_blend", max_blend)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         b = x.shape[0]
