@@ -1,9 +1,10 @@
-"""Differentiable transforms: the :class:`Transform` base and the image catalogue.
+"""Differentiable transforms: the :class:`Transform` base and the catalogues.
 
-Import sets by module: ``from augnet.transforms import image as T``.
+Import sets by module: ``from augnet.transforms import image as T``,
+``signal`` (EEG) and ``audio`` (needs torchaudio, imported on first use).
 """
 
-from augnet.transforms import image
-from augnet.transforms.base import Range, Taps, Transform
+from augnet.transforms import audio, image, signal
+from augnet.transforms.base import Range, SignalTransform, Taps, Transform
 
-__all__ = ["Range", "Taps", "Transform", "image"]
+__all__ = ["Range", "SignalTransform", "Taps", "Transform", "audio", "image", "signal"]

@@ -1,0 +1,394 @@
+"""EEG sensor rotations re-interpolated with spherical splines (Perrin et al., 1989).
+
+:class:`SensorsRotationX`, :class:`SensorsRotationY` and :class:`SensorsRotationZ`
+rotate the sensor positions by an angle about the x, y or z axis and read the
+signals at the rotated positions: output channel ``i`` is the spherical-spline
+interpolant of the input (known at the sensor positions ``P``) evaluated at
+``R(angle) @ p_i``. The angle is ``mu * max_angle * u`` with ``u ~ U(-1, 1)``,
+so the output is differentiable in the magnitude ``mu``.
+
+Sign convention: ``R(angle)`` is the right-handed rotation about the axis, so a
+positive angle about z moves a sensor at +x towards +y (about x: +y towards
++z; about y: +z towards +x). Channel ``i`` then reads the field at that moved
+position, i.e. the scalp pattern turns by ``-angle`` relative to the sensors.
+
+Interpolation (Perrin et al., 1989). With the kernel
+
+.. math::
+    g(t) = \\frac{1}{4\\pi} \\sum_{n=1}^{N} \\frac{2n + 1}{n^m (n + 1)^m} P_n(t)
+
+(``m = 4``, ``N = 50``, Legendre polynomials ``P_n``) and ``G_PP[i, j] =
+g(p_i . p_j)``, the spline through data ``v`` at ``P`` is ``f(q) = c_0 + sum_j
+w_j g(q . p_j)`` with ``[[G_PP, 1], [1^T, 0]] [w; c_0] = [v; 0]``. Evaluated at
+positions ``Q`` it is ``M v`` with ``M = [G_QP, 1] Z`` and ``Z`` the first ``Ch``
+columns of the inverse of that augmented matrix. Since ``[G_PP, 1] Z = I``,
+
+.. math::
+    M = I + (G_{QP} - G_{PP}) W, \\qquad W = Z_{:Ch, :Ch},
+
+which is how the transforms compute it: ``W`` and ``G_PP`` are solved for once
+at construction (float64), only ``G_QP`` depends on the row's angle, and an
+angle of exactly 0 gives ``G_QP == G_PP`` bit for bit, hence exactly the
+identity. Rows of ``M`` sum to 1 (a constant field is kept) since ``W 1 = 0``.
+Interpolation matrices are computed in float64 and cast to the input's dtype.
+
+Examples:
+    >>> pos = torch.randn(12, 3)
+    >>> pos[:, 2] = pos[:, 2].abs()                  # an upper-hemisphere cap
+    >>> t = SensorsRotationZ(pos)                     # up to ±30 degrees
+    >>> x = torch.randn(4, 12, 100)
+    >>> t(x, 0.5, generator=torch.Generator().manual_seed(0)).shape
+    torch.Size([4, 12, 100])
+    >>> torch.equal(t(x, 0.0), x)                    # magnitude 0 is the identity
+    True
+    >>> str(t.natural_range(0.5))
+    '±15 deg'
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from augnet.transforms.base import Range, SignalTransform, positive, uniform
+
+__all__ = [
+    "SensorsRotationX",
+    "SensorsRotationY",
+    "SensorsRotationZ",
+    "rotation_matrix",
+    "spherical_spline_kernel",
+    "spline_interpolation_matrix",
+]
+
+#: Coordinates (u, v, w) per rotation axis, with (u, v, w) right-handed: a
+#: positive rotation turns u towards v and keeps w.
+_AXES = {"x": (1, 2, 0), "y": (2, 0, 1), "z": (0, 1, 2)}
+
+
+# ------------------------------------------------------------------ the maths
+def _spline_coefficients(order: int, n_terms: int) -> list[float]:
+    """``(2n + 1) / (4 pi n^m (n + 1)^m)`` for ``n = 1..N``."""
+    return [(2 * n + 1) / (4 * math.pi * float(n) ** order * float(n + 1) ** order) for n in range(1, n_terms + 1)]
+
+
+def _kernel_value(t: Tensor, order: int, n_terms: int) -> Tensor:
+    """``g(t)`` by the Legendre recurrence ``P_{n+1} = ((2n + 1) t P_n - n P_{n-1}) / (n + 1)``.
+
+    Works in place on a few buffers of ``t``'s shape (no autograd). Only
+    separate multiplies and adds, never a fused multiply-add, so that equal
+    inputs give equal outputs bit for bit whatever the tensor's shape (the
+    exact identity at angle 0 relies on it).
+    """
+    coef = _spline_coefficients(order, n_terms)
+    p_prev, p, tmp = torch.ones_like(t), t.clone(), torch.empty_like(t)  # P_0, P_1
+    g = p * coef[0]
+    for n in range(1, n_terms):
+        _legendre_step(t, p_prev, p, tmp, n)  # p_prev <- P_{n+1}
+        p_prev, p = p, p_prev
+        torch.mul(p, coef[n], out=tmp)
+        g.add_(tmp)
+    return g
+
+
+def _kernel_derivative(t: Tensor, order: int, n_terms: int) -> Tensor:
+    """``g'(t)``, with ``P'_{n+1} = P'_{n-1} + (2n + 1) P_n`` beside the recurrence of :func:`_kernel_value`."""
+    coef = _spline_coefficients(order, n_terms)
+    p_prev, p, tmp = torch.ones_like(t), t.clone(), torch.empty_like(t)  # P_0, P_1
+    d_prev, d = torch.zeros_like(t), torch.ones_like(t)  # P'_0, P'_1
+    dg = torch.full_like(t, coef[0])
+    for n in range(1, n_terms):
+        torch.mul(p, 2 * n + 1, out=tmp)
+        d_prev.add_(tmp)  # d_prev <- P'_{n+1}
+        d_prev, d = d, d_prev
+        torch.mul(d, coef[n], out=tmp)
+        dg.add_(tmp)
+        _legendre_step(t, p_prev, p, tmp, n)
+        p_prev, p = p, p_prev
+    return dg
+
+
+def _legendre_step(t: Tensor, p_prev: Tensor, p: Tensor, tmp: Tensor, n: int) -> None:
+    """Overwrite ``p_prev`` (``P_{n-1}``) with ``P_{n+1}``, given ``p`` (``P_n``); ``tmp`` is scratch."""
+    torch.mul(t, p, out=tmp)
+    tmp.mul_((2 * n + 1) / (n + 1))
+    p_prev.mul_(n / (n + 1))
+    torch.sub(tmp, p_prev, out=p_prev)
+
+
+class _SplineKernel(torch.autograd.Function):
+    """``g(t)`` with its exact derivative, recomputed in backward (saves only ``t``)."""
+
+    @staticmethod
+    def forward(t: Tensor, order: int, n_terms: int) -> Tensor:
+        return _kernel_value(t, order, n_terms)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        t, ctx.order, ctx.n_terms = inputs
+        ctx.save_for_backward(t)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor):
+        (t,) = ctx.saved_tensors
+        return grad * _kernel_derivative(t, ctx.order, ctx.n_terms), None, None
+
+
+def spherical_spline_kernel(cos_gamma: Tensor, order: int = 4, n_terms: int = 50) -> Tensor:
+    """Perrin's spherical-spline kernel ``g(cos gamma)``, elementwise, differentiable.
+
+    .. math::
+        g(t) = \\frac{1}{4\\pi} \\sum_{n=1}^{N} \\frac{2n + 1}{n^m (n + 1)^m} P_n(t)
+
+    Args:
+        cos_gamma: cosines of the angles between pairs of unit vectors; any
+            shape and floating dtype (float64 recommended).
+        order: the spline order ``m`` (>= 2; 4 as in Perrin et al.).
+        n_terms: the number ``N`` of Legendre terms.
+
+    Returns:
+        ``g`` with the shape and dtype of ``cos_gamma``. The gradient is exact
+        (first order only: the derivative itself is not differentiable).
+    """
+    _check_spline_config(order, n_terms)
+    return _SplineKernel.apply(cos_gamma, order, n_terms)
+
+
+def rotation_matrix(axis: str, angle: Tensor) -> Tensor:
+    """Right-handed rotation matrices about ``axis`` (``"x"``, ``"y"`` or ``"z"``).
+
+    A positive angle about z turns +x towards +y (about x: +y towards +z, about
+    y: +z towards +x).
+
+    Shape:
+        - angle: :math:`(...)` in radians.
+        - output: :math:`(..., 3, 3)`, applied to column vectors.
+    """
+    if axis not in _AXES:
+        raise ValueError(f"axis must be one of {sorted(_AXES)}, got {axis!r}")
+    iu, iv, iw = _AXES[axis]
+    c, s = torch.cos(angle), torch.sin(angle)
+    one, zero = torch.ones_like(c), torch.zeros_like(c)
+    rows = [[zero] * 3 for _ in range(3)]
+    rows[iu][iu], rows[iu][iv] = c, -s
+    rows[iv][iu], rows[iv][iv] = s, c
+    rows[iw][iw] = one
+    return torch.stack([torch.stack(r, -1) for r in rows], -2)
+
+
+def spline_interpolation_matrix(
+    positions_from: Tensor, positions_to: Tensor, order: int = 4, n_terms: int = 50
+) -> Tensor:
+    """Matrix mapping data at ``positions_from`` to its spherical-spline interpolant at ``positions_to``.
+
+    The general (slower) form ``M = [G_QP, 1] Z`` of the module docstring, in
+    float64; positions are projected onto the unit sphere.
+
+    Shape:
+        - positions_from: :math:`(P, 3)`, ``P >= 4`` distinct directions.
+        - positions_to: :math:`(..., Q, 3)`.
+        - output: :math:`(..., Q, P)`.
+    """
+    _check_spline_config(order, n_terms)
+    p = _unit(positions_from.to(torch.float64))
+    q = _unit(positions_to.to(torch.float64))
+    z = _augmented_inverse_columns(spherical_spline_kernel(p @ p.T, order, n_terms))
+    g_qp = spherical_spline_kernel(q @ p.T, order, n_terms)
+    return torch.cat([g_qp, torch.ones_like(g_qp[..., :1])], -1) @ z
+
+
+def _unit(p: Tensor) -> Tensor:
+    return p / torch.linalg.vector_norm(p, dim=-1, keepdim=True)
+
+
+def _augmented_inverse_columns(g_pp: Tensor) -> Tensor:
+    """``Z``: the first ``Ch`` columns of ``[[G_PP, 1], [1^T, 0]]^{-1}``, shape (Ch + 1, Ch)."""
+    ch = g_pp.shape[-1]
+    a = g_pp.new_zeros(ch + 1, ch + 1)
+    a[:ch, :ch] = g_pp
+    a[:ch, ch] = 1.0
+    a[ch, :ch] = 1.0
+    return torch.linalg.solve(a, torch.eye(ch + 1, ch, dtype=a.dtype, device=a.device))
+
+
+def _check_spline_config(order: int, n_terms: int) -> None:
+    if isinstance(order, bool) or not isinstance(order, int) or order < 2:
+        raise ValueError(f"order must be an int >= 2, got {order!r}")
+    if isinstance(n_terms, bool) or not isinstance(n_terms, int) or n_terms < 1:
+        raise ValueError(f"n_terms must be a positive int, got {n_terms!r}")
+
+
+def _sensor_positions(positions) -> Tensor:
+    """Validate (Ch, 3) sensor positions and project them onto the unit sphere (float64, CPU)."""
+    if isinstance(positions, Tensor):
+        p = positions.detach()
+    else:
+        try:
+            p = torch.as_tensor(np.asarray(positions))
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise TypeError(f"sensor_positions must be a (Ch, 3) tensor or array of numbers, got {positions!r}") from e
+    if p.is_complex() or p.dtype == torch.bool:
+        raise TypeError(f"sensor_positions must hold real numbers, got dtype {p.dtype}")
+    p = p.to("cpu", torch.float64)
+    if p.dim() != 2 or p.shape[1] != 3:
+        raise ValueError(f"sensor_positions must have shape (Ch, 3), got shape {tuple(p.shape)}")
+    ch = p.shape[0]
+    if ch < 4:
+        raise ValueError(f"sensor_positions must hold at least 4 sensors for spherical splines, got {ch}")
+    bad = (~torch.isfinite(p)).any(1).nonzero().flatten()
+    if bad.numel():
+        i = int(bad[0])
+        raise ValueError(f"sensor_positions must be finite, got {p[i].tolist()} for sensor {i}")
+    norm = torch.linalg.vector_norm(p, dim=1)
+    small = (norm <= 1e-9 * norm.max()).nonzero().flatten()
+    if small.numel():
+        i = int(small[0])
+        raise ValueError(f"sensor_positions must not lie at the origin (zero norm), got {p[i].tolist()} for sensor {i}")
+    p = p / norm[:, None]
+    dist = torch.cdist(p, p) + 3.0 * torch.eye(ch, dtype=p.dtype)
+    if dist.min() < 1e-6:
+        i, j = divmod(int(dist.argmin()), ch)
+        raise ValueError(
+            f"sensor_positions of sensors {i} and {j} coincide on the unit sphere "
+            f"({p[i].tolist()} and {p[j].tolist()}): the spline system would be singular"
+        )
+    return p
+
+
+# ------------------------------------------------------------- the transforms
+class _SensorsRotation(SignalTransform):
+    """Base of the sensor rotations; ``axis`` names the rotation axis (see :class:`SensorsRotationZ`)."""
+
+    axis: str = "z"
+
+    def __init__(self, sensor_positions, max_angle: float = math.pi / 6, order: int = 4, n_terms: int = 50) -> None:
+        super().__init__()
+        self.max_angle = positive("max_angle", max_angle)
+        _check_spline_config(order, n_terms)
+        self.order, self.n_terms = order, n_terms
+        p = _sensor_positions(sensor_positions)
+        iu, iv, iw = _AXES[self.axis]
+        u, v, w = p[:, iu], p[:, iv], p[:, iw]
+        # q_i . p_j = cos(a) * cos_uv + sin(a) * sin_uv + cos_w, with q_i = R(a) p_i.
+        geometry = {
+            "positions": p,
+            "cos_uv": u[:, None] * u + v[:, None] * v,
+            "sin_uv": u[:, None] * v - v[:, None] * u,
+            "cos_w": w[:, None] * w,
+        }
+        for name, value in geometry.items():
+            self.register_buffer(name, value, persistent=False)
+        g_pp = self._kernel_at(torch.zeros(1, dtype=torch.float64))[0]
+        z = _augmented_inverse_columns(g_pp)
+        if not torch.isfinite(z).all():
+            raise ValueError("sensor_positions give a singular spline system (sensors too close together)")
+        self.register_buffer("g_pp", g_pp, persistent=False)
+        self.register_buffer("weights", z[:-1].contiguous(), persistent=False)
+
+    # The geometry stays float64 whatever dtype the module is cast to (module.float(),
+    # .half(), .to(dtype)); only its device follows.
+    _float64_buffers = ("positions", "cos_uv", "sin_uv", "cos_w", "g_pp", "weights")
+
+    def _apply(self, fn, recurse=True):
+        saved = {name: self._buffers[name] for name in self._float64_buffers if name in self._buffers}
+        super()._apply(fn, recurse)
+        for name, value in saved.items():
+            self._buffers[name] = value.to(self._buffers[name].device)
+        return self
+
+    @property
+    def n_sensors(self) -> int:
+        """Number of sensors, the channel count the inputs must have."""
+        return self.positions.shape[0]
+
+    def check_input(self, x: Tensor) -> None:
+        super().check_input(x)
+        if x.shape[1] != self.n_sensors:
+            raise ValueError(
+                f"{type(self).__name__}: expected {self.n_sensors} channels (one per sensor position), "
+                f"got {x.shape[1]} in an input of shape {tuple(x.shape)}"
+            )
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        n = x.shape[0] * copies
+        return {"angle": magnitude * self.max_angle * uniform(n, x, generator)}
+
+    def _kernel_at(self, angle: Tensor) -> Tensor:
+        """``G_QP`` (N, Ch, Ch) in float64 for rotation angles (N,)."""
+        a = angle.to(torch.float64)[:, None, None]
+        cos_gamma = torch.cos(a) * self.cos_uv + torch.sin(a) * self.sin_uv + self.cos_w
+        return spherical_spline_kernel(cos_gamma, self.order, self.n_terms)
+
+    def interpolation_matrix(self, params: dict[str, Tensor]) -> Tensor:
+        """Per-row interpolation matrices ``M = I + (G_QP - G_PP) W`` in float64.
+
+        Shape:
+            - params["angle"]: :math:`(N,)`.
+            - output: :math:`(N, Ch, Ch)`; ``out[n] = M[n] @ x[n % B]``.
+        """
+        return torch.eye(self.n_sensors, dtype=torch.float64, device=self.g_pp.device) + self._update(params)
+
+    def _update(self, params: dict[str, Tensor]) -> Tensor:
+        """``(G_QP - G_PP) W``, (N, Ch, Ch) float64: exactly 0 where the angle is 0."""
+        return (self._kernel_at(params["angle"]) - self.g_pp) @ self.weights
+
+    def apply(self, x, params):
+        x = self._rows(x, params)
+        # x + (M - I) x: exact at angle 0, and more accurate than M @ x for small angles.
+        return torch.baddbmm(x, self._update(params).to(x.dtype), x)
+
+    def natural_range(self, magnitude, size=None):
+        d = math.degrees(float(magnitude) * self.max_angle)
+        return Range(-d, d, "deg")
+
+    def extra_repr(self):
+        parts = [f"n_sensors={self.n_sensors}", f"max_angle={self.max_angle:.4g}"]
+        if (self.order, self.n_terms) != (4, 50):
+            parts += [f"order={self.order}", f"n_terms={self.n_terms}"]
+        return ", ".join(parts)
+
+
+class SensorsRotationX(_SensorsRotation):
+    """Sensor rotation about the x axis (positive: +y towards +z), up to ``max_angle`` (default ±pi / 6).
+
+    See :class:`SensorsRotationZ` for the arguments.
+    """
+
+    axis = "x"
+
+
+class SensorsRotationY(_SensorsRotation):
+    """Sensor rotation about the y axis (positive: +z towards +x), up to ``max_angle`` (default ±pi / 6).
+
+    See :class:`SensorsRotationZ` for the arguments.
+    """
+
+    axis = "y"
+
+
+class SensorsRotationZ(_SensorsRotation):
+    """Sensor rotation about the z axis (positive: +x towards +y), re-interpolated with spherical splines.
+
+    Args:
+        sensor_positions: :math:`(Ch, 3)` tensor or array of 3-D sensor
+            positions, in the channel order of the inputs; they are projected
+            onto the unit sphere about the origin (so centre the head there).
+        max_angle: the largest angle in radians, reached at magnitude 1
+            (default ``pi / 6``, 30 degrees).
+        order: spline order ``m`` (default 4).
+        n_terms: Legendre terms ``N`` of the kernel (default 50).
+
+    Parameters: ``angle`` (N,) in radians (see the module docstring for the sign).
+
+    Shape:
+        - input: :math:`(B, Ch, T)` with ``Ch`` the number of sensors.
+        - output: :math:`(B \\cdot copies, Ch, T)`; row ``n`` is
+          ``M(angle_n) @ x[n % B]`` with ``M`` the :math:`(Ch, Ch)`
+          interpolation matrix of :meth:`interpolation_matrix`.
+    """
+
+    axis = "z"

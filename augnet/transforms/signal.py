@@ -1,0 +1,405 @@
+"""Differentiable transforms of multichannel signals (EEG), shape (B, Ch, T).
+
+Ranges at magnitude 1 follow DESIGN.md section 3 and are constructor
+arguments. Every transform is the identity at magnitude 0, draws its per-row
+parameters on the input's device from the given generator (no Python loop over
+the batch), and runs in :class:`~augnet.AugmentationLayer` through the generic
+path (each transform applied to the copies, then the weighted sum).
+
+Copies: ``sample(x, mu, copies=C)`` draws parameters for ``N = B * C`` rows,
+copy-major; ``apply(x, params)`` repeats ``x`` to those rows
+(:func:`~augnet.transforms.base.repeat_rows`). Parameters computed from the
+signal itself (e.g. its standard deviation) are computed per source sample and
+repeated, so C copies equal one draw for ``x`` repeated C times.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from augnet.transforms._sensors import SensorsRotationX, SensorsRotationY, SensorsRotationZ
+from augnet.transforms.base import Range, SignalTransform, param_dtype, positive, relaxed_bernoulli, uniform
+
+__all__ = [
+    "BandStop",
+    "ChannelsDropout",
+    "ChannelsShuffle",
+    "ChannelsSymmetry",
+    "FTSurrogate",
+    "FrequencyShift",
+    "GaussianNoise",
+    "SensorsRotationX",
+    "SensorsRotationY",
+    "SensorsRotationZ",
+    "SignFlip",
+    "SignalTransform",
+    "TimeMask",
+    "TimeReverse",
+]
+
+
+def _sfreq(value) -> float:
+    if value is None:
+        raise ValueError("sfreq (the sampling rate in Hz) is required")
+    return positive("sfreq", value)
+
+
+def _probability_apply(x: Tensor, gate: Tensor, changed: Tensor) -> Tensor:
+    g = gate.to(x.dtype).reshape(-1, *[1] * (x.dim() - 1))
+    return g * changed + (1 - g) * x
+
+
+# ----------------------------------------------------------------- flips and masks
+
+
+class TimeReverse(SignalTransform):
+    """Reverse the signal in time with probability ``mu`` (straight-through relaxed Bernoulli).
+
+    Parameters: ``gate`` (N,) in {0, 1}, with a gradient to ``mu``.
+    """
+
+    def __init__(self, temperature: float = 0.1) -> None:
+        super().__init__()
+        self.temperature = positive("temperature", temperature)
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        return {"gate": relaxed_bernoulli((x.shape[0] * copies,), x, magnitude, self.temperature, generator)}
+
+    def apply(self, x, params):
+        x = self._rows(x, params)
+        return _probability_apply(x, params["gate"], self._changed(x))
+
+    def _changed(self, x: Tensor) -> Tensor:
+        return x.flip(-1)
+
+    def natural_range(self, magnitude, size=None):
+        return Range(0.0, float(magnitude), "probability")
+
+    def extra_repr(self):
+        return f"temperature={self.temperature}"
+
+
+class SignFlip(TimeReverse):
+    """Flip the sign of the signal with probability ``mu`` (see :class:`TimeReverse`)."""
+
+    def _changed(self, x: Tensor) -> Tensor:
+        return -x
+
+
+def _smooth_band(t: Tensor, start: Tensor, stop: Tensor, edge: float) -> Tensor:
+    """1 inside [start, stop], 0 outside, with sigmoid edges; exactly 0 when start == stop.
+
+    Shape: t (L,), start and stop (N,) -> (N, L).
+    """
+    return torch.sigmoid((t - start[:, None]) / edge) - torch.sigmoid((t - stop[:, None]) / edge)
+
+
+class TimeMask(SignalTransform):
+    """Zero a window of ``mu * max_length`` samples (default up to 200) at a random centre.
+
+    The mask has sigmoid edges ``edge`` samples wide, so the output is
+    differentiable in the window's length (hence in ``mu``); a length of 0 is
+    exactly the identity. Parameters: ``centre`` (N,) and ``length`` (N,), in samples.
+    """
+
+    def __init__(self, max_length: float = 200.0, edge: float = 2.0) -> None:
+        super().__init__()
+        self.max_length = positive("max_length", max_length)
+        self.edge = positive("edge", edge)
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        n, t = x.shape[0] * copies, x.shape[-1]
+        centre = uniform(n, x, generator, 0.0, float(t))
+        return {"centre": centre, "length": (magnitude * self.max_length) * torch.ones_like(centre)}
+
+    def apply(self, x, params):
+        x = self._rows(x, params)
+        t = torch.arange(x.shape[-1], device=x.device, dtype=params["centre"].dtype)
+        half = params["length"] / 2
+        mask = _smooth_band(t, params["centre"] - half, params["centre"] + half, self.edge)
+        return x * (1 - mask[:, None, :]).to(x.dtype)
+
+    def natural_range(self, magnitude, size=None):
+        return Range(0.0, float(magnitude) * self.max_length, "samples")
+
+    def extra_repr(self):
+        return f"max_length={self.max_length}, edge={self.edge}"
+
+
+class GaussianNoise(SignalTransform):
+    """Add white Gaussian noise of standard deviation up to ``max_std`` times the signal's (default 0.2).
+
+    The signal's standard deviation is taken per sample over channels and time.
+    Parameters: ``noise`` (N, Ch, T), the noise to add (scaled by ``mu``).
+    """
+
+    def __init__(self, max_std: float = 0.2) -> None:
+        super().__init__()
+        self.max_std = positive("max_std", max_std)
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        b = x.shape[0]
+        dtype = param_dtype(x)
+        scale = x.to(dtype).flatten(1).std(1, correction=0).repeat(copies)
+        z = torch.randn((b * copies, *x.shape[1:]), generator=generator, device=x.device, dtype=dtype)
+        return {"noise": magnitude * self.max_std * scale[:, None, None] * z}
+
+    def apply(self, x, params):
+        return self._rows(x, params) + params["noise"].to(x.dtype)
+
+    def natural_range(self, magnitude, size=None):
+        return Range(0.0, float(magnitude) * self.max_std, "x signal std")
+
+    def extra_repr(self):
+        return f"max_std={self.max_std}"
+
+
+# ----------------------------------------------------------------- spectral
+
+
+class FTSurrogate(SignalTransform):
+    """Fourier-transform surrogate: random phases up to ``mu * max_phase`` (default 2 pi).
+
+    The amplitude spectrum is kept; each frequency's phase is shifted by
+    ``mu * max_phase * u``, ``u ~ U(0, 1)``, the same for all channels unless
+    ``channel_independent``. The DC and Nyquist terms keep their phase so the
+    output stays real. Parameters: ``phase`` (N, 1 or Ch, T // 2 + 1) in radians.
+    """
+
+    def __init__(self, max_phase: float = 2 * math.pi, channel_independent: bool = False) -> None:
+        super().__init__()
+        self.max_phase = positive("max_phase", max_phase)
+        self.channel_independent = bool(channel_independent)
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        n, ch, t = x.shape[0] * copies, x.shape[1], x.shape[-1]
+        bins = t // 2 + 1
+        shape = (n, ch if self.channel_independent else 1, bins)
+        u = torch.rand(shape, generator=generator, device=x.device, dtype=param_dtype(x))
+        u[..., 0] = 0  # DC
+        if t % 2 == 0:
+            u[..., -1] = 0  # Nyquist
+        return {"phase": magnitude * self.max_phase * u}
+
+    def apply(self, x, params):
+        x = self._rows(x, params)
+        spectrum = torch.fft.rfft(x, dim=-1)
+        rotation = torch.polar(torch.ones_like(params["phase"]), params["phase"]).to(spectrum.dtype)
+        return torch.fft.irfft(spectrum * rotation, n=x.shape[-1], dim=-1).to(x.dtype)
+
+    def natural_range(self, magnitude, size=None):
+        return Range(0.0, math.degrees(float(magnitude) * self.max_phase), "deg phase")
+
+    def extra_repr(self):
+        return f"max_phase={self.max_phase:.4g}, channel_independent={self.channel_independent}"
+
+
+def _analytic(x: Tensor) -> Tensor:
+    """Analytic signal of x along time (zero-padded to a power of two, cropped back).
+
+    Shape: (N, Ch, T) real -> (N, Ch, T) complex, whose real part is x.
+    """
+    t = x.shape[-1]
+    n_fft = 1 << max(t - 1, 1).bit_length()
+    spectrum = torch.fft.fft(x, n=n_fft, dim=-1)
+    h = torch.zeros(n_fft, dtype=x.dtype, device=x.device)
+    h[0] = 1
+    h[1 : (n_fft + 1) // 2] = 2
+    if n_fft % 2 == 0:
+        h[n_fft // 2] = 1
+    return torch.fft.ifft(spectrum * h, dim=-1)[..., :t]
+
+
+class FrequencyShift(SignalTransform):
+    """Shift every frequency by up to ``±mu * max_shift`` Hz (default 5 Hz).
+
+    The signal is made analytic (Hilbert transform by FFT), multiplied by
+    ``exp(2 i pi f t)`` and its real part kept (as braindecode's
+    ``FrequencyShift``). Parameters: ``shift`` (N,) in Hz.
+
+    Args:
+        sfreq: sampling rate in Hz (required).
+        max_shift: shift at magnitude 1, in Hz.
+    """
+
+    def __init__(self, sfreq: float, max_shift: float = 5.0) -> None:
+        super().__init__()
+        self.sfreq = _sfreq(sfreq)
+        self.max_shift = positive("max_shift", max_shift)
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        return {"shift": magnitude * self.max_shift * uniform(x.shape[0] * copies, x, generator)}
+
+    def apply(self, x, params):
+        x = self._rows(x, params)
+        shift = params["shift"]
+        t = torch.arange(x.shape[-1], device=x.device, dtype=shift.dtype) / self.sfreq
+        phase = 2 * math.pi * shift[:, None] * t  # (N, T)
+        carrier = torch.polar(torch.ones_like(phase), phase)[:, None, :]
+        return (_analytic(x.to(shift.dtype)) * carrier).real.to(x.dtype)
+
+    def natural_range(self, magnitude, size=None):
+        r = float(magnitude) * self.max_shift
+        return Range(-r, r, "Hz")
+
+    def extra_repr(self):
+        return f"sfreq={self.sfreq}, max_shift={self.max_shift}"
+
+
+class BandStop(SignalTransform):
+    """Remove a band ``mu * max_width`` Hz wide (default up to 2 Hz) at a random centre frequency.
+
+    A differentiable notch: the spectrum is multiplied by ``1 - G(f)`` with
+    ``G`` a band with sigmoid edges ``edge`` Hz wide (default: the frequency
+    resolution ``sfreq / T``), so the output is differentiable in the width and
+    a width of 0 is exactly the identity. The centre is drawn uniformly in
+    ``band`` (default from 1 Hz to 1 Hz below Nyquist). Parameters:
+    ``centre`` (N,) and ``width`` (N,), in Hz.
+    """
+
+    def __init__(
+        self, sfreq: float, max_width: float = 2.0, band: tuple[float, float] | None = None, edge: float | None = None
+    ) -> None:
+        super().__init__()
+        self.sfreq = _sfreq(sfreq)
+        self.max_width = positive("max_width", max_width)
+        low, high = band if band is not None else (1.0, self.sfreq / 2 - 1.0)
+        if not 0 <= low < high <= self.sfreq / 2:
+            raise ValueError(f"band must satisfy 0 <= low < high <= sfreq / 2 = {self.sfreq / 2}, got {(low, high)}")
+        self.band = (float(low), float(high))
+        self.edge = None if edge is None else positive("edge", edge)
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        centre = uniform(x.shape[0] * copies, x, generator, *self.band)
+        return {"centre": centre, "width": (magnitude * self.max_width) * torch.ones_like(centre)}
+
+    def apply(self, x, params):
+        x = self._rows(x, params)
+        t = x.shape[-1]
+        dtype = params["centre"].dtype
+        freqs = torch.fft.rfftfreq(t, d=1.0 / self.sfreq, device=x.device, dtype=dtype)
+        edge = self.edge if self.edge is not None else self.sfreq / t
+        half = params["width"] / 2
+        keep = 1 - _smooth_band(freqs, params["centre"] - half, params["centre"] + half, edge)
+        spectrum = torch.fft.rfft(x.to(dtype), dim=-1) * keep[:, None, :]
+        return torch.fft.irfft(spectrum, n=t, dim=-1).to(x.dtype)
+
+    def natural_range(self, magnitude, size=None):
+        return Range(0.0, float(magnitude) * self.max_width, "Hz wide")
+
+    def extra_repr(self):
+        return f"sfreq={self.sfreq}, max_width={self.max_width}, band={self.band}"
+
+
+# ----------------------------------------------------------------- channels
+
+
+class ChannelsSymmetry(SignalTransform):
+    """Swap left and right channels with probability ``mu`` (straight-through relaxed Bernoulli).
+
+    Args:
+        pairs: the (left, right) channel index pairs to swap; an index may
+            appear once.
+        temperature: of the relaxation.
+
+    Parameters: ``gate`` (N,) in {0, 1}.
+    """
+
+    def __init__(self, pairs, temperature: float = 0.1) -> None:
+        super().__init__()
+        try:
+            pairs = [(int(a), int(b)) for a, b in pairs]
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"pairs must be a sequence of (left, right) channel indices, got {pairs!r}") from err
+        flat = [i for p in pairs for i in p]
+        if not pairs or min(flat) < 0 or len(set(flat)) != len(flat):
+            raise ValueError(f"pairs must be non-empty, non-negative and use each channel once, got {pairs}")
+        self.pairs = pairs
+        self.temperature = positive("temperature", temperature)
+
+    def check_input(self, x):
+        super().check_input(x)
+        biggest = max(i for p in self.pairs for i in p)
+        if biggest >= x.shape[1]:
+            raise ValueError(
+                f"ChannelsSymmetry: channel pair index {biggest} is out of range for {x.shape[1]} channels"
+            )
+
+    def _permutation(self, channels: int, device) -> Tensor:
+        perm = torch.arange(channels, device=device)
+        for a, b in self.pairs:
+            perm[a], perm[b] = b, a
+        return perm
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        return {"gate": relaxed_bernoulli((x.shape[0] * copies,), x, magnitude, self.temperature, generator)}
+
+    def apply(self, x, params):
+        x = self._rows(x, params)
+        return _probability_apply(x, params["gate"], x[:, self._permutation(x.shape[1], x.device)])
+
+    def natural_range(self, magnitude, size=None):
+        return Range(0.0, float(magnitude), "probability")
+
+    def extra_repr(self):
+        return f"pairs={self.pairs}, temperature={self.temperature}"
+
+
+class ChannelsDropout(SignalTransform):
+    """Zero each channel with probability ``mu`` (straight-through relaxed Bernoulli per channel).
+
+    Parameters: ``gate`` (N, Ch) in {0, 1}, 1 where the channel is dropped.
+    """
+
+    def __init__(self, temperature: float = 0.1) -> None:
+        super().__init__()
+        self.temperature = positive("temperature", temperature)
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        shape = (x.shape[0] * copies, x.shape[1])
+        return {"gate": relaxed_bernoulli(shape, x, magnitude, self.temperature, generator)}
+
+    def apply(self, x, params):
+        x = self._rows(x, params)
+        return x * (1 - params["gate"].to(x.dtype))[:, :, None]
+
+    def natural_range(self, magnitude, size=None):
+        return Range(0.0, float(magnitude), "fraction of channels")
+
+    def extra_repr(self):
+        return f"temperature={self.temperature}"
+
+
+class ChannelsShuffle(ChannelsDropout):
+    """Shuffle a random subset of the channels, each chosen with probability ``mu``.
+
+    The chosen channels are permuted among themselves at random; the others
+    stay. Each output channel is ``g * x[source] + (1 - g) * x`` with a
+    straight-through gate ``g``, so the output is differentiable in ``mu``.
+    Parameters: ``gate`` (N, Ch) in {0, 1} and ``source`` (N, Ch) int64, the
+    channel each output channel reads.
+    """
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        params = super().sample(x, magnitude, generator, copies)
+        gate = params["gate"]
+        n, ch = gate.shape
+        chosen = gate.detach() > 0.5
+        index = torch.arange(ch, device=x.device).expand(n, ch)
+        keys = torch.rand((n, ch), generator=generator, device=x.device)
+        # Chosen channels first (in index order, resp. in random order), then the
+        # others in index order in both lists: pairing the two lists maps the
+        # chosen channels to a random permutation of themselves and fixes the rest.
+        positions = torch.argsort(torch.where(chosen, index, index + ch), dim=1)
+        shuffled = torch.argsort(torch.where(chosen, keys, 1.0 + index.to(keys.dtype)), dim=1)
+        source = torch.empty_like(positions).scatter_(1, positions, shuffled)
+        return {"gate": gate, "source": source}
+
+    def apply(self, x, params):
+        x = self._rows(x, params)
+        moved = torch.gather(x, 1, params["source"][:, :, None].expand_as(x))
+        g = params["gate"].to(x.dtype)[:, :, None]
+        return g * moved + (1 - g) * x
