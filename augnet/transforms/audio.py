@@ -1,0 +1,610 @@
+"""Differentiable audio transforms: waveforms (B, Ch, T) and spectrograms (B, F, T).
+
+Every transform is the identity at magnitude 0 (exactly), draws its per-row
+parameters on the input's device from the given generator, and reaches its
+documented range at magnitude 1; each range is a constructor argument.
+
+torchaudio is an optional dependency (``pip install "augnet[audio]"``). It is
+imported on first use, by the constructors of the transforms that call it
+(:class:`AddNoise` and the filters), so importing this module never needs it.
+
+Transforms and their parameters (``N = B * copies`` rows):
+
+==================  ==========================================  ===========================================
+transform           magnitude 1 means (default)                 params
+==================  ==========================================  ===========================================
+AddNoise            SNR down to ``min_snr_db`` (0 dB)           ``noise_ratio`` (N,), ``noise`` (N, Ch, T)
+Gain                gain up to ±``max_gain_db`` (6 dB)          ``gain_db`` (N,)
+LowPass             cut-off down to 0.05 × Nyquist (from 0.9)   ``cutoff`` (N,) Hz
+HighPass            cut-off up to 0.3 × Nyquist (from 0.0025)   ``cutoff`` (N,) Hz
+BandReject          notch Q down to ``min_q`` (0.707)           ``center`` (N,) Hz, ``width`` (N,) Hz
+SpeedChange         speed factor in [1/1.25, 1.25]              ``factor`` (N,)
+TimeMaskSpec        a band up to 20 frames wide                 ``start`` (N,), ``width`` (N,) frames
+FrequencyMaskSpec   a band up to 10 bins wide                   ``start`` (N,), ``width`` (N,) bins
+==================  ==========================================  ===========================================
+
+Examples:
+    >>> from augnet.transforms import audio as A
+    >>> x = torch.randn(2, 1, 1600) * 0.1
+    >>> lp = A.LowPass(sample_rate=16000)
+    >>> params = lp.sample(x, 0.5, generator=torch.Generator().manual_seed(0))
+    >>> bool(((params["cutoff"] <= 7200) & (params["cutoff"] >= 7200 * (400 / 7200) ** 0.5)).all())
+    True
+    >>> torch.equal(lp(x, 0.0), x)
+    True
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from augnet.transforms.base import Range, SignalTransform, param_dtype, positive, uniform
+
+__all__ = [
+    "AddNoise",
+    "BandReject",
+    "FrequencyMaskSpec",
+    "Gain",
+    "HighPass",
+    "LowPass",
+    "SpeedChange",
+    "TimeMaskSpec",
+]
+
+#: Butterworth-like Q, torchaudio's default for its biquad filters.
+DEFAULT_Q = 0.707
+
+
+def _torchaudio_functional():
+    """``torchaudio.functional``, imported on first use (torchaudio is optional)."""
+    try:
+        import torchaudio.functional as taf
+    except ImportError as err:
+        raise ImportError(
+            'augnet\'s audio transforms need torchaudio, an optional dependency: pip install "augnet[audio]"'
+        ) from err
+    return taf
+
+
+def _number(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _sample_rate(value) -> float:
+    if value is None:
+        raise TypeError("sample_rate is required (in Hz), got None")
+    return positive("sample_rate", value)
+
+
+def _frequency_range(kind: str, low, high, nyquist: float) -> tuple[float, float]:
+    """Check ``0 < low < high < nyquist`` for a pair of frequencies in Hz."""
+    low = positive(f"min_{kind}", low)
+    high = positive(f"max_{kind}", high)
+    if low >= high:
+        raise ValueError(f"min_{kind} ({low:g} Hz) must be below max_{kind} ({high:g} Hz): the range is inverted")
+    if high >= nyquist:
+        raise ValueError(f"max_{kind} ({high:g} Hz) must be below the Nyquist frequency ({nyquist:g} Hz)")
+    return low, high
+
+
+# ---------------------------------------------------------------------- biquads
+
+
+def lowpass_coefficients(cutoff: Tensor, sample_rate: float, q: float = DEFAULT_Q) -> tuple[Tensor, Tensor]:
+    """Biquad low-pass coefficients for per-row cut-offs (torchaudio's ``lowpass_biquad`` formulas).
+
+    Shape:
+        - cutoff: :math:`(N,)` in Hz.
+        - output: ``(b, a)``, each :math:`(N, 3)` (``[b0, b1, b2]``, ``[a0, a1, a2]``).
+    """
+    w0 = 2 * math.pi * cutoff / sample_rate
+    alpha = torch.sin(w0) / 2 / q
+    cos = torch.cos(w0)
+    b0 = (1 - cos) / 2
+    b = torch.stack([b0, 1 - cos, b0], -1)
+    a = torch.stack([1 + alpha, -2 * cos, 1 - alpha], -1)
+    return b, a
+
+
+def highpass_coefficients(cutoff: Tensor, sample_rate: float, q: float = DEFAULT_Q) -> tuple[Tensor, Tensor]:
+    """Biquad high-pass coefficients for per-row cut-offs (torchaudio's ``highpass_biquad`` formulas).
+
+    Shape:
+        - cutoff: :math:`(N,)` in Hz.
+        - output: ``(b, a)``, each :math:`(N, 3)`.
+    """
+    w0 = 2 * math.pi * cutoff / sample_rate
+    alpha = torch.sin(w0) / 2.0 / q
+    cos = torch.cos(w0)
+    b0 = (1 + cos) / 2
+    b = torch.stack([b0, -1 - cos, b0], -1)
+    a = torch.stack([1 + alpha, -2 * cos, 1 - alpha], -1)
+    return b, a
+
+
+def bandreject_coefficients(center: Tensor, q: Tensor, sample_rate: float) -> tuple[Tensor, Tensor]:
+    """Biquad band-reject coefficients for per-row centres and Q (torchaudio's ``bandreject_biquad``).
+
+    Shape:
+        - center, q: :math:`(N,)`, the centre frequency in Hz and the quality factor.
+        - output: ``(b, a)``, each :math:`(N, 3)`.
+    """
+    w0 = 2 * math.pi * center / sample_rate
+    alpha = torch.sin(w0) / 2 / q
+    cos = torch.cos(w0)
+    one = torch.ones_like(cos)
+    b = torch.stack([one, -2 * cos, one], -1)
+    a = torch.stack([1 + alpha, -2 * cos, 1 - alpha], -1)
+    return b, a
+
+
+def filter_rows(x: Tensor, b: Tensor, a: Tensor) -> Tensor:
+    """Filter each row of ``x`` with its own biquad (``torchaudio.functional.lfilter``).
+
+    The output is not clamped to [-1, 1] (unlike torchaudio's ``*_biquad``
+    helpers): inputs need not be normalised audio. Differentiable in ``x``,
+    ``b`` and ``a``.
+
+    Shape:
+        - x: :math:`(N, Ch, T)`; b, a: :math:`(N, 3)`.
+        - output: :math:`(N, Ch, T)`. Internally ``(N, Ch, T) -> (N * Ch, T)``
+          with one filter per row (each row's coefficients repeated over its
+          channels).
+    """
+    taf = _torchaudio_functional()
+    n, ch, t = x.shape
+    b = b.to(x.dtype).repeat_interleave(ch, 0)
+    a = a.to(x.dtype).repeat_interleave(ch, 0)
+    y = taf.lfilter(x.reshape(n * ch, t), a, b, clamp=False, batching=True)
+    return y.reshape(n, ch, t)
+
+
+class _Filter(SignalTransform):
+    """A biquad filter with per-row parameters, bypassed exactly where it is the identity."""
+
+    def __init__(self, sample_rate: float) -> None:
+        super().__init__()
+        _torchaudio_functional()
+        self.sample_rate = _sample_rate(sample_rate)
+
+    @property
+    def nyquist(self) -> float:
+        return self.sample_rate / 2
+
+    def _coefficients(self, params: dict[str, Tensor], active: Tensor) -> tuple[Tensor, Tensor]:
+        raise NotImplementedError
+
+    def _active(self, params: dict[str, Tensor]) -> Tensor:
+        raise NotImplementedError
+
+    def apply(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        """Filter each row with its own biquad; rows whose filter is the identity are bypassed exactly.
+
+        Shape:
+            - x: :math:`(B, Ch, T)`.
+            - output: :math:`(N, Ch, T)`.
+        """
+        x = self._rows(x, params)
+        active = self._active(params)
+        b, a = self._coefficients(params, active)
+        y = filter_rows(x.to(b.dtype), b, a).to(x.dtype)
+        return torch.where(active[:, None, None], y, x)
+
+
+class LowPass(_Filter):
+    """Biquad low-pass filter whose cut-off goes down as the magnitude grows.
+
+    The cut-off is ``max_cutoff * (min_cutoff / max_cutoff) ** (mu * u)`` Hz,
+    ``u ~ U(0, 1)`` (log-linear from ``max_cutoff`` at ``mu * u -> 0`` down to
+    ``min_cutoff`` at ``mu * u = 1``). ``mu * u = 0`` draws the cut-off
+    ``sample_rate / 2``: a low-pass at the Nyquist frequency is the identity,
+    and :meth:`apply` bypasses it exactly (the biquad there is marginally
+    stable). The gradient in the magnitude is therefore 0 at exactly ``mu = 0``
+    (finite), and the true derivative elsewhere.
+
+    Args:
+        sample_rate: in Hz (required).
+        min_cutoff: cut-off at magnitude 1, in Hz (default 0.05 × Nyquist,
+            400 Hz at 16 kHz).
+        max_cutoff: cut-off as the magnitude goes to 0, in Hz (default 0.9 ×
+            Nyquist, 7.2 kHz at 16 kHz); below the Nyquist frequency.
+        q: quality factor (default 0.707, torchaudio's).
+
+    Parameters: ``cutoff`` (N,) in Hz; a cut-off at or above the Nyquist
+    frequency means no filtering.
+    """
+
+    def __init__(
+        self, sample_rate: float, min_cutoff: float | None = None, max_cutoff: float | None = None, q: float = DEFAULT_Q
+    ) -> None:
+        super().__init__(sample_rate)
+        nyq = self.nyquist
+        low = 0.05 * nyq if min_cutoff is None else min_cutoff
+        high = 0.9 * nyq if max_cutoff is None else max_cutoff
+        self.min_cutoff, self.max_cutoff = _frequency_range("cutoff", low, high, nyq)
+        self.q = positive("q", q)
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        n = x.shape[0] * copies
+        amount = magnitude * uniform(n, x, generator, 0.0, 1.0)
+        cutoff = self.max_cutoff * (self.min_cutoff / self.max_cutoff) ** amount
+        return {"cutoff": torch.where(amount > 0, cutoff, torch.full_like(cutoff, self.nyquist))}
+
+    def _active(self, params):
+        return params["cutoff"] < self.nyquist
+
+    def _coefficients(self, params, active):
+        cutoff = torch.where(active, params["cutoff"], torch.full_like(params["cutoff"], self.nyquist / 2))
+        return lowpass_coefficients(cutoff, self.sample_rate, self.q)
+
+    def natural_range(self, magnitude, size=None):
+        low = self.max_cutoff * (self.min_cutoff / self.max_cutoff) ** float(magnitude)
+        return Range(low, self.max_cutoff, "Hz cut-off")
+
+    def extra_repr(self):
+        return (
+            f"sample_rate={self.sample_rate:g}, min_cutoff={self.min_cutoff:g}, "
+            f"max_cutoff={self.max_cutoff:g}, q={self.q:g}"
+        )
+
+
+class HighPass(_Filter):
+    """Biquad high-pass filter whose cut-off goes up as the magnitude grows.
+
+    The cut-off is ``min_cutoff * (max_cutoff / min_cutoff) ** (mu * u)`` Hz,
+    ``u ~ U(0, 1)`` (log-linear from ``min_cutoff`` up to ``max_cutoff`` at
+    ``mu * u = 1``). ``mu * u = 0`` draws the cut-off 0 Hz, the identity,
+    which :meth:`apply` bypasses exactly (gradient 0 at exactly ``mu = 0``).
+
+    Args:
+        sample_rate: in Hz (required).
+        min_cutoff: cut-off as the magnitude goes to 0, in Hz (default 0.0025
+            × Nyquist, 20 Hz at 16 kHz).
+        max_cutoff: cut-off at magnitude 1, in Hz (default 0.3 × Nyquist,
+            2.4 kHz at 16 kHz); below the Nyquist frequency.
+        q: quality factor (default 0.707, torchaudio's).
+
+    Parameters: ``cutoff`` (N,) in Hz; a cut-off at or below 0 means no
+    filtering.
+    """
+
+    def __init__(
+        self, sample_rate: float, min_cutoff: float | None = None, max_cutoff: float | None = None, q: float = DEFAULT_Q
+    ) -> None:
+        super().__init__(sample_rate)
+        nyq = self.nyquist
+        low = 0.0025 * nyq if min_cutoff is None else min_cutoff
+        high = 0.3 * nyq if max_cutoff is None else max_cutoff
+        self.min_cutoff, self.max_cutoff = _frequency_range("cutoff", low, high, nyq)
+        self.q = positive("q", q)
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        n = x.shape[0] * copies
+        amount = magnitude * uniform(n, x, generator, 0.0, 1.0)
+        cutoff = self.min_cutoff * (self.max_cutoff / self.min_cutoff) ** amount
+        return {"cutoff": torch.where(amount > 0, cutoff, torch.zeros_like(cutoff))}
+
+    def _active(self, params):
+        return params["cutoff"] > 0
+
+    def _coefficients(self, params, active):
+        cutoff = torch.where(active, params["cutoff"], torch.full_like(params["cutoff"], self.nyquist / 2))
+        return highpass_coefficients(cutoff, self.sample_rate, self.q)
+
+    def natural_range(self, magnitude, size=None):
+        high = self.min_cutoff * (self.max_cutoff / self.min_cutoff) ** float(magnitude)
+        return Range(self.min_cutoff, high, "Hz cut-off")
+
+    def extra_repr(self):
+        return (
+            f"sample_rate={self.sample_rate:g}, min_cutoff={self.min_cutoff:g}, "
+            f"max_cutoff={self.max_cutoff:g}, q={self.q:g}"
+        )
+
+
+class BandReject(_Filter):
+    """Biquad band-reject (notch) filter at a random centre, its width growing with the magnitude.
+
+    The centre is log-uniform in ``[min_center, max_center]``; the bandwidth
+    is ``center * mu * u / min_q`` Hz, ``u ~ U(0, 1)``, i.e. the filter's
+    ``Q = center / width = min_q / (mu * u)``: at magnitude 1 the widest notch
+    has torchaudio's default ``Q = 0.707``, and the notch narrows to nothing
+    (the identity, bypassed exactly) as ``mu * u -> 0``.
+
+    Args:
+        sample_rate: in Hz (required).
+        min_center, max_center: range of the centre frequency in Hz (default
+            0.025 to 0.5 × Nyquist, 200 Hz to 4 kHz at 16 kHz).
+        min_q: the filter's Q at ``mu * u = 1`` (default 0.707).
+
+    Parameters: ``center`` (N,) and ``width`` (N,) in Hz; a width at or below
+    0 means no filtering.
+    """
+
+    def __init__(
+        self,
+        sample_rate: float,
+        min_center: float | None = None,
+        max_center: float | None = None,
+        min_q: float = DEFAULT_Q,
+    ) -> None:
+        super().__init__(sample_rate)
+        nyq = self.nyquist
+        low = 0.025 * nyq if min_center is None else min_center
+        high = 0.5 * nyq if max_center is None else max_center
+        self.min_center, self.max_center = _frequency_range("center", low, high, nyq)
+        self.min_q = positive("min_q", min_q)
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        n = x.shape[0] * copies
+        center = self.min_center * (self.max_center / self.min_center) ** uniform(n, x, generator, 0.0, 1.0)
+        width = center * magnitude * uniform(n, x, generator, 0.0, 1.0) / self.min_q
+        return {"center": center, "width": width}
+
+    def _active(self, params):
+        return params["width"] > 0
+
+    def _coefficients(self, params, active):
+        center = params["center"]
+        width = torch.where(active, params["width"], center)
+        return bandreject_coefficients(center, center / width, self.sample_rate)
+
+    def natural_range(self, magnitude, size=None):
+        return Range(0.0, float(magnitude) / self.min_q, "x centre bandwidth")
+
+    def extra_repr(self):
+        return (
+            f"sample_rate={self.sample_rate:g}, min_center={self.min_center:g}, "
+            f"max_center={self.max_center:g}, min_q={self.min_q:g}"
+        )
+
+
+# ------------------------------------------------------------------ noise, gain
+
+
+class AddNoise(SignalTransform):
+    """White Gaussian noise at a signal-to-noise ratio (``torchaudio.functional.add_noise``).
+
+    The noise-to-signal amplitude ratio is ``mu * u * 10 ** (-min_snr_db / 20)``,
+    ``u ~ U(0, 1]``, i.e. ``SNR = min_snr_db - 20 log10(mu * u)`` dB: the noise
+    amplitude is linear in the magnitude, the SNR is ``min_snr_db`` at
+    ``mu * u = 1`` and infinite (no noise, exactly) at ``mu = 0``. The SNR is
+    measured per channel (each channel of a row gets the same SNR against its
+    own energy). Silent channels stay silent.
+
+    Rows with no noise skip ``add_noise`` (whose SNR would be infinite); there
+    the output is ``x`` plus an exact zero that carries the derivative in the
+    ratio (the noisy output is linear in it), so the gradient in the
+    magnitude is finite and correct at ``mu = 0`` as well.
+
+    Args:
+        min_snr_db: SNR at magnitude 1 (and ``u = 1``), in dB (default 0 dB).
+
+    Parameters: ``noise_ratio`` (N,), the RMS noise-to-signal ratio
+    ``10 ** (-SNR / 20)`` (0 = no noise); ``noise`` (N, Ch, T), standard
+    normal noise before scaling.
+    """
+
+    def __init__(self, min_snr_db: float = 0.0) -> None:
+        super().__init__()
+        _torchaudio_functional()
+        self.min_snr_db = _number("min_snr_db", min_snr_db)
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        n = x.shape[0] * copies
+        u = 1.0 - uniform(n, x, generator, 0.0, 1.0)  # (0, 1]
+        ratio = magnitude * u * 10 ** (-self.min_snr_db / 20)
+        noise = torch.randn((n, *x.shape[1:]), generator=generator, device=x.device, dtype=param_dtype(x))
+        return {"noise_ratio": ratio, "noise": noise}
+
+    def apply(self, x, params):
+        """Add the scaled noise.
+
+        Shape:
+            - x: :math:`(B, Ch, T)`; output :math:`(N, Ch, T)`. The SNR is
+              broadcast to :math:`(N, Ch)` for ``add_noise``.
+        """
+        taf = _torchaudio_functional()
+        x = self._rows(x, params)
+        noise = params["noise"].to(x.dtype)
+        ratio = params["noise_ratio"].to(x.dtype)[:, None].expand(x.shape[:2])  # (N, Ch)
+        norm_x = torch.linalg.vector_norm(x, dim=-1)
+        norm_n = torch.linalg.vector_norm(noise, dim=-1)
+        voiced = norm_x > 0
+        active = (ratio > 0) & voiced
+        # Inactive entries get harmless stand-ins so that no branch yields inf or NaN gradients.
+        snr = -20 * torch.log10(torch.where(active, ratio, torch.ones_like(ratio)))
+        safe_x = torch.where(voiced[..., None], x, torch.ones_like(x))
+        noisy = taf.add_noise(safe_x, noise, snr)
+        linear = (ratio * norm_x / norm_n)[..., None] * noise
+        return torch.where(active[..., None], noisy, x + (linear - linear.detach()))
+
+    def natural_range(self, magnitude, size=None):
+        m = float(magnitude)
+        low = self.min_snr_db - 20 * math.log10(m) if m > 0 else math.inf
+        return Range(low, math.inf, "dB SNR")
+
+    def extra_repr(self):
+        return f"min_snr_db={self.min_snr_db:g}"
+
+
+class Gain(SignalTransform):
+    """Gain of ``mu * max_gain_db * u`` dB, ``u ~ U(-1, 1)`` (default up to ±6 dB).
+
+    Multiplies the signal by ``10 ** (gain_db / 20)``, as
+    ``torchaudio.functional.gain`` does (no torchaudio needed).
+
+    Parameters: ``gain_db`` (N,).
+    """
+
+    def __init__(self, max_gain_db: float = 6.0) -> None:
+        super().__init__()
+        self.max_gain_db = positive("max_gain_db", max_gain_db)
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        n = x.shape[0] * copies
+        return {"gain_db": magnitude * self.max_gain_db * uniform(n, x, generator)}
+
+    def apply(self, x, params):
+        x = self._rows(x, params)
+        ratio = 10 ** (params["gain_db"].to(x.dtype) / 20)
+        return x * ratio[:, None, None]
+
+    def natural_range(self, magnitude, size=None):
+        g = float(magnitude) * self.max_gain_db
+        return Range(-g, g, "dB")
+
+    def extra_repr(self):
+        return f"max_gain_db={self.max_gain_db:g}"
+
+
+# ------------------------------------------------------------------------ speed
+
+
+class SpeedChange(SignalTransform):
+    """Speed change by fractional resampling: the output at ``t`` reads the input at ``s * t``.
+
+    The factor is ``s = max_factor ** (mu * u)``, ``u ~ U(-1, 1)`` (default
+    ``max_factor = 1.25``, so ``s`` lies in [0.8, 1.25] at magnitude 1): a
+    tone at frequency ``f`` comes out at ``s * f``. Linear interpolation
+    between neighbouring samples, differentiable in ``s``; the length ``T`` is
+    kept, with zeros past the end of the input (``s > 1``). ``s = 1`` is
+    exactly the identity (every position is an integer). No anti-aliasing
+    filter: above ``sample_rate / (2 s)`` a speed-up folds frequencies back.
+
+    Parameters: ``factor`` (N,).
+    """
+
+    def __init__(self, max_factor: float = 1.25) -> None:
+        super().__init__()
+        self.max_factor = positive("max_factor", max_factor)
+        if self.max_factor <= 1:
+            raise ValueError(f"max_factor must be above 1, got {max_factor!r}")
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        n = x.shape[0] * copies
+        return {"factor": self.max_factor ** (magnitude * uniform(n, x, generator))}
+
+    def apply(self, x, params):
+        """Read each row at its positions ``s * t``.
+
+        Shape:
+            - x: :math:`(B, Ch, T)`; output :math:`(N, Ch, T)`.
+            - positions :math:`(N, T)` (one per row, shared by its channels),
+              gathered from the input padded with one zero sample.
+        """
+        x = self._rows(x, params)
+        n, ch, t = x.shape
+        factor = params["factor"]
+        steps = torch.arange(t, device=x.device, dtype=factor.dtype)
+        # Position s * t as t + (s - 1) * t: exact at s = 1, and the fraction keeps more bits.
+        offset = (factor[:, None] - 1) * steps  # (N, T)
+        whole = torch.floor(offset)
+        frac = (offset - whole).to(x.dtype)
+        left = (steps + whole).long().clamp(0, t)  # index t is the zero pad
+        right = (left + 1).clamp(max=t)
+        padded = torch.nn.functional.pad(x, (0, 1))
+        left = padded.gather(2, left[:, None, :].expand(n, ch, t))
+        right = padded.gather(2, right[:, None, :].expand(n, ch, t))
+        frac = frac[:, None, :]
+        return left * (1 - frac) + right * frac
+
+    def natural_range(self, magnitude, size=None):
+        f = self.max_factor ** float(magnitude)
+        return Range(1 / f, f, "x speed")
+
+    def extra_repr(self):
+        return f"max_factor={self.max_factor:g}"
+
+
+# ---------------------------------------------------------------- spectrograms
+
+
+class _SpecMask(SignalTransform):
+    """A smooth band mask along one axis of a spectrogram (B, F, T)."""
+
+    axis: int = 2
+    unit: str = "frames"
+
+    def __init__(self, max_width: float, edge: float = 1.0) -> None:
+        super().__init__()
+        self.max_width = positive("max_width", max_width)
+        self.edge = positive("edge", edge)
+
+    def _shape_doc(self) -> str:
+        return "(B, F, T) spectrogram"
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        n = x.shape[0] * copies
+        length = x.shape[self.axis]
+        width = magnitude * self.max_width * uniform(n, x, generator, 0.0, 1.0)
+        start = uniform(n, x, generator, 0.0, 1.0) * (length - width)
+        return {"start": start, "width": width}
+
+    def apply(self, x, params):
+        """Multiply by ``1 - mask`` along the masked axis.
+
+        Shape:
+            - x: :math:`(B, F, T)`; output :math:`(N, F, T)`.
+            - mask: :math:`(N, L)` over the axis of length ``L``, broadcast over the other.
+        """
+        x = self._rows(x, params)
+        start, width = params["start"][:, None], params["width"][:, None]
+        pos = torch.arange(x.shape[self.axis], device=x.device, dtype=start.dtype)
+        mask = torch.sigmoid((pos - start) / self.edge) - torch.sigmoid((pos - (start + width)) / self.edge)
+        mask = mask.to(x.dtype)
+        mask = mask[:, None, :] if self.axis == 2 else mask[:, :, None]
+        return x * (1 - mask)
+
+    def natural_range(self, magnitude, size=None):
+        return Range(0.0, float(magnitude) * self.max_width, self.unit)
+
+    def extra_repr(self):
+        return f"max_width={self.max_width:g}, edge={self.edge:g}"
+
+
+class TimeMaskSpec(_SpecMask):
+    """Smooth time mask on spectrograms (B, F, T), SpecAugment-like.
+
+    Masks a band of ``width = mu * max_width * u`` frames, ``u ~ U(0, 1)``,
+    starting at ``a ~ U(0, T - width)``: ``mask(t) = sigmoid((t - a) / edge) -
+    sigmoid((t - a - width) / edge)``, ``out = x * (1 - mask)``. Width 0 gives
+    a mask of exactly 0; the output is differentiable in the width.
+
+    Args:
+        max_width: widest band at magnitude 1, in frames (default 20).
+        edge: sigmoid edge scale ``tau`` in frames (default 1).
+
+    Parameters: ``start`` (N,) and ``width`` (N,), in frames.
+    """
+
+    axis = 2
+    unit = "frames"
+
+    def __init__(self, max_width: float = 20.0, edge: float = 1.0) -> None:
+        super().__init__(max_width, edge)
+
+
+class FrequencyMaskSpec(_SpecMask):
+    """Smooth frequency mask on spectrograms (B, F, T), SpecAugment-like.
+
+    As :class:`TimeMaskSpec` along the frequency axis: a band of
+    ``mu * max_width * u`` bins at a random position.
+
+    Args:
+        max_width: widest band at magnitude 1, in bins (default 10).
+        edge: sigmoid edge scale ``tau`` in bins (default 1).
+
+    Parameters: ``start`` (N,) and ``width`` (N,), in bins.
+    """
+
+    axis = 1
+    unit = "bins"
+
+    def __init__(self, max_width: float = 10.0, edge: float = 1.0) -> None:
+        super().__init__(max_width, edge)

@@ -1,0 +1,467 @@
+"""Audio transforms: the transform contract, and each one against torchaudio or a property of the maths."""
+
+import importlib.util
+import math
+import sys
+
+import contract
+import pytest
+import torch
+from helpers import gen
+
+import augnet
+from augnet.transforms import audio as A
+
+taf = pytest.importorskip("torchaudio.functional")
+
+SR = 8000
+F64 = torch.float64
+
+
+def waves(b=3, ch=2, t=256, dtype=torch.float32, seed=0):
+    return 0.3 * torch.randn(b, ch, t, generator=gen(seed), dtype=dtype)
+
+
+def specs(b=3, f=24, t=40, dtype=torch.float32, seed=0):
+    return torch.rand(b, f, t, generator=gen(seed), dtype=dtype)
+
+
+def make_waves(b, dtype):
+    return waves(b=b, dtype=dtype)
+
+
+def make_specs(b, dtype):
+    return specs(b=b, dtype=dtype)
+
+
+def tone(freq, t=2048, sr=SR, dtype=F64):
+    return torch.sin(2 * math.pi * freq * torch.arange(t, dtype=dtype) / sr)
+
+
+# name -> (constructor, make(b, dtype), short make for gradcheck)
+CASES = {
+    "AddNoise": (A.AddNoise, make_waves, lambda b, dtype: waves(b, t=24, dtype=dtype)),
+    "Gain": (A.Gain, make_waves, lambda b, dtype: waves(b, t=24, dtype=dtype)),
+    "LowPass": (lambda: A.LowPass(SR), make_waves, lambda b, dtype: waves(b, ch=1, t=20, dtype=dtype)),
+    "HighPass": (lambda: A.HighPass(SR), make_waves, lambda b, dtype: waves(b, ch=1, t=20, dtype=dtype)),
+    "BandReject": (lambda: A.BandReject(SR), make_waves, lambda b, dtype: waves(b, ch=1, t=20, dtype=dtype)),
+    "SpeedChange": (A.SpeedChange, make_waves, lambda b, dtype: waves(b, t=24, dtype=dtype)),
+    "TimeMaskSpec": (A.TimeMaskSpec, make_specs, lambda b, dtype: specs(b, f=6, t=30, dtype=dtype)),
+    "FrequencyMaskSpec": (A.FrequencyMaskSpec, make_specs, lambda b, dtype: specs(b, f=16, t=5, dtype=dtype)),
+}
+NAMES = list(CASES)
+FILTERS = ["LowPass", "HighPass", "BandReject"]
+
+
+def build(name):
+    ctor, make, short = CASES[name]
+    return ctor(), make, short
+
+
+# --------------------------------------------------------------------- contract
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("copies", [1, 3])
+def test_identity_at_magnitude_zero(name, copies):
+    t, make, _ = build(name)
+    contract.identity_at_zero(t, make, copies)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_replay_with_same_params_is_exact(name):
+    t, make, _ = build(name)
+    contract.replay(t, make)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_input_is_not_modified(name):
+    t, make, _ = build(name)
+    contract.input_not_modified(t, make)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_dtype_and_device_kept(name, dtype):
+    t, make, _ = build(name)
+    contract.dtype_and_device_kept(t, make, dtype)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("copies", [1, 2])
+def test_batch_equals_samples_one_by_one(name, copies):
+    t, make, _ = build(name)
+    contract.batch_equals_samples(t, make, copies)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_copies_equal_a_repeated_batch(name):
+    t, make, _ = build(name)
+    contract.copies_equal_a_repeated_batch(t, make)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_copies_are_independent_draws(name):
+    t, make, _ = build(name)
+    contract.copies_differ(t, make)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("mag", [0.5, 1.0])
+def test_gradient_reaches_magnitude_and_input(name, mag):
+    t, make, _ = build(name)
+    contract.gradient_reaches_magnitude_and_input(t, make, magnitude=mag)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in FILTERS])
+def test_gradient_alive_at_magnitude_zero(name):
+    # These are smooth through mu = 0 (AddNoise by its exact zero term), so the gradient there is not 0.
+    t, make, _ = build(name)
+    contract.gradient_reaches_magnitude_and_input(t, make, magnitude=0.0)
+
+
+@pytest.mark.parametrize("name", FILTERS)
+def test_filter_gradient_is_finite_at_magnitude_zero(name):
+    # The filters are bypassed at mu = 0: the gradient there is 0, but finite (no NaN from the marginal biquad).
+    t, make, _ = build(name)
+    x = make(4, torch.float32).requires_grad_()
+    mag = torch.tensor(0.0, requires_grad=True)
+    out = t(x, mag, generator=gen(1), copies=2)
+    r = torch.randn(out.shape, generator=gen(2))
+    (out * r).sum().backward()
+    assert torch.isfinite(mag.grad) and mag.grad == 0
+    torch.testing.assert_close(x.grad, r.reshape(2, *x.shape).sum(0))  # the identity's gradient
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_gradcheck_in_the_magnitude(name):
+    t, _, short = build(name)
+    contract.gradcheck_magnitude(t, short)
+
+
+# --------------------------------------------------------- against torchaudio
+
+
+def test_gain_matches_torchaudio():
+    x = waves(b=4, dtype=F64)
+    gains = [-6.0, -1.5, 0.0, 4.25]
+    out = A.Gain().apply(x, {"gain_db": torch.tensor(gains, dtype=F64)})
+    for i, g in enumerate(gains):
+        torch.testing.assert_close(out[i], taf.gain(x[i], g), rtol=1e-12, atol=1e-12)
+
+
+def test_gain_range():
+    params = A.Gain(max_gain_db=6.0).sample(waves(b=64), 0.5, generator=gen(0))
+    g = params["gain_db"]
+    assert g.abs().max() <= 3.0 and g.abs().max() > 2.5 and g.min() < 0 < g.max()
+
+
+def test_add_noise_matches_torchaudio_and_reaches_the_snr():
+    x = waves(b=2, t=512, dtype=F64)
+    t = A.AddNoise()
+    noise = torch.randn(x.shape, generator=gen(4), dtype=F64)
+    for snr in (-5.0, 0.0, 10.0, 30.0):
+        ratio = torch.full((2,), 10 ** (-snr / 20), dtype=F64)
+        out = t.apply(x, {"noise_ratio": ratio, "noise": noise})
+        ref = taf.add_noise(x, noise, torch.full((2, 2), snr, dtype=F64))
+        torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+        achieved = 10 * torch.log10(x.square().sum(-1) / (out - x).square().sum(-1))
+        torch.testing.assert_close(achieved, torch.full_like(achieved, snr), rtol=0, atol=1e-9)
+
+
+def test_add_noise_snr_follows_the_magnitude():
+    # SNR = min_snr_db - 20 log10(mu * u): at mu = 1 never below min_snr_db, at mu = 0.1 20 dB higher.
+    x = waves(b=64, dtype=F64)
+    t = A.AddNoise(min_snr_db=3.0)
+    snr1 = -20 * torch.log10(t.sample(x, 1.0, generator=gen(0))["noise_ratio"])
+    snr01 = -20 * torch.log10(t.sample(x, 0.1, generator=gen(0))["noise_ratio"])
+    assert snr1.min() >= 3.0 - 1e-9 and snr1.min() < 3.5
+    torch.testing.assert_close(snr01, snr1 + 20.0)
+
+
+def test_add_noise_gradient_at_zero_is_the_derivative():
+    # The noisy output is linear in mu, so the gradient at mu = 0 equals a finite difference.
+    t = A.AddNoise()
+    x = waves(b=3, dtype=F64)
+    r = torch.randn(x.shape, generator=gen(9), dtype=F64)
+    mag = torch.tensor(0.0, dtype=F64, requires_grad=True)
+    (t(x, mag, generator=gen(5)) * r).sum().backward()
+    step = 1e-3
+    diff = ((t(x, step, generator=gen(5)) - x) * r).sum() / step
+    torch.testing.assert_close(mag.grad, diff, rtol=1e-8, atol=1e-10)
+
+
+def test_add_noise_leaves_silent_channels_silent_with_finite_gradients():
+    x = waves(b=2, dtype=F64)
+    x[0, 1] = 0.0
+    x.requires_grad_()
+    mag = torch.tensor(0.7, dtype=F64, requires_grad=True)
+    out = A.AddNoise()(x, mag, generator=gen(0))
+    assert torch.equal(out[0, 1], torch.zeros_like(out[0, 1]))
+    assert not torch.equal(out[0, 0], x[0, 0])
+    out.square().sum().backward()
+    assert torch.isfinite(x.grad).all() and torch.isfinite(mag.grad)
+
+
+@pytest.mark.parametrize(
+    ("name", "ref", "cutoffs"),
+    [
+        ("LowPass", taf.lowpass_biquad, [150.0, 1000.0, 3500.0]),
+        ("HighPass", taf.highpass_biquad, [20.0, 700.0, 3000.0]),
+    ],
+)
+def test_tensor_cutoff_filters_match_torchaudio(name, ref, cutoffs):
+    t, _, _ = build(name)
+    x = 0.2 * torch.rand(3, 2, 400, generator=gen(0), dtype=F64) - 0.1
+    out = t.apply(x, {"cutoff": torch.tensor(cutoffs, dtype=F64)})
+    for i, c in enumerate(cutoffs):
+        expected = ref(x[i], SR, c)  # Q = 0.707 on both sides
+        assert expected.abs().max() < 1  # torchaudio clamps to [-1, 1]; make sure it did not
+        torch.testing.assert_close(out[i], expected, rtol=1e-10, atol=1e-12)
+
+
+def test_tensor_center_band_reject_matches_torchaudio():
+    t = A.BandReject(SR)
+    x = 0.2 * torch.rand(3, 2, 400, generator=gen(1), dtype=F64) - 0.1
+    center = torch.tensor([300.0, 1200.0, 3100.0], dtype=F64)
+    width = torch.tensor([50.0, 1200.0 / 0.707, 900.0], dtype=F64)
+    out = t.apply(x, {"center": center, "width": width})
+    for i in range(3):
+        q = float(center[i] / width[i])
+        expected = taf.bandreject_biquad(x[i], SR, float(center[i]), q)
+        assert expected.abs().max() < 1
+        torch.testing.assert_close(out[i], expected, rtol=1e-10, atol=1e-12)
+
+
+def test_filter_defaults_use_torchaudio_q():
+    assert A.LowPass(SR).q == A.HighPass(SR).q == A.BandReject(SR).min_q == 0.707
+
+
+def rms_gain(t, params, freq):
+    x = tone(freq)[None, None]
+    y = t.apply(x, params)
+    return float(y[..., 1024:].square().mean().sqrt() / x[..., 1024:].square().mean().sqrt())
+
+
+def test_low_pass_attenuates_above_the_cutoff_and_keeps_below():
+    t = A.LowPass(SR)
+    params = {"cutoff": torch.tensor([500.0], dtype=F64)}
+    assert rms_gain(t, params, 2000.0) < 0.08  # two octaves above: about -24 dB
+    assert abs(rms_gain(t, params, 60.0) - 1) < 0.01
+
+
+def test_high_pass_and_band_reject_on_tones():
+    hp = {"cutoff": torch.tensor([1000.0], dtype=F64)}
+    assert rms_gain(A.HighPass(SR), hp, 200.0) < 0.06
+    assert abs(rms_gain(A.HighPass(SR), hp, 3500.0) - 1) < 0.02
+    br = {"center": torch.tensor([1000.0], dtype=F64), "width": torch.tensor([200.0], dtype=F64)}
+    assert rms_gain(A.BandReject(SR), br, 1000.0) < 0.01
+    assert abs(rms_gain(A.BandReject(SR), br, 3000.0) - 1) < 0.02
+
+
+@pytest.mark.parametrize("name", FILTERS)
+def test_larger_magnitude_filters_more(name):
+    t, _, _ = build(name)
+    x = waves(b=32)
+    lo, hi = t.sample(x, 0.2, generator=gen(3)), t.sample(x, 0.8, generator=gen(3))
+    if name == "LowPass":
+        assert (hi["cutoff"] < lo["cutoff"]).all() and (lo["cutoff"] <= t.max_cutoff).all()
+        assert hi["cutoff"].min() >= t.max_cutoff * (t.min_cutoff / t.max_cutoff) ** 0.8 * (1 - 1e-6)
+    elif name == "HighPass":
+        assert (hi["cutoff"] > lo["cutoff"]).all() and (lo["cutoff"] >= t.min_cutoff).all()
+    else:
+        torch.testing.assert_close(hi["center"], lo["center"])
+        assert (hi["width"] > lo["width"]).all()
+    # and the filtered signal moves further from the input
+    d = [(t.apply(x, p) - x).square().mean() for p in (lo, hi)]
+    assert d[1] > d[0]
+
+
+# ------------------------------------------------------------------------ speed
+
+
+def peak_frequency(y, sr=SR):
+    spectrum = torch.fft.rfft(y * torch.hann_window(y.shape[-1], dtype=y.dtype)).abs()
+    return float(torch.argmax(spectrum)) * sr / y.shape[-1]
+
+
+@pytest.mark.parametrize("factor", [0.8, 0.9, 1.15, 1.25])
+def test_speed_change_moves_the_spectral_peak_by_the_factor(factor):
+    t = A.SpeedChange()
+    x = tone(440.0, t=8192)[None, None]
+    y = t.apply(x, {"factor": torch.tensor([factor], dtype=F64)})
+    valid = int(8192 / max(factor, 1.0)) - 1  # zeros past the end of the input for a speed-up
+    assert abs(peak_frequency(y[0, 0, :valid]) - 440.0 * factor) <= 2 * SR / valid
+    assert abs(peak_frequency(x[0, 0]) - 440.0) <= SR / 8192
+
+
+def test_speed_change_reads_the_input_at_scaled_positions():
+    t = A.SpeedChange()
+    x = waves(b=2, t=64, dtype=F64)
+    y = t.apply(x, {"factor": torch.tensor([1.0, 2.0], dtype=F64)})
+    assert torch.equal(y[0], x[0])
+    torch.testing.assert_close(y[1, :, :32], x[1, :, ::2])
+    assert torch.equal(y[1, :, 33:], torch.zeros_like(y[1, :, 33:]))
+
+
+def test_speed_factor_range():
+    t = A.SpeedChange(max_factor=1.25)
+    f = t.sample(waves(b=256), 1.0, generator=gen(0))["factor"]
+    assert f.min() >= 0.8 - 1e-6 and f.max() <= 1.25 + 1e-6 and f.min() < 0.82 and f.max() > 1.22
+    assert t.natural_range(1.0) == pytest.approx((0.8, 1.25, "x speed"))
+
+
+# ------------------------------------------------------------------------ masks
+
+
+@pytest.mark.parametrize(("cls", "axis"), [(A.TimeMaskSpec, 2), (A.FrequencyMaskSpec, 1)])
+def test_masks_zero_the_middle_of_their_band(cls, axis):
+    t = cls(max_width=30.0)
+    x = torch.ones(1, 60, 70, dtype=F64)
+    out = t.apply(x, {"start": torch.tensor([15.0], dtype=F64), "width": torch.tensor([24.0], dtype=F64)})
+    profile = out[0, :, 35] if axis == 1 else out[0, 30, :]
+    assert profile[22:33].max() < 1e-3  # the middle of the band [15, 39], 7 edge scales inside
+    assert profile[:9].min() > 0.997 and profile[46:].min() > 0.997  # far from it
+    other = out[0, 27, :] if axis == 1 else out[0, :, 27]  # the other axis: constant
+    torch.testing.assert_close(other, other[:1].expand_as(other))
+
+
+@pytest.mark.parametrize("cls", [A.TimeMaskSpec, A.FrequencyMaskSpec])
+def test_mask_width_zero_is_the_identity_and_width_is_bounded(cls):
+    t = cls()
+    x = specs(b=64)
+    assert torch.equal(t.apply(x, {"start": torch.full((64,), 7.3), "width": torch.zeros(64)}), x)
+    params = t.sample(x, 0.5, generator=gen(0))
+    assert params["width"].max() <= 0.5 * t.max_width + 1e-6 and params["width"].max() > 0.4 * t.max_width
+    length = x.shape[t.axis]
+    assert (params["start"] >= 0).all() and (params["start"] + params["width"] <= length + 1e-4).all()
+
+
+def test_mask_defaults():
+    assert A.TimeMaskSpec().max_width == 20 and A.FrequencyMaskSpec().max_width == 10
+    assert A.TimeMaskSpec().natural_range(0.5) == (0.0, 10.0, "frames")
+    assert A.FrequencyMaskSpec().natural_range(0.5) == (0.0, 5.0, "bins")
+
+
+# -------------------------------------------------------------- in the layer
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("training", [True, False])
+def test_runs_inside_an_augmentation_layer(name, training):
+    t, make, _ = build(name)
+    layer = augnet.AugmentationLayer([t, A.Gain()] if name not in ("TimeMaskSpec", "FrequencyMaskSpec") else [t])
+    layer.train(training)
+    assert not layer.uses_taps
+    x = make(4, torch.float32)
+    out = layer(x, copies=2, generator=gen(0))
+    assert out.shape == (8, *x.shape[1:]) and torch.isfinite(out).all()
+    out.square().sum().backward()
+    assert torch.isfinite(layer.raw_magnitudes.grad).all()
+    if training:
+        assert layer.raw_magnitudes.grad[0] != 0
+    assert str(layer.policy()[0]["range"])
+
+
+def test_all_waveform_transforms_in_one_layer():
+    transforms = [A.AddNoise(), A.Gain(), A.LowPass(SR), A.HighPass(SR), A.BandReject(SR), A.SpeedChange()]
+    layer = augnet.AugmentationLayer(transforms, init_magnitude=0.3)
+    x = waves(b=4)
+    out = layer(x, copies=2, generator=gen(0))
+    out.sum().backward()
+    assert out.shape == (8, 2, 256) and torch.isfinite(layer.raw_magnitudes.grad).all()
+    assert (layer.raw_magnitudes.grad != 0).all()
+    layer.eval()
+    assert layer(x, copies=3, generator=gen(1)).shape == (12, 2, 256)
+
+
+# --------------------------------------------------------------- bad inputs
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_wrong_rank_and_dtype_are_rejected(name):
+    t, make, _ = build(name)
+    x = make(2, torch.float32)
+    with pytest.raises(ValueError, match=rf"3-D input .*got shape \(2, {x.shape[2]}\)"):
+        t(x[:, 0], 0.5)
+    with pytest.raises(ValueError, match="3-D input"):
+        t(x[None], 0.5)
+    with pytest.raises(TypeError, match="floating-point"):
+        t(x.to(torch.int32), 0.5)
+
+
+def test_spectrogram_masks_name_their_input_shape():
+    with pytest.raises(ValueError, match=r"\(B, F, T\) spectrogram"):
+        A.TimeMaskSpec()(torch.rand(4, 40), 0.5)
+
+
+@pytest.mark.parametrize("cls", [A.LowPass, A.HighPass, A.BandReject])
+def test_sample_rate_is_required_and_checked(cls):
+    with pytest.raises(TypeError, match="sample_rate"):
+        cls()
+    with pytest.raises(TypeError, match="sample_rate is required"):
+        cls(None)
+    for bad in (0, -16000, float("nan"), float("inf"), True, "16k"):
+        with pytest.raises(ValueError, match="sample_rate must be a positive"):
+            cls(bad)
+
+
+@pytest.mark.parametrize("cls", [A.LowPass, A.HighPass])
+def test_inverted_or_too_high_cutoff_range(cls):
+    with pytest.raises(ValueError, match=r"min_cutoff \(2000 Hz\) must be below max_cutoff \(500 Hz\).*inverted"):
+        cls(SR, min_cutoff=2000, max_cutoff=500)
+    with pytest.raises(ValueError, match=r"max_cutoff \(4000 Hz\) must be below the Nyquist frequency \(4000 Hz\)"):
+        cls(SR, min_cutoff=100, max_cutoff=4000)
+    with pytest.raises(ValueError, match="min_cutoff must be a positive"):
+        cls(SR, min_cutoff=0.0)
+    with pytest.raises(ValueError, match="q must be a positive"):
+        cls(SR, q=-1.0)
+
+
+def test_other_bad_configurations():
+    with pytest.raises(ValueError, match="inverted"):
+        A.BandReject(SR, min_center=3000, max_center=1000)
+    with pytest.raises(ValueError, match="min_q must be a positive"):
+        A.BandReject(SR, min_q=0)
+    with pytest.raises(ValueError, match="max_factor must be above 1"):
+        A.SpeedChange(max_factor=0.9)
+    with pytest.raises(ValueError, match="min_snr_db must be a finite number"):
+        A.AddNoise(min_snr_db=float("nan"))
+    with pytest.raises(ValueError, match="max_gain_db must be a positive"):
+        A.Gain(max_gain_db=-3)
+    with pytest.raises(ValueError, match="max_width must be a positive"):
+        A.TimeMaskSpec(max_width=0)
+    with pytest.raises(ValueError, match="magnitude must lie in"):
+        A.Gain()(waves(), 1.5)
+
+
+def test_missing_torchaudio_gives_the_install_hint(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torchaudio", None)
+    monkeypatch.setitem(sys.modules, "torchaudio.functional", None)
+    for ctor in (lambda: A.LowPass(SR), A.AddNoise, lambda: A.BandReject(SR)):
+        with pytest.raises(ImportError, match=r'pip install "augnet\[audio\]"'):
+            ctor()
+
+
+def test_module_imports_without_torchaudio(monkeypatch):
+    # A fresh copy of the module, loaded while torchaudio cannot be imported.
+    monkeypatch.setitem(sys.modules, "torchaudio", None)
+    spec = importlib.util.spec_from_file_location("_audio_without_torchaudio", A.__file__)
+    fresh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fresh)
+    x = torch.randn(2, 1, 64)
+    assert fresh.Gain()(x, 0.5).shape == x.shape and fresh.SpeedChange()(x, 0.5).shape == x.shape
+    assert fresh.TimeMaskSpec()(x, 0.5).shape == x.shape
+    with pytest.raises(ImportError, match=r'pip install "augnet\[audio\]"'):
+        fresh.HighPass(16000)
+
+
+def test_natural_ranges_and_repr():
+    assert A.Gain().natural_range(0.5) == (-3.0, 3.0, "dB")
+    low, high, unit = A.LowPass(SR).natural_range(1.0)
+    assert (low, high, unit) == pytest.approx((200.0, 3600.0, "Hz cut-off"))
+    low, high, _ = A.HighPass(SR).natural_range(1.0)
+    assert (low, high) == pytest.approx((10.0, 1200.0))
+    low, high, unit = A.AddNoise().natural_range(0.1)
+    assert low == pytest.approx(20.0) and high == math.inf and unit == "dB SNR"
+    assert "sample_rate=8000" in repr(A.LowPass(SR)) and "max_factor=1.25" in repr(A.SpeedChange())
