@@ -4,6 +4,10 @@
   two asymmetric glyphs, each rotated by an angle in [-pi/4, pi/4] ("up",
   labels 0 and 1) or in [-pi, -3pi/4] U [3pi/4, pi] ("down", labels 2 and 3).
   The labels are invariant to rotations of up to ±45 degrees.
+- :func:`sinusoids`: the frequency task of the AugNet paper (section 4.2):
+  noisy sinusoids of 2, 4, 6 or 8 Hz (one class each), each frequency
+  jittered by up to ±0.5 Hz: the labels are invariant to frequency shifts of
+  up to ±0.5 Hz.
 
 Glyphs are rendered from line segments at the drawn angle (the segments are
 rotated, not the pixels), so there is no interpolation blur in the data.
@@ -16,7 +20,7 @@ import math
 import torch
 from torch import Tensor
 
-__all__ = ["GLYPHS", "render_glyphs", "rotated_glyphs"]
+__all__ = ["GLYPHS", "render_glyphs", "rotated_glyphs", "sinusoids"]
 
 #: Line segments of the two base glyphs, ((x0, y0), (x1, y1)) in [-1, 1]^2,
 #: y pointing down. Glyph 0 is an "F", glyph 1 a hooked "J" with a top bar:
@@ -104,3 +108,58 @@ def rotated_glyphs(
     angle = (torch.rand(n, generator=g) * 2 - 1) * (math.pi / 4) + down * math.pi
     x = render_glyphs(glyph, angle, size)
     return (x, y, angle) if return_angle else (x, y)
+
+
+def sinusoids(
+    n: int,
+    seed: int = 0,
+    sfreq: float = 100.0,
+    duration: float = 10.0,
+    freqs: tuple[float, ...] = (2.0, 4.0, 6.0, 8.0),
+    jitter: float = 0.5,
+    noise: float = 0.5,
+    generator: torch.Generator | None = None,
+    return_freq: bool = False,
+) -> tuple[Tensor, ...]:
+    """The frequency task of the AugNet paper: one class per base frequency.
+
+    Each signal is ``sin(2 pi f t + phase) + noise * N(0, 1)`` with ``f`` the
+    class's base frequency plus a jitter drawn uniformly in ``[-jitter, jitter]``
+    and a phase drawn uniformly in ``[0, 2 pi)``. The paper used 400 training
+    and 200 test signals of 10 s.
+
+    Args:
+        n: number of signals.
+        seed: seed of the generator used when ``generator`` is not given.
+        sfreq: sampling rate in Hz.
+        duration: length in seconds.
+        freqs: the base frequency of each class, in Hz.
+        jitter: half-width of the uniform frequency jitter, in Hz.
+        noise: standard deviation of the additive Gaussian noise.
+        generator: optional CPU generator.
+        return_freq: also return each signal's frequency.
+
+    Returns:
+        ``(x, y)``: signals (n, 1, round(sfreq * duration)) float32 and labels
+        (n,) int64; ``(x, y, f)`` with ``return_freq``.
+
+    Examples:
+        >>> x, y = sinusoids(8)
+        >>> x.shape, int(y.max()) <= 3
+        (torch.Size([8, 1, 1000]), True)
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"n must be a non-negative int, got {n!r}")
+    if not sfreq > 0 or not duration > 0:
+        raise ValueError(f"sfreq and duration must be positive, got {sfreq} and {duration}")
+    if jitter < 0 or noise < 0:
+        raise ValueError(f"jitter and noise must be non-negative, got {jitter} and {noise}")
+    g = generator if generator is not None else torch.Generator().manual_seed(seed)
+    y = torch.randint(0, len(freqs), (n,), generator=g)
+    f = torch.tensor(freqs, dtype=torch.float64)[y] + (torch.rand(n, generator=g, dtype=torch.float64) * 2 - 1) * jitter
+    phase = torch.rand(n, generator=g, dtype=torch.float64) * 2 * math.pi
+    t = torch.arange(round(sfreq * duration), dtype=torch.float64) / sfreq
+    x = torch.sin(2 * math.pi * f[:, None] * t + phase[:, None])
+    x = x + noise * torch.randn(x.shape, generator=g, dtype=torch.float64)
+    x = x.float()[:, None, :]
+    return (x, y, f) if return_freq else (x, y)

@@ -13,13 +13,13 @@ import time
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from augnet.data import rotated_glyphs
 from augnet.layers import AugmentationLayer, Policy
 from augnet.model import AugNet
-from augnet.regularizers import get_regularizer, param_groups
+from augnet.regularizers import param_groups
+from augnet.training import accuracy, fit
 from augnet.transforms import image as T
 
 __all__ = ["DemoConfig", "DemoResult", "SmallCNN", "run_demo"]
@@ -119,27 +119,8 @@ def build_model(config: DemoConfig) -> AugNet:
     return AugNet(trunk, layer, train_copies=config.train_copies, eval_copies=config.eval_copies)
 
 
-@torch.no_grad()
-def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 500, generator=None) -> float:
-    """Accuracy of ``model`` (in evaluation mode) on ``(x, y)``."""
-    was_training = model.training
-    model.eval()
-    correct = 0
-    for i in range(0, len(x), batch_size):
-        out = (
-            model(x[i : i + batch_size], generator=generator)
-            if isinstance(model, AugNet)
-            else model(x[i : i + batch_size])
-        )
-        correct += int((out.argmax(1) == y[i : i + batch_size]).sum())
-    model.train(was_training)
-    return correct / max(len(x), 1)
-
-
 def run_demo(config: DemoConfig | None = None, progress: bool = True) -> DemoResult:
     """Train AugNet on the rotation task and record its policy over training."""
-    from tqdm.auto import tqdm
-
     config = config or DemoConfig()
     if config.threads is not None:
         torch.set_num_threads(config.threads)
@@ -147,42 +128,23 @@ def run_demo(config: DemoConfig | None = None, progress: bool = True) -> DemoRes
     x_train, y_train = rotated_glyphs(config.n_train, config.size, seed=config.seed)
     x_test, y_test = rotated_glyphs(config.n_test, config.size, seed=config.seed + 10_000)
     model = build_model(config)
-    reg = get_regularizer(config.regularizer)
     opt = torch.optim.Adam(
         param_groups(model, config.weight_decay, config.aug_weight_decay, config.aug_lr), lr=config.lr
     )
-    gen = torch.Generator().manual_seed(config.seed + 1)
-    layer = model.augment.layers[0]
-    history: dict[str, list] = {"step": [], "weights": [], "magnitudes": [], "loss": []}
-    steps_per_epoch = -(-config.n_train // config.batch_size)
     start = time.perf_counter()
-    bar = tqdm(total=config.epochs * steps_per_epoch, disable=not progress, desc="augnet demo", unit="step")
-    step = 0
-    for _epoch in range(config.epochs):
-        model.train()
-        order = torch.randperm(config.n_train, generator=gen)
-        for i in range(0, config.n_train, config.batch_size):
-            idx = order[i : i + config.batch_size]
-            out = model(x_train[idx], generator=gen)
-            task = F.nll_loss(out, y_train[idx])
-            loss = task + config.lam * reg(model)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            step += 1
-            if step % 5 == 0 or step == 1:
-                history["step"].append(step)
-                history["weights"].append(layer.weights.detach().tolist())
-                history["magnitudes"].append(layer.magnitudes.detach().tolist())
-                history["loss"].append(float(task.detach()))
-            if progress:
-                w = layer.weights.detach()
-                q = int(w.argmax())
-                bar.set_postfix(
-                    loss=f"{float(task.detach()):.3f}", top=f"{type(layer.transforms[q]).__name__}:{float(w[q]):.2f}"
-                )
-            bar.update()
-    bar.close()
+    history = fit(
+        model,
+        x_train,
+        y_train,
+        opt,
+        epochs=config.epochs,
+        batch_size=config.batch_size,
+        lam=config.lam,
+        regularizer=config.regularizer,
+        generator=torch.Generator().manual_seed(config.seed + 1),
+        progress=progress,
+        desc="augnet demo",
+    )
     seconds = time.perf_counter() - start
-    acc = evaluate(model, x_test, y_test, generator=torch.Generator().manual_seed(config.seed + 2))
+    acc = accuracy(model, x_test, y_test, generator=torch.Generator().manual_seed(config.seed + 2))
     return DemoResult(config, model, model.policy((config.size, config.size)), acc, seconds, history)

@@ -19,16 +19,19 @@ def require_matplotlib():
     return plt
 
 
-def plot_policy_history(history: dict, names: list[str], path: str | Path, title: str | None = None) -> Path:
-    """Plot each transform's weight and magnitude over training (one layer).
+def plot_policy_history(
+    history: dict, names: list[str], path: str | Path, title: str | None = None, layer: int = 0
+) -> Path:
+    """Plot each transform's weight and magnitude over training, for one layer.
 
     Args:
-        history: dict with ``step`` (list of ints) and ``weights``,
-            ``magnitudes`` (lists of per-transform lists), as recorded by
-            :func:`augnet.demo.run_demo`.
-        names: transform names, in the layer's order.
+        history: as returned by :func:`augnet.training.fit`: ``step`` (list of
+            ints) and ``weights``, ``magnitudes`` (per record, per layer, per
+            transform).
+        names: the layer's transform names, in order.
         path: where to write the PNG.
         title: optional figure title.
+        layer: which augmentation layer to plot.
 
     Returns:
         The path written.
@@ -37,7 +40,7 @@ def plot_policy_history(history: dict, names: list[str], path: str | Path, title
     steps = history["step"]
     fig, axes = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
     for key, ax, label in (("weights", axes[0], "weight"), ("magnitudes", axes[1], "magnitude")):
-        values = list(zip(*history[key], strict=True))
+        values = list(zip(*(record[layer] for record in history[key]), strict=True))
         for name, series in zip(names, values, strict=True):
             ax.plot(steps, series, label=name)
         ax.set_ylabel(label)

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from augnet.data import render_glyphs, rotated_glyphs
+from augnet.data import render_glyphs, rotated_glyphs, sinusoids
 from augnet.transforms import image as T
 
 
@@ -64,3 +64,33 @@ def test_labels_follow_glyph_and_angle():
 def test_bad_arguments(n, size):
     with pytest.raises(ValueError):
         rotated_glyphs(n, size)
+
+
+# ------------------------------------------------------------------ sinusoids
+
+
+def test_sinusoids_shapes_and_labels_follow_the_frequency():
+    x, y, f = sinusoids(400, seed=1, return_freq=True)
+    assert x.shape == (400, 1, 1000) and x.dtype == torch.float32
+    base = torch.tensor([2.0, 4.0, 6.0, 8.0], dtype=torch.float64)[y]
+    assert ((f - base).abs() <= 0.5).all() and (f - base).abs().max() > 0.45
+    assert torch.bincount(y, minlength=4).min() > 70
+
+
+def test_sinusoids_spectral_peak_is_the_drawn_frequency():
+    x, _, f = sinusoids(50, seed=2, noise=0.0, return_freq=True)
+    spectrum = torch.fft.rfft(x[:, 0].double(), dim=-1).abs()
+    peak = torch.fft.rfftfreq(1000, 1 / 100.0, dtype=torch.float64)[spectrum.argmax(-1)]
+    assert ((peak - f).abs() <= 0.05 + 1e-9).all()  # within half a frequency bin (0.1 Hz)
+
+
+def test_sinusoids_noise_level():
+    clean = sinusoids(20, seed=3, noise=0.0)[0]
+    noisy = sinusoids(20, seed=3, noise=0.5)[0]
+    assert abs(float((noisy - clean).std()) - 0.5) < 0.02
+
+
+@pytest.mark.parametrize("kwargs", [dict(n=-1), dict(n=4, sfreq=0.0), dict(n=4, noise=-1.0)])
+def test_sinusoids_bad_arguments(kwargs):
+    with pytest.raises(ValueError):
+        sinusoids(**kwargs)

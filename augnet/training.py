@@ -1,0 +1,108 @@
+"""A small training loop for AugNet models, recording the learned policy.
+
+Used by ``augnet demo`` and the examples; written out so it can be read as the
+reference for training an AugNet: task loss of the aggregated prediction plus
+``lam`` times a regulariser of the augmentation layers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from augnet.layers import AugmentationLayer
+from augnet.model import AugNet
+from augnet.regularizers import get_regularizer
+
+__all__ = ["accuracy", "fit"]
+
+
+def fit(
+    model: AugNet,
+    x: Tensor,
+    y: Tensor,
+    optimizer: torch.optim.Optimizer,
+    epochs: int,
+    batch_size: int,
+    lam: float | Callable[[int], float] = 0.5,
+    regularizer: str = "selective",
+    generator: torch.Generator | None = None,
+    loss_fn: Callable[[Tensor, Tensor], Tensor] = F.nll_loss,
+    record_every: int = 5,
+    progress: bool = False,
+    desc: str = "training",
+) -> dict[str, list]:
+    """Train ``model`` on ``(x, y)``; return the history of its augmentation policy.
+
+    Args:
+        model: the AugNet to train (put in training mode).
+        x, y: training inputs and targets.
+        optimizer: over the model's parameters (see :func:`augnet.param_groups`).
+        epochs, batch_size: the schedule; batches are drawn by a permutation per epoch.
+        lam: weight of the regulariser, or a function of the epoch (e.g. a
+            :class:`~augnet.LambdaSchedule`).
+        regularizer: ``"selective"``, ``"augerino"`` or ``"none"``.
+        generator: source of randomness for the batches and the augmentations.
+        loss_fn: task loss of the aggregated output (log-probabilities by default).
+        record_every: record the policy every this many steps (and at the first).
+        progress: show a tqdm progress bar.
+        desc: the progress bar's label.
+
+    Returns:
+        ``{"step": [...], "loss": [...], "weights": [...], "magnitudes": [...]}``
+        where each record of weights / magnitudes is a list over layers of
+        lists over transforms.
+    """
+    from tqdm.auto import tqdm
+
+    reg = get_regularizer(regularizer)
+    layers = [m for m in model.modules() if isinstance(m, AugmentationLayer)]
+    history: dict[str, list] = {"step": [], "loss": [], "weights": [], "magnitudes": []}
+    n = len(x)
+    steps_per_epoch = -(-n // batch_size)
+    bar = tqdm(total=epochs * steps_per_epoch, disable=not progress, desc=desc, unit="step")
+    step = 0
+    model.train()
+    for epoch in range(epochs):
+        weight = lam(epoch) if callable(lam) else lam
+        order = torch.randperm(n, generator=generator)
+        for i in range(0, n, batch_size):
+            idx = order[i : i + batch_size]
+            task = loss_fn(model(x[idx], generator=generator), y[idx])
+            loss = task + weight * reg(model) if weight else task
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            step += 1
+            if step == 1 or step % record_every == 0:
+                with torch.no_grad():
+                    history["step"].append(step)
+                    history["loss"].append(float(task.detach()))
+                    history["weights"].append([layer.weights.tolist() for layer in layers])
+                    history["magnitudes"].append([layer.magnitudes.tolist() for layer in layers])
+            if progress:
+                top = layers[0]
+                w = top.weights.detach()
+                q = int(w.argmax())
+                name = type(top.transforms[q]).__name__
+                bar.set_postfix(loss=f"{float(task.detach()):.3f}", top=f"{name}:{float(w[q]):.2f}")
+            bar.update()
+    bar.close()
+    return history
+
+
+@torch.no_grad()
+def accuracy(model: torch.nn.Module, x: Tensor, y: Tensor, batch_size: int = 500, generator=None) -> float:
+    """Accuracy of ``model`` (in evaluation mode) on ``(x, y)``."""
+    was_training = model.training
+    model.eval()
+    correct = 0
+    for i in range(0, len(x), batch_size):
+        xb = x[i : i + batch_size]
+        out = model(xb, generator=generator) if isinstance(model, AugNet) else model(xb)
+        correct += int((out.argmax(1) == y[i : i + batch_size]).sum())
+    model.train(was_training)
+    return correct / max(len(x), 1)
