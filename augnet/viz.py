@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["plot_policy_history", "require_matplotlib"]
+__all__ = ["plot_invariance_curves", "plot_layer_importance", "plot_policy_history", "require_matplotlib"]
 
 
 def require_matplotlib():
@@ -50,6 +50,73 @@ def plot_policy_history(
     axes[1].set_xlabel("training step")
     if title:
         fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_invariance_curves(
+    curves: dict[str, dict], path: str | Path, title: str | None = None, band: tuple[str, str] = ("p25", "p75")
+) -> Path:
+    """Plot median invariance scores against the magnitude, one line per curve.
+
+    Args:
+        curves: ``{label: curve}`` with curves from
+            :func:`augnet.probes.invariance_curve`; the shaded band spans the
+            ``band`` percentiles.
+        path: where to write the PNG.
+        title: optional figure title.
+
+    Returns:
+        The path written.
+    """
+    plt = require_matplotlib()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for label, curve in curves.items():
+        m = curve["magnitude"]
+        med = [s["median"] for s in curve["summary"]]
+        lo = [s[band[0]] for s in curve["summary"]]
+        hi = [s[band[1]] for s in curve["summary"]]
+        (line,) = ax.plot(m, med, marker="o", label=label)
+        ax.fill_between(m, lo, hi, color=line.get_color(), alpha=0.2)
+    ax.set_xlabel("magnitude")
+    ax.set_ylabel("invariance score (median)")
+    ax.grid(alpha=0.3)
+    ax.legend(frameon=False)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_layer_importance(importance: dict[str, float], path: str | Path, title: str | None = None) -> Path:
+    """Bar chart of per-layer importances (e.g. from :func:`augnet.probes.layer_importance`).
+
+    Args:
+        importance: ``{layer name: importance}``, in the order to draw.
+        path: where to write the PNG.
+        title: optional figure title.
+
+    Returns:
+        The path written.
+    """
+    plt = require_matplotlib()
+    names = list(importance)
+    values = [float(importance[n]) for n in names]
+    fig, ax = plt.subplots(figsize=(max(4, 0.8 * len(names) + 2), 3.5))
+    ax.bar(range(len(names)), values)
+    ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
+    ax.set_ylabel("importance")
+    ax.grid(axis="y", alpha=0.3)
+    if title:
+        ax.set_title(title)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,75 @@
+"""Probes: measure what a model, AugNet or not, has learned to be invariant or equivariant to.
+
+Every probe returns per-sample or per-neuron tensors plus, through
+:func:`summary`, their median and percentiles; every random choice takes a
+generator (or seed), and paired clean / transformed passes share the
+transformation's parameters (and, for an AugNet, its own augmentation draws).
+
+=============================  ===============================================  ==============================
+probe                          what it measures                                 paper
+=============================  ===============================================  ==============================
+features                       activations of named layers (forward hooks)      all
+invariance_score / _curve      (b - d(z, z_t)) / b against a derangement        AugNet eq. 4; Bouchacourt eq. 1
+accuracy_curve                 accuracy against the transformation magnitude    Tensmeyer & Martinez
+neuron_invariance, select_tau  per-unit invariance on active inputs             Zaidi et al.
+fit_equivariance_map, ...      learned maps M(phi(gx)) ~ phi(x)                 Tensmeyer & Martinez
+representation_distance        two-way mapping error between representations    Tensmeyer & Martinez
+equivariance_alignment         alignment of displacement vectors                Bouchacourt et al., appendix
+ranking_probe, layer_importance  pairwise ranking of augmentation magnitudes    Yan & Huang
+similarity_change / _search    transforms that bring same-class pairs closer    Bouchacourt et al. eq. 2
+SeenTransformedDataset, ...    seen / unseen category protocol                  Zaidi et al.
+EquivarianceLoss               classification + equivariance + invariance       Tensmeyer & Martinez eq. 7
+=============================  ===============================================  ==============================
+"""
+
+from augnet.probes._common import derangement, summary
+from augnet.probes.equivariance import (
+    EquivarianceLoss,
+    EquivarianceMap,
+    equivariance_report,
+    fit_equivariance_map,
+    mapping_error,
+    representation_distance,
+)
+from augnet.probes.features import features
+from augnet.probes.invariance import accuracy_curve, distance, invariance_curve, invariance_score
+from augnet.probes.neurons import neuron_invariance, select_tau
+from augnet.probes.protocol import SeenTransformedDataset, category_accuracy, nested_splits
+from augnet.probes.ranking import layer_importance, pairwise_rank_loss, ranking_probe, ranking_probe_model
+from augnet.probes.similarity import (
+    equivariance_alignment,
+    same_class_pairs,
+    similarity_change,
+    similarity_search,
+    top_transforms_per_class,
+)
+
+__all__ = [
+    "EquivarianceLoss",
+    "EquivarianceMap",
+    "SeenTransformedDataset",
+    "accuracy_curve",
+    "category_accuracy",
+    "derangement",
+    "distance",
+    "equivariance_alignment",
+    "equivariance_report",
+    "features",
+    "fit_equivariance_map",
+    "invariance_curve",
+    "invariance_score",
+    "layer_importance",
+    "mapping_error",
+    "nested_splits",
+    "neuron_invariance",
+    "pairwise_rank_loss",
+    "ranking_probe",
+    "ranking_probe_model",
+    "representation_distance",
+    "same_class_pairs",
+    "select_tau",
+    "similarity_change",
+    "similarity_search",
+    "summary",
+    "top_transforms_per_class",
+]

@@ -1,0 +1,181 @@
+"""Invariance scores and curves (AugNet eq. 4; Bouchacourt et al. eq. 1).
+
+For features ``z = phi(x)`` and ``z_t = phi(T(x))`` of a batch,
+
+    score_i = (b_i - d(z_i, z_t_i)) / b_i
+
+with ``d`` the cosine or L2 distance and ``b_i`` a baseline distance between
+two different samples, paired by a derangement ``pi`` (a permutation without
+fixed points): ``b_i = d(z_i, z_pi(i))`` (``baseline="clean"``, the AugNet
+paper's eq. 4) or ``b_i = d(z_t_i, z_t_pi(i))`` (``baseline="transformed"``,
+Bouchacourt et al.'s eq. 1, which accounts for how the transformation moves
+the whole distribution of features). 1 means invariant, about 0 means the
+transformation moves a sample as far as swapping it for another one.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from augnet.probes._common import derangement, forward_kwargs, seeded, summary
+from augnet.probes.features import OUTPUT, features
+
+__all__ = ["DISTANCES", "accuracy_curve", "distance", "invariance_curve", "invariance_score"]
+
+DISTANCES = ("cosine", "l2")
+BASELINES = ("clean", "transformed")
+
+
+def distance(a: Tensor, b: Tensor, kind: str = "cosine") -> Tensor:
+    """Row-wise distance between (B, ...) tensors: ``1 - cos`` or Euclidean. Shape: (B,)."""
+    if kind not in DISTANCES:
+        raise ValueError(f"distance must be one of {DISTANCES}, got {kind!r}")
+    a, b = a.flatten(1).double(), b.flatten(1).double()
+    if kind == "l2":
+        return (a - b).norm(dim=1)
+    d = 1.0 - F.cosine_similarity(a, b, dim=1, eps=1e-12)
+    return torch.where((a == b).all(1), torch.zeros_like(d), d)  # exactly 0 for identical rows
+
+
+def invariance_score(
+    z: Tensor,
+    z_t: Tensor,
+    distance: str = "cosine",
+    baseline: str = "clean",
+    generator: torch.Generator | None = None,
+    permutation: Tensor | None = None,
+) -> Tensor:
+    """Per-sample invariance score ``(b - d(z, z_t)) / b`` (see the module docstring).
+
+    Args:
+        z, z_t: features of the clean and of the transformed inputs, (B, ...) with B >= 2.
+        distance: ``"cosine"`` or ``"l2"``.
+        baseline: ``"clean"`` (AugNet eq. 4) or ``"transformed"`` (Bouchacourt et al. eq. 1).
+        generator: draws the derangement pairing each sample with another.
+        permutation: a derangement to use instead of drawing one.
+
+    Returns:
+        (B,) float64 scores; NaN (with a warning) where the baseline distance is
+        0, e.g. for a model whose features do not depend on its input.
+
+    Examples:
+        >>> z = torch.randn(6, 4)
+        >>> bool(torch.allclose(invariance_score(z, z), torch.ones(6, dtype=torch.float64)))
+        True
+    """
+    if baseline not in BASELINES:
+        raise ValueError(f"baseline must be one of {BASELINES}, got {baseline!r}")
+    if not isinstance(z, Tensor) or not isinstance(z_t, Tensor):
+        raise TypeError("z and z_t must be tensors")
+    if z.shape != z_t.shape:
+        raise ValueError(f"z and z_t must have the same shape, got {tuple(z.shape)} and {tuple(z_t.shape)}")
+    if z.dim() < 1 or z.shape[0] < 2:
+        raise ValueError(f"need a batch of at least 2 samples to form a baseline, got shape {tuple(z.shape)}")
+    n = z.shape[0]
+    if permutation is None:
+        permutation = derangement(n, generator)
+    permutation = permutation.to(z.device)
+    if (permutation == torch.arange(n, device=z.device)).any():
+        raise ValueError("permutation must not map a sample to itself")
+    kind = distance
+    d = globals()["distance"](z, z_t, kind)
+    ref = z if baseline == "clean" else z_t
+    b = globals()["distance"](ref, ref[permutation], kind)
+    zero = b <= 1e-12
+    if bool(zero.any()):
+        warnings.warn(
+            f"invariance_score: {int(zero.sum())} baseline distance(s) are 0 (features that do not depend "
+            "on the input); their scores are NaN",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return torch.where(zero, torch.full_like(d, math.nan), (b - d) / torch.where(zero, torch.ones_like(b), b))
+
+
+@torch.no_grad()
+def invariance_curve(
+    model: nn.Module,
+    x: Tensor,
+    transform,
+    magnitudes: Sequence[float],
+    layer: str | None = None,
+    distance: str = "cosine",
+    baseline: str = "clean",
+    reduce: str = "flatten",
+    copies: int | None = None,
+    seed: int = 0,
+    batch_size: int | None = None,
+) -> dict:
+    """Invariance score of ``model`` to ``transform`` as a function of its magnitude.
+
+    For each magnitude, the transformation's parameters are drawn once (from
+    a generator seeded with ``seed``) and the same derangement is used for
+    every magnitude, so the curve varies only with the magnitude.
+
+    Args:
+        model: the model, probed in its current mode (use ``.eval()``).
+        x: a batch of inputs.
+        transform: an augnet transform (e.g. ``T.Rotate()``).
+        magnitudes: the magnitudes in [0, 1] to probe.
+        layer: a module name for :func:`features`; ``None`` uses the model's output.
+        distance, baseline: as in :func:`invariance_score`.
+        reduce: how a layer's activations are reduced (see :func:`features`).
+        copies: for an AugNet, the number of copies it averages.
+        seed: seeds the transformation draws, the derangement and AugNet's augmentations.
+        batch_size: run the model in chunks.
+
+    Returns:
+        ``{"magnitude": [...], "range": [...], "scores": (M, B) tensor,
+        "summary": [summary dict per magnitude]}``.
+    """
+    name = OUTPUT if layer is None else layer
+    kwargs = forward_kwargs(model, copies, seed, x.device)
+    clean = features(model, x, name, reduce=reduce, batch_size=batch_size, **kwargs)[name]
+    permutation = derangement(len(x), seeded(seed))
+    scores, ranges = [], []
+    for m in magnitudes:
+        xt = transform(x, float(m), generator=seeded(seed + 1, x.device))
+        kwargs = forward_kwargs(model, copies, seed, x.device)
+        moved = features(model, xt, name, reduce=reduce, batch_size=batch_size, **kwargs)[name]
+        scores.append(invariance_score(clean, moved, distance, baseline, permutation=permutation))
+        ranges.append(tuple(transform.natural_range(float(m), tuple(x.shape[2:]) or None)))
+    stacked = torch.stack(scores)
+    return {
+        "magnitude": [float(m) for m in magnitudes],
+        "range": ranges,
+        "scores": stacked,
+        "summary": [summary(s) for s in stacked],
+    }
+
+
+@torch.no_grad()
+def accuracy_curve(
+    model: nn.Module,
+    x: Tensor,
+    y: Tensor,
+    transform,
+    magnitudes: Sequence[float],
+    copies: int | None = None,
+    seed: int = 0,
+    batch_size: int | None = None,
+) -> dict:
+    """Accuracy of ``model`` on ``transform(x)`` as a function of the magnitude.
+
+    Returns:
+        ``{"magnitude": [...], "accuracy": [...]}``.
+    """
+    if len(x) != len(y):
+        raise ValueError(f"x and y must have the same length, got {len(x)} and {len(y)}")
+    accs = []
+    for m in magnitudes:
+        xt = transform(x, float(m), generator=seeded(seed + 1, x.device))
+        kwargs = forward_kwargs(model, copies, seed, x.device)
+        out = features(model, xt, OUTPUT, batch_size=batch_size, **kwargs)[OUTPUT]
+        accs.append(float((out.argmax(1) == y).double().mean()))
+    return {"magnitude": [float(m) for m in magnitudes], "accuracy": accs}

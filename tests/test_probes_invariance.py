@@ -1,0 +1,194 @@
+"""features, invariance_score, invariance_curve, accuracy_curve, summary."""
+
+import math
+import warnings
+
+import pytest
+import torch
+from helpers import gen
+from torch import nn
+
+import augnet
+from augnet import probes
+from augnet.transforms import image as T
+
+
+def images(b=16, seed=0):
+    return torch.rand(b, 3, 12, 12, generator=gen(seed))
+
+
+def circular_net():
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1, padding_mode="circular"), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten()
+    ).eval()
+
+
+def test_features_reads_named_layers_without_editing_the_model():
+    net = circular_net()
+    x = images()
+    before = len(net[0]._forward_hooks)
+    out = probes.features(net, x, ["0", "1", "output"], reduce="mean")
+    assert [k for k in out] == ["0", "1", "output"]
+    assert out["0"].shape == (16, 8) and out["output"].shape == (16, 8)
+    torch.testing.assert_close(out["1"], out["output"])  # ReLU then global average pooling
+    assert len(net[0]._forward_hooks) == before
+    full = probes.features(net, x, "0")["0"]
+    assert full.shape == (16, 8, 12, 12)
+    torch.testing.assert_close(probes.features(net, x, "0", reduce="flatten")["0"], full.flatten(1))
+    torch.testing.assert_close(probes.features(net, x, "0", batch_size=5)["0"], full)
+
+
+def test_features_average_the_copies_of_an_augnet():
+    trunk = circular_net()
+    layer = augnet.AugmentationLayer([T.HorizontalFlip()], init_magnitude=0.5)
+    model = augnet.AugNet(trunk, layer, aggregate="mean").eval()
+    x = images(b=4)
+    got = probes.features(model, x, "trunk.0", reduce="mean", copies=3, generator=gen(1))["trunk.0"]
+    rows = model.augment(x, copies=3, generator=gen(1))
+    expected = trunk[0](rows).mean((2, 3)).reshape(3, 4, 8).mean(0)
+    torch.testing.assert_close(got, expected)
+
+
+def test_features_bad_input():
+    net = circular_net()
+    with pytest.raises(ValueError, match="unknown layer"):
+        probes.features(net, images(), "fc")
+    with pytest.raises(ValueError, match="reduce must be one of"):
+        probes.features(net, images(), "0", reduce="max")
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        probes.features(net, images(), "0", batch_size=0)
+
+
+# ---------------------------------------------------------------- scores
+
+
+@pytest.mark.parametrize("dist", ["cosine", "l2"])
+@pytest.mark.parametrize("baseline", ["clean", "transformed"])
+def test_identity_scores_exactly_one(dist, baseline):
+    z = torch.randn(10, 6, generator=gen(0))
+    assert torch.equal(probes.invariance_score(z, z.clone(), dist, baseline), torch.ones(10, dtype=torch.float64))
+
+
+def test_circular_convolution_with_average_pooling_is_invariant_to_roll():
+    net = circular_net()
+    x = images(b=12)
+    z = probes.features(net, x, "output")["output"]
+    z_t = probes.features(net, torch.roll(x, shifts=(3, -5), dims=(2, 3)), "output")["output"]
+    scores = probes.invariance_score(z, z_t, generator=gen(0))
+    assert torch.allclose(scores, torch.ones_like(scores), atol=1e-6)
+    # Not invariant to a transform it has no reason to be invariant to.
+    z_r = probes.features(net, x.transpose(2, 3).flip(2), "output")["output"]
+    assert probes.summary(probes.invariance_score(z, z_r, generator=gen(0)))["median"] < 0.9
+
+
+@pytest.mark.parametrize("dist", ["cosine", "l2"])
+def test_unrelated_inputs_score_about_zero(dist):
+    z = torch.randn(400, 16, generator=gen(0))
+    z_other = torch.randn(400, 16, generator=gen(1))
+    scores = probes.invariance_score(z, z_other, dist, generator=gen(2))
+    assert abs(probes.summary(scores)["mean"]) < 0.1
+
+
+def test_baseline_pairs_never_a_sample_with_itself():
+    for seed in range(50):
+        for n in (2, 3, 7, 30):
+            p = probes.derangement(n, gen(seed))
+            assert sorted(p.tolist()) == list(range(n)) and (p != torch.arange(n)).all()
+    with pytest.raises(ValueError, match="must not map a sample to itself"):
+        probes.invariance_score(torch.randn(3, 2), torch.randn(3, 2), permutation=torch.tensor([0, 2, 1]))
+
+
+@pytest.mark.parametrize("dist", ["cosine", "l2"])
+@pytest.mark.parametrize("baseline", ["clean", "transformed"])
+def test_score_is_unchanged_by_a_positive_rescaling(dist, baseline):
+    z, z_t = torch.randn(20, 5, generator=gen(0)), torch.randn(20, 5, generator=gen(1))
+    a = probes.invariance_score(z, z_t, dist, baseline, generator=gen(3))
+    b = probes.invariance_score(7.5 * z, 7.5 * z_t, dist, baseline, generator=gen(3))
+    torch.testing.assert_close(a, b)
+
+
+def test_constant_features_give_nan_with_a_warning():
+    z = torch.ones(6, 3)
+    with pytest.warns(RuntimeWarning, match="baseline distance"):
+        scores = probes.invariance_score(z, z.clone())
+    assert torch.isnan(scores).all()
+    assert probes.summary(scores)["n"] == 0 and math.isnan(probes.summary(scores)["median"])
+
+
+def test_score_bad_input():
+    with pytest.raises(ValueError, match="same shape"):
+        probes.invariance_score(torch.randn(4, 3), torch.randn(4, 2))
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        probes.invariance_score(torch.randn(1, 3), torch.randn(1, 3))
+    with pytest.raises(ValueError, match="distance must be one of"):
+        probes.invariance_score(torch.randn(4, 3), torch.randn(4, 3), distance="l1")
+    with pytest.raises(ValueError, match="baseline must be one of"):
+        probes.invariance_score(torch.randn(4, 3), torch.randn(4, 3), baseline="random")
+
+
+def test_summary_percentiles():
+    s = probes.summary(torch.arange(101, dtype=torch.float64))
+    assert (s["median"], s["p5"], s["p95"], s["n"]) == (50.0, 5.0, 95.0, 101)
+
+
+# ---------------------------------------------------------------- curves
+
+
+def test_invariance_curve_is_one_at_magnitude_zero_and_for_an_invariant_model():
+    net = circular_net()
+    x = images(b=10)
+    curve = probes.invariance_curve(net, x, T.Rotate(), [0.0, 0.25, 1.0])
+    assert curve["scores"].shape == (3, 10)
+    assert torch.allclose(curve["scores"][0], torch.ones(10, dtype=torch.float64))
+    assert curve["summary"][2]["median"] < curve["summary"][0]["median"]
+    assert curve["range"][1] == (-45.0, 45.0, "deg")
+    at_layer = probes.invariance_curve(net, x, T.HorizontalFlip(), [0.5, 1.0], layer="2", reduce="flatten")
+    assert at_layer["scores"].shape == (2, 10)
+    # The network is not flip invariant in general, but a flip of a
+    # horizontally symmetric input is the identity:
+    sym = torch.cat([x, x.flip(-1)], -1)
+    flips = probes.invariance_curve(net, sym, T.HorizontalFlip(), [1.0])
+    assert torch.allclose(flips["scores"], torch.ones_like(flips["scores"]), atol=1e-6)
+
+
+def test_invariance_curve_of_an_augnet_shares_its_draws_between_passes():
+    trunk = circular_net()
+    layer = augnet.AugmentationLayer([T.Rotate(), T.ShearX()], init_magnitude=0.5)
+    model = augnet.AugNet(trunk, layer, aggregate="mean").eval()
+    curve = probes.invariance_curve(model, images(b=8), T.Brightness(), [0.0], copies=4)
+    torch.testing.assert_close(curve["scores"][0], torch.ones(8, dtype=torch.float64))
+    with pytest.raises(ValueError, match="copies applies to AugNet"):
+        probes.invariance_curve(trunk, images(b=8), T.Brightness(), [0.0], copies=4)
+
+
+def test_accuracy_curve_at_zero_is_the_plain_accuracy():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Flatten(), nn.Linear(3 * 12 * 12, 3)).eval()
+    x, y = images(b=30), torch.randint(0, 3, (30,), generator=gen(5))
+    curve = probes.accuracy_curve(net, x, y, T.Rotate(), [0.0, 0.5])
+    plain = float((net(x).argmax(1) == y).double().mean())
+    assert curve["accuracy"][0] == plain and len(curve["accuracy"]) == 2
+    with pytest.raises(ValueError, match="same length"):
+        probes.accuracy_curve(net, x, y[:5], T.Rotate(), [0.0])
+
+
+def test_probes_do_not_modify_their_inputs():
+    net = circular_net()
+    x = images()
+    before = x.clone()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        probes.invariance_curve(net, x, T.Rotate(), [0.5])
+    assert torch.equal(x, before)
+
+
+def test_plots_of_curves_and_importances(tmp_path):
+    from augnet.viz import plot_invariance_curves, plot_layer_importance
+
+    net = circular_net()
+    curve = probes.invariance_curve(net, images(b=6), T.Rotate(), [0.0, 0.5, 1.0])
+    png = plot_invariance_curves({"net": curve}, tmp_path / "curves.png", title="rotation")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    png = plot_layer_importance({"conv1": 0.2, "conv2": 0.8}, tmp_path / "importance.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
