@@ -1,0 +1,229 @@
+"""ranking_probe, ranking_probe_model, pairwise_rank_loss, layer_importance (Yan & Huang)."""
+
+import math
+
+import pytest
+import torch
+from helpers import gen
+from torch import nn
+
+import augnet
+from augnet.probes.ranking import layer_importance, pairwise_rank_loss, ranking_probe, ranking_probe_model
+from augnet.transforms import image as T
+
+# ---------------------------------------------------------------- the loss
+
+
+def test_pair_loss_is_log_two_for_equal_scores():
+    s = torch.randn(7, generator=gen(0), dtype=torch.float64)
+    loss = pairwise_rank_loss(s, s.clone(), reduction="none")
+    torch.testing.assert_close(loss, torch.full_like(s, math.log(2.0)))
+    assert float(pairwise_rank_loss(s, s.clone())) == pytest.approx(math.log(2.0))
+
+
+def test_pair_loss_is_symmetric_under_swapping_the_pair_and_its_label():
+    a = torch.randn(50, generator=gen(1), dtype=torch.float64)
+    b = torch.randn(50, generator=gen(2), dtype=torch.float64)
+    sign = torch.where(torch.rand(50, generator=gen(3)) < 0.5, -1.0, 1.0).double()
+    torch.testing.assert_close(
+        pairwise_rank_loss(a, b, sign, reduction="none"), pairwise_rank_loss(b, a, -sign, reduction="none")
+    )
+    # Without a sign, the first argument is the one that should rank higher.
+    torch.testing.assert_close(pairwise_rank_loss(a, b, reduction="none"), torch.log1p(torch.exp(-(a - b))))
+    torch.testing.assert_close(pairwise_rank_loss(a, b, -torch.ones(50), "none"), torch.log1p(torch.exp(a - b)))
+    # Ranking the right way round costs less than the wrong way round, and a tie is log 2.
+    assert float(pairwise_rank_loss(torch.tensor([2.0]), torch.tensor([0.0]))) < math.log(2.0)
+    assert float(pairwise_rank_loss(torch.tensor([0.0]), torch.tensor([2.0]))) > math.log(2.0)
+    assert float(pairwise_rank_loss(a, b, torch.zeros(50))) == pytest.approx(math.log(2.0))
+
+
+def test_pair_loss_is_stable_for_large_gaps():
+    big = torch.tensor([1e4, -1e4], dtype=torch.float64)
+    loss = pairwise_rank_loss(big, torch.zeros(2, dtype=torch.float64), reduction="none")
+    assert torch.isfinite(loss).all()
+    assert float(loss[0]) == 0.0 and float(loss[1]) == pytest.approx(1e4)
+
+
+# ---------------------------------------------------------------- the probe
+
+
+def images(b, seed=0):
+    return torch.rand(b, 3, 8, 8, generator=gen(seed))
+
+
+class Centred(nn.Module):
+    """Each image minus its own mean: exactly what a brightness shift does not reach."""
+
+    def forward(self, x):
+        return x - x.mean((1, 2, 3), keepdim=True)
+
+
+class TwoBranch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.raw = nn.Identity()
+        self.centred = Centred()
+
+    def forward(self, x):
+        return torch.cat([self.raw(x), self.centred(x)], 1)
+
+
+def test_brightness_is_ranked_from_globally_pooled_pixels():
+    x = images(300)
+    out = ranking_probe_model(nn.Identity(), x, T.Brightness(), param="shift", seed=0)
+    assert out["accuracy"] >= 0.95
+    assert out["n_test"] == 150 and out["n_train"] == 150
+    # The copy with the larger shift scores higher: brighter pixels get positive weights.
+    assert bool((out["weight"] > 0).all())
+    assert out["m_a"].shape == (300,) and float(out["m_a"].abs().max()) <= 0.5
+    # The same with shifts set by a sampler, and with a plain callable transform.
+    injected = ranking_probe_model(nn.Identity(), x, T.Brightness(), param="shift", sampler=(-0.4, 0.4), seed=1)
+    assert injected["accuracy"] >= 0.95 and float(injected["m_b"].abs().max()) <= 0.4
+
+    def gain(images, m):
+        return images * m[:, None, None, None]
+
+    scaled = ranking_probe_model(nn.Identity(), x, gain, sampler=(0.5, 1.5), seed=2)
+    assert scaled["accuracy"] >= 0.95
+
+
+def test_importance_finds_the_layer_a_model_encodes_brightness_in():
+    out = ranking_probe_model(TwoBranch(), images(200), T.Brightness(), ["raw", "centred"], param="shift")
+    assert out["accuracy"] >= 0.95
+    assert sum(out["importance"].values()) == pytest.approx(1.0)
+    assert out["importance"]["raw"] > 0.99
+
+
+def test_an_augnet_is_probed_through_its_trunk():
+    torch.manual_seed(0)
+    trunk = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    model = augnet.AugNet(trunk, augnet.AugmentationLayer([T.HorizontalFlip()], init_magnitude=0.5)).eval()
+    out = ranking_probe_model(model, images(100), T.Brightness(), ["trunk.0", "trunk.1"], param="shift", copies=3)
+    assert out["accuracy"] >= 0.95 and set(out["importance"]) == {"trunk.0", "trunk.1"}
+
+
+def test_random_magnitudes_rank_at_chance():
+    g = gen(4)
+    n = 400
+    z_a, z_b = torch.randn(n, 8, generator=g), torch.randn(n, 8, generator=g)
+    m_a, m_b = torch.rand(n, generator=g), torch.rand(n, generator=g)
+    out = ranking_probe(z_a, z_b, m_a, m_b, generator=gen(5))
+    assert 0.4 <= out["accuracy"] <= 0.6
+    assert out["correct"].shape == (out["n_test"],)
+
+
+def test_features_that_do_not_change_give_exactly_chance():
+    z = torch.randn(40, 5, generator=gen(6))
+    with pytest.warns(RuntimeWarning, match="every weight is 0"):
+        out = ranking_probe(z, z.clone(), torch.rand(40, generator=gen(7)), torch.rand(40, generator=gen(8)))
+    assert out["accuracy"] == 0.5 and bool((out["weight"] == 0).all())
+    assert all(math.isnan(v) for v in out["importance"].values())
+
+
+def layered_features(signal_in, n=800, seed=0):
+    """Three layers; only ``signal_in`` moves with the magnitude. The others are either image
+    content that both copies share (an invariant layer) or independent noise."""
+    g = gen(seed)
+    m_a, m_b = torch.rand(n, generator=g), torch.rand(n, generator=g)
+    content = {"early": torch.randn(n, 4, generator=g), "middle": torch.randn(n, 20, generator=g)}
+
+    def copy(m):
+        out = {
+            "early": content["early"] + 0.01 * torch.randn(n, 4, generator=g),
+            "middle": content["middle"] + 0.01 * torch.randn(n, 20, generator=g),
+            "late": 0.3 * torch.randn(n, 16, 3, 3, generator=g),  # a feature map, pooled by the probe
+        }
+        out[signal_in] = out[signal_in] + m.reshape(n, *([1] * (out[signal_in].dim() - 1)))
+        return out
+
+    return copy(m_a), copy(m_b), m_a, m_b
+
+
+@pytest.mark.parametrize("signal_in", ["early", "middle", "late"])
+@pytest.mark.parametrize("aggregate", ["mean", "max"])
+def test_layer_importance_concentrates_on_the_layer_with_the_signal(signal_in, aggregate):
+    z_a, z_b, m_a, m_b = layered_features(signal_in)
+    out = ranking_probe(z_a, z_b, m_a, m_b, aggregate=aggregate, generator=gen(1))
+    assert out["sizes"] == {"early": 4, "middle": 20, "late": 16}
+    assert out["accuracy"] > 0.85
+    assert sum(out["importance"].values()) == pytest.approx(1.0)
+    assert out["importance"][signal_in] > 0.8
+    again = layer_importance(out["weight"], out["std"], out["sizes"], aggregate)
+    assert again == pytest.approx(out["importance"])
+
+
+def test_layer_importance_by_hand():
+    weight = torch.tensor([1.0, -3.0, 0.5, 0.0])
+    std = torch.tensor([2.0, 1.0, 2.0, 7.0])
+    # |w| * std = [2, 3, 1, 0]: layer a = [2, 3], layer b = [1, 0].
+    mean = layer_importance(weight, std, {"a": 2, "b": 2}, "mean")
+    assert mean == pytest.approx({"a": 2.5 / 3.0, "b": 0.5 / 3.0})
+    assert layer_importance(weight, std, {"a": 2, "b": 2}, "max") == pytest.approx({"a": 0.75, "b": 0.25})
+
+
+def test_probe_is_deterministic_given_the_generator_and_drops_ties():
+    z_a, z_b, m_a, m_b = layered_features("early", n=120)
+    m_b = m_b.clone()
+    m_b[:10] = m_a[:10]
+    one = ranking_probe(z_a, z_b, m_a, m_b, generator=gen(3))
+    two = ranking_probe(z_a, z_b, m_a, m_b, generator=gen(3))
+    assert one["n_ties"] == 10 and one["n_train"] + one["n_test"] == 110
+    assert not set(one["test_index"].tolist()) & set(range(10))
+    assert torch.equal(one["weight"], two["weight"]) and one["accuracy"] == two["accuracy"]
+    assert not set(one["test_index"].tolist()) & set(one["train_index"].tolist())
+
+
+def test_inputs_are_not_modified():
+    z_a, z_b, m_a, m_b = layered_features("early", n=60)
+    copies = [{k: v.clone() for k, v in z.items()} for z in (z_a, z_b)]
+    ranking_probe(z_a, z_b, m_a, m_b)
+    for z, c in zip((z_a, z_b), copies, strict=True):
+        assert all(torch.equal(z[k], c[k]) for k in z)
+
+
+def test_bad_input():
+    z = torch.randn(20, 3)
+    m = torch.rand(20)
+    with pytest.raises(ValueError, match="same shape"):
+        pairwise_rank_loss(torch.zeros(3), torch.zeros(4))
+    with pytest.raises(ValueError, match="sign must hold"):
+        pairwise_rank_loss(torch.zeros(3), torch.zeros(3), torch.tensor([0.5, 1.0, 1.0]))
+    with pytest.raises(ValueError, match="reduction must be one of"):
+        pairwise_rank_loss(torch.zeros(3), torch.zeros(3), reduction="max")
+    with pytest.raises(TypeError, match="must be tensors"):
+        pairwise_rank_loss([0.0], torch.zeros(1))
+    with pytest.raises(ValueError, match="same layers"):
+        ranking_probe({"a": z}, {"b": z}, m, m)
+    with pytest.raises(ValueError, match="layer 'features'"):
+        ranking_probe(z, torch.randn(20, 4), m, m)
+    with pytest.raises(ValueError, match=r"m_b must have shape \(20,\)"):
+        ranking_probe(z, z, m, torch.rand(19))
+    with pytest.raises(ValueError, match="aggregate must be one of"):
+        ranking_probe(z, z, m, torch.rand(20), aggregate="median")
+    with pytest.raises(ValueError, match="test_fraction"):
+        ranking_probe(z, z, m, torch.rand(20), test_fraction=1.0)
+    with pytest.raises(ValueError, match="at least one training and one held-out pair"):
+        ranking_probe(z, z, m, m.clone())  # every pair is a tie
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        ranking_probe(z, torch.full((20, 3), math.nan), m, torch.rand(20))
+    with pytest.raises(TypeError, match="z_a must be a tensor or a dict"):
+        ranking_probe([[0.0]], z, m, m)
+    with pytest.raises(ValueError, match="sizes add up to 3"):
+        layer_importance(torch.ones(4), torch.ones(4), {"a": 1, "b": 2})
+    with pytest.raises(ValueError, match="aggregate must be one of"):
+        layer_importance(torch.ones(2), torch.ones(2), {"a": 2}, "sum")
+    x = images(10)
+    with pytest.raises(ValueError, match="has no param 'angle'"):
+        ranking_probe_model(nn.Identity(), x, T.Brightness(), param="angle")
+    with pytest.raises(ValueError, match="give param"):
+        ranking_probe_model(nn.Identity(), x, T.Brightness())
+    with pytest.raises(ValueError, match="sampler must return"):
+        ranking_probe_model(nn.Identity(), x, T.Brightness(), param="shift", sampler=lambda n, g: torch.rand(n + 1))
+    with pytest.raises(TypeError, match="sampler must be a callable"):
+        ranking_probe_model(nn.Identity(), x, T.Brightness(), param="shift", sampler=0.5)
+    with pytest.raises(ValueError, match="low < high"):
+        ranking_probe_model(nn.Identity(), x, T.Brightness(), param="shift", sampler=(1.0, 0.0))
+    with pytest.raises(TypeError, match="needs an augnet transform"):
+        ranking_probe_model(nn.Identity(), x, lambda x, m: x, param="shift")
+    with pytest.raises(ValueError, match="at least 2 images"):
+        ranking_probe_model(nn.Identity(), x[:1], T.Brightness(), param="shift")

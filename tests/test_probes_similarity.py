@@ -1,0 +1,290 @@
+"""similarity_change, similarity_search, top_transforms_per_class, equivariance_alignment (Bouchacourt et al.)."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import gen
+from torch import nn
+
+import augnet
+from augnet.probes.similarity import (
+    equivariance_alignment,
+    same_class_pairs,
+    similarity_change,
+    similarity_search,
+    top_transforms_per_class,
+)
+from augnet.transforms import image as T
+
+
+def identity(x, magnitude, generator=None):
+    return x
+
+
+def hflip(x, magnitude, generator=None):
+    return torch.flip(x, dims=[-1])
+
+
+# ---------------------------------------------------------------- pairs and similarity change
+
+
+def test_same_class_pairs():
+    y = torch.tensor([2, 0, 2, 2, 1, 0])
+    pairs = same_class_pairs(y)
+    assert pairs.shape == (3 * 2 + 0 + 2 * 1, 2)  # class 1 has one sample and no pair
+    assert bool((y[pairs[:, 0]] == y[pairs[:, 1]]).all()) and bool((pairs[:, 0] != pairs[:, 1]).all())
+    assert len({tuple(p) for p in pairs.tolist()}) == len(pairs)
+    some = same_class_pairs(y, pairs_per_class=1, generator=gen(0))
+    assert sorted(y[some[:, 0]].tolist()) == [0, 2]
+    assert torch.equal(some, same_class_pairs(y, pairs_per_class=1, generator=gen(0)))
+
+
+def test_similarity_change_is_exactly_zero_for_the_identity():
+    z = torch.randn(12, 5, generator=gen(0))
+    y = torch.arange(12) % 3
+    out = similarity_change(z, z.clone(), y)
+    assert torch.equal(out["change"], torch.zeros_like(out["change"]))
+    for stats in [*out["per_class"].values(), out["overall"]]:
+        assert stats["mean_change"] == 0.0 and stats["boosted"] == 0.0 and stats["weighted_boost"] == 0.0
+        assert stats["percent_change"] == 0.0
+
+
+def test_similarity_change_by_hand():
+    z = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [1.0, 0.0]])
+    z_t = torch.tensor([[9.0, 9.0], [1.0, 0.0], [1.0, 0.0], [5.0, 5.0]])
+    y = torch.tensor([0, 0, 1, 1])
+    pairs = torch.tensor([[0, 1], [1, 0], [2, 3]])
+    out = similarity_change(z, z_t, y, pairs=pairs)
+    r = 1 / math.sqrt(2)
+    # (0, 1): s(z0, z1) = 0 -> s(z0, T z1) = 1; (1, 0): 0 -> s(z1, T z0) = r; (2, 3): r -> s(z2, T z3) = 1.
+    torch.testing.assert_close(out["clean"], torch.tensor([0.0, 0.0, r], dtype=torch.float64))
+    torch.testing.assert_close(out["change"], torch.tensor([1.0, r, 1 - r], dtype=torch.float64))
+    c0 = out["per_class"][0]
+    assert c0["n_pairs"] == 2 and c0["boosted"] == 1.0
+    assert c0["mean_change"] == pytest.approx((1 + r) / 2) and c0["weighted_boost"] == pytest.approx((1 + r) / 2)
+    assert math.isnan(c0["percent_change"])  # the clean pairs are orthogonal: no relative change
+    c1 = out["per_class"][1]
+    assert c1["percent_change"] == pytest.approx(100 * (1 - r) / r)
+    torch.testing.assert_close(out["label"], torch.tensor([0, 0, 1]))
+
+
+def test_weighted_boost_is_mean_positive_change_times_proportion_boosted():
+    z = torch.randn(30, 6, generator=gen(1))
+    z_t = z + 0.5 * torch.randn(30, 6, generator=gen(2))
+    y = torch.arange(30) % 2
+    out = similarity_change(z, z_t, y)
+    for c, stats in out["per_class"].items():
+        change = out["change"][out["label"] == c]
+        up = change[change > 0]
+        assert 0 < stats["boosted"] < 1
+        assert stats["weighted_boost"] == pytest.approx(float(up.mean()) * stats["boosted"])
+        assert stats["percent_change"] == pytest.approx(100 * stats["mean_change"] / stats["clean_similarity"])
+
+
+def max_pool_net():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 6, 1), nn.ReLU(), nn.AdaptiveMaxPool2d(1), nn.Flatten()).eval()
+
+
+def test_search_is_exactly_zero_for_the_identity_and_for_an_invariant_model():
+    x = torch.rand(16, 3, 8, 8, generator=gen(3))
+    y = torch.arange(16) % 4
+    net = max_pool_net()  # 1x1 convolutions then a global max: exactly invariant to a flip
+    table = similarity_search(net, x, y, {"identity": identity, "flip": hflip, "bright": T.Brightness()}, (0.3, 1.0))
+    assert len(table) == 3 * 2 * 4
+    for row in table:
+        if row["transform"] in ("identity", "flip"):
+            assert row["mean_change"] == 0.0 and row["boosted"] == 0.0 and row["weighted_boost"] == 0.0
+        assert row["n_pairs"] == 12
+    # The same model is not invariant to a brightness shift.
+    moved = [row["mean_change"] for row in table if row["transform"] == "bright"]
+    assert max(abs(m) for m in moved) > 1e-3
+
+
+def test_search_on_an_augnet_draws_the_same_augmentations_for_both_passes():
+    torch.manual_seed(0)
+    trunk = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Flatten())
+    model = augnet.AugNet(trunk, augnet.AugmentationLayer([T.Rotate()], init_magnitude=0.5)).eval()
+    x, y = torch.rand(8, 3, 6, 6, generator=gen(4)), torch.arange(8) % 2
+    table = similarity_search(model, x, y, {"identity": identity}, copies=2)
+    assert all(row["mean_change"] == 0.0 for row in table)
+
+
+def smooth_pattern(seed):
+    b = torch.randn(1, 3, 4, 4, generator=gen(seed), dtype=torch.float64)
+    b = F.interpolate(b, size=(16, 16), mode="bicubic", align_corners=False)
+    return b - b.mean()
+
+
+def two_class_data(n=12):
+    """Class 0: one pattern under random rotations; class 1: another under random brightness shifts."""
+    rotate, brighten = T.Rotate(max_angle=math.pi / 6, padding="border"), T.Brightness(max_shift=1.0)
+    x0 = rotate(smooth_pattern(1).expand(n, -1, -1, -1).contiguous(), 1.0, generator=gen(10))
+    x1 = brighten(smooth_pattern(2).expand(n, -1, -1, -1).contiguous(), 1.0, generator=gen(11))
+    return torch.cat([x0, x1]), torch.tensor([0] * n + [1] * n), {"rotate": rotate, "brightness": brighten}
+
+
+@pytest.mark.parametrize("by", ["weighted_boost", "boosted"])
+def test_search_finds_the_transform_each_class_varies_by(by):
+    x, y, transforms = two_class_data()
+    table = similarity_search(nn.Flatten(), x, y, {**transforms, "identity": identity}, magnitudes=(0.5, 1.0))
+    top = top_transforms_per_class(table, k=2, by=by)
+    assert sorted(top) == [0, 1]
+    assert [row["transform"] for row in top[0]] == ["rotate", "rotate"]
+    assert [row["transform"] for row in top[1]] == ["brightness", "brightness"]
+    assert {row["magnitude"] for row in top[0]} == {0.5, 1.0}
+
+
+def test_mean_change_alone_prefers_doing_nothing():
+    # Random draws move as many pairs apart as together, so by mean change the identity can win:
+    # the reason weighted_boost is the default ranking.
+    x, y, transforms = two_class_data()
+    table = similarity_search(nn.Flatten(), x, y, {**transforms, "identity": identity}, magnitudes=(0.5, 1.0))
+    assert top_transforms_per_class(table, k=1, by="mean_change")[1][0]["transform"] == "identity"
+
+
+def test_search_magnitudes_per_transform_and_pair_sampling():
+    x, y, transforms = two_class_data(n=8)
+    table = similarity_search(
+        nn.Flatten(), x, y, transforms, magnitudes={"rotate": [0.2], "brightness": (0.1, 0.4)}, pairs_per_class=10
+    )
+    assert [(r["transform"], r["magnitude"]) for r in table if r["label"] == 0] == [
+        ("rotate", 0.2),
+        ("brightness", 0.1),
+        ("brightness", 0.4),
+    ]
+    assert all(r["n_pairs"] == 10 for r in table)
+    again = similarity_search(
+        nn.Flatten(), x, y, transforms, magnitudes={"rotate": [0.2], "brightness": (0.1, 0.4)}, pairs_per_class=10
+    )
+    assert table == again
+
+
+# ---------------------------------------------------------------- equivariance alignment
+
+
+def test_alignment_per_sample_matches_the_pairwise_cosines():
+    d = torch.randn(9, 4, generator=gen(0), dtype=torch.float64) + 1.0
+    z = torch.zeros_like(d)
+    out = equivariance_alignment(z, d, generator=gen(1))
+    cos = F.cosine_similarity(d[:, None], d[None], dim=-1)
+    expected = (cos.sum(1) - cos.diagonal()) / 8
+    torch.testing.assert_close(out["per_sample"], expected)
+    assert out["score"] == pytest.approx(float(expected.mean()))
+    mean_ref = equivariance_alignment(z, d, generator=gen(1), reference="mean")
+    others = torch.stack([torch.cat([d[:i], d[i + 1 :]]).mean(0) for i in range(9)])
+    torch.testing.assert_close(mean_ref["per_sample"], F.cosine_similarity(d, others, dim=1))
+
+
+def intensity_features(n=300, dim=32, seed=0):
+    """Features whose first coordinate is a positive intensity spread over a decade."""
+    z = torch.randn(n, dim, generator=gen(seed), dtype=torch.float64)
+    z[:, 0] = torch.randn(n, generator=gen(seed + 1), dtype=torch.float64).exp()
+    return z
+
+
+@pytest.mark.parametrize("reference", ["pairwise", "mean"])
+def test_alignment_of_a_linear_map_along_one_direction_is_high(reference):
+    z = intensity_features()
+    u = torch.randn(32, generator=gen(2), dtype=torch.float64)
+    m = torch.eye(32, dtype=torch.float64) + torch.outer(u, torch.eye(32, dtype=torch.float64)[0])
+    out = equivariance_alignment(z, z @ m.T, generator=gen(3), reference=reference, shuffles=3)
+    # Every displacement is z_0 * u: one direction, lengths that vary; the shuffle mixes the lengths.
+    assert out["score"] == pytest.approx(1.0)
+    assert out["difference"] > 0.25
+    assert out["difference"] == pytest.approx(out["score"] - out["baseline"])
+
+
+@pytest.mark.parametrize("reference", ["pairwise", "mean"])
+def test_alignment_of_random_displacements_is_about_zero(reference):
+    z = intensity_features()
+    z_t = z + torch.randn(300, 32, generator=gen(4), dtype=torch.float64)
+    out = equivariance_alignment(z, z_t, generator=gen(5), reference=reference)
+    assert abs(out["score"]) < 0.05 and abs(out["difference"]) < 0.05
+
+
+def test_a_constant_shift_is_equivariant_but_scores_zero_above_its_baseline():
+    # Integer-valued features: z + c - z is exactly c, every column of the displacements is
+    # constant, the shuffled baseline is the same matrix and the difference is exactly 0.
+    z = torch.randint(-50, 50, (200, 16), generator=gen(6)).double()
+    c = torch.randint(-5, 6, (16,), generator=gen(7)).double()
+    out = equivariance_alignment(z, z + c, generator=gen(8))
+    assert out["score"] == pytest.approx(1.0) and out["baseline"] == pytest.approx(1.0)
+    assert out["difference"] == 0.0
+    # On real-valued features the rounding of z + c - z leaves it at about 0, and a little
+    # noise on top of the shift does not change that, although the map is still equivariant.
+    z = torch.randn(200, 16, generator=gen(9), dtype=torch.float64)
+    assert abs(equivariance_alignment(z, z + c, generator=gen(10))["difference"]) < 1e-9
+    noisy = z + c + 0.05 * torch.randn(200, 16, generator=gen(11), dtype=torch.float64)
+    out = equivariance_alignment(z, noisy, generator=gen(12))
+    assert out["score"] > 0.99 and abs(out["difference"]) < 0.01
+
+
+def test_a_generic_linear_map_of_centred_features_is_not_detected():
+    z = torch.randn(300, 32, generator=gen(13), dtype=torch.float64)
+    m = torch.randn(32, 32, generator=gen(14), dtype=torch.float64) / math.sqrt(32)
+    out = equivariance_alignment(z, z @ m.T, generator=gen(15))
+    assert abs(out["score"]) < 0.05 and abs(out["baseline"]) < 0.05 and abs(out["difference"]) < 0.05
+
+
+def test_an_invariant_model_scores_zero():
+    z = torch.randn(20, 4, generator=gen(16))
+    out = equivariance_alignment(z, z.clone(), generator=gen(17))
+    assert out["n_zero"] == 20 and out["score"] == 0.0 and out["difference"] == 0.0
+
+
+def test_alignment_is_deterministic_given_the_generator():
+    z = intensity_features(n=50)
+    z_t = z + torch.randn(50, 32, generator=gen(18), dtype=torch.float64)
+    assert equivariance_alignment(z, z_t, gen(19))["baseline"] == equivariance_alignment(z, z_t, gen(19))["baseline"]
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_bad_input():
+    z = torch.randn(6, 3)
+    y = torch.tensor([0, 0, 1, 1, 2, 2])
+    with pytest.raises(ValueError, match="same shape"):
+        similarity_change(z, torch.randn(6, 4), y)
+    with pytest.raises(ValueError, match=r"y must have shape \(6,\)"):
+        similarity_change(z, z, y[:5])
+    with pytest.raises(TypeError, match="integer class labels"):
+        similarity_change(z, z, y.float())
+    with pytest.raises(ValueError, match="same class"):
+        similarity_change(z, z, y, pairs=torch.tensor([[0, 2]]))
+    with pytest.raises(ValueError, match="two different samples"):
+        similarity_change(z, z, y, pairs=torch.tensor([[0, 0]]))
+    with pytest.raises(ValueError, match="outside"):
+        similarity_change(z, z, y, pairs=torch.tensor([[0, 6]]))
+    with pytest.raises(ValueError, match="no same-class pair"):
+        similarity_change(z, z, torch.arange(6))
+    with pytest.raises(ValueError, match="pairs_per_class"):
+        same_class_pairs(y, pairs_per_class=0)
+    with pytest.raises(ValueError, match="B >= 2"):
+        similarity_change(z[:1], z[:1], y[:1])
+    x = torch.rand(6, 3, 8, 8)
+    with pytest.raises(ValueError, match="non-empty dict"):
+        similarity_search(nn.Flatten(), x, y, {})
+    with pytest.raises(TypeError, match="not callable"):
+        similarity_search(nn.Flatten(), x, y, {"a": 3})
+    with pytest.raises(ValueError, match="no entry for transform"):
+        similarity_search(nn.Flatten(), x, y, {"a": identity}, magnitudes={"b": [0.5]})
+    with pytest.raises(ValueError, match="by must be one of"):
+        top_transforms_per_class([{"label": 0, "weighted_boost": 1.0}], by="median")
+    with pytest.raises(ValueError, match="k must be a positive integer"):
+        top_transforms_per_class([{"label": 0, "weighted_boost": 1.0}], k=0)
+    with pytest.raises(ValueError, match="table is empty"):
+        top_transforms_per_class([])
+    with pytest.raises(ValueError, match="reference must be one of"):
+        equivariance_alignment(z, z, reference="median")
+    with pytest.raises(ValueError, match="same shape"):
+        equivariance_alignment(z, z[:5])
+    with pytest.raises(ValueError, match="B >= 2"):
+        equivariance_alignment(z[:1], z[:1])
+    with pytest.raises(ValueError, match="shuffles"):
+        equivariance_alignment(z, z, shuffles=0)
+    with pytest.raises(TypeError, match="must be tensors"):
+        equivariance_alignment(z.tolist(), z)
