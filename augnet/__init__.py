@@ -13,7 +13,7 @@ Examples:
 """
 
 from augnet.layers import AugmentationLayer, AugmentationModule, Policy
-from augnet.model import AugNet, aggregate
+from augnet.model import Augerino, AugNet, aggregate
 from augnet.ops.tap_mix import tap_mix
 from augnet.regularizers import (
     LambdaSchedule,
@@ -28,6 +28,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AugNet",
+    "Augerino",
     "AugmentationLayer",
     "AugmentationModule",
     "LambdaSchedule",

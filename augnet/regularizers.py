@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet.layers import AugmentationLayer
+from augnet.model import LieAugmentation
 
 __all__ = [
     "REGULARIZERS",
@@ -38,6 +39,17 @@ def _layers(module: nn.Module) -> list[AugmentationLayer]:
     if not layers:
         raise ValueError(f"no AugmentationLayer found in {type(module).__name__}")
     return layers
+
+
+def _augmentations(module: nn.Module) -> tuple[list[AugmentationLayer], list[LieAugmentation]]:
+    """AugNet layers and Augerino augmentations inside ``module`` (at least one)."""
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"expected an nn.Module holding augmentation layers, got {type(module).__name__}")
+    layers = [m for m in module.modules() if isinstance(m, AugmentationLayer)]
+    lie = [m for m in module.modules() if isinstance(m, LieAugmentation)]
+    if not layers and not lie:
+        raise ValueError(f"no AugmentationLayer or Augerino augmentation found in {type(module).__name__}")
+    return layers, lie
 
 
 def selective_regularizer(module: nn.Module) -> Tensor:
@@ -61,12 +73,16 @@ def selective_regularizer(module: nn.Module) -> Tensor:
 
 
 def augerino_regularizer(module: nn.Module) -> Tensor:
-    """Augerino's regulariser on AugNet layers, :math:`-\\sum_{layers} \\| \\mu \\|_2`.
+    """Augerino's regulariser, :math:`-\\| \\theta \\|_2` per augmentation, summed.
 
-    It ignores the weights, so a layer can escape it by putting all its weight
-    on one transform with magnitude 0 (the ablation of the AugNet paper).
+    For an :class:`~augnet.Augerino` (its :class:`~augnet.model.LieAugmentation`)
+    :math:`\\theta` are the widths; for AugNet layers, the magnitudes. On AugNet
+    layers it ignores the weights, so a layer can escape it by putting all its
+    weight on one transform with magnitude 0 (the ablation of the AugNet paper).
     """
-    terms = [torch.linalg.vector_norm(layer.magnitudes) for layer in _layers(module)]
+    layers, lie = _augmentations(module)
+    terms = [torch.linalg.vector_norm(layer.magnitudes) for layer in layers]
+    terms += [torch.linalg.vector_norm(aug.widths) for aug in lie]
     return -torch.stack(terms).sum(0)
 
 
@@ -121,9 +137,10 @@ class LambdaSchedule:
 
 
 def augmentation_parameters(module: nn.Module) -> list[nn.Parameter]:
-    """Parameters of every augmentation layer inside ``module``."""
+    """Parameters of every augmentation layer (and Augerino augmentation) inside ``module``."""
+    layers, lie = _augmentations(module)
     seen, params = set(), []
-    for layer in _layers(module):
+    for layer in [*layers, *lie]:
         for p in layer.parameters():
             if id(p) not in seen:
                 seen.add(id(p))
