@@ -103,7 +103,37 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", default="benchmarks/results", help="folder for the JSON and the plot (default: %(default)s)"
     )
     bench.set_defaults(func=_bench)
+
+    from augnet.experiments import names as experiment_names
+
+    rep = sub.add_parser(
+        "reproduce",
+        help="run one of the AugNet paper's controlled experiments at CPU scale",
+        description="Run an experiment, write its figures (PNG) and numbers (JSON) under OUT/NAME/, print a verdict.",
+    )
+    rep.add_argument("name", choices=experiment_names(), help="the experiment")
+    rep.add_argument("--quick", action="store_true", help="a reduced run (minutes become seconds)")
+    rep.add_argument("--out", default="results", help="results folder (default: %(default)s)")
+    rep.add_argument("--seed", type=int, default=0)
+    rep.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    rep.add_argument("--no-progress", action="store_true", help="no progress bars")
+    rep.set_defaults(func=_reproduce)
     return parser
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    import torch
+
+    from augnet.experiments import reproduce
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    print(f"augnet reproduce {args.name}{' (quick)' if args.quick else ''}")
+    report = reproduce(args.name, quick=args.quick, out=args.out, seed=args.seed, progress=not args.no_progress)
+    print(f"\n{report.verdict}\n")
+    saved = [str(p) for p in report.figures] + [str(Path(args.out) / args.name / f"{args.name}.json")]
+    print(f"saved {', '.join(saved)}  ({report.seconds:.0f} s)")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

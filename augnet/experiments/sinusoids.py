@@ -1,4 +1,4 @@
-"""Controlled experiments of the AugNet paper, at CPU scale.
+"""The sinusoid experiment of the AugNet paper (section 4.2), at CPU scale.
 
 - :func:`run_sinusoids`: learn the frequency-shift invariance of
   :func:`augnet.data.sinusoids` (paper section 4.2) with one (or several)
@@ -10,11 +10,13 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch import nn
 
 from augnet.data import sinusoids
+from augnet.experiments._registry import Report, register
 from augnet.layers import AugmentationLayer, Policy
 from augnet.model import AugNet
 from augnet.regularizers import param_groups
@@ -143,3 +145,45 @@ def run_sinusoids(config: SinusoidsConfig | None = None, progress: bool = False)
     seconds = time.perf_counter() - start
     acc = accuracy(model, x_test, y_test, generator=torch.Generator().manual_seed(config.seed + 2))
     return ExperimentResult(config, model, model.policy(), acc, seconds, history)
+
+
+@register("sinusoids")
+def stacked_layers(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = True) -> Report:
+    """Frequency-shift invariance with 1, 2 and 4 stacked layers (paper Fig. 3b, B.1-B.3).
+
+    Every layer holds the same three candidates. The paper reports that one
+    layer keeps a positive magnitude while the others go to the identity.
+    """
+    counts = (1, 2) if quick else (1, 2, 4)
+    numbers: dict = {"runs": []}
+    figures, lines = [], []
+    for layers in counts:
+        config = SinusoidsConfig(layers=layers, seed=seed)
+        if quick:
+            config.epochs, config.n_train, config.n_test = 15, 200, 100
+        result = run_sinusoids(config, progress=progress)
+        policy = result.policy.to_json()
+        summary = []
+        for i, layer in enumerate(policy):
+            top = max(layer, key=lambda e: e["weight"])
+            summary.append(
+                {"layer": i, "winner": top["transform"], "weight": top["weight"], "magnitude": top["magnitude"]}
+            )
+        numbers["runs"].append(
+            {"layers": layers, "test_accuracy": result.test_accuracy, "policy": policy, "winners": summary}
+        )
+        desc = "; ".join(
+            f"layer {s['layer']}: {s['winner']} (w {s['weight']:.2f}, mu {s['magnitude']:.2f})" for s in summary
+        )
+        lines.append(f"{layers} layer(s), test accuracy {result.test_accuracy:.3f}: {desc}")
+        try:
+            from augnet.viz import plot_policy_history
+
+            names = [e["transform"] for e in policy[0]]
+            for i in range(layers):
+                path = out_dir / f"sinusoids_{layers}layers_layer{i}.png"
+                title = f"sinusoids, {layers} layer(s): layer {i}"
+                figures.append(plot_policy_history(result.history, names, path, title=title, layer=i))
+        except ImportError:
+            pass
+    return Report("sinusoids", "\n".join(lines), numbers, figures)
