@@ -323,7 +323,7 @@ def category_accuracy(
 
     Examples:
         >>> net = nn.Sequential(nn.Flatten(), nn.Linear(4, 3))
-        >>> x, y = torch.randn(8, 1, 2, 2), torch.randint(0, 3, (8,))
+        >>> x, y = torch.randn(8, 1, 2, 2), torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
         >>> out = category_accuracy(net, x, y, lambda b, m, generator=None: b, seen_classes=[0])
         >>> out["within"] == out["clean_seen"], out["n_seen"] + out["n_unseen"]
         (True, 8)
