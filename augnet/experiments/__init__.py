@@ -10,7 +10,7 @@ Experiments: ``rotation``, ``sinusoids``, ``capacity``, ``copies`` (see
 :class:`SinusoidsConfig`.
 """
 
-from augnet.experiments import sinusoids  # noqa: F401  (registers the experiment)
+from augnet.experiments import capacity, copies, rotation, sinusoids  # noqa: F401  (register the experiments)
 from augnet.experiments._registry import Report, names, register, reproduce
 from augnet.experiments.sinusoids import (
     Conv1dNet,

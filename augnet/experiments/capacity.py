@@ -1,0 +1,475 @@
+"""Invariance against trunk capacity on the sinusoid task (AugNet paper, section 4.3, Fig. 5 and B.4).
+
+Small MLP trunks of several widths and depths, on the raw 1000-sample signals
+of :func:`augnet.data.sinusoids` (labels invariant to frequency shifts of up
+to ±0.5 Hz), each trained three ways:
+
+- ``baseline``: the MLP alone, on the raw data;
+- ``oracle``: the MLP trained on batches shifted by the true invariance,
+  ``FrequencyShift(100, max_shift=0.5)`` at magnitude 1 (every sample of every
+  batch, a new shift per sample);
+- ``augnet``: an :class:`~augnet.AugNet` with the MLP as trunk and one layer of
+  the paper's three candidates (FrequencyShift up to ±2 Hz, FTSurrogate,
+  GaussianNoise: :func:`~augnet.experiments.sinusoids.sinusoid_layer`),
+  lambda 0.8, magnitudes initialised at 0.05, 10 copies at inference.
+
+and optionally ``augnet_fs``: the same AugNet whose layer holds FrequencyShift
+alone, which is what the paper's official run script trains for this figure
+(``--l_types freq``).
+
+Each model is scored on the test set by its accuracy and by the invariance
+score of its output to the true frequency shift (:func:`frequency_shift_invariance`:
+AugNet eq. 4, cosine distance, clean baseline; median and 25/75 percentiles).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from augnet.data import sinusoids
+from augnet.experiments._registry import Report, register
+from augnet.experiments.sinusoids import SinusoidsConfig, sinusoid_layer
+from augnet.model import AugNet
+from augnet.probes import invariance_curve, summary
+from augnet.regularizers import param_groups
+from augnet.training import fit
+from augnet.transforms import signal as S
+
+__all__ = [
+    "CAPACITY_METHODS",
+    "MLP",
+    "CapacityConfig",
+    "evaluate",
+    "frequency_shift_invariance",
+    "run_capacity",
+    "summarize",
+    "train_capacity_model",
+]
+
+#: The ways each trunk is trained; ``augnet_fs`` is the FrequencyShift-only AugNet.
+CAPACITY_METHODS = ("baseline", "oracle", "augnet", "augnet_fs")
+
+SFREQ = 100.0
+TRUE_SHIFT = 0.5  # Hz: the data's invariance
+
+
+class MLP(nn.Module):
+    """A small multi-layer perceptron on the flattened signal: ``depth`` hidden Linear-ReLU layers of ``width``.
+
+    Shape:
+        - input: :math:`(B, Ch, T)` (flattened to ``Ch * T`` features)
+        - output: :math:`(B, \\text{classes})` logits
+
+    Examples:
+        >>> MLP(width=4, depth=2)(torch.randn(3, 1, 1000)).shape
+        torch.Size([3, 4])
+    """
+
+    def __init__(self, width: int, depth: int, in_features: int = 1000, classes: int = 4) -> None:
+        super().__init__()
+        if width < 1 or depth < 1:
+            raise ValueError(f"width and depth must be >= 1, got {width} and {depth}")
+        layers: list[nn.Module] = [nn.Flatten()]
+        size = in_features
+        for _ in range(depth):
+            layers += [nn.Linear(size, width), nn.ReLU()]
+            size = width
+        layers.append(nn.Linear(size, classes))
+        self.net = nn.Sequential(*layers)
+        self.width, self.depth = width, depth
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x)
+
+
+@dataclass
+class CapacityConfig:
+    """Settings of the capacity experiment (the paper's section 4.3 where it gives them)."""
+
+    widths: tuple[int, ...] = (4, 16, 64)
+    depths: tuple[int, ...] = (1, 2, 3)
+    methods: tuple[str, ...] = CAPACITY_METHODS
+    epochs: int = 50
+    n_train: int = 400
+    n_test: int = 200
+    batch_size: int = 32
+    lr: float = 1e-2
+    weight_decay: float = 1e-4
+    lam: float = 0.8
+    init_magnitude: float = 0.05
+    train_copies: int = 1  # the official code's default (--ncopies-tr 1)
+    eval_copies: int = 10
+    probe_copies: tuple[int, ...] = (1, 4, 10)  # AugNet also scored with these C (Fig. B.4)
+    accuracy_repeats: int = 5  # AugNet accuracy: mean over this many draws of its copies
+    seed: int = 0
+    seeds: int = 1  # runs with seeds seed, seed + 1, ...: new data, initialisation and draws
+    threads: int | None = 1  # these models are tiny: a second thread only adds contention (see run_capacity)
+
+
+@contextmanager
+def _aggregate(model: AugNet, how: str):
+    old = model.aggregate
+    model.aggregate = how
+    try:
+        yield model
+    finally:
+        model.aggregate = old
+
+
+@torch.no_grad()
+def frequency_shift_invariance(
+    model: nn.Module,
+    x: Tensor,
+    copies: int | None = None,
+    seed: int = 0,
+    output: str = "logits",
+    max_shift: float = TRUE_SHIFT,
+    sfreq: float = SFREQ,
+) -> dict:
+    """Invariance score of ``model``'s output to the true frequency shift, per test sample.
+
+    ``FrequencyShift(sfreq, max_shift)`` at magnitude 1 (a shift drawn uniformly
+    in ±0.5 Hz per sample), AugNet eq. 4: cosine distance, clean baseline (a
+    derangement of the clean outputs). For an AugNet, the clean and shifted
+    passes share the AugNet's own draws (see :func:`augnet.probes.invariance_curve`).
+
+    Args:
+        model: a trained model; it is put in evaluation mode.
+        x: the test signals.
+        copies: an AugNet's number of copies (None: its ``eval_copies``).
+        seed: seeds the shifts, the derangement and the AugNet's draws.
+        output: ``"logits"`` (the activations before the softmax, as in the
+            paper's footnote: a plain model's logits, an AugNet's mean over
+            copies of its trunk's logits) or ``"log_probs"`` (a plain model's
+            log-softmax, an AugNet's own output, the mean of log-softmax).
+
+    Returns:
+        ``{"scores": (B,) tensor, "summary": {"median", "p25", "p75", ...}}``.
+    """
+    if output not in ("logits", "log_probs"):
+        raise ValueError(f"output must be 'logits' or 'log_probs', got {output!r}")
+    transform = S.FrequencyShift(sfreq, max_shift=max_shift)
+    was_training = model.training
+    model.eval()
+    # A tiny MLP with dead units can give two inputs the same output: their score is NaN (counted
+    # out of the summary's ``n``), which invariance_score warns about; the summary says how many.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "invariance_score: .* baseline distance", RuntimeWarning)
+        return _probe(model, x, transform, copies, seed, output, was_training)
+
+
+def _probe(model, x, transform, copies, seed, output, was_training) -> dict:
+    try:
+        if isinstance(model, AugNet):
+            how = "mean" if output == "logits" else "log_softmax"
+            with _aggregate(model, how):
+                curve = invariance_curve(model, x, transform, [1.0], copies=copies, seed=seed)
+        else:
+            probed = model if output == "logits" else nn.Sequential(model, nn.LogSoftmax(1))
+            curve = invariance_curve(probed, x, transform, [1.0], seed=seed)
+    finally:
+        model.train(was_training)
+    return {"scores": curve["scores"][0], "summary": curve["summary"][0]}
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module, x: Tensor, y: Tensor, copies: int | None = None, seed: int = 0, repeats: int = 1
+) -> dict:
+    """Test accuracy (mean over ``repeats`` draws of an AugNet's copies) and invariance to the true shift.
+
+    Returns:
+        ``{"accuracy", "invariance": summary (logits), "invariance_log_probs": summary,
+        "scores", "scores_log_probs": the per-sample scores}``.
+    """
+    was_training = model.training
+    model.eval()
+    accs = []
+    for r in range(repeats if isinstance(model, AugNet) else 1):
+        if isinstance(model, AugNet):
+            out = model(x, copies=copies, generator=torch.Generator().manual_seed(seed + 100 + r))
+        else:
+            out = model(x)
+        accs.append(float((out.argmax(1) == y).double().mean()))
+    model.train(was_training)
+    inv = frequency_shift_invariance(model, x, copies=copies, seed=seed)
+    inv_lp = frequency_shift_invariance(model, x, copies=copies, seed=seed, output="log_probs")
+    return {
+        "accuracy": sum(accs) / len(accs),
+        "invariance": inv["summary"],
+        "invariance_log_probs": inv_lp["summary"],
+        "scores": inv["scores"],
+        "scores_log_probs": inv_lp["scores"],
+    }
+
+
+def _fit_plain(model: nn.Module, x: Tensor, y: Tensor, config: CapacityConfig, oracle: bool, generator) -> None:
+    shift = S.FrequencyShift(SFREQ, max_shift=TRUE_SHIFT) if oracle else None
+    opt = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    model.train()
+    n = len(x)
+    for _ in range(config.epochs):
+        order = torch.randperm(n, generator=generator)
+        for i in range(0, n, config.batch_size):
+            idx = order[i : i + config.batch_size]
+            xb = x[idx]
+            if shift is not None:
+                xb = shift(xb, 1.0, generator=generator)
+            loss = F.cross_entropy(model(xb), y[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+
+def train_capacity_model(
+    method: str, width: int, depth: int, x: Tensor, y: Tensor, config: CapacityConfig | None = None
+) -> nn.Module:
+    """Train one MLP of ``width`` x ``depth`` by ``method`` (one of :data:`CAPACITY_METHODS`).
+
+    The trunk's initial weights depend only on the seed, the width and the
+    depth, so the methods start from the same MLP.
+    """
+    config = config or CapacityConfig()
+    if method not in CAPACITY_METHODS:
+        raise ValueError(f"unknown method {method!r}; choose from {CAPACITY_METHODS}")
+    torch.manual_seed(config.seed)
+    trunk = MLP(width, depth, in_features=x.shape[1] * x.shape[2])
+    generator = torch.Generator().manual_seed(config.seed + 1)
+    if method in ("baseline", "oracle"):
+        _fit_plain(trunk, x, y, config, oracle=method == "oracle", generator=generator)
+        return trunk.eval()
+    transforms = ("FrequencyShift",) if method == "augnet_fs" else SinusoidsConfig.transforms
+    layer = sinusoid_layer(SinusoidsConfig(transforms=transforms, init_magnitude=config.init_magnitude), SFREQ)
+    model = AugNet(trunk, layer, train_copies=config.train_copies, eval_copies=config.eval_copies)
+    opt = torch.optim.Adam(param_groups(model, config.weight_decay, 0.0), lr=config.lr)
+    fit(model, x, y, opt, epochs=config.epochs, batch_size=config.batch_size, lam=config.lam, generator=generator)
+    return model.eval()
+
+
+def _params(width: int, depth: int, in_features: int = 1000, classes: int = 4) -> int:
+    return in_features * width + width + (depth - 1) * (width * width + width) + width * classes + classes
+
+
+def run_capacity(config: CapacityConfig | None = None, progress: bool = False) -> list[dict]:
+    """Train and score every (depth, width, method); one record per model."""
+    config = config or CapacityConfig()
+    unknown = [m for m in config.methods if m not in CAPACITY_METHODS]
+    if unknown:
+        raise ValueError(f"unknown methods {unknown}; choose from {CAPACITY_METHODS}")
+    with _threads(config.threads):
+        return _run_capacity(config, progress)
+
+
+@contextmanager
+def _threads(n: int | None):
+    """Run with ``n`` torch threads (None: leave them), restoring the previous count."""
+    old = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def _run_capacity(config: CapacityConfig, progress: bool) -> list[dict]:
+    from tqdm.auto import tqdm
+
+    seeds = [config.seed + k for k in range(config.seeds)]
+    grid = [(s, d, w, m) for s in seeds for d in config.depths for w in config.widths for m in config.methods]
+    records, data = [], {}
+    bar = tqdm(grid, disable=not progress, desc="capacity", unit="model")
+    for seed, depth, width, method in bar:
+        bar.set_postfix(seed=seed, model=f"{depth}x{width}", method=method)
+        if seed not in data:
+            data = {seed: (sinusoids(config.n_train, seed=seed), sinusoids(config.n_test, seed=seed + 10_000))}
+        (x_train, y_train), (x_test, y_test) = data[seed]
+        run_config = dataclasses.replace(config, seed=seed)
+        start = time.perf_counter()
+        model = train_capacity_model(method, width, depth, x_train, y_train, run_config)
+        seconds = time.perf_counter() - start
+        record = {
+            "seed": seed,
+            "depth": depth,
+            "width": width,
+            "params": _params(width, depth, x_train.shape[-1]),
+            "method": method,
+            "seconds": seconds,
+            **evaluate(model, x_test, y_test, seed=seed, repeats=config.accuracy_repeats),
+        }
+        if isinstance(model, AugNet):
+            record["copies"] = model.eval_copies
+            record["policy"] = model.policy().to_json()
+            record["by_copies"] = {
+                str(c): evaluate(model, x_test, y_test, copies=c, seed=seed, repeats=config.accuracy_repeats)
+                for c in config.probe_copies
+            }
+        records.append(record)
+    bar.close()
+    return records
+
+
+def _pool(evals: list[dict]) -> dict:
+    """Accuracy (mean over seeds) and invariance pooled over the seeds' test samples."""
+    return {
+        "accuracy": sum(e["accuracy"] for e in evals) / len(evals),
+        "accuracy_per_seed": [e["accuracy"] for e in evals],
+        "invariance": summary(torch.cat([e["scores"] for e in evals])),
+        "invariance_median_per_seed": [e["invariance"]["median"] for e in evals],
+        "invariance_log_probs": summary(torch.cat([e["scores_log_probs"] for e in evals])),
+    }
+
+
+def summarize(records: list[dict]) -> list[dict]:
+    """One row per (depth, width, method), pooling the seeds: mean accuracy, pooled invariance summary."""
+    keys = sorted({(r["depth"], r["width"], r["method"]) for r in records}, key=lambda k: (k[0], k[1]))
+    rows = []
+    for depth, width, method in keys:
+        runs = [r for r in records if (r["depth"], r["width"], r["method"]) == (depth, width, method)]
+        row = {"depth": depth, "width": width, "params": runs[0]["params"], "method": method, **_pool(runs)}
+        if "policy" in runs[0]:
+            row["selected"] = []
+            for r in runs:
+                top = max(r["policy"][0], key=lambda e: e["weight"])
+                row["selected"].append(
+                    {"transform": top["transform"], "weight": top["weight"], "magnitude": top["magnitude"]}
+                )
+            row["by_copies"] = {c: _pool([r["by_copies"][c] for r in runs]) for c in runs[0]["by_copies"]}
+        rows.append(row)
+    return rows
+
+
+def _strip(record: dict) -> dict:
+    """A JSON-ready copy of a record: the per-sample scores dropped (their summaries stay)."""
+    out = {k: v for k, v in record.items() if not k.startswith("scores")}
+    if "by_copies" in out:
+        out["by_copies"] = {c: _strip(e) for c, e in out["by_copies"].items()}
+    return out
+
+
+LABELS = {
+    "baseline": "baseline (no augmentation)",
+    "oracle": "oracle augmentation (±0.5 Hz shifts)",
+    "augnet": "AugNet (3 candidates)",
+    "augnet_fs": "AugNet (FrequencyShift alone)",
+}
+
+
+def _plot(rows: list[dict], methods, path: Path, title: str) -> Path:
+    """Median invariance (25-75 % bars) and accuracy against the trunk, one line per method (Fig. 5 style)."""
+    from augnet.viz import require_matplotlib
+
+    plt = require_matplotlib()
+    sizes = sorted({(r["params"], r["depth"], r["width"]) for r in rows})
+    labels = [f"{d}x{w}\n{p / 1000:.1f}k" for p, d, w in sizes]
+    xs = list(range(len(sizes)))
+    fig, axes = plt.subplots(2, 1, figsize=(7.5, 6), sharex=True)
+    for i, method in enumerate(methods):
+        by_size = {(r["depth"], r["width"]): r for r in rows if r["method"] == method}
+        if not by_size:
+            continue
+        ev = [by_size.get((d, w)) for _, d, w in sizes]
+        med = [e["invariance"]["median"] if e else math.nan for e in ev]
+        lo = [m - e["invariance"]["p25"] if e else 0.0 for m, e in zip(med, ev, strict=True)]
+        hi = [e["invariance"]["p75"] - m if e else 0.0 for m, e in zip(med, ev, strict=True)]
+        off = [x + 0.08 * (i - (len(methods) - 1) / 2) for x in xs]
+        label = LABELS.get(method, method)
+        axes[0].errorbar(off, med, yerr=[lo, hi], marker="o", capsize=3, label=label)
+        axes[1].plot(off, [e["accuracy"] if e else math.nan for e in ev], marker="o", label=label)
+    axes[0].set_ylabel("invariance to ±0.5 Hz shifts\n(median, 25-75 %)")
+    axes[0].axhline(1.0, color="k", lw=0.6, ls="--")
+    axes[1].set_ylabel("test accuracy")
+    axes[1].set_xticks(xs, labels)
+    axes[1].set_xlabel("trunk: hidden layers x width (parameters)")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[0].legend(frameon=False, fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _spread(values: list[float]) -> str:
+    return f"{min(values):.2f}-{max(values):.2f}"
+
+
+@register("capacity")
+def capacity(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = True) -> Report:
+    """Invariance and accuracy against the MLP trunk's size, three (four) ways (paper Fig. 5, B.4)."""
+    config = CapacityConfig(seed=seed, seeds=3)
+    if quick:
+        config.widths, config.depths, config.epochs, config.seeds = (4, 64), (1, 3), 25, 1
+        config.probe_copies = (1, 10)
+    records = run_capacity(config, progress=progress)
+    rows = summarize(records)
+    numbers = {
+        "config": dataclasses.asdict(config),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "summary": rows,
+        "runs": [_strip(r) for r in records],
+    }
+    n_seeds = f"{config.seeds} seed{'s' if config.seeds > 1 else ''}"
+    lines = [f"{len(config.depths) * len(config.widths)} MLP trunks x {len(config.methods)} methods, {n_seeds}:"]
+    for method in config.methods:
+        mine = [r for r in rows if r["method"] == method]
+        inv = [r["invariance"]["median"] for r in mine]
+        acc = [r["accuracy"] for r in mine]
+        line = f"{LABELS[method]}: median invariance {_spread(inv)}, accuracy {_spread(acc)} across the trunks"
+        if method.startswith("augnet"):
+            picks = [p for r in mine for p in r["selected"]]
+            names = sorted({p["transform"] for p in picks})
+            mags = [p["magnitude"] for p in picks]
+            fs = SinusoidsConfig.max_shift
+            line += f"; selected {'/'.join(names)} in {len(picks)} of {len(picks)} runs, magnitude {_spread(mags)}"
+            line += f" (range ±{min(mags) * fs:.2f} to ±{max(mags) * fs:.2f} Hz)" if names == ["FrequencyShift"] else ""
+        lines.append(line)
+    counts = []
+    for method in config.methods:
+        mine = [r for r in rows if r["method"] == method]
+        counts.append(f"{method} {sum(r['invariance']['median'] >= 0.9 for r in mine)}/{len(mine)}")
+    lines.append("trunks with median invariance >= 0.9: " + ", ".join(counts))
+    for method in [m for m in config.methods if m.startswith("augnet")]:
+        mine = [r for r in rows if r["method"] == method]
+        per_c = []
+        for c in config.probe_copies:
+            inv = sum(r["by_copies"][str(c)]["invariance"]["median"] for r in mine) / len(mine)
+            acc = sum(r["by_copies"][str(c)]["accuracy"] for r in mine) / len(mine)
+            per_c.append(f"C={c}: {inv:.2f} / {acc:.2f}")
+        lines.append(f"{LABELS[method]}, mean over trunks of median invariance / accuracy: " + ", ".join(per_c))
+    header = "trunk  " + "".join(f"{m:>19}" for m in config.methods)
+    table = ["", "median invariance (pooled over seeds) / mean accuracy", header]
+    for depth in config.depths:
+        for width in config.widths:
+            cells = []
+            for m in config.methods:
+                r = next(r for r in rows if (r["depth"], r["width"], r["method"]) == (depth, width, m))
+                cells.append(f"{r['invariance']['median']:5.2f} / {r['accuracy']:.2f}")
+            table.append(f"{depth}x{width:<5}" + "".join(f"{c:>19}" for c in cells))
+    figures = []
+    try:
+        figures.append(_plot(rows, config.methods, out_dir / "capacity.png", "Invariance vs trunk capacity"))
+        for m in [m for m in config.methods if m.startswith("augnet")]:
+            per_c = [
+                dict(r, method=f"C = {c}", **ev) for r in rows if r["method"] == m for c, ev in r["by_copies"].items()
+            ]
+            title = f"{LABELS[m]} at C copies (Fig. B.4 style)"
+            figures.append(
+                _plot(per_c, [f"C = {c}" for c in config.probe_copies], out_dir / f"capacity_{m}_copies.png", title)
+            )
+    except ImportError:
+        pass
+    return Report("capacity", "\n".join(lines + table), numbers, figures)
