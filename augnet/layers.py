@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet.ops.tap_mix import tap_mix
-from augnet.transforms.base import Transform, assemble_taps, check_copies
+from augnet.transforms.base import Transform, assemble_taps, check_copies, draw
 
 __all__ = ["AugmentationLayer", "AugmentationModule", "Policy"]
 
@@ -45,6 +45,23 @@ class _InwardClamp(torch.autograd.Function):
 def inward_clamp(raw: Tensor) -> Tensor:
     """Clamp ``raw`` to [0, 1], keeping the gradient that points back inside."""
     return _InwardClamp.apply(raw)
+
+
+def check_generator(generator) -> None:
+    """Raise a clear error for a generator that cannot be used here.
+
+    torch.compile cannot trace ``torch.Generator`` arguments; compiled models
+    draw from torch's global generator (seed it with ``torch.manual_seed``).
+    """
+    if generator is None:
+        return
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    if torch.compiler.is_compiling():
+        raise TypeError(
+            "torch.compile cannot trace a torch.Generator argument: call the compiled model with "
+            "generator=None and seed torch's global generator (torch.manual_seed) instead"
+        )
 
 
 def _check_finite_cpu(name: str, t: Tensor) -> None:
@@ -186,20 +203,34 @@ class AugmentationLayer(nn.Module):
         """
         for t in self.transforms:
             t.check_input(x)
+        check_generator(generator)
         c = 1 if copies is None else copies
         check_copies(c)
         _check_finite_cpu("AugmentationLayer magnitudes", self.raw_magnitudes)
         _check_finite_cpu("AugmentationLayer weight logits", self.weight_logits)
         if x.dim() > 2:
             self.last_size = tuple(x.shape[2:])
+        if x.dtype in (torch.float16, torch.bfloat16):
+            # Augment in float32 (coordinates, spectra, blends), round the result.
+            return self._forward(x.float(), c, generator).to(x.dtype)
+        return self._forward(x, c, generator)
+
+    def _forward(self, x: Tensor, c: int, generator: torch.Generator | None) -> Tensor:
+        # Autocast off: the augmentation's own maths stays in the input's precision.
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            return self._augment(x, c, generator)
+
+    def _augment(self, x: Tensor, c: int, generator: torch.Generator | None) -> Tensor:
         n = x.shape[0] * c
+        if n == 0:  # an empty batch gives an empty batch
+            return x[:0].clone()
         w, mu = self.weights, self.magnitudes
         mix = self.training or self.eval_mode == "mix"
         choice = None
         if not mix:
             # One transform per output row from Categorical(w).
-            probs = w.detach().to(x.device).expand(max(n, 1), -1)
-            choice = torch.multinomial(probs, 1, generator=generator).squeeze(1)[:n]
+            probs = w.detach().to(x.device).expand(n, -1)
+            choice = draw(torch.multinomial, probs, 1, generator=generator).squeeze(1)
         if self.uses_taps:
             return self._forward_taps(x, c, n, w, mu, choice, generator)
         return self._forward_generic(x, c, n, w, mu, choice, generator)

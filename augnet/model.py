@@ -13,7 +13,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from augnet.layers import AugmentationLayer, AugmentationModule, Policy
-from augnet.transforms.base import check_copies
+from augnet.transforms.base import check_copies, draw
 
 __all__ = ["AGGREGATES", "LIE_GENERATORS", "AugNet", "Augerino", "LieAugmentation", "aggregate"]
 
@@ -191,7 +191,7 @@ class LieAugmentation(nn.Module):
     def matrices(self, n: int, x: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """(n, 3, 3) random warps for ``n`` rows, drawn on ``x``'s device."""
         dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-        u = torch.rand(n, len(LIE_GENERATORS), generator=generator, device=x.device, dtype=dtype) * 2 - 1
+        u = draw(torch.rand, n, len(LIE_GENERATORS), generator=generator, device=x.device, dtype=dtype) * 2 - 1
         coeffs = u * self.widths.to(dtype)
         algebra = torch.einsum("nk,kij->nij", coeffs, self.generators.to(device=x.device, dtype=dtype))
         return torch.linalg.matrix_exp(algebra)
@@ -206,9 +206,11 @@ class LieAugmentation(nn.Module):
         check_copies(copies)
         self.last_size = tuple(x.shape[2:])
         n = x.shape[0] * copies
-        affine = self.matrices(n, x, generator)[:, None, :2, :].to(x.dtype)
+        dtype = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+        with torch.autocast(device_type=x.device.type, enabled=False):  # warps in full precision
+            affine = self.matrices(n, x, generator)[:, None, :2, :].to(dtype)
         src = (torch.arange(n, device=x.device) % max(x.shape[0], 1))[:, None]
-        weight = torch.ones(n, 1, dtype=x.dtype, device=x.device)
+        weight = torch.ones(n, 1, dtype=dtype, device=x.device)
         return tap_mix(x, src, affine, None, weight, padding=self.padding, backend=self.backend)
 
     def policy(self, size: tuple[int, ...] | None = None) -> list[dict]:

@@ -37,6 +37,9 @@ __all__ = [
 
 PADDING_MODES = ("zeros", "border", "reflection")
 
+#: Input dtypes computed in float32 (and returned in their own dtype).
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
 #: Environment variable that overrides ``backend="auto"``.
 BACKEND_ENV = "AUGNET_BACKEND"
 
@@ -192,8 +195,9 @@ def _check_inputs(x, src, affine, color, weight, padding) -> None:
         raise ValueError(f"tap_mix: weight must have shape {(n, k)}, got {_shape(weight)}")
     if color is not None and (not isinstance(color, Tensor) or tuple(color.shape) != (n, k, ch, ch + 1)):
         raise ValueError(f"tap_mix: color must be None or of shape {(n, k, ch, ch + 1)}, got {_shape(color)}")
+    allowed = {x.dtype, torch.float32} if x.dtype in LOW_PRECISION else {x.dtype}
     for name, t in (("affine", affine), ("color", color), ("weight", weight)):
-        if t is not None and t.dtype != x.dtype:
+        if t is not None and t.dtype not in allowed:
             raise TypeError(f"tap_mix: {name} must have the dtype of x ({x.dtype}), got {t.dtype}")
     for name, t in (("src", src), ("affine", affine), ("color", color), ("weight", weight)):
         if t is not None and t.device != x.device:
@@ -256,6 +260,11 @@ def tap_mix(
 
     Gradients flow to ``x``, ``affine``, ``color`` and ``weight``.
 
+    Precision: float16 / bfloat16 inputs are computed in float32 (``affine``,
+    ``color`` and ``weight`` may then be float32) and the result rounded to
+    the input's dtype; autocast is disabled inside, so sampling coordinates
+    never drop to reduced precision.
+
     Examples:
         >>> x = torch.rand(2, 3, 8, 8)
         >>> eye = torch.tensor([[1.0, 0, 0], [0, 1, 0]]).expand(4, 1, 2, 3)
@@ -267,7 +276,16 @@ def tap_mix(
         True
     """
     _check_inputs(x, src, affine, color, weight, padding)
-    name = resolve_backend(backend, x)
     if src.shape[0] == 0:
         return x.new_zeros((0, *x.shape[1:]))
-    return _BACKENDS[name].fn(x, src, affine, color, weight, padding)
+    if x.dtype in LOW_PRECISION:
+        # Coordinates, sampling and the mixture in float32; only the result is rounded.
+        def up(t):
+            return None if t is None else t.float()
+
+        return tap_mix(x.float(), src, up(affine), up(color), up(weight), padding, backend).to(x.dtype)
+    name = resolve_backend(backend, x)
+    # Under torch.autocast the warps stay in the input's precision (affine_grid's
+    # matmul and the colour einsum would otherwise run in reduced precision).
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        return _BACKENDS[name].fn(x, src, affine, color, weight, padding)

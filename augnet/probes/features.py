@@ -70,6 +70,8 @@ def features(
         raise ValueError(f"reduce must be one of {REDUCTIONS}, got {reduce!r}")
     if not isinstance(x, Tensor):
         raise TypeError(f"x must be a tensor, got {type(x).__name__}")
+    if x.dim() == 0 or len(x) == 0:
+        raise ValueError(f"x must be a non-empty batch, got shape {tuple(x.shape)}")
     step = len(x) if batch_size is None else int(batch_size)
     if step < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")

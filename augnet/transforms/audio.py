@@ -41,7 +41,7 @@ import math
 import torch
 from torch import Tensor
 
-from augnet.transforms.base import Range, SignalTransform, param_dtype, positive, uniform
+from augnet.transforms.base import Range, SignalTransform, draw, param_dtype, positive, uniform
 
 __all__ = [
     "AddNoise",
@@ -399,7 +399,7 @@ class AddNoise(SignalTransform):
         n = x.shape[0] * copies
         u = 1.0 - uniform(n, x, generator, 0.0, 1.0)  # (0, 1]
         ratio = magnitude * u * 10 ** (-self.min_snr_db / 20)
-        noise = torch.randn((n, *x.shape[1:]), generator=generator, device=x.device, dtype=param_dtype(x))
+        noise = draw(torch.randn, (n, *x.shape[1:]), generator=generator, device=x.device, dtype=param_dtype(x))
         return {"noise_ratio": ratio, "noise": noise}
 
     def apply(self, x, params):

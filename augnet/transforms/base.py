@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from augnet.ops.tap_mix import tap_mix
 
-__all__ = ["Range", "SignalTransform", "Taps", "Transform", "assemble_taps", "positive"]
+__all__ = ["Range", "SignalTransform", "Taps", "Transform", "assemble_taps", "draw", "positive"]
 
 
 class Taps(NamedTuple):
@@ -131,6 +131,8 @@ class Transform(nn.Module):
         check_copies(copies)
         if params is None:
             magnitude = self.check_magnitude(magnitude, x)
+            if x.shape[0] == 0:  # an empty batch: nothing to draw, nothing to transform
+                return x[:0].clone()
             params = self.sample(x, magnitude, generator=generator, copies=copies)
         elif _rows(params) != x.shape[0] * copies:
             raise ValueError(
@@ -181,6 +183,8 @@ class Transform(nn.Module):
             # A value check on an accelerator would synchronise; it is done on CPU only.
             if magnitude.device.type == "cpu" and not torch.compiler.is_compiling():
                 _check_unit_interval(name, float(magnitude.detach()))
+            elif magnitude.device != x.device:
+                raise ValueError(f"{name}: magnitude is on {magnitude.device} but x is on {x.device}")
             return magnitude.to(x.device)
         _check_unit_interval(name, float(magnitude))
         return torch.tensor(float(magnitude), dtype=param_dtype(x), device=x.device)
@@ -228,9 +232,20 @@ def _rows(params: dict[str, Tensor]) -> int:
     return next(iter(params.values())).shape[0]
 
 
+def draw(fn, *args, generator: torch.Generator | None = None, **kwargs) -> Tensor:
+    """Call a torch random function (``torch.rand``, ``randn``, ``randint``, ...),
+    passing ``generator`` only when one is given.
+
+    (torch.compile cannot trace an explicit ``generator=None`` once shapes are dynamic.)
+    """
+    if generator is not None:
+        kwargs["generator"] = generator
+    return fn(*args, **kwargs)
+
+
 def uniform(n: int, x: Tensor, generator: torch.Generator | None, low: float = -1.0, high: float = 1.0) -> Tensor:
     """``n`` draws of U(low, high) on ``x``'s device, in the parameter dtype."""
-    u = torch.rand(n, generator=generator, device=x.device, dtype=param_dtype(x))
+    u = draw(torch.rand, n, generator=generator, device=x.device, dtype=param_dtype(x))
     return u * (high - low) + low
 
 
@@ -244,7 +259,7 @@ def relaxed_bernoulli(
     1), the gradient that of ``sigmoid((p - u) / temperature)``, which stays
     alive at ``p = 0`` and ``p = 1``.
     """
-    u = torch.rand(shape, generator=generator, device=x.device, dtype=param_dtype(x))
+    u = draw(torch.rand, shape, generator=generator, device=x.device, dtype=param_dtype(x))
     hard = (u < probability).to(u.dtype)
     soft = torch.sigmoid((probability - u) / temperature)
     return hard + (soft - soft.detach())
@@ -289,7 +304,9 @@ def assemble_taps(
         ``color`` is ``None`` when no transform has a colour map.
     """
     b, ch = x.shape[:2]
-    dtype, device = x.dtype, x.device
+    # Low-precision images keep float32 taps (tap_mix computes in float32).
+    dtype = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    device = x.device
     own = torch.arange(n, device=device) % max(b, 1)
     any_color = any(t.color is not None for t in taps)
     srcs, affines, colors, weights = [], [], [], []

@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from augnet.ops.tap_mix import PADDING_MODES
-from augnet.transforms.base import Range, Taps, Transform, param_dtype, positive, relaxed_bernoulli, uniform
+from augnet.transforms.base import Range, Taps, Transform, draw, param_dtype, positive, relaxed_bernoulli, uniform
 
 __all__ = [
     "GEOMETRIC",
@@ -457,7 +457,7 @@ class SamplePairing(_ImageTransform):
         blend = magnitude * self.max_blend * uniform(n, x, generator, 0.0, 1.0)
         own = torch.arange(n, device=x.device) % max(b, 1)
         if b > 1:
-            offset = torch.randint(1, b, (n,), generator=generator, device=x.device)
+            offset = draw(torch.randint, 1, b, (n,), generator=generator, device=x.device)
             partner = (own + offset) % b
         else:
             partner = own

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from augnet.transforms._sensors import SensorsRotationX, SensorsRotationY, SensorsRotationZ
-from augnet.transforms.base import Range, SignalTransform, param_dtype, positive, relaxed_bernoulli, uniform
+from augnet.transforms.base import Range, SignalTransform, draw, param_dtype, positive, relaxed_bernoulli, uniform
 
 __all__ = [
     "BandStop",
@@ -144,7 +144,7 @@ class GaussianNoise(SignalTransform):
         b = x.shape[0]
         dtype = param_dtype(x)
         scale = x.to(dtype).flatten(1).std(1, correction=0).repeat(copies)
-        z = torch.randn((b * copies, *x.shape[1:]), generator=generator, device=x.device, dtype=dtype)
+        z = draw(torch.randn, (b * copies, *x.shape[1:]), generator=generator, device=x.device, dtype=dtype)
         return {"noise": magnitude * self.max_std * scale[:, None, None] * z}
 
     def apply(self, x, params):
@@ -178,7 +178,7 @@ class FTSurrogate(SignalTransform):
         n, ch, t = x.shape[0] * copies, x.shape[1], x.shape[-1]
         bins = t // 2 + 1
         shape = (n, ch if self.channel_independent else 1, bins)
-        u = torch.rand(shape, generator=generator, device=x.device, dtype=param_dtype(x))
+        u = draw(torch.rand, shape, generator=generator, device=x.device, dtype=param_dtype(x))
         u[..., 0] = 0  # DC
         if t % 2 == 0:
             u[..., -1] = 0  # Nyquist
@@ -389,7 +389,7 @@ class ChannelsShuffle(ChannelsDropout):
         n, ch = gate.shape
         chosen = gate.detach() > 0.5
         index = torch.arange(ch, device=x.device).expand(n, ch)
-        keys = torch.rand((n, ch), generator=generator, device=x.device)
+        keys = draw(torch.rand, (n, ch), generator=generator, device=x.device)
         # Chosen channels first (in index order, resp. in random order), then the
         # others in index order in both lists: pairing the two lists maps the
         # chosen channels to a random permutation of themselves and fixes the rest.

@@ -1,0 +1,68 @@
+"""torch.compile(fullgraph=True): AugNet with image and signal layers traces and matches eager."""
+
+import pytest
+import torch
+from torch import nn
+
+import augnet
+from augnet.transforms import image as T
+from augnet.transforms import signal as S
+
+
+def image_model(backend):
+    torch.manual_seed(0)
+    trunk = nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 5)
+    )
+    transforms = [cls() for cls in T.GEOMETRIC] + [T.HorizontalFlip(), T.Contrast(), T.SamplePairing()]
+    layer = augnet.AugmentationLayer(transforms, init_magnitude=0.3, backend=backend)
+    return augnet.AugNet(trunk, layer, train_copies=2, eval_copies=3), torch.rand(4, 3, 12, 12)
+
+
+def signal_model():
+    torch.manual_seed(0)
+    trunk = nn.Sequential(nn.Conv1d(2, 4, 5), nn.ReLU(), nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(4, 3))
+    transforms = [S.FrequencyShift(100.0), S.FTSurrogate(), S.GaussianNoise(), S.TimeMask(max_length=20), S.SignFlip()]
+    layer = augnet.AugmentationLayer(transforms, init_magnitude=0.4)
+    return augnet.AugNet(trunk, layer, train_copies=2, eval_copies=3), torch.randn(4, 2, 64)
+
+
+def run(model, x, seed, training):
+    model.train(training)
+    torch.manual_seed(seed)
+    out = model(x)
+    if training:
+        out.sum().backward()
+    return out
+
+
+@pytest.mark.parametrize("make", [lambda: image_model("cpp"), lambda: image_model("reference"), signal_model])
+def test_fullgraph_compile_matches_eager(make):
+    model, x = make()
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    for training in (True, False):
+        eager_out = run(model, x, 1, training)
+        eager_grads = [p.grad.clone() for p in model.parameters()] if training else []
+        model.zero_grad()
+        compiled_out = run(compiled, x, 1, training)
+        torch.testing.assert_close(compiled_out, eager_out)
+        if training:
+            for p, g in zip(model.parameters(), eager_grads, strict=True):
+                torch.testing.assert_close(p.grad, g)
+            model.zero_grad()
+
+
+def test_a_generator_under_compile_is_a_clear_error():
+    model, x = image_model("cpp")
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    with pytest.raises(Exception, match=r"cannot trace a torch\.Generator"):
+        compiled(x, generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.slow
+def test_inductor_compiles_the_image_model():
+    torch._inductor.config.fallback_random = True  # draw random numbers as eager does
+    model, x = image_model("cpp")
+    compiled = torch.compile(model, fullgraph=True)
+    for training in (True, False):
+        torch.testing.assert_close(run(compiled, x, 3, training), run(model, x, 3, training), rtol=1e-4, atol=1e-5)
