@@ -74,9 +74,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from augnet.layers import AugmentationLayer
+from augnet.model import AugNet
 from augnet.ops import available_backends
 from augnet.transforms import image as T
 from augnet.transforms.base import Transform
@@ -246,13 +247,28 @@ def _make_call(provider: str, layer: AugmentationLayer, x: Tensor, copies: int, 
 # --------------------------------------------------------------------------- measurements
 
 
+def _benchmark_classes():
+    """``torch.utils.benchmark``'s Measurement and Timer, imported without the
+    CUDA_HOME warning its extension builder logs on machines without a GPU."""
+    import logging
+
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        from torch.utils.benchmark import Measurement, Timer
+    finally:
+        logger.setLevel(level)
+    return Measurement, Timer
+
+
 def _sync(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
 
 
 def _time(fn: Callable[[], object], cfg: BenchConfig, estimate_s: float) -> dict:
-    from torch.utils.benchmark import Measurement, Timer
+    Measurement, Timer = _benchmark_classes()
 
     timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
     parts = [timer.blocked_autorange(min_run_time=max(cfg.min_run_time, cfg.min_runs * estimate_s))]
@@ -610,4 +626,118 @@ def run_from_args(args) -> int:
     print(f"\n({result['seconds']:.0f} s; load average before {load}, after {result['load_average']['after']})")
     json_path, png, why = save_results(result, args.out)
     print(f"saved {json_path}" + (f" and {png}" if png else f"; no plot: {why}"))
+    if not getattr(args, "no_inference", False):
+        print("\ninference cost: AugNet with C copies against C times its trunk")
+        quick = dict(copies=(1, 2), batch=2, width=8, min_run_time=0.05) if args.quick else {}
+        cost = inference_cost(device=cfg.device, seed=cfg.seed, log=print, **quick)
+        print()
+        print(format_inference(cost))
+        path = Path(args.out) / f"inference_{cfg.device}.json"
+        path.write_text(json.dumps(cost, indent=1))
+        print(f"saved {path}")
     return 0
+
+
+# --------------------------------------------------------------------------- inference cost
+
+
+class _BasicBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.skip = nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.skip = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(out)) + self.skip(x))
+
+
+def resnet18(classes: int = 10, width: int = 64) -> nn.Module:
+    """A ResNet-18 for 32x32 images (3x3 stem, four stages of two basic blocks), as trunk of the cost benchmark."""
+    layers, cin = [nn.Conv2d(3, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU()], width
+    for i, stride in enumerate((1, 2, 2, 2)):
+        cout = width * 2**i
+        layers += [_BasicBlock(cin, cout, stride), _BasicBlock(cout, cout, 1)]
+        cin = cout
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
+    return nn.Sequential(*layers)
+
+
+def inference_cost(
+    copies: Sequence[int] = (1, 4, 10, 20),
+    batch: int = 16,
+    size: int = 32,
+    width: int = 64,
+    device: str = "cpu",
+    min_run_time: float = 1.0,
+    seed: int = 0,
+    log: Callable[[str], None] | None = print,
+) -> dict:
+    """AugNet's forward time with C copies, divided by C times the trunk's own forward time.
+
+    The trunk is a ResNet-18 (:func:`resnet18`) at ``size`` x ``size``; the
+    AugNet puts an evaluation-mode layer of the five geometric transforms in
+    front of it and aggregates the C predictions. A ratio of 1 means the
+    augmentation and the aggregation cost nothing beyond the copies
+    themselves. Also reported: the trunk alone on the ``C * B`` rows, divided
+    by ``C`` times its time on ``B`` rows (how the trunk's own cost scales).
+
+    Returns:
+        ``{"trunk_ms": ..., "records": [{"copies", "augnet_ms", "ratio", "trunk_rows_ratio"}], ...}``.
+    """
+    torch.manual_seed(seed)
+    trunk = resnet18(width=width).to(device).eval()
+    model = AugNet(trunk, geometric_layer(0.5), eval_copies=1).to(device).eval()
+    x = torch.rand(batch, 3, size, size, generator=torch.Generator().manual_seed(seed)).to(device)
+
+    def timed(fn) -> float:
+        with torch.inference_mode():
+            fn()
+            _sync(device)
+            timer = _benchmark_classes()[1](stmt="fn(); sync()", globals={"fn": fn, "sync": lambda: _sync(device)})
+            return timer.blocked_autorange(min_run_time=min_run_time).median * 1e3
+
+    trunk_ms = timed(lambda: trunk(x))
+    records = []
+    for c in copies:
+        augnet_ms = timed(lambda c=c: model(x, copies=c))
+        rows = x.repeat(c, 1, 1, 1)
+        rows_ms = timed(lambda rows=rows: trunk(rows))
+        record = {"copies": c, "augnet_ms": augnet_ms, "ratio": augnet_ms / (c * trunk_ms)}
+        record["trunk_rows_ms"] = rows_ms
+        record["trunk_rows_ratio"] = rows_ms / (c * trunk_ms)
+        record["augnet_vs_trunk_rows"] = augnet_ms / rows_ms
+        records.append(record)
+        if log is not None:
+            log(
+                f"  C={c:>2}: AugNet {augnet_ms:9.2f} ms = {record['ratio']:.3f} x C x trunk; "
+                f"trunk on C*B rows {record['trunk_rows_ratio']:.3f} x C x trunk"
+            )
+    return {
+        "benchmark": "inference_cost",
+        "trunk": f"ResNet-18 (width {width}), {size}x{size}, batch {batch}",
+        "device": device,
+        "trunk_ms": trunk_ms,
+        "records": records,
+        "machine": machine_info(device),
+        "load_average": _loadavg(),
+    }
+
+
+def format_inference(result: dict) -> str:
+    lines = [
+        f"AugNet inference cost, {result['trunk']} (trunk alone {result['trunk_ms']:.2f} ms)",
+        f"{'C':>3} {'AugNet ms':>10} {'/ (C x trunk)':>14} {'trunk on C*B rows / (C x trunk)':>32}"
+        f" {'AugNet / that':>14}",
+    ]
+    for r in result["records"]:
+        lines.append(
+            f"{r['copies']:>3} {r['augnet_ms']:>10.2f} {r['ratio']:>14.3f} {r['trunk_rows_ratio']:>32.3f} "
+            f"{r['augnet_vs_trunk_rows']:>14.3f}"
+        )
+    return "\n".join(lines)

@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--out", default="benchmarks/results", help="folder for the JSON and the plot (default: %(default)s)"
     )
+    bench.add_argument(
+        "--no-inference", action="store_true", help="skip the inference-cost measurement (AugNet vs C x its trunk)"
+    )
     bench.set_defaults(func=_bench)
 
     from augnet.experiments import names as experiment_names

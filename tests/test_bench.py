@@ -151,3 +151,16 @@ def test_script_entry_point():
     proc = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "--quick" in proc.stdout and "--device" in proc.stdout
+
+
+def test_inference_cost_ratios_are_consistent():
+    from augnet.bench import format_inference, inference_cost, resnet18
+
+    result = inference_cost(copies=(1, 3), batch=2, width=4, min_run_time=0.01, log=None)
+    assert [r["copies"] for r in result["records"]] == [1, 3]
+    for r in result["records"]:
+        assert r["augnet_ms"] > 0 and r["trunk_rows_ms"] > 0
+        assert abs(r["ratio"] - r["augnet_ms"] / (r["copies"] * result["trunk_ms"])) < 1e-9
+    assert "ResNet-18" in format_inference(result)
+    # The trunk is a ResNet-18: 8 basic blocks, 11.2 M parameters at width 64.
+    assert sum(p.numel() for p in resnet18().parameters()) == 11_173_962
