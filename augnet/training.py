@@ -17,7 +17,7 @@ from augnet.layers import AugmentationLayer
 from augnet.model import AugNet
 from augnet.regularizers import get_regularizer
 
-__all__ = ["accuracy", "fit"]
+__all__ = ["accuracy", "fit", "rank_generator"]
 
 
 def fit(
@@ -106,3 +106,27 @@ def accuracy(model: torch.nn.Module, x: Tensor, y: Tensor, batch_size: int = 500
         correct += int((out.argmax(1) == y[i : i + batch_size]).sum())
     model.train(was_training)
     return correct / max(len(x), 1)
+
+
+def rank_generator(seed: int, device: torch.device | str | None = None) -> torch.Generator:
+    """A generator for one process of a distributed run, seeded with ``seed + rank``.
+
+    Under :class:`~torch.nn.parallel.DistributedDataParallel` every rank holds
+    the same augmentation parameters (DDP averages their gradients) but should
+    draw *different* augmentations, as one process would for different
+    samples: seed each rank's generator with ``seed + rank``. Outside a
+    distributed run (or before ``init_process_group``) the rank is 0.
+
+    Args:
+        seed: the run's seed, the same on every rank.
+        device: where the augmentations are drawn (the inputs' device).
+
+    Examples:
+        >>> rank_generator(7).initial_seed()
+        7
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    dist = torch.distributed
+    rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+    return torch.Generator(device=device if device is not None else "cpu").manual_seed(seed + rank)
