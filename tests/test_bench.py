@@ -159,8 +159,16 @@ def test_inference_cost_ratios_are_consistent():
     result = inference_cost(copies=(1, 3), batch=2, width=4, min_run_time=0.01, log=None)
     assert [r["copies"] for r in result["records"]] == [1, 3]
     for r in result["records"]:
-        assert r["augnet_ms"] > 0 and r["trunk_rows_ms"] > 0
-        assert abs(r["ratio"] - r["augnet_ms"] / (r["copies"] * result["trunk_ms"])) < 1e-9
+        assert r["augnet_ms"] > 0 and r["trunk_rows_ms"] > 0 and r["augment_ms"] > 0
+        c_trunk = r["copies"] * r["trunk_ms"]
+        assert abs(r["ratio"] - r["augnet_ms"] / c_trunk) < 1e-9
+        assert abs(r["overhead"] - r["augment_ms"] / c_trunk) < 1e-9
+        assert abs(r["trunk_rows_ratio"] - r["trunk_rows_ms"] / c_trunk) < 1e-9
+    assert (
+        min(r["trunk_ms"] for r in result["records"])
+        <= result["trunk_ms"]
+        <= max(r["trunk_ms"] for r in result["records"])
+    )
     assert "ResNet-18" in format_inference(result)
     # The trunk is a ResNet-18: 8 basic blocks, 11.2 M parameters at width 64.
     assert sum(p.numel() for p in resnet18().parameters()) == 11_173_962
