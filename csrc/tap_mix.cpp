@@ -316,6 +316,9 @@ void backward_kernel(const at::Tensor& g, const at::Tensor& xt, const at::Tensor
   const bool use_color = color.defined();
   const T* cp = use_color ? color.data_ptr<T>() : nullptr;
   const T* wp = weight.data_ptr<T>();
+  // grad_out is read through its strides: an expanded (out.sum()) or
+  // channels-last gradient needs no copy.
+  const int64_t gs0 = g.stride(0), gs1 = g.stride(1), gs2 = g.stride(2), gs3 = g.stride(3);
   T* gxp = gxt.data_ptr<T>();
   T* gap = grad_affine.data_ptr<T>();
   T* gcp = use_color ? grad_color.data_ptr<T>() : nullptr;
@@ -337,7 +340,7 @@ void backward_kernel(const at::Tensor& g, const at::Tensor& xt, const at::Tensor
         const T* a = ap + tap * 6;
         const T wt = wp[tap];
         const T* m = use_color ? cp + tap * ch * cc : nullptr;
-        const T* gout = gp + n * ch * hw;
+        const T* gout = gp + n * gs0;
         Acc acc_w = 0, acc_a[6] = {0, 0, 0, 0, 0, 0};
         std::fill(acc_color.begin(), acc_color.end(), Acc(0));
         const T inv_w = T(1) / static_cast<T>(w);
@@ -346,9 +349,9 @@ void backward_kernel(const at::Tensor& g, const at::Tensor& xt, const at::Tensor
           const T gy = (2 * y + 1) / static_cast<T>(h) - 1;
           // Row partial sums in T (promoted to Acc once per row).
           T row_w = 0, row_a[4] = {0, 0, 0, 0};
+          const T* grow = gout + y * gs2;
           for (int64_t xx = 0; xx < w; ++xx) {
-            const int64_t pix = y * w + xx;
-            for (int64_t c = 0; c < ch; ++c) gc[c] = gout[c * hw + pix];
+            for (int64_t c = 0; c < ch; ++c) gc[c] = grow[c * gs1 + xx * gs3];
             if (m == nullptr) {
               for (int64_t j = 0; j < ch; ++j) gv[j] = wt * gc[j];
             } else {
@@ -488,7 +491,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> tap_mix_backward_cpu(
               "tap_mix_backward: grad_out must have shape (N, Ch, H, W), got ", grad_in.sizes());
   TORCH_CHECK(grad_in.scalar_type() == x_in.scalar_type(), "tap_mix_backward: grad_out must have the dtype of x");
   const Padding padding = parse_padding(padding_name);
-  const auto g = grad_in.contiguous();
+  const auto& g = grad_in;  // any strides (see backward_kernel)
   const auto xt = x_in.permute({0, 2, 3, 1}).contiguous();  // channels-last
   const auto src = src_in.contiguous();
   const auto affine = affine_in.contiguous();

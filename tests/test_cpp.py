@@ -89,6 +89,24 @@ def test_non_contiguous_inputs(layout):
         torch.testing.assert_close(a, e, **TOL[torch.float64])
 
 
+@pytest.mark.parametrize("grad_layout", ["expanded", "channels_last", "strided"])
+def test_the_backward_reads_any_gradient_layout(grad_layout):
+    """The kernel reads grad_out through its strides (no copy): the same gradients as a contiguous one."""
+    args = make_args()
+    dense = torch.randn(8, 3, 7, 9, generator=gen(1), dtype=torch.float64)
+    if grad_layout == "expanded":  # what out.sum().backward() passes
+        dense = torch.full((8, 3, 7, 9), 0.7, dtype=torch.float64)
+        grad_out = torch.tensor(0.7, dtype=torch.float64).expand(8, 3, 7, 9)
+    elif grad_layout == "channels_last":
+        grad_out = dense.contiguous(memory_format=torch.channels_last)
+    else:
+        grad_out = torch.zeros(8, 3, 7, 18, dtype=torch.float64)[..., ::2]
+        grad_out.copy_(dense)
+    assert not grad_out.is_contiguous()
+    for a, e in zip(run("cpp", args, "border", grad_out), run("reference", args, "border", dense), strict=True):
+        torch.testing.assert_close(a, e, **TOL[torch.float64])
+
+
 @pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("color", [True, False])
 def test_gradcheck(padding, color):

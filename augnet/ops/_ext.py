@@ -197,7 +197,7 @@ def _register_python_side() -> None:
         need_x, _, need_affine, need_color, need_weight, _ = ctx.needs_input_grad
         mask = [need_x, need_affine, need_color and ctx.has_color, need_weight]
         gx, gaff, gcol, gw = torch.ops.augnet.tap_mix_backward(
-            grad.contiguous(), x, src, affine, color if ctx.has_color else None, weight, ctx.padding, mask
+            grad, x, src, affine, color if ctx.has_color else None, weight, ctx.padding, mask
         )
         return (
             gx if need_x else None,
