@@ -68,6 +68,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -743,7 +744,7 @@ def inference_cost(
         "benchmark": "inference_cost",
         "trunk": f"ResNet-18 (width {width}), {size}x{size}, batch {batch}",
         "device": device,
-        "trunk_ms": float(torch.tensor([r["trunk_ms"] for r in records]).median()),
+        "trunk_ms": statistics.median(r["trunk_ms"] for r in records),
         "records": records,
         "machine": machine_info(device),
         "load_average": _loadavg(),
