@@ -251,15 +251,10 @@ def _make_call(provider: str, layer: AugmentationLayer, x: Tensor, copies: int, 
 def _benchmark_classes():
     """``torch.utils.benchmark``'s Measurement and Timer, imported without the
     CUDA_HOME warning its extension builder logs on machines without a GPU."""
-    import logging
+    from augnet.ops._ext import quiet_cpp_extension_log
 
-    logger = logging.getLogger("torch.utils.cpp_extension")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
+    with quiet_cpp_extension_log():
         from torch.utils.benchmark import Measurement, Timer
-    finally:
-        logger.setLevel(level)
     return Measurement, Timer
 
 
@@ -536,7 +531,7 @@ def format_table(result: dict) -> str:
 
 def plot_results(result: dict, path: str | Path) -> Path:
     """Grouped bars of the median time per provider, by image size, one panel per mode."""
-    from augnet.viz import require_matplotlib
+    from augnet.viz import require_matplotlib, save_figure
 
     plt = require_matplotlib()
     records = result["records"]
@@ -565,11 +560,7 @@ def plot_results(result: dict, path: str | Path) -> Path:
         f"augmentation layer, B={cfg['batch']} x C={cfg['copies']} copies: {machine['device_name']}{threads}",
         fontsize=10,
     )
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def save_results(result: dict, out_dir: str | Path) -> tuple[Path, Path | None, str | None]:

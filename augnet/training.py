@@ -14,14 +14,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from augnet.layers import AugmentationLayer
-from augnet.model import AugNet
+from augnet.model import Augerino, AugNet
 from augnet.regularizers import get_regularizer
 
 __all__ = ["accuracy", "fit", "rank_generator"]
 
 
 def fit(
-    model: AugNet,
+    model: torch.nn.Module,
     x: Tensor,
     y: Tensor,
     optimizer: torch.optim.Optimizer,
@@ -34,11 +34,15 @@ def fit(
     record_every: int = 5,
     progress: bool = False,
     desc: str = "training",
+    record: Callable[[], dict] | None = None,
 ) -> dict[str, list]:
     """Train ``model`` on ``(x, y)``; return the history of its augmentation policy.
 
     Args:
-        model: the AugNet to train (put in training mode).
+        model: the model to train (put in training mode): an AugNet, an
+            :class:`~augnet.Augerino` (both draw their augmentations from
+            ``generator``), or any module, called on the batch alone (use
+            ``regularizer="none"`` for a model without augmentation).
         x, y: training inputs and targets.
         optimizer: over the model's parameters (see :func:`augnet.param_groups`).
         epochs, batch_size: the schedule; batches are drawn by a permutation per epoch.
@@ -50,17 +54,23 @@ def fit(
         record_every: record the policy every this many steps (and at the first).
         progress: show a tqdm progress bar.
         desc: the progress bar's label.
+        record: called at every record step; each key of the dict it returns
+            gets a list in the history (e.g. an Augerino's widths).
 
     Returns:
         ``{"step": [...], "loss": [...], "weights": [...], "magnitudes": [...]}``
         where each record of weights / magnitudes is a list over layers of
-        lists over transforms.
+        lists over transforms (only for a model with augmentation layers),
+        plus the keys of ``record``.
     """
     from tqdm.auto import tqdm
 
     reg = get_regularizer(regularizer)
     layers = [m for m in model.modules() if isinstance(m, AugmentationLayer)]
-    history: dict[str, list] = {"step": [], "loss": [], "weights": [], "magnitudes": []}
+    history: dict[str, list] = {"step": [], "loss": []}
+    if layers:
+        history.update(weights=[], magnitudes=[])
+    draws = isinstance(model, (AugNet, Augerino))
     n = len(x)
     steps_per_epoch = -(-n // batch_size)
     bar = tqdm(total=epochs * steps_per_epoch, disable=not progress, desc=desc, unit="step")
@@ -71,7 +81,8 @@ def fit(
         order = torch.randperm(n, generator=generator)
         for i in range(0, n, batch_size):
             idx = order[i : i + batch_size]
-            task = loss_fn(model(x[idx], generator=generator), y[idx])
+            out = model(x[idx], generator=generator) if draws else model(x[idx])
+            task = loss_fn(out, y[idx])
             loss = task + weight * reg(model) if weight else task
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -81,9 +92,12 @@ def fit(
                 with torch.no_grad():
                     history["step"].append(step)
                     history["loss"].append(float(task.detach()))
-                    history["weights"].append([layer.weights.tolist() for layer in layers])
-                    history["magnitudes"].append([layer.magnitudes.tolist() for layer in layers])
-            if progress:
+                    if layers:
+                        history["weights"].append([layer.weights.tolist() for layer in layers])
+                        history["magnitudes"].append([layer.magnitudes.tolist() for layer in layers])
+                    for key, value in (record() if record is not None else {}).items():
+                        history.setdefault(key, []).append(value)
+            if progress and layers:
                 top = layers[0]
                 w = top.weights.detach()
                 q = int(w.argmax())

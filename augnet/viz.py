@@ -19,6 +19,18 @@ def require_matplotlib():
     return plt
 
 
+def save_figure(fig, path: str | Path) -> Path:
+    """Lay out ``fig``, write it to ``path`` as a PNG (creating the folder) and close it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def plot_policy_history(
     history: dict, names: list[str], path: str | Path, title: str | None = None, layer: int = 0
 ) -> Path:
@@ -50,12 +62,7 @@ def plot_policy_history(
     axes[1].set_xlabel("training step")
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_invariance_curves(
@@ -88,12 +95,7 @@ def plot_invariance_curves(
     ax.legend(frameon=False)
     if title:
         ax.set_title(title)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_layer_importance(importance: dict[str, float], path: str | Path, title: str | None = None) -> Path:
@@ -117,9 +119,4 @@ def plot_layer_importance(importance: dict[str, float], path: str | Path, title:
     ax.grid(axis="y", alpha=0.3)
     if title:
         ax.set_title(title)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

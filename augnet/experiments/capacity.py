@@ -368,7 +368,7 @@ LABELS = {
 
 def _plot(rows: list[dict], methods, path: Path, title: str) -> Path:
     """Median invariance (25-75 % bars) and accuracy against the trunk, one line per method (Fig. 5 style)."""
-    from augnet.viz import require_matplotlib
+    from augnet.viz import require_matplotlib, save_figure
 
     plt = require_matplotlib()
     sizes = sorted({(r["params"], r["depth"], r["width"]) for r in rows})
@@ -396,11 +396,7 @@ def _plot(rows: list[dict], methods, path: Path, title: str) -> Path:
         ax.grid(alpha=0.3)
     axes[0].legend(frameon=False, fontsize=8)
     fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _spread(values: list[float]) -> str:

@@ -170,7 +170,7 @@ def run_copies(config: CopiesConfig | None = None, progress: bool = False) -> di
 
 
 def _plot_scores(runs: dict, copies, path: Path) -> Path:
-    from augnet.viz import require_matplotlib
+    from augnet.viz import require_matplotlib, save_figure
 
     plt = require_matplotlib()
     fig, axes = plt.subplots(2, 1, figsize=(6, 6), sharex=True)
@@ -190,15 +190,11 @@ def _plot_scores(runs: dict, copies, path: Path) -> Path:
         ax.grid(alpha=0.3)
     axes[0].legend(frameon=False, fontsize=8)
     fig.suptitle("AugNet with C copies (Fig. B.4 style)")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _plot_time(runs: dict, path: Path) -> Path:
-    from augnet.viz import require_matplotlib
+    from augnet.viz import require_matplotlib, save_figure
 
     plt = require_matplotlib()
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -219,10 +215,7 @@ def _plot_time(runs: dict, path: Path) -> Path:
     ax.grid(alpha=0.3)
     ax.legend(frameon=False, fontsize=8)
     ax.set_title("Cost of C copies (Fig. B.6 style)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 @register("copies")

@@ -26,12 +26,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from augnet import probes
@@ -39,8 +37,8 @@ from augnet.data import rotated_glyphs
 from augnet.demo import DemoConfig, SmallCNN, run_demo
 from augnet.experiments._registry import Report, register
 from augnet.model import LIE_GENERATORS, Augerino
-from augnet.regularizers import augerino_regularizer, param_groups
-from augnet.training import accuracy
+from augnet.regularizers import param_groups
+from augnet.training import accuracy, fit
 from augnet.transforms import image as T
 
 __all__ = [
@@ -193,47 +191,6 @@ def run_augnet(config: RotationConfig, regularizer: str, progress: bool = False)
     return RotationRun(name, result.model, result.test_accuracy, result.seconds, history, result.policy.to_json())
 
 
-def _train(
-    model: nn.Module,
-    x: Tensor,
-    y: Tensor,
-    opt: torch.optim.Optimizer,
-    config: RotationConfig,
-    forward: Callable[[Tensor, torch.Generator], Tensor],
-    penalty: Callable[[], Tensor] | None,
-    record: Callable[[], dict] | None,
-    progress: bool,
-    desc: str,
-) -> dict[str, list]:
-    """A plain minibatch loop (the batches drawn as :func:`augnet.training.fit` draws them)."""
-    from tqdm.auto import tqdm
-
-    generator = torch.Generator().manual_seed(config.seed + 1)
-    n, step = len(x), 0
-    history: dict[str, list] = {"step": [], "loss": []}
-    bar = tqdm(total=config.epochs * -(-n // config.batch_size), disable=not progress, desc=desc, unit="step")
-    model.train()
-    for _ in range(config.epochs):
-        order = torch.randperm(n, generator=generator)
-        for i in range(0, n, config.batch_size):
-            idx = order[i : i + config.batch_size]
-            task = F.nll_loss(forward(x[idx], generator), y[idx])
-            loss = task + penalty() if penalty is not None else task
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            step += 1
-            if step == 1 or step % 5 == 0:
-                history["step"].append(step)
-                history["loss"].append(float(task.detach()))
-                for key, value in (record() if record is not None else {}).items():
-                    history.setdefault(key, []).append(value)
-            bar.set_postfix(loss=f"{float(task.detach()):.3f}")
-            bar.update()
-    bar.close()
-    return history
-
-
 def run_augerino(
     config: RotationConfig, lam: float | None = None, name: str = "augerino", progress: bool = False
 ) -> RotationRun:
@@ -260,17 +217,19 @@ def run_augerino(
         return {"widths": widths, "rotation_deg": math.degrees(widths[_ROTATE])}
 
     start = time.perf_counter()
-    history = _train(
+    history = fit(
         model,
         x,
         y,
         opt,
-        config,
-        forward=lambda xb, g: model(xb, generator=g),
-        penalty=lambda: lam * augerino_regularizer(model),
-        record=record,
+        config.epochs,
+        config.batch_size,
+        lam=lam,
+        regularizer="augerino",
+        generator=torch.Generator().manual_seed(config.seed + 1),
         progress=progress,
         desc=name,
+        record=record,
     )
     seconds = time.perf_counter() - start
     acc = accuracy(model, x_test, y_test, generator=torch.Generator().manual_seed(config.seed + 2))
@@ -291,7 +250,19 @@ def run_plain(config: RotationConfig, progress: bool = False) -> RotationRun:
     model = nn.Sequential(SmallCNN(1, 4), nn.LogSoftmax(1))
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
     start = time.perf_counter()
-    history = _train(model, x, y, opt, config, lambda xb, g: model(xb), None, None, progress, "plain cnn")
+    history = fit(
+        model,
+        x,
+        y,
+        opt,
+        config.epochs,
+        config.batch_size,
+        lam=0.0,
+        regularizer="none",
+        generator=torch.Generator().manual_seed(config.seed + 1),
+        progress=progress,
+        desc="plain cnn",
+    )
     seconds = time.perf_counter() - start
     return RotationRun("plain", model, accuracy(model, x_test, y_test), seconds, history)
 
@@ -361,7 +332,7 @@ def run_rotation(config: RotationConfig | None = None, progress: bool = False) -
 
 def plot_rotation_ranges(result: RotationResult, path: Path, true_range: float = 45.0) -> Path:
     """Figure 3a: the learned rotation range (± degrees) against the training step."""
-    from augnet.viz import require_matplotlib
+    from augnet.viz import require_matplotlib, save_figure
 
     plt = require_matplotlib()
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -375,11 +346,7 @@ def plot_rotation_ranges(result: RotationResult, path: Path, true_range: float =
     ax.grid(alpha=0.3)
     ax.legend(frameon=False, fontsize=8)
     ax.set_title("learned rotation range (AugNet: Rotate's magnitude x 180 deg)")
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _figures(result: RotationResult, out_dir: Path) -> list[Path]:

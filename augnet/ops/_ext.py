@@ -17,6 +17,7 @@ and a registered autograd formula, so ``torch.compile`` traces through it and
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import logging
@@ -59,6 +60,19 @@ FIX = (
 )
 
 
+@contextlib.contextmanager
+def quiet_cpp_extension_log():
+    """Silence the CUDA_HOME warning ``torch.utils.cpp_extension`` logs on import on machines
+    without a GPU (it does not concern a CPU build, nor ``torch.utils.benchmark``, which imports it)."""
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def _load_prebuilt() -> bool:
     for path in sorted(glob.glob(str(_PACKAGE / "_C*.so")) + glob.glob(str(_PACKAGE / "_C*.pyd"))):
         torch.ops.load_library(path)
@@ -72,15 +86,8 @@ def _build_now() -> None:
     complete_toolkit = Path("/usr/local/cuda/include/cuda_runtime.h").exists()
     if "CUDA_HOME" not in os.environ and "CUDA_PATH" not in os.environ and complete_toolkit:
         os.environ["CUDA_HOME"] = "/usr/local/cuda"
-    # torch.utils.cpp_extension logs a CUDA_HOME warning on import on machines
-    # without a GPU; it does not concern a CPU build.
-    logger = logging.getLogger("torch.utils.cpp_extension")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
+    with quiet_cpp_extension_log():
         from torch.utils import cpp_extension
-    finally:
-        logger.setLevel(level)
 
     cpp = str(_CSRC / "tap_mix.cpp")
     if not Path(cpp).exists():
