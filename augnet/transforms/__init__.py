@@ -1,7 +1,7 @@
 """Differentiable transforms: the :class:`Transform` base and the catalogues.
 
 Import sets by module: ``from augnet.transforms import image as T``,
-``signal`` (EEG) and ``audio`` (needs torchaudio, imported on first use).
+``signal`` (EEG) and ``audio`` (waveforms and spectrograms; plain PyTorch).
 """
 
 from augnet.transforms import audio, image, signal

@@ -4,9 +4,10 @@ Every transform is the identity at magnitude 0 (exactly), draws its per-row
 parameters on the input's device from the given generator, and reaches its
 documented range at magnitude 1; each range is a constructor argument.
 
-torchaudio is an optional dependency (``pip install "augnet[audio]"``). It is
-imported on first use, by the constructors of the transforms that call it
-(:class:`AddNoise` and the filters), so importing this module never needs it.
+Everything here is plain PyTorch: no torchaudio is needed (the biquads use
+the Audio EQ Cookbook's formulas, the default ``Q = 0.707`` of common audio
+tools, and are run by :func:`filter_rows`, an exact FFT form of the IIR
+recursion that autograd differentiates in the signal and the coefficients).
 
 Transforms and their parameters (``N = B * copies`` rows):
 
@@ -54,19 +55,8 @@ __all__ = [
     "TimeMaskSpec",
 ]
 
-#: Butterworth-like Q, torchaudio's default for its biquad filters.
+#: Butterworth-like Q (1/sqrt(2) to three digits), the usual default of audio tools' biquads.
 DEFAULT_Q = 0.707
-
-
-def _torchaudio_functional():
-    """``torchaudio.functional``, imported on first use (torchaudio is optional)."""
-    try:
-        import torchaudio.functional as taf
-    except ImportError as err:
-        raise ImportError(
-            'augnet\'s audio transforms need torchaudio, an optional dependency: pip install "augnet[audio]"'
-        ) from err
-    return taf
 
 
 def _number(name: str, value) -> float:
@@ -96,7 +86,7 @@ def _frequency_range(kind: str, low, high, nyquist: float) -> tuple[float, float
 
 
 def lowpass_coefficients(cutoff: Tensor, sample_rate: float, q: float = DEFAULT_Q) -> tuple[Tensor, Tensor]:
-    """Biquad low-pass coefficients for per-row cut-offs (torchaudio's ``lowpass_biquad`` formulas).
+    """Biquad low-pass coefficients for per-row cut-offs (Audio EQ Cookbook).
 
     Shape:
         - cutoff: :math:`(N,)` in Hz.
@@ -112,7 +102,7 @@ def lowpass_coefficients(cutoff: Tensor, sample_rate: float, q: float = DEFAULT_
 
 
 def highpass_coefficients(cutoff: Tensor, sample_rate: float, q: float = DEFAULT_Q) -> tuple[Tensor, Tensor]:
-    """Biquad high-pass coefficients for per-row cut-offs (torchaudio's ``highpass_biquad`` formulas).
+    """Biquad high-pass coefficients for per-row cut-offs (Audio EQ Cookbook).
 
     Shape:
         - cutoff: :math:`(N,)` in Hz.
@@ -128,7 +118,7 @@ def highpass_coefficients(cutoff: Tensor, sample_rate: float, q: float = DEFAULT
 
 
 def bandreject_coefficients(center: Tensor, q: Tensor, sample_rate: float) -> tuple[Tensor, Tensor]:
-    """Biquad band-reject coefficients for per-row centres and Q (torchaudio's ``bandreject_biquad``).
+    """Biquad band-reject coefficients for per-row centres and Q (Audio EQ Cookbook notch).
 
     Shape:
         - center, q: :math:`(N,)`, the centre frequency in Hz and the quality factor.
@@ -143,25 +133,59 @@ def bandreject_coefficients(center: Tensor, q: Tensor, sample_rate: float) -> tu
     return b, a
 
 
-def filter_rows(x: Tensor, b: Tensor, a: Tensor) -> Tensor:
-    """Filter each row of ``x`` with its own biquad (``torchaudio.functional.lfilter``).
+def _all_pole_response(a: Tensor, length: int) -> Tensor:
+    """Impulse response of ``1 / (1 + a1 z^-1 + a2 z^-2)`` for each row, its first ``length`` taps.
 
-    The output is not clamped to [-1, 1] (unlike torchaudio's ``*_biquad``
-    helpers): inputs need not be normalised audio. Differentiable in ``x``,
-    ``b`` and ``a``.
+    With the companion matrix ``M = [[-a1, -a2], [1, 0]]``, ``g[n]`` is the
+    first entry of ``M^n e1``. The columns ``M^n e1`` are built by doubling
+    (``M^k`` applied to the first ``k`` columns gives the next ``k``), so the
+    Python loop runs ``log2(length)`` times and autograd sees plain products.
+
+    Shape:
+        - a: :math:`(R, 2)`, ``[a1, a2]`` (normalised so that ``a0 = 1``).
+        - output: :math:`(R, length)`.
+    """
+    a1, a2 = a.unbind(-1)
+    m = torch.stack([torch.stack([-a1, -a2], -1), torch.stack([torch.ones_like(a1), torch.zeros_like(a1)], -1)], -2)
+    cols = torch.stack([torch.ones_like(a1), torch.zeros_like(a1)], -1)[:, None]  # (R, 1, 2): M^0 e1
+    power = m  # M^k with k = cols.shape[1]
+    while cols.shape[1] < length:
+        cols = torch.cat([cols, torch.einsum("rij,rkj->rki", power, cols)], 1)
+        power = power @ power
+    return cols[:, :length, 0]
+
+
+def filter_rows(x: Tensor, b: Tensor, a: Tensor) -> Tensor:
+    """Filter each row of ``x`` with its own biquad, from rest (the IIR recursion of ``lfilter``).
+
+    ``y[t] = (b0 x[t] + b1 x[t-1] + b2 x[t-2] - a1 y[t-1] - a2 y[t-2]) / a0``
+    with zero initial state, computed exactly (up to rounding) as a causal
+    convolution with the filter's impulse response, truncated to ``T`` taps,
+    through one FFT longer than ``2T + 1``. The output is not clamped: inputs
+    need not be normalised audio. Differentiable in ``x``, ``b`` and ``a``.
+    The filter should be stable (poles inside the unit circle), as every
+    biquad of this module is.
 
     Shape:
         - x: :math:`(N, Ch, T)`; b, a: :math:`(N, 3)`.
-        - output: :math:`(N, Ch, T)`. Internally ``(N, Ch, T) -> (N * Ch, T)``
-          with one filter per row (each row's coefficients repeated over its
-          channels).
+        - output: :math:`(N, Ch, T)` (every channel of row ``n`` gets row
+          ``n``'s filter).
+
+    Examples:
+        >>> x = torch.tensor([[[1.0, 0.0, 0.0, 0.0]]], dtype=torch.float64)
+        >>> b = torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64)
+        >>> a = torch.tensor([[1.0, -0.5, 0.0]], dtype=torch.float64)  # y[t] = x[t] + 0.5 y[t-1]
+        >>> filter_rows(x, b, a)
+        tensor([[[1.0000, 0.5000, 0.2500, 0.1250]]], dtype=torch.float64)
     """
-    taf = _torchaudio_functional()
-    n, ch, t = x.shape
-    b = b.to(x.dtype).repeat_interleave(ch, 0)
-    a = a.to(x.dtype).repeat_interleave(ch, 0)
-    y = taf.lfilter(x.reshape(n * ch, t), a, b, clamp=False, batching=True)
-    return y.reshape(n, ch, t)
+    n, _, t = x.shape
+    if n == 0 or t == 0:
+        return x * b[:, :1, None].to(x.dtype)  # empty, still in the graph of x and b
+    b = (b / a[:, :1]).to(x.dtype)
+    g = _all_pole_response((a[:, 1:] / a[:, :1]).to(x.dtype), t)  # (N, T)
+    size = 1 << (2 * t + 1).bit_length()  # > 2T + 1 = the length of x * g * b: no wrap-around into [0, T)
+    spectrum = torch.fft.rfft(x, size) * (torch.fft.rfft(g, size) * torch.fft.rfft(b, size))[:, None]
+    return torch.fft.irfft(spectrum, size)[..., :t]
 
 
 class _Filter(SignalTransform):
@@ -169,7 +193,6 @@ class _Filter(SignalTransform):
 
     def __init__(self, sample_rate: float) -> None:
         super().__init__()
-        _torchaudio_functional()
         self.sample_rate = _sample_rate(sample_rate)
 
     @property
@@ -213,7 +236,7 @@ class LowPass(_Filter):
             400 Hz at 16 kHz).
         max_cutoff: cut-off as the magnitude goes to 0, in Hz (default 0.9 ×
             Nyquist, 7.2 kHz at 16 kHz); below the Nyquist frequency.
-        q: quality factor (default 0.707, torchaudio's).
+        q: quality factor (default 0.707, about 1/sqrt(2): no resonance peak).
 
     Parameters: ``cutoff`` (N,) in Hz; a cut-off at or above the Nyquist
     frequency means no filtering.
@@ -267,7 +290,7 @@ class HighPass(_Filter):
             × Nyquist, 20 Hz at 16 kHz).
         max_cutoff: cut-off at magnitude 1, in Hz (default 0.3 × Nyquist,
             2.4 kHz at 16 kHz); below the Nyquist frequency.
-        q: quality factor (default 0.707, torchaudio's).
+        q: quality factor (default 0.707, about 1/sqrt(2): no resonance peak).
 
     Parameters: ``cutoff`` (N,) in Hz; a cut-off at or below 0 means no
     filtering.
@@ -313,7 +336,7 @@ class BandReject(_Filter):
     The centre is log-uniform in ``[min_center, max_center]``; the bandwidth
     is ``center * mu * u / min_q`` Hz, ``u ~ U(0, 1)``, i.e. the filter's
     ``Q = center / width = min_q / (mu * u)``: at magnitude 1 the widest notch
-    has torchaudio's default ``Q = 0.707``, and the notch narrows to nothing
+    has the default ``Q = 0.707``, and the notch narrows to nothing
     (the identity, bypassed exactly) as ``mu * u -> 0``.
 
     Args:
@@ -368,7 +391,7 @@ class BandReject(_Filter):
 
 
 class AddNoise(SignalTransform):
-    """White Gaussian noise at a signal-to-noise ratio (``torchaudio.functional.add_noise``).
+    """White Gaussian noise at a signal-to-noise ratio.
 
     The noise-to-signal amplitude ratio is ``mu * u * 10 ** (-min_snr_db / 20)``,
     ``u ~ U(0, 1]``, i.e. ``SNR = min_snr_db - 20 log10(mu * u)`` dB: the noise
@@ -377,10 +400,10 @@ class AddNoise(SignalTransform):
     measured per channel (each channel of a row gets the same SNR against its
     own energy). Silent channels stay silent.
 
-    Rows with no noise skip ``add_noise`` (whose SNR would be infinite); there
-    the output is ``x`` plus an exact zero that carries the derivative in the
-    ratio (the noisy output is linear in it), so the gradient in the
-    magnitude is finite and correct at ``mu = 0`` as well.
+    The output is ``x + ratio * (||x|| / ||noise||) * noise`` per channel
+    (norms over time), so ``10 log10(||x||^2 / ||x_out - x||^2)`` is the SNR
+    exactly. It is linear in the ratio: the gradient in the magnitude is
+    finite and correct at ``mu = 0`` too, where the output is ``x`` exactly.
 
     Args:
         min_snr_db: SNR at magnitude 1 (and ``u = 1``), in dB (default 0 dB).
@@ -392,7 +415,6 @@ class AddNoise(SignalTransform):
 
     def __init__(self, min_snr_db: float = 0.0) -> None:
         super().__init__()
-        _torchaudio_functional()
         self.min_snr_db = _number("min_snr_db", min_snr_db)
 
     def sample(self, x, magnitude, generator=None, copies=1):
@@ -403,26 +425,19 @@ class AddNoise(SignalTransform):
         return {"noise_ratio": ratio, "noise": noise}
 
     def apply(self, x, params):
-        """Add the scaled noise.
+        """Add the noise, scaled per channel to the drawn SNR against that channel's energy.
 
         Shape:
-            - x: :math:`(B, Ch, T)`; output :math:`(N, Ch, T)`. The SNR is
-              broadcast to :math:`(N, Ch)` for ``add_noise``.
+            - x: :math:`(B, Ch, T)`; output :math:`(N, Ch, T)`.
         """
-        taf = _torchaudio_functional()
         x = self._rows(x, params)
         noise = params["noise"].to(x.dtype)
-        ratio = params["noise_ratio"].to(x.dtype)[:, None].expand(x.shape[:2])  # (N, Ch)
-        norm_x = torch.linalg.vector_norm(x, dim=-1)
-        norm_n = torch.linalg.vector_norm(noise, dim=-1)
-        voiced = norm_x > 0
-        active = (ratio > 0) & voiced
-        # Inactive entries get harmless stand-ins so that no branch yields inf or NaN gradients.
-        snr = -20 * torch.log10(torch.where(active, ratio, torch.ones_like(ratio)))
-        safe_x = torch.where(voiced[..., None], x, torch.ones_like(x))
-        noisy = taf.add_noise(safe_x, noise, snr)
-        linear = (ratio * norm_x / norm_n)[..., None] * noise
-        return torch.where(active[..., None], noisy, x + (linear - linear.detach()))
+        ratio = params["noise_ratio"].to(x.dtype)[:, None, None]  # (N, 1, 1)
+        norm_x = torch.linalg.vector_norm(x, dim=-1, keepdim=True)  # (N, Ch, 1)
+        norm_n = torch.linalg.vector_norm(noise, dim=-1, keepdim=True)
+        # A silent channel (norm 0) stays silent; an all-zero noise row (never drawn) adds nothing.
+        scale = torch.where(norm_n > 0, norm_x / torch.where(norm_n > 0, norm_n, torch.ones_like(norm_n)), 0.0)
+        return x + ratio * scale * noise
 
     def natural_range(self, magnitude, size=None):
         m = float(magnitude)
@@ -437,7 +452,7 @@ class Gain(SignalTransform):
     """Gain of ``mu * max_gain_db * u`` dB, ``u ~ U(-1, 1)`` (default up to ±6 dB).
 
     Multiplies the signal by ``10 ** (gain_db / 20)``, as
-    ``torchaudio.functional.gain`` does (no torchaudio needed).
+    a gain in decibels means.
 
     Parameters: ``gain_db`` (N,).
     """
