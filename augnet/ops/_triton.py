@@ -127,7 +127,9 @@ if triton is not None:
         y0 = y0f.to(tl.int32)
         x1 = x0 + 1
         y1 = y0 + 1
-        ok = pmask & s_ok
+        # A block mask from the scalar check by tl.where, not `pmask & s_ok`: a scalar int1 broadcast
+        # by `&` is not a boolean mask to every Triton (3.9's interpreter refuses it in tl.load).
+        ok = tl.where(s_ok, pmask, False)
         mx0 = (x0 >= 0) & (x0 < W)
         mx1 = (x1 >= 0) & (x1 < W)
         my0 = ok & (y0 >= 0) & (y0 < H)
