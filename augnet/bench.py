@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import json
 import math
 import os
@@ -206,7 +207,11 @@ def kornia_warp(transform: Transform, images: Tensor, params: dict[str, Tensor])
         images: :math:`(N, Ch, H, W)`, one image per row of ``params``.
         params: as drawn by ``transform.sample`` for ``N`` rows.
     """
-    from kornia.geometry.transform import rotate, shear, translate
+    try:
+        from kornia.geometry.transform import rotate, shear, translate
+    except ImportError as err:
+        hint = 'the eager baseline of augnet bench needs kornia: pip install "augnet[bench]"'
+        raise ImportError(f"{hint} ({err})") from err
 
     h, w = images.shape[-2:]
     if isinstance(transform, T.TranslateX):  # TranslateY included; shift is a fraction of the size
@@ -370,13 +375,19 @@ def _peak_memory(fn: Callable[[], object], device: str) -> tuple[int, str]:
         return _saved_tensor_bytes(fn), "saved tensors + output (lower bound)"
 
 
+def _has_kornia() -> bool:
+    return importlib.util.find_spec("kornia") is not None
+
+
 def default_providers(x: Tensor) -> list[str]:
-    """``eager`` plus the ``tap_mix`` backends usable on ``x`` (registry order)."""
+    """``eager`` (where kornia is installed) plus the ``tap_mix`` backends usable on ``x`` (registry order)."""
     slow = SLOW_BY_DEFAULT.get(x.device.type, ())
-    return [EAGER, *(b for b in available_backends(x) if b not in slow)]
+    return [*([EAGER] if _has_kornia() else []), *(b for b in available_backends(x) if b not in slow)]
 
 
 def _check_providers(names: Sequence[str], x: Tensor) -> list[str]:
+    if EAGER in names and not _has_kornia():
+        raise ValueError('the eager provider needs kornia, which is not installed: pip install "augnet[bench]"')
     usable = set(available_backends(x)) | {EAGER}
     bad = [n for n in names if n not in usable]
     if bad:
@@ -501,7 +512,7 @@ def machine_info(device: str = "cpu") -> dict:
         import kornia
 
         info["kornia_version"] = kornia.__version__
-    except ImportError:  # pragma: no cover - kornia is a dependency
+    except ImportError:  # kornia is optional (augnet[bench])
         info["kornia_version"] = None
     return info
 

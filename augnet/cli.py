@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="augnet", description="Learn invariances end to end with augmentation layers."
     )
+    from augnet import __version__
+
+    parser.add_argument("--version", action="version", version=f"augnet {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="train AugNet on the built-in rotation task and show the learned policy")
     demo.add_argument("--out", default="augnet-demo", help="folder for the plot and JSON (default: %(default)s)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import einops
 import torch
 from torch import Tensor, nn
 
@@ -95,7 +96,7 @@ def features(
             a = record[n]
             if a.shape[0] != len(xb) and len(xb) and a.shape[0] % len(xb) == 0:
                 # AugNet: the trunk saw C copies of each input (copy-major); average them.
-                a = a.reshape(a.shape[0] // len(xb), len(xb), *a.shape[1:]).mean(0)
+                a = einops.reduce(a, "(c b) ... -> b ...", "mean", b=len(xb))  # c copies of b samples
             chunks[n].append(reduce_features(a, reduce))
     return {n: torch.cat(chunks[n]) for n in names}
 

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -228,7 +227,7 @@ def _sensor_positions(positions) -> Tensor:
         p = positions.detach()
     else:
         try:
-            p = torch.as_tensor(np.asarray(positions))
+            p = torch.as_tensor(positions)
         except (TypeError, ValueError, RuntimeError) as e:
             raise TypeError(f"sensor_positions must be a (Ch, 3) tensor or array of numbers, got {positions!r}") from e
     if p.is_complex() or p.dtype == torch.bool:

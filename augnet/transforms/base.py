@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import einops
 import torch
 from torch import Tensor, nn
 
@@ -272,7 +273,7 @@ def repeat_rows(x: Tensor, n: int) -> Tensor:
         return x
     if b == 0 or n % b:
         raise ValueError(f"cannot make {n} rows from a batch of {b}")
-    return x.repeat(n // b, *[1] * (x.dim() - 1))
+    return einops.repeat(x, "b ... -> (c b) ...", c=n // b)  # c copies, b samples: row c * B + b
 
 
 def identity_affine(n: int, k: int, dtype: torch.dtype, device: torch.device) -> Tensor:
