@@ -21,7 +21,7 @@ def replay(t, make):
     x = make(16, torch.float32)
     params = t.sample(x, 0.7, generator=gen(3), copies=2)
     a = t(x, 0.7, params=params, copies=2)
-    assert torch.equal(a, t.apply(x, params))
+    assert torch.equal(a, t.apply_transform(x, params))
     again = t.sample(x, 0.7, generator=gen(3), copies=2)
     assert params.keys() == again.keys() and all(torch.equal(params[k], again[k]) for k in params)
     assert not torch.allclose(a, t(x, 0.7, generator=gen(4), copies=2)), "another seed must draw other params"
@@ -47,10 +47,10 @@ def batch_equals_samples(t, make, copies=1):
     x = make(4, torch.float32)
     b = x.shape[0]
     params = t.sample(x, 0.8, generator=gen(5), copies=copies)
-    out = t.apply(x, params)
+    out = t.apply_transform(x, params)
     assert out.shape[0] == b * copies
     for n in range(b * copies):
-        single = t.apply(x[n % b : n % b + 1], {k: v[n : n + 1] for k, v in params.items()})
+        single = t.apply_transform(x[n % b : n % b + 1], {k: v[n : n + 1] for k, v in params.items()})
         torch.testing.assert_close(out[n : n + 1], single, **TOL[torch.float32])
 
 
@@ -88,4 +88,4 @@ def copies_equal_a_repeated_batch(t, make, copies=3):
     assert params.keys() == flat.keys()
     for k in params:
         torch.testing.assert_close(params[k], flat[k], msg=lambda m, k=k: f"param {k!r}: {m}")
-    torch.testing.assert_close(t.apply(x, params), t.apply(x.repeat(copies, *[1] * (x.dim() - 1)), flat))
+    torch.testing.assert_close(t.apply_transform(x, params), t.apply_transform(x.repeat(copies, *[1] * (x.dim() - 1)), flat))

@@ -148,7 +148,7 @@ def test_gradcheck_in_the_magnitude(name):
 def test_gain_is_the_decibel_factor():
     x = waves(b=4, dtype=F64)
     gains = [-6.0, -1.5, 0.0, 4.25]
-    out = A.Gain().apply(x, {"gain_db": torch.tensor(gains, dtype=F64)})
+    out = A.Gain().apply_transform(x, {"gain_db": torch.tensor(gains, dtype=F64)})
     for i, g in enumerate(gains):
         torch.testing.assert_close(out[i], x[i] * 10 ** (g / 20), rtol=1e-12, atol=1e-12)
 
@@ -165,7 +165,7 @@ def test_add_noise_reaches_the_snr_exactly_per_channel():
     noise = torch.randn(x.shape, generator=gen(4), dtype=F64)
     for snr in (-5.0, 0.0, 10.0, 30.0):
         ratio = torch.full((2,), 10 ** (-snr / 20), dtype=F64)
-        out = t.apply(x, {"noise_ratio": ratio, "noise": noise})
+        out = t.apply_transform(x, {"noise_ratio": ratio, "noise": noise})
         added = out - x
         # The added part is the drawn noise, rescaled per channel (not reshaped or re-drawn).
         scale = added.norm(dim=-1) / noise.norm(dim=-1)
@@ -259,7 +259,7 @@ def test_cutoff_filters_are_butterworth_at_q_one_over_root_two(name, btype, cuto
     # The cookbook biquad with Q = 1/sqrt(2) is the 2nd-order Butterworth filter of the bilinear transform.
     t = getattr(A, name)(SR, q=1 / math.sqrt(2))
     x = 0.2 * torch.rand(3, 2, 400, generator=gen(0), dtype=F64) - 0.1
-    out = t.apply(x, {"cutoff": torch.tensor(cutoffs, dtype=F64)})
+    out = t.apply_transform(x, {"cutoff": torch.tensor(cutoffs, dtype=F64)})
     for i, c in enumerate(cutoffs):
         b, a = scipy.signal.butter(2, c, btype=btype, fs=SR)
         expected = torch.from_numpy(scipy.signal.lfilter(b, a, x[i].numpy(), axis=-1))
@@ -293,7 +293,7 @@ def test_band_reject_q_is_centre_over_width():
     x = 0.2 * torch.rand(3, 2, 400, generator=gen(1), dtype=F64) - 0.1
     center = torch.tensor([300.0, 1200.0, 3100.0], dtype=F64)
     width = torch.tensor([50.0, 1200.0 / 0.707, 900.0], dtype=F64)
-    out = t.apply(x, {"center": center, "width": width})
+    out = t.apply_transform(x, {"center": center, "width": width})
     b, a = A.bandreject_coefficients(center, center / width, SR)
     for i in range(3):
         torch.testing.assert_close(out[i], lfilter_reference(x[i], b[i], a[i]), rtol=1e-9, atol=1e-11)
@@ -305,7 +305,7 @@ def test_filter_defaults_use_q_0707():
 
 def rms_gain(t, params, freq):
     x = tone(freq)[None, None]
-    y = t.apply(x, params)
+    y = t.apply_transform(x, params)
     return float(y[..., 1024:].square().mean().sqrt() / x[..., 1024:].square().mean().sqrt())
 
 
@@ -339,7 +339,7 @@ def test_larger_magnitude_filters_more(name):
         torch.testing.assert_close(hi["center"], lo["center"])
         assert (hi["width"] > lo["width"]).all()
     # and the filtered signal moves further from the input
-    d = [(t.apply(x, p) - x).square().mean() for p in (lo, hi)]
+    d = [(t.apply_transform(x, p) - x).square().mean() for p in (lo, hi)]
     assert d[1] > d[0]
 
 
@@ -355,7 +355,7 @@ def peak_frequency(y, sr=SR):
 def test_speed_change_moves_the_spectral_peak_by_the_factor(factor):
     t = A.SpeedChange()
     x = tone(440.0, t=8192)[None, None]
-    y = t.apply(x, {"factor": torch.tensor([factor], dtype=F64)})
+    y = t.apply_transform(x, {"factor": torch.tensor([factor], dtype=F64)})
     valid = int(8192 / max(factor, 1.0)) - 1  # zeros past the end of the input for a speed-up
     assert abs(peak_frequency(y[0, 0, :valid]) - 440.0 * factor) <= 2 * SR / valid
     assert abs(peak_frequency(x[0, 0]) - 440.0) <= SR / 8192
@@ -364,7 +364,7 @@ def test_speed_change_moves_the_spectral_peak_by_the_factor(factor):
 def test_speed_change_reads_the_input_at_scaled_positions():
     t = A.SpeedChange()
     x = waves(b=2, t=64, dtype=F64)
-    y = t.apply(x, {"factor": torch.tensor([1.0, 2.0], dtype=F64)})
+    y = t.apply_transform(x, {"factor": torch.tensor([1.0, 2.0], dtype=F64)})
     assert torch.equal(y[0], x[0])
     torch.testing.assert_close(y[1, :, :32], x[1, :, ::2])
     assert torch.equal(y[1, :, 33:], torch.zeros_like(y[1, :, 33:]))
@@ -384,7 +384,7 @@ def test_speed_factor_range():
 def test_masks_zero_the_middle_of_their_band(cls, axis):
     t = cls(max_width=30.0)
     x = torch.ones(1, 60, 70, dtype=F64)
-    out = t.apply(x, {"start": torch.tensor([15.0], dtype=F64), "width": torch.tensor([24.0], dtype=F64)})
+    out = t.apply_transform(x, {"start": torch.tensor([15.0], dtype=F64), "width": torch.tensor([24.0], dtype=F64)})
     profile = out[0, :, 35] if axis == 1 else out[0, 30, :]
     assert profile[22:33].max() < 1e-3  # the middle of the band [15, 39], 7 edge scales inside
     assert profile[:9].min() > 0.997 and profile[46:].min() > 0.997  # far from it
@@ -396,7 +396,7 @@ def test_masks_zero_the_middle_of_their_band(cls, axis):
 def test_mask_width_zero_is_the_identity_and_width_is_bounded(cls):
     t = cls()
     x = specs(b=64)
-    assert torch.equal(t.apply(x, {"start": torch.full((64,), 7.3), "width": torch.zeros(64)}), x)
+    assert torch.equal(t.apply_transform(x, {"start": torch.full((64,), 7.3), "width": torch.zeros(64)}), x)
     params = t.sample(x, 0.5, generator=gen(0))
     assert params["width"].max() <= 0.5 * t.max_width + 1e-6 and params["width"].max() > 0.4 * t.max_width
     length = x.shape[t.axis]

@@ -45,7 +45,7 @@ def test_rendering_angle_agrees_with_the_rotate_transform():
     rotate = T.Rotate()
     params = rotate.sample(base, 0.5)
     params["angle"] = b
-    turned = rotate.apply(base, params)
+    turned = rotate.apply_transform(base, params)
     same = (turned - render_glyphs(glyph, a + b, size=32)).abs().mean()
     wrong_way = (turned - render_glyphs(glyph, a - b, size=32)).abs().mean()
     assert same < 0.03 < wrong_way

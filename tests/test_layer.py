@@ -25,8 +25,8 @@ class NoTaps(Transform):
     def sample(self, x, magnitude, generator=None, copies=1):
         return self.inner.sample(x, magnitude, generator=generator, copies=copies)
 
-    def apply(self, x, params):
-        return self.inner.apply(x, params)
+    def apply_transform(self, x, params):
+        return self.inner.apply_transform(x, params)
 
 
 def images(b=4, ch=3, h=8, w=9, dtype=torch.float32, seed=0):
@@ -38,7 +38,7 @@ def hand_mixture(layer, x, copies, seed):
     g = gen(seed)
     w, mu = layer.weights, layer.magnitudes
     params = [t.sample(x, mu[q], generator=g, copies=copies) for q, t in enumerate(layer.transforms)]
-    return sum(w[q] * t.apply(x, p) for q, (t, p) in enumerate(zip(layer.transforms, params, strict=True)))
+    return sum(w[q] * t.apply_transform(x, p) for q, (t, p) in enumerate(zip(layer.transforms, params, strict=True)))
 
 
 # ------------------------------------------------------------------ state

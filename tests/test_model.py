@@ -179,3 +179,25 @@ def test_bad_forward_input_modifies_nothing():
     with pytest.raises(ValueError, match="copies must be >= 1"):
         model(images(), copies=0)
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in state.items())
+
+
+def test_module_apply_reaches_every_submodule_of_a_model_with_transforms():
+    # nn.Module.apply(fn) is not hidden by the transforms (their method is apply_transform).
+    from augnet.transforms import audio as A
+    from augnet.transforms import signal as S
+
+    trunk = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 4))
+    layer = augnet.AugmentationLayer([T.Rotate(), T.Brightness(), T.SamplePairing()])
+    model = augnet.AugNet(trunk, augnet.AugmentationModule([layer]))
+    seen = []
+
+    def init(m):
+        seen.append(type(m).__name__)
+        if isinstance(m, torch.nn.Linear):
+            torch.nn.init.zeros_(m.weight)
+
+    assert model.apply(init) is model
+    assert {"Rotate", "Brightness", "SamplePairing", "AugmentationLayer", "Linear"} <= set(seen)
+    assert torch.equal(trunk[1].weight, torch.zeros_like(trunk[1].weight))
+    signal_layer = augnet.AugmentationLayer([S.TimeReverse(), A.Gain(), A.LowPass(8000)])
+    assert signal_layer.apply(lambda m: None) is signal_layer

@@ -145,7 +145,7 @@ def test_angle_zero_is_exactly_the_identity(cls, dtype):
     # must equal the precomputed G_PP bit for bit whatever the batch shape.
     t = cls(POS)
     x = MAKE(4, dtype)
-    out = t.apply(x, angles(0.0, 0.3, -0.0, -0.5, 0.0, 0.1, 0.2, 0.0, dtype=dtype))
+    out = t.apply_transform(x, angles(0.0, 0.3, -0.0, -0.5, 0.0, 0.1, 0.2, 0.0, dtype=dtype))
     for n in (0, 2, 4, 7):
         assert torch.equal(out[n], x[n % 4])
     assert not torch.allclose(out[1], x[1])
@@ -178,7 +178,7 @@ def test_rows_sum_to_one_so_a_constant_field_is_kept(cls):
     m = t.interpolation_matrix(params)
     torch.testing.assert_close(m.sum(-1), torch.ones(16, 24, dtype=F64), rtol=0, atol=1e-10)
     x = torch.full((16, 24, 3), 2.5)
-    torch.testing.assert_close(t.apply(x, params), x, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(t.apply_transform(x, params), x, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("cls", ALL)
@@ -194,7 +194,7 @@ def test_a_smooth_field_is_read_at_the_rotated_positions(cls, deg):
     a = math.radians(deg)
     p = unit(POS)
     target = field(p @ rotation(cls.axis, a).T)
-    out = t.apply(field(p)[None, :, None], angles(a))[0, :, 0]
+    out = t.apply_transform(field(p)[None, :, None], angles(a))[0, :, 0]
     err = (out - target).norm() / target.norm()
     assert err < 0.025
     assert err < 0.1 * (field(p) - target).norm() / target.norm()
@@ -211,7 +211,7 @@ def test_sign_convention_on_a_field(cls, sign):
     p = unit(torch.cat([cap(20), extra]))
     t = cls(p)
     a = sign * math.radians(30)
-    out = t.apply(p[None, :, iv, None], angles(a))[0, -1, 0]
+    out = t.apply_transform(p[None, :, iv, None], angles(a))[0, -1, 0]
     assert out == pytest.approx(math.sin(a), abs=0.02)  # measured error at most 0.007
 
 
@@ -240,19 +240,19 @@ def test_kernel_gradcheck():
 def test_positions_are_projected_and_taken_as_arrays():
     x = MAKE(3, F64)
     params = angles(0.3, -0.1, 0.25)
-    ref = SensorsRotationY(unit(POS)).apply(x, params)
+    ref = SensorsRotationY(unit(POS)).apply_transform(x, params)
     for given in (POS * 1000, POS.numpy(), POS.tolist(), POS.float()):
-        torch.testing.assert_close(SensorsRotationY(given).apply(x, params), ref, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(SensorsRotationY(given).apply_transform(x, params), ref, rtol=1e-6, atol=1e-6)
 
 
 def test_casting_the_module_keeps_the_float64_geometry():
     t = SensorsRotationX(POS)
     x = MAKE(2, torch.float32)
     params = angles(0.3, -0.2, dtype=torch.float32)
-    before = t.apply(x, params)
+    before = t.apply_transform(x, params)
     t.half().float()
     assert t.weights.dtype == F64 and t.g_pp.dtype == F64 and t.positions.dtype == F64
-    assert torch.equal(t.apply(x, params), before)
+    assert torch.equal(t.apply_transform(x, params), before)
     assert torch.equal(t(x, 0.0), x)
 
 

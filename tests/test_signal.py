@@ -127,7 +127,7 @@ def test_frequency_shift_moves_a_tone_by_the_drawn_shift():
     t = S.FrequencyShift(SFREQ)
     x = tone(10.0).expand(3, 1, -1)
     params = {"shift": torch.tensor([2.3, -4.1, 0.7], dtype=torch.float64)}
-    out = t.apply(x, params)
+    out = t.apply_transform(x, params)
     torch.testing.assert_close(peak_frequency(out)[:, 0], 10.0 + params["shift"], atol=0.051, rtol=0)
     # The amplitude of the shifted tone is kept (away from the window's ends).
     assert torch.allclose(out[..., 100:-100].abs().amax(-1), torch.ones(3, 1, dtype=torch.float64), atol=0.05)
@@ -155,8 +155,8 @@ def test_band_stop_removes_its_centre_and_keeps_far_frequencies():
     params = {"centre": centre, "width": torch.tensor([2.0], dtype=torch.float64)}
     inside = tone(20.0)[None, None]
     far = tone(30.0)[None, None]
-    gain_inside = t.apply(inside, params).norm() / inside.norm()
-    gain_far = t.apply(far, params).norm() / far.norm()
+    gain_inside = t.apply_transform(inside, params).norm() / inside.norm()
+    gain_far = t.apply_transform(far, params).norm() / far.norm()
     assert 20 * math.log10(float(gain_inside)) <= -20.0
     assert abs(float(gain_far) - 1.0) < 1e-3
 
@@ -166,7 +166,7 @@ def test_band_stop_width_grows_with_the_magnitude():
     x = signals(b=1, ch=1, t=1000, dtype=torch.float64)
     params = t.sample(x, 0.5)
     removed = [
-        (x - t.apply(x, {**params, "width": torch.tensor([w], dtype=torch.float64)})).norm() for w in (0.5, 1, 2)
+        (x - t.apply_transform(x, {**params, "width": torch.tensor([w], dtype=torch.float64)})).norm() for w in (0.5, 1, 2)
     ]
     assert removed[0] < removed[1] < removed[2]
 
@@ -182,7 +182,7 @@ def test_channels_shuffle_permutes_the_chosen_channels_only():
     t = S.ChannelsShuffle()
     x = signals(b=64, ch=8, t=16)
     params = t.sample(x, 0.5, generator=gen(2))
-    out = t.apply(x, params)
+    out = t.apply_transform(x, params)
     chosen = params["gate"] > 0.5
     # Every output channel is an input channel of the same sample, each used once.
     assert torch.equal(params["source"].sort(1).values, torch.arange(8).expand(64, 8))
@@ -207,7 +207,7 @@ def test_time_mask_zeroes_its_window_and_nothing_far_from_it():
         "centre": torch.tensor([250.0], dtype=torch.float64),
         "length": torch.tensor([100.0], dtype=torch.float64),
     }
-    out = t.apply(x, params)
+    out = t.apply_transform(x, params)
     # 20 samples (10 edge widths) inside the window it is zero, 20 outside it is the input.
     assert out[..., 220:281].abs().max() < 1e-4
     torch.testing.assert_close(out[..., :180], x[..., :180], atol=1e-4, rtol=0)

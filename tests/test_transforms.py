@@ -84,7 +84,7 @@ def test_sample_pairing_commutes_with_a_permutation_of_the_batch():
         "partner": inv[params["partner"][perm]],
         "own": inv[params["own"][perm]],
     }
-    torch.testing.assert_close(t.apply(x[perm], permuted), t.apply(x, params)[perm])
+    torch.testing.assert_close(t.apply_transform(x[perm], permuted), t.apply_transform(x, params)[perm])
 
 
 @pytest.mark.parametrize("cls", ALL)
@@ -160,7 +160,7 @@ def test_rotate_matches_kornia(size):
     t = T.Rotate()
     params = _fixed(t, x, angle=[0.3, -1.0])
     expected = kornia.geometry.transform.rotate(x, torch.rad2deg(params["angle"]), align_corners=True)
-    torch.testing.assert_close(t.apply(x, params), expected)
+    torch.testing.assert_close(t.apply_transform(x, params), expected)
 
 
 @pytest.mark.parametrize("cls, key", [(T.ShearX, "sx"), (T.ShearY, "sy")])
@@ -172,7 +172,7 @@ def test_shear_matches_kornia_about_the_centre(cls, key):
     centre = torch.tensor([[(w - 1) / 2, (h - 1) / 2]] * 2, dtype=F64)
     m = kornia.geometry.transform.get_shear_matrix2d(centre, **{key: torch.atan(params["shear"])})
     expected = kornia.geometry.transform.warp_affine(x, m[:, :2], (h, w), align_corners=True)
-    torch.testing.assert_close(t.apply(x, params), expected)
+    torch.testing.assert_close(t.apply_transform(x, params), expected)
 
 
 def test_scale_matches_kornia():
@@ -180,16 +180,16 @@ def test_scale_matches_kornia():
     t = T.Scale()
     params = _fixed(t, x, zoom=[1.3, 0.7])
     expected = kornia.geometry.transform.scale(x, params["zoom"][:, None].expand(2, 2), align_corners=True)
-    torch.testing.assert_close(t.apply(x, params), expected)
+    torch.testing.assert_close(t.apply_transform(x, params), expected)
 
 
 def test_translate_by_whole_pixels_is_a_shift_with_zero_fill():
     x = torch.rand(2, 1, 8, 10, dtype=F64)
     tx, ty = T.TranslateX(), T.TranslateY()
-    out = tx.apply(x, _fixed(tx, x, shift=[2 / 10, -3 / 10]))
+    out = tx.apply_transform(x, _fixed(tx, x, shift=[2 / 10, -3 / 10]))
     assert torch.allclose(out[0, :, :, 2:], x[0, :, :, :-2]) and (out[0, :, :, :2] == 0).all()
     assert torch.allclose(out[1, :, :, :-3], x[1, :, :, 3:]) and (out[1, :, :, -3:] == 0).all()
-    out = ty.apply(x, _fixed(ty, x, shift=[0.25, 0.0]))
+    out = ty.apply_transform(x, _fixed(ty, x, shift=[0.25, 0.0]))
     assert torch.allclose(out[0, :, 2:], x[0, :, :-2]) and torch.allclose(out[1], x[1])
 
 
@@ -212,7 +212,7 @@ def test_brightness_adds_the_shift():
     t = T.Brightness()
     params = t.sample(x, 0.8, generator=gen(0))
     shift = params["shift"][:, 0]
-    torch.testing.assert_close(t.apply(x, params), x + shift[:, None, None, None])
+    torch.testing.assert_close(t.apply_transform(x, params), x + shift[:, None, None, None])
 
 
 @pytest.mark.parametrize("ch", [1, 3])
@@ -223,7 +223,7 @@ def test_contrast_blends_towards_the_mean_grey(ch):
     f = params["factor"][:, None, None, None]
     grey = kornia.color.rgb_to_grayscale(x) if ch == 3 else x
     mean = grey.mean((1, 2, 3), keepdim=True)
-    torch.testing.assert_close(t.apply(x, params), f * x + (1 - f) * mean)
+    torch.testing.assert_close(t.apply_transform(x, params), f * x + (1 - f) * mean)
 
 
 def test_saturation_blends_with_kornia_greyscale():
@@ -232,9 +232,9 @@ def test_saturation_blends_with_kornia_greyscale():
     params = t.sample(x, 0.8, generator=gen(0))
     f = params["factor"][:, None, None, None]
     grey = kornia.color.rgb_to_grayscale(x)
-    torch.testing.assert_close(t.apply(x, params), f * x + (1 - f) * grey)
+    torch.testing.assert_close(t.apply_transform(x, params), f * x + (1 - f) * grey)
     # Factor 0 gives the grey image in every channel.
-    torch.testing.assert_close(t.apply(x, {"factor": torch.zeros(5, dtype=F64)}), grey.expand_as(x))
+    torch.testing.assert_close(t.apply_transform(x, {"factor": torch.zeros(5, dtype=F64)}), grey.expand_as(x))
 
 
 def test_hue_rotation_properties():
@@ -242,10 +242,10 @@ def test_hue_rotation_properties():
     t = T.Hue()
     third = torch.full((5,), 2 * math.pi / 3, dtype=F64)
     # A third of a turn about the grey axis sends red to green, green to blue, blue to red.
-    torch.testing.assert_close(t.apply(x, {"angle": third}), x[:, [2, 0, 1]])
+    torch.testing.assert_close(t.apply_transform(x, {"angle": third}), x[:, [2, 0, 1]])
     # Any angle keeps the grey diagonal (channel mean) and the distance to it.
     angle = torch.linspace(-3, 3, 5, dtype=F64)
-    out = t.apply(x, {"angle": angle})
+    out = t.apply_transform(x, {"angle": angle})
     torch.testing.assert_close(out.mean(1), x.mean(1))
     torch.testing.assert_close((out - out.mean(1, keepdim=True)).norm(dim=1), (x - x.mean(1, keepdim=True)).norm(dim=1))
 
@@ -257,7 +257,7 @@ def test_sample_pairing_blends_with_another_sample():
     lam = params["blend"][:, None, None, None]
     assert (params["partner"] != torch.arange(6)).all()
     assert params["blend"].max() <= 0.5
-    torch.testing.assert_close(t.apply(x, params), (1 - lam) * x + lam * x[params["partner"]])
+    torch.testing.assert_close(t.apply_transform(x, params), (1 - lam) * x + lam * x[params["partner"]])
 
 
 def test_sample_pairing_with_one_sample_is_the_identity():
@@ -272,7 +272,7 @@ def test_border_padding_matches_kornia():
     expected = kornia.geometry.transform.rotate(
         x, torch.rad2deg(params["angle"]), padding_mode="border", align_corners=True
     )
-    torch.testing.assert_close(t.apply(x, params), expected)
+    torch.testing.assert_close(t.apply_transform(x, params), expected)
 
 
 @pytest.mark.parametrize("padding, first_cols", [("border", [0, 0]), ("reflection", [1, 0]), ("zeros", None)])
@@ -281,7 +281,7 @@ def test_padding_of_a_whole_pixel_shift(padding, first_cols):
     # (border), mirrored about the image edge to columns 1 and 0 (reflection), or 0.
     x = images(dtype=F64)
     t = T.TranslateX(padding=padding)
-    out = t.apply(x, _fixed(t, x, shift=[2 / 11] * 5))
+    out = t.apply_transform(x, _fixed(t, x, shift=[2 / 11] * 5))
     torch.testing.assert_close(out[..., 2:], x[..., :-2])
     expected = torch.zeros_like(x[..., :2]) if first_cols is None else x[..., first_cols]
     torch.testing.assert_close(out[..., :2], expected)

@@ -67,7 +67,7 @@ def apply_paired(transform, x: Tensor, magnitude, generator: torch.Generator | N
     """
     magnitude = transform.check_magnitude(magnitude, x)
     params = transform.sample(x, magnitude, generator=generator)
-    return transform.apply(x, params), params
+    return transform.apply_transform(x, params), params
 
 
 def seeded(seed: int | None, device=None) -> torch.Generator | None:

@@ -364,7 +364,7 @@ def _augment(x: Tensor, transform, param: str | None, sampler: Sampler | None, m
             raise ValueError(f"param {param!r} is not a per-row parameter: shape {tuple(old.shape)} for {n} rows")
         shaped = m.to(device=old.device, dtype=old.dtype).reshape(n, *([1] * (old.dim() - 1)))
         params[param] = shaped.expand_as(old)
-        return transform.apply(x, params), m.double().cpu()
+        return transform.apply_transform(x, params), m.double().cpu()
     transform.check_input(x)
     xt, params = apply_paired(transform, x, magnitude, g)
     if param not in params:
@@ -432,9 +432,9 @@ def ranking_probe_model(
         raise ValueError("give param (the transform's parameter to rank by), a sampler, or both")
     if param is None and not callable(transform):
         raise TypeError(f"transform must be callable, got {type(transform).__name__}")
-    if param is not None and not (hasattr(transform, "sample") and hasattr(transform, "apply")):
+    if param is not None and not (hasattr(transform, "sample") and hasattr(transform, "apply_transform")):
         raise TypeError(
-            f"param={param!r} needs an augnet transform with sample() and apply(), got {type(transform).__name__}"
+            f"param={param!r} needs an augnet transform with sample() and apply_transform(), got {type(transform).__name__}"
         )
     g = seeded(seed + 1, x.device)
     xa, m_a = _augment(x, transform, param, sampler, magnitude, g)

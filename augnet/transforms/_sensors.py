@@ -335,7 +335,7 @@ class _SensorsRotation(SignalTransform):
         """``(G_QP - G_PP) W``, (N, Ch, Ch) float64: exactly 0 where the angle is 0."""
         return (self._kernel_at(params["angle"]) - self.g_pp) @ self.weights
 
-    def apply(self, x, params):
+    def apply_transform(self, x, params):
         x = self._rows(x, params)
         # x + (M - I) x: exact at angle 0, and more accurate than M @ x for small angles.
         return torch.baddbmm(x, self._update(params).to(x.dtype), x)

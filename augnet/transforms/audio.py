@@ -205,7 +205,7 @@ class _Filter(SignalTransform):
     def _active(self, params: dict[str, Tensor]) -> Tensor:
         raise NotImplementedError
 
-    def apply(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+    def apply_transform(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         """Filter each row with its own biquad; rows whose filter is the identity are bypassed exactly.
 
         Shape:
@@ -226,7 +226,7 @@ class LowPass(_Filter):
     ``u ~ U(0, 1)`` (log-linear from ``max_cutoff`` at ``mu * u -> 0`` down to
     ``min_cutoff`` at ``mu * u = 1``). ``mu * u = 0`` draws the cut-off
     ``sample_rate / 2``: a low-pass at the Nyquist frequency is the identity,
-    and :meth:`apply` bypasses it exactly (the biquad there is marginally
+    and :meth:`apply_transform` bypasses it exactly (the biquad there is marginally
     stable). The gradient in the magnitude is therefore 0 at exactly ``mu = 0``
     (finite), and the true derivative elsewhere.
 
@@ -282,7 +282,7 @@ class HighPass(_Filter):
     The cut-off is ``min_cutoff * (max_cutoff / min_cutoff) ** (mu * u)`` Hz,
     ``u ~ U(0, 1)`` (log-linear from ``min_cutoff`` up to ``max_cutoff`` at
     ``mu * u = 1``). ``mu * u = 0`` draws the cut-off 0 Hz, the identity,
-    which :meth:`apply` bypasses exactly (gradient 0 at exactly ``mu = 0``).
+    which :meth:`apply_transform` bypasses exactly (gradient 0 at exactly ``mu = 0``).
 
     Args:
         sample_rate: in Hz (required).
@@ -424,7 +424,7 @@ class AddNoise(SignalTransform):
         noise = draw(torch.randn, (n, *x.shape[1:]), generator=generator, device=x.device, dtype=param_dtype(x))
         return {"noise_ratio": ratio, "noise": noise}
 
-    def apply(self, x, params):
+    def apply_transform(self, x, params):
         """Add the noise, scaled per channel to the drawn SNR against that channel's energy.
 
         Shape:
@@ -465,7 +465,7 @@ class Gain(SignalTransform):
         n = x.shape[0] * copies
         return {"gain_db": magnitude * self.max_gain_db * uniform(n, x, generator)}
 
-    def apply(self, x, params):
+    def apply_transform(self, x, params):
         x = self._rows(x, params)
         ratio = 10 ** (params["gain_db"].to(x.dtype) / 20)
         return x * ratio[:, None, None]
@@ -505,7 +505,7 @@ class SpeedChange(SignalTransform):
         n = x.shape[0] * copies
         return {"factor": self.max_factor ** (magnitude * uniform(n, x, generator))}
 
-    def apply(self, x, params):
+    def apply_transform(self, x, params):
         """Read each row at its positions ``s * t``.
 
         Shape:
@@ -561,7 +561,7 @@ class _SpecMask(SignalTransform):
         start = uniform(n, x, generator, 0.0, 1.0) * (length - width)
         return {"start": start, "width": width}
 
-    def apply(self, x, params):
+    def apply_transform(self, x, params):
         """Multiply by ``1 - mask`` along the masked axis.
 
         Shape:

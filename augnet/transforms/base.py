@@ -7,12 +7,12 @@ in, so the same transform class can sit in several layers.
 ``sample(x, mu)`` draws a dict of per-row parameter tensors, on ``x``'s device,
 from an optional :class:`torch.Generator`, with ``mu`` entering by
 reparametrisation (e.g. ``angle = mu * max_angle * u``) so that the result is
-differentiable in ``mu``. ``apply(x, params)`` is deterministic given the
+differentiable in ``mu``. ``apply_transform(x, params)`` is deterministic given the
 params, so passing ``params`` back replays a call exactly.
 
 Copies: ``sample(x, mu, copies=C)`` draws parameters for ``N = B * C`` output
 rows, copy-major (row ``c * B + b`` is copy ``c`` of sample ``b``), and
-``apply(x, params)`` produces those ``N`` rows from the ``B`` rows of ``x``.
+``apply_transform(x, params)`` produces those ``N`` rows from the ``B`` rows of ``x``.
 
 Image transforms that are warps and/or colour affine maps also implement
 ``taps(params)`` (see :func:`augnet.ops.tap_mix`), which lets a layer run all
@@ -70,7 +70,7 @@ class Transform(nn.Module):
     """Base class of augnet transforms.
 
     Subclasses implement :meth:`sample` and either :meth:`taps` (image
-    warps and colour maps, then :meth:`apply` is provided) or :meth:`apply`.
+    warps and colour maps, then :meth:`apply_transform` is provided) or :meth:`apply_transform`.
 
     Class attributes:
         input_ndim: rank of the inputs the transform accepts (4 for images).
@@ -94,7 +94,7 @@ class Transform(nn.Module):
         """The transform as taps of ``tap_mix``; only for tap-capable transforms."""
         raise NotImplementedError(f"{type(self).__name__} has no tap form")
 
-    def apply(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+    def apply_transform(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         """Apply the transform with fixed ``params`` (deterministic).
 
         Shape:
@@ -103,7 +103,7 @@ class Transform(nn.Module):
               multiple of ``B``.
         """
         if not self.has_taps():
-            raise NotImplementedError(f"{type(self).__name__} must implement apply()")
+            raise NotImplementedError(f"{type(self).__name__} must implement apply_transform()")
         n = _rows(params)
         src, affine, color, weight = assemble_taps([self.taps(params)], x, n)
         return tap_mix(x, src, affine, color, weight, padding=self.padding)
@@ -140,7 +140,7 @@ class Transform(nn.Module):
                 f"{type(self).__name__}: params are for {_rows(params)} rows, "
                 f"but x has {x.shape[0]} rows and copies={copies}"
             )
-        return self.apply(x, params)
+        return self.apply_transform(x, params)
 
     def natural_range(self, magnitude: float, size: tuple[int, ...] | None = None) -> Range:
         """Range of the transform at ``magnitude`` in natural units.
@@ -194,7 +194,7 @@ class Transform(nn.Module):
 class SignalTransform(Transform):
     """Base of the signal and audio transforms: inputs :math:`(B, Ch, T)`, floating point.
 
-    Its transforms have no tap form: ``apply`` starts from ``x`` repeated to
+    Its transforms have no tap form: ``apply_transform`` starts from ``x`` repeated to
     the rows the params were drawn for (:meth:`_rows`).
     """
 

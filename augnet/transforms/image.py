@@ -17,7 +17,7 @@ Examples:
     >>> params = rot.sample(x, 0.25, generator=g)   # angles up to ±45 degrees
     >>> params["angle"].abs().max() <= math.pi / 4
     tensor(True)
-    >>> torch.equal(rot.apply(x, params), rot(x, 0.25, params=params))
+    >>> torch.equal(rot.apply_transform(x, params), rot(x, 0.25, params=params))
     True
 """
 

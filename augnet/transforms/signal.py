@@ -7,7 +7,7 @@ the batch), and runs in :class:`~augnet.AugmentationLayer` through the generic
 path (each transform applied to the copies, then the weighted sum).
 
 Copies: ``sample(x, mu, copies=C)`` draws parameters for ``N = B * C`` rows,
-copy-major; ``apply(x, params)`` repeats ``x`` to those rows
+copy-major; ``apply_transform(x, params)`` repeats ``x`` to those rows
 (:func:`~augnet.transforms.base.repeat_rows`). Parameters computed from the
 signal itself (e.g. its standard deviation) are computed per source sample and
 repeated, so C copies equal one draw for ``x`` repeated C times.
@@ -68,7 +68,7 @@ class TimeReverse(SignalTransform):
     def sample(self, x, magnitude, generator=None, copies=1):
         return {"gate": relaxed_bernoulli((x.shape[0] * copies,), x, magnitude, self.temperature, generator)}
 
-    def apply(self, x, params):
+    def apply_transform(self, x, params):
         x = self._rows(x, params)
         return _probability_apply(x, params["gate"], self._changed(x))
 
@@ -115,7 +115,7 @@ class TimeMask(SignalTransform):
         centre = uniform(n, x, generator, 0.0, float(t))
         return {"centre": centre, "length": (magnitude * self.max_length) * torch.ones_like(centre)}
 
-    def apply(self, x, params):
+    def apply_transform(self, x, params):
         x = self._rows(x, params)
         t = torch.arange(x.shape[-1], device=x.device, dtype=params["centre"].dtype)
         half = params["length"] / 2
@@ -147,7 +147,7 @@ class GaussianNoise(SignalTransform):
         z = draw(torch.randn, (b * copies, *x.shape[1:]), generator=generator, device=x.device, dtype=dtype)
         return {"noise": magnitude * self.max_std * scale[:, None, None] * z}
 
-    def apply(self, x, params):
+    def apply_transform(self, x, params):
         return self._rows(x, params) + params["noise"].to(x.dtype)
 
     def natural_range(self, magnitude, size=None):
@@ -184,7 +184,7 @@ class FTSurrogate(SignalTransform):
             u[..., -1] = 0  # Nyquist
         return {"phase": magnitude * self.max_phase * u}
 
-    def apply(self, x, params):
+    def apply_transform(self, x, params):
         x = self._rows(x, params)
         spectrum = torch.fft.rfft(x, dim=-1)
         rotation = torch.polar(torch.ones_like(params["phase"]), params["phase"]).to(spectrum.dtype)
@@ -233,7 +233,7 @@ class FrequencyShift(SignalTransform):
     def sample(self, x, magnitude, generator=None, copies=1):
         return {"shift": magnitude * self.max_shift * uniform(x.shape[0] * copies, x, generator)}
 
-    def apply(self, x, params):
+    def apply_transform(self, x, params):
         x = self._rows(x, params)
         shift = params["shift"]
         t = torch.arange(x.shape[-1], device=x.device, dtype=shift.dtype) / self.sfreq
@@ -276,7 +276,7 @@ class BandStop(SignalTransform):
         centre = uniform(x.shape[0] * copies, x, generator, *self.band)
         return {"centre": centre, "width": (magnitude * self.max_width) * torch.ones_like(centre)}
 
-    def apply(self, x, params):
+    def apply_transform(self, x, params):
         x = self._rows(x, params)
         t = x.shape[-1]
         dtype = params["centre"].dtype
@@ -337,7 +337,7 @@ class ChannelsSymmetry(SignalTransform):
     def sample(self, x, magnitude, generator=None, copies=1):
         return {"gate": relaxed_bernoulli((x.shape[0] * copies,), x, magnitude, self.temperature, generator)}
 
-    def apply(self, x, params):
+    def apply_transform(self, x, params):
         x = self._rows(x, params)
         return _probability_apply(x, params["gate"], x[:, self._permutation(x.shape[1], x.device)])
 
@@ -362,7 +362,7 @@ class ChannelsDropout(SignalTransform):
         shape = (x.shape[0] * copies, x.shape[1])
         return {"gate": relaxed_bernoulli(shape, x, magnitude, self.temperature, generator)}
 
-    def apply(self, x, params):
+    def apply_transform(self, x, params):
         x = self._rows(x, params)
         return x * (1 - params["gate"].to(x.dtype))[:, :, None]
 
@@ -398,7 +398,7 @@ class ChannelsShuffle(ChannelsDropout):
         source = torch.empty_like(positions).scatter_(1, positions, shuffled)
         return {"gate": gate, "source": source}
 
-    def apply(self, x, params):
+    def apply_transform(self, x, params):
         x = self._rows(x, params)
         moved = torch.gather(x, 1, params["source"][:, :, None].expand_as(x))
         g = params["gate"].to(x.dtype)[:, :, None]
