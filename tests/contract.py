@@ -88,4 +88,5 @@ def copies_equal_a_repeated_batch(t, make, copies=3):
     assert params.keys() == flat.keys()
     for k in params:
         torch.testing.assert_close(params[k], flat[k], msg=lambda m, k=k: f"param {k!r}: {m}")
-    torch.testing.assert_close(t.apply_transform(x, params), t.apply_transform(x.repeat(copies, *[1] * (x.dim() - 1)), flat))
+    repeated = x.repeat(copies, *[1] * (x.dim() - 1))
+    torch.testing.assert_close(t.apply_transform(x, params), t.apply_transform(repeated, flat))

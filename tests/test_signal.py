@@ -165,9 +165,8 @@ def test_band_stop_width_grows_with_the_magnitude():
     t = S.BandStop(SFREQ)
     x = signals(b=1, ch=1, t=1000, dtype=torch.float64)
     params = t.sample(x, 0.5)
-    removed = [
-        (x - t.apply_transform(x, {**params, "width": torch.tensor([w], dtype=torch.float64)})).norm() for w in (0.5, 1, 2)
-    ]
+    widths = [torch.tensor([w], dtype=torch.float64) for w in (0.5, 1, 2)]
+    removed = [(x - t.apply_transform(x, {**params, "width": w})).norm() for w in widths]
     assert removed[0] < removed[1] < removed[2]
 
 

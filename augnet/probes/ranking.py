@@ -434,7 +434,8 @@ def ranking_probe_model(
         raise TypeError(f"transform must be callable, got {type(transform).__name__}")
     if param is not None and not (hasattr(transform, "sample") and hasattr(transform, "apply_transform")):
         raise TypeError(
-            f"param={param!r} needs an augnet transform with sample() and apply_transform(), got {type(transform).__name__}"
+            f"param={param!r} needs an augnet transform with sample() and apply_transform(), "
+            f"got {type(transform).__name__}"
         )
     g = seeded(seed + 1, x.device)
     xa, m_a = _augment(x, transform, param, sampler, magnitude, g)
