@@ -38,7 +38,7 @@ def extensions():
             "AUGNET_BUILD_EXT=1 needs torch at build time: "
             "run `AUGNET_BUILD_EXT=1 pip install -e . --no-build-isolation`"
         ) from err
-    # As for the build on first use (augnet/ops/_ext.py): OpenMP, and code tuned
+    # As for the build on first use (augnet/ops/_cpp.py): OpenMP, and code tuned
     # for this CPU on x86-64; AUGNET_CXXFLAGS replaces the flags.
     cxx = os.environ.get("AUGNET_CXXFLAGS", "").split() or ["-O3", "-fopenmp"] + (
         ["-march=native"] if platform.machine() in ("x86_64", "AMD64") else []

@@ -14,7 +14,7 @@ Examples:
 
 from augnet.layers import AugmentationLayer, AugmentationModule, Policy
 from augnet.model import Augerino, AugNet, aggregate
-from augnet.ops.tap_mix import tap_mix
+from augnet.ops.dispatch import tap_mix
 from augnet.regularizers import (
     LambdaSchedule,
     augerino_regularizer,

@@ -256,7 +256,7 @@ def _make_call(provider: str, layer: AugmentationLayer, x: Tensor, copies: int, 
 def _benchmark_classes():
     """``torch.utils.benchmark``'s Measurement and Timer, imported without the
     CUDA_HOME warning its extension builder logs on machines without a GPU."""
-    from augnet.ops._ext import quiet_cpp_extension_log
+    from augnet.ops._cpp import quiet_cpp_extension_log
 
     with quiet_cpp_extension_log():
         from torch.utils.benchmark import Measurement, Timer

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from augnet.ops.tap_mix import tap_mix
+from augnet.ops.dispatch import tap_mix
 from augnet.transforms.base import Transform, assemble_taps, check_copies, draw
 
 __all__ = ["AugmentationLayer", "AugmentationModule", "Policy"]

@@ -197,7 +197,7 @@ class LieAugmentation(nn.Module):
         return torch.linalg.matrix_exp(algebra)
 
     def forward(self, x: Tensor, copies: int = 1, generator: torch.Generator | None = None) -> Tensor:
-        from augnet.ops.tap_mix import tap_mix
+        from augnet.ops.dispatch import tap_mix
 
         if not isinstance(x, Tensor) or x.dim() != 4:
             raise ValueError(f"Augerino expects (B, Ch, H, W) images, got {tuple(getattr(x, 'shape', ()))}")

@@ -8,7 +8,6 @@ result rounded once to the input's dtype (error at most one rounding, 2**-8
 relative for bfloat16); the trunk itself runs under autocast as usual.
 """
 
-import importlib
 
 import pytest
 import torch
@@ -17,13 +16,13 @@ from torch import nn
 
 import augnet
 from augnet import AugmentationLayer, AugNet, selective_regularizer
-from augnet.ops import _ext, tap_mix
+from augnet.ops import _cpp, tap_mix
+from augnet.ops import dispatch as tap_mix_module
 from augnet.transforms import audio as A
 from augnet.transforms import image as T
 from augnet.transforms import signal as S
 
-tap_mix_module = importlib.import_module("augnet.ops.tap_mix")
-BACKENDS = ["reference"] + (["cpp"] if _ext.load() else [])
+BACKENDS = ["reference"] + (["cpp"] if _cpp.load() else [])
 LOW = [torch.bfloat16, torch.float16]
 # One rounding of values in [0, 1] (images) or [-2, 2] (signals) to the low-precision dtype.
 ROUNDING = {torch.bfloat16: 2.0**-8 * 2, torch.float16: 2.0**-11 * 2}

@@ -1,6 +1,5 @@
 """The compiled CPU backend (csrc/tap_mix.cpp) against the reference."""
 
-import importlib
 import warnings
 
 import pytest
@@ -8,16 +7,15 @@ import torch
 from helpers import gen
 
 import augnet
-from augnet.ops import _ext, resolve_backend, tap_mix, tap_mix_reference
+from augnet.ops import _cpp, resolve_backend, tap_mix, tap_mix_reference
+from augnet.ops import dispatch as tap_mix_module
 from augnet.transforms import image as T
-
-tap_mix_module = importlib.import_module("augnet.ops.tap_mix")
 
 
 @pytest.fixture(scope="module", autouse=True)
 def compiled():
     # The extension must build here (CI builds it); a failure is a test failure.
-    assert _ext.load(), _ext.cpp_hint()
+    assert _cpp.load(), _cpp.cpp_hint()
 
 
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float64: dict(rtol=1e-9, atol=1e-9)}
@@ -198,7 +196,7 @@ def test_auto_picks_cpp_on_cpu():
 
 
 def test_unavailable_extension_falls_back_once_and_explicit_request_says_how_to_fix(monkeypatch):
-    monkeypatch.setattr(_ext, "_state", {"tried": True, "error": "OSError: no compiler"})
+    monkeypatch.setattr(_cpp, "_state", {"tried": True, "error": "OSError: no compiler"})
     monkeypatch.setattr(tap_mix_module, "_warned_fallback", set())
     monkeypatch.delenv("AUGNET_BACKEND", raising=False)
     args = make_args()

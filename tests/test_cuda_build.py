@@ -143,10 +143,10 @@ def cuda_ops(tmp_path_factory):
 def _load_through_the_package() -> None:
     """Let augnet load its own extension first: TORCH_LIBRARY(augnet) can be loaded only once per process."""
     try:
-        from augnet.ops import _ext
+        from augnet.ops import _cpp
     except ImportError:
         return
-    loader = getattr(_ext, "load", None)
+    loader = getattr(_cpp, "load", None)
     if loader is not None:
         loader()
 

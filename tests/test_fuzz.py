@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import augnet
-from augnet.ops import _ext, tap_mix
+from augnet.ops import _cpp, tap_mix
 from augnet.transforms import audio as A
 from augnet.transforms import image as T
 from augnet.transforms import signal as S
@@ -22,7 +22,7 @@ FUZZ_EXAMPLES = int(os.environ.get("AUGNET_FUZZ_EXAMPLES", "100"))
 FUZZ = settings(
     max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
 )
-BACKENDS = ["reference"] + (["cpp"] if _ext.load() else [])
+BACKENDS = ["reference"] + (["cpp"] if _cpp.load() else [])
 DTYPES = st.sampled_from([torch.float32, torch.float64])
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float64: dict(rtol=1e-9, atol=1e-9)}
 
@@ -153,4 +153,4 @@ def test_layer_backends_agree(classes, dtype, b, size, copies, training, seed):
 
 def test_the_compiled_backend_takes_part():
     # The fuzzing above compares backends only if the compiled one is there (CI builds it).
-    assert "cpp" in BACKENDS, _ext.cpp_hint()
+    assert "cpp" in BACKENDS, _cpp.cpp_hint()

@@ -3,12 +3,12 @@
 Backends of ``tap_mix``: ``reference`` (plain PyTorch, always there), ``cpp``
 (csrc/ CPU kernel), ``cuda`` (csrc/ CUDA kernel) and ``triton`` (GPU, or CPU
 under ``TRITON_INTERPRET=1``). The compiled ones load lazily, on first use.
+Modules: :mod:`augnet.ops.dispatch` (the function, its reference, the backend
+registry), :mod:`augnet.ops._cpp` (the compiled csrc/ extension) and
+:mod:`augnet.ops._triton` (the Triton kernels).
 """
 
-import torch
-
-from augnet.ops import _ext, _triton
-from augnet.ops.tap_mix import (
+from augnet.ops.dispatch import (
     PADDING_MODES,
     available_backends,
     register_backend,
@@ -16,11 +16,6 @@ from augnet.ops.tap_mix import (
     tap_mix,
     tap_mix_reference,
 )
-
-_FLOATS = (torch.float32, torch.float64)
-register_backend("cpp", _ext.tap_mix_compiled, lambda x: x.device.type == "cpu" and x.dtype in _FLOATS, _ext.cpp_hint)
-register_backend("cuda", _ext.tap_mix_compiled, lambda x: x.is_cuda and x.dtype in _FLOATS, _ext.cuda_hint)
-register_backend("triton", _triton.tap_mix_triton, _triton.supports, _triton.unavailable_hint)
 
 __all__ = [
     "PADDING_MODES",

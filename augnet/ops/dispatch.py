@@ -289,3 +289,15 @@ def tap_mix(
     # matmul and the colour einsum would otherwise run in reduced precision).
     with torch.autocast(device_type=x.device.type, enabled=False):
         return _BACKENDS[name].fn(x, src, affine, color, weight, padding)
+
+
+# ------------------------------------------------------------------ the backends
+
+# The compiled and Triton backends register here, beside the registry; both
+# modules import their compiled parts lazily, so this costs no build at import.
+from augnet.ops import _cpp, _triton  # noqa: E402
+
+_FLOATS = (torch.float32, torch.float64)
+register_backend("cpp", _cpp.tap_mix_compiled, lambda x: x.device.type == "cpu" and x.dtype in _FLOATS, _cpp.cpp_hint)
+register_backend("cuda", _cpp.tap_mix_compiled, lambda x: x.is_cuda and x.dtype in _FLOATS, _cpp.cuda_hint)
+register_backend("triton", _triton.tap_mix_triton, _triton.supports, _triton.unavailable_hint)

@@ -28,7 +28,7 @@ import einops
 import torch
 from torch import Tensor, nn
 
-from augnet.ops.tap_mix import tap_mix
+from augnet.ops.dispatch import tap_mix
 
 __all__ = ["Range", "SignalTransform", "Taps", "Transform", "assemble_taps", "draw", "positive"]
 

@@ -28,7 +28,7 @@ import math
 import torch
 from torch import Tensor
 
-from augnet.ops.tap_mix import PADDING_MODES
+from augnet.ops.dispatch import PADDING_MODES
 from augnet.transforms.base import Range, Taps, Transform, draw, param_dtype, positive, relaxed_bernoulli, uniform
 
 __all__ = [
