@@ -76,8 +76,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
+from augnet.experiments.trunks import resnet18
 from augnet.layers import AugmentationLayer
 from augnet.model import AugNet, aggregate
 from augnet.ops import available_backends
@@ -642,33 +643,6 @@ def run_from_args(args) -> int:
 
 
 # --------------------------------------------------------------------------- inference cost
-
-
-class _BasicBlock(nn.Module):
-    def __init__(self, cin: int, cout: int, stride: int) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.skip = nn.Sequential()
-        if stride != 1 or cin != cout:
-            self.skip = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        out = torch.relu(self.bn1(self.conv1(x)))
-        return torch.relu(self.bn2(self.conv2(out)) + self.skip(x))
-
-
-def resnet18(classes: int = 10, width: int = 64) -> nn.Module:
-    """A ResNet-18 for 32x32 images (3x3 stem, four stages of two basic blocks), as trunk of the cost benchmark."""
-    layers, cin = [nn.Conv2d(3, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU()], width
-    for i, stride in enumerate((1, 2, 2, 2)):
-        cout = width * 2**i
-        layers += [_BasicBlock(cin, cout, stride), _BasicBlock(cout, cout, 1)]
-        cin = cout
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
-    return nn.Sequential(*layers)
 
 
 def inference_cost(

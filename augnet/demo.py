@@ -13,45 +13,16 @@ import time
 from dataclasses import dataclass, field
 
 import torch
-from torch import nn
 
 from augnet.data import rotated_glyphs
+from augnet.experiments.trunks import SmallCNN
 from augnet.layers import AugmentationLayer, Policy
 from augnet.model import AugNet
 from augnet.regularizers import param_groups
 from augnet.training import accuracy, fit
 from augnet.transforms import image as T
 
-__all__ = ["DemoConfig", "DemoResult", "SmallCNN", "run_demo"]
-
-
-class SmallCNN(nn.Module):
-    """A small convolutional trunk: three conv-BN-ReLU blocks, max pooling, a linear head.
-
-    Shape:
-        - input: :math:`(B, Ch, H, W)`
-        - output: :math:`(B, \\text{classes})` logits
-    """
-
-    def __init__(self, in_channels: int = 1, classes: int = 4, width: int = 16) -> None:
-        super().__init__()
-
-        def block(i, o):
-            return nn.Sequential(nn.Conv2d(i, o, 3, padding=1, bias=False), nn.BatchNorm2d(o), nn.ReLU())
-
-        self.features = nn.Sequential(
-            block(in_channels, width),
-            nn.MaxPool2d(2),
-            block(width, 2 * width),
-            nn.MaxPool2d(2),
-            block(2 * width, 4 * width),
-            nn.AdaptiveMaxPool2d(1),
-            nn.Flatten(),
-        )
-        self.head = nn.Linear(4 * width, classes)
-
-    def forward(self, x):
-        return self.head(self.features(x))
+__all__ = ["DemoConfig", "DemoResult", "run_demo"]
 
 
 @dataclass

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from augnet.data import rotated_glyphs
-from augnet.demo import SmallCNN
+from augnet.experiments.trunks import SmallCNN
 from augnet.transforms import image as T
 
 

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 from augnet import AugmentationLayer, AugNet, param_groups, selective_regularizer
 from augnet.data import rotated_glyphs
-from augnet.demo import SmallCNN
+from augnet.experiments.trunks import SmallCNN
 from augnet.training import accuracy, rank_generator
 from augnet.transforms import image as T
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 import augnet
 from augnet.data import rotated_glyphs
-from augnet.demo import SmallCNN
+from augnet.experiments.trunks import SmallCNN
 from augnet.transforms import image as T
 
 

@@ -154,7 +154,8 @@ def test_script_entry_point():
 
 
 def test_inference_cost_ratios_are_consistent():
-    from augnet.bench import format_inference, inference_cost, resnet18
+    from augnet.bench import format_inference, inference_cost
+    from augnet.experiments.trunks import resnet18
 
     result = inference_cost(copies=(1, 3), batch=2, width=4, min_run_time=0.01, log=None)
     assert [r["copies"] for r in result["records"]] == [1, 3]

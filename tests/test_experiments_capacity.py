@@ -14,17 +14,18 @@ from torch import nn
 
 import augnet.experiments.capacity as cap
 from augnet.experiments import reproduce
+from augnet.experiments.trunks import MLP
 
 TINY = {"widths": (2,), "depths": (1, 2), "epochs": 1, "n_train": 32, "n_test": 16, "accuracy_repeats": 1}
 
 
 def test_mlp_shapes_and_parameter_count():
     for width, depth in ((4, 1), (16, 3)):
-        net = cap.MLP(width, depth)
+        net = MLP(width, depth)
         assert net(torch.randn(5, 1, 1000)).shape == (5, 4)
         assert sum(p.numel() for p in net.parameters()) == cap._params(width, depth)
     with pytest.raises(ValueError, match="width and depth"):
-        cap.MLP(0, 1)
+        MLP(0, 1)
 
 
 def test_each_method_trains_the_same_initial_trunk():

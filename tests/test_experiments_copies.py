@@ -11,8 +11,8 @@ import torch
 
 import augnet.experiments.copies as cp
 from augnet.experiments import reproduce
-from augnet.experiments.capacity import MLP
 from augnet.experiments.sinusoids import SinusoidsConfig, sinusoid_layer
+from augnet.experiments.trunks import MLP
 from augnet.model import AugNet
 
 TINY = {"epochs": 1, "n_train": 32, "n_test": 16, "accuracy_repeats": 1, "min_run_time": 0.01, "rounds": 1}

@@ -7,27 +7,30 @@ version (the slow tests use it).
 
 Experiments: ``rotation``, ``sinusoids``, ``capacity``, ``copies`` (see
 :func:`names`), and the building blocks :func:`run_sinusoids` /
-:class:`SinusoidsConfig`.
+:class:`SinusoidsConfig`; the trunks (:mod:`augnet.experiments.trunks`).
 """
 
 from augnet.experiments import capacity, copies, rotation, sinusoids  # noqa: F401  (register the experiments)
 from augnet.experiments._registry import Report, names, register, reproduce
 from augnet.experiments.sinusoids import (
-    Conv1dNet,
     ExperimentResult,
     SinusoidsConfig,
     run_sinusoids,
     sinusoid_layer,
 )
+from augnet.experiments.trunks import MLP, Conv1dNet, SmallCNN, resnet18
 
 __all__ = [
+    "MLP",
     "Conv1dNet",
     "ExperimentResult",
     "Report",
     "SinusoidsConfig",
+    "SmallCNN",
     "names",
     "register",
     "reproduce",
+    "resnet18",
     "run_sinusoids",
     "sinusoid_layer",
 ]

@@ -40,6 +40,7 @@ from torch import Tensor, nn
 from augnet.data import sinusoids
 from augnet.experiments._registry import Report, register
 from augnet.experiments.sinusoids import SinusoidsConfig, sinusoid_layer
+from augnet.experiments.trunks import MLP
 from augnet.model import AugNet
 from augnet.probes import invariance_curve, summary
 from augnet.regularizers import param_groups
@@ -48,7 +49,6 @@ from augnet.transforms import signal as S
 
 __all__ = [
     "CAPACITY_METHODS",
-    "MLP",
     "CapacityConfig",
     "evaluate",
     "frequency_shift_invariance",
@@ -62,35 +62,6 @@ CAPACITY_METHODS = ("baseline", "oracle", "augnet", "augnet_fs")
 
 SFREQ = 100.0
 TRUE_SHIFT = 0.5  # Hz: the data's invariance
-
-
-class MLP(nn.Module):
-    """A small multi-layer perceptron on the flattened signal: ``depth`` hidden Linear-ReLU layers of ``width``.
-
-    Shape:
-        - input: :math:`(B, Ch, T)` (flattened to ``Ch * T`` features)
-        - output: :math:`(B, \\text{classes})` logits
-
-    Examples:
-        >>> MLP(width=4, depth=2)(torch.randn(3, 1, 1000)).shape
-        torch.Size([3, 4])
-    """
-
-    def __init__(self, width: int, depth: int, in_features: int = 1000, classes: int = 4) -> None:
-        super().__init__()
-        if width < 1 or depth < 1:
-            raise ValueError(f"width and depth must be >= 1, got {width} and {depth}")
-        layers: list[nn.Module] = [nn.Flatten()]
-        size = in_features
-        for _ in range(depth):
-            layers += [nn.Linear(size, width), nn.ReLU()]
-            size = width
-        layers.append(nn.Linear(size, classes))
-        self.net = nn.Sequential(*layers)
-        self.width, self.depth = width, depth
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.net(x)
 
 
 @dataclass

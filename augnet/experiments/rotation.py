@@ -6,7 +6,7 @@ On :func:`augnet.data.rotated_glyphs` (labels invariant to rotations of up to
 
 1. ``augnet``: AugNet with the selective regulariser (the demo itself);
 2. ``augerino``: Augerino (:class:`augnet.Augerino`, the same
-   :class:`~augnet.demo.SmallCNN` trunk, :func:`augnet.augerino_regularizer`);
+   :class:`~augnet.experiments.trunks.SmallCNN` trunk, :func:`augnet.augerino_regularizer`);
 3. ``augnet_none``: AugNet without a regulariser;
 4. ``augnet_augerino_reg``: AugNet with Augerino's regulariser;
 
@@ -34,8 +34,9 @@ from torch import Tensor, nn
 
 from augnet import probes
 from augnet.data import rotated_glyphs
-from augnet.demo import DemoConfig, SmallCNN, run_demo
+from augnet.demo import DemoConfig, run_demo
 from augnet.experiments._registry import Report, register
+from augnet.experiments.trunks import SmallCNN
 from augnet.model import LIE_GENERATORS, Augerino
 from augnet.regularizers import param_groups
 from augnet.training import accuracy, fit

@@ -13,42 +13,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from torch import nn
 
 from augnet.data import sinusoids
 from augnet.experiments._registry import Report, register
+from augnet.experiments.trunks import Conv1dNet
 from augnet.layers import AugmentationLayer, Policy
 from augnet.model import AugNet
 from augnet.regularizers import param_groups
 from augnet.training import accuracy, fit
 from augnet.transforms import signal as S
 
-__all__ = ["Conv1dNet", "ExperimentResult", "SinusoidsConfig", "run_sinusoids"]
-
-
-class Conv1dNet(nn.Module):
-    """A small 1-D CNN: three strided conv-BN-ReLU blocks, global average pooling, a linear head.
-
-    Shape:
-        - input: :math:`(B, Ch, T)`
-        - output: :math:`(B, \\text{classes})` logits
-    """
-
-    def __init__(self, in_channels: int = 1, classes: int = 4, width: int = 16, kernel: int = 9) -> None:
-        super().__init__()
-
-        def block(i, o):
-            return nn.Sequential(
-                nn.Conv1d(i, o, kernel, stride=2, padding=kernel // 2, bias=False), nn.BatchNorm1d(o), nn.ReLU()
-            )
-
-        self.features = nn.Sequential(
-            block(in_channels, width), block(width, 2 * width), block(2 * width, 2 * width), nn.AdaptiveAvgPool1d(1)
-        )
-        self.head = nn.Linear(2 * width, classes)
-
-    def forward(self, x):
-        return self.head(self.features(x).flatten(1))
+__all__ = ["ExperimentResult", "SinusoidsConfig", "run_sinusoids"]
 
 
 @dataclass
