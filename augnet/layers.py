@@ -13,7 +13,9 @@ import torch
 from torch import Tensor, nn
 
 from augnet.ops.dispatch import tap_mix
-from augnet.transforms.base import Transform, assemble_taps, check_copies, draw
+from augnet.ops.precision import full_precision
+from augnet.ops.taps import concat_taps, select_taps
+from augnet.transforms.base import Transform, check_copies, draw
 
 __all__ = ["AugmentationLayer", "AugmentationModule", "Policy"]
 
@@ -210,15 +212,9 @@ class AugmentationLayer(nn.Module):
         _check_finite_cpu("AugmentationLayer weight logits", self.weight_logits)
         if x.dim() > 2:
             self.last_size = tuple(x.shape[2:])
-        if x.dtype in (torch.float16, torch.bfloat16):
-            # Augment in float32 (coordinates, spectra, blends), round the result.
-            return self._forward(x.float(), c, generator).to(x.dtype)
-        return self._forward(x, c, generator)
-
-    def _forward(self, x: Tensor, c: int, generator: torch.Generator | None) -> Tensor:
-        # Autocast off: the augmentation's own maths stays in the input's precision.
-        with torch.autocast(device_type=x.device.type, enabled=False):
-            return self._augment(x, c, generator)
+        # float16 / bfloat16 are augmented in float32 (coordinates, spectra, blends); the result is rounded.
+        with full_precision(x) as dtype:
+            return self._augment(x.to(dtype), c, generator).to(x.dtype)
 
     def _augment(self, x: Tensor, c: int, generator: torch.Generator | None) -> Tensor:
         n = x.shape[0] * c
@@ -241,9 +237,9 @@ class AugmentationLayer(nn.Module):
         for padding, members in _groups_by_padding(self.transforms).items():
             group = [taps[q] for q in members]
             if choice is None:
-                src, affine, color, weight = assemble_taps(group, x, n, scales=[w[q] for q in members])
+                src, affine, color, weight = concat_taps(group, x, n, scales=[w[q] for q in members])
             else:
-                src, affine, color, weight = _select_taps(group, members, len(taps), choice, x, n)
+                src, affine, color, weight = select_taps(group, members, len(taps), choice, x, n)
             y = tap_mix(x, src, affine, color, weight, padding=padding, backend=self.backend)
             out = y if out is None else out + y
         return out
@@ -282,34 +278,6 @@ def _groups_by_padding(transforms) -> dict[str, list[int]]:
     for q, t in enumerate(transforms):
         groups.setdefault(t.padding, []).append(q)
     return groups
-
-
-def _select_taps(group, members, q, choice, x, n):
-    """Keep, for each row, only the taps of the transform it drew.
-
-    Returns tap_mix arguments with K = the largest tap count in the group;
-    rows whose transform is outside the group get all-zero weights.
-    """
-    src, affine, color, weight = assemble_taps(group, x, n)
-    dev = x.device
-    counts = torch.tensor([t.weight.shape[1] for t in group], device=dev)
-    kmax = int(max(t.weight.shape[1] for t in group))
-    offsets = torch.cumsum(counts, 0) - counts
-    # Position of the drawn transform inside the group, -1 when outside it.
-    pos = torch.full((q,), -1, dtype=torch.long, device=dev)
-    pos[torch.tensor(members, device=dev)] = torch.arange(len(members), device=dev)
-    local = pos[choice]
-    inside = local >= 0
-    local = local.clamp_min(0)
-    j = torch.arange(kmax, device=dev)
-    valid = inside[:, None] & (j[None] < counts[local][:, None])
-    idx = offsets[local][:, None] + torch.minimum(j[None], counts[local][:, None] - 1)
-    src = src.gather(1, idx)
-    affine = affine.gather(1, idx[:, :, None, None].expand(-1, -1, 2, 3))
-    if color is not None:
-        color = color.gather(1, idx[:, :, None, None].expand(-1, -1, *color.shape[2:]))
-    weight = weight.gather(1, idx) * valid.to(weight.dtype)
-    return src.contiguous(), affine.contiguous(), None if color is None else color.contiguous(), weight.contiguous()
 
 
 class Policy(list):

@@ -26,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from augnet.ops.precision import LOW_PRECISION, full_precision
+
 __all__ = [
     "PADDING_MODES",
     "available_backends",
@@ -38,7 +40,6 @@ __all__ = [
 PADDING_MODES = ("zeros", "border", "reflection")
 
 #: Input dtypes computed in float32 (and returned in their own dtype).
-LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 #: Environment variable that overrides ``backend="auto"``.
 BACKEND_ENV = "AUGNET_BACKEND"
@@ -278,17 +279,13 @@ def tap_mix(
     _check_inputs(x, src, affine, color, weight, padding)
     if src.shape[0] == 0:
         return x.new_zeros((0, *x.shape[1:]))
-    if x.dtype in LOW_PRECISION:
-        # Coordinates, sampling and the mixture in float32; only the result is rounded.
-        def up(t):
-            return None if t is None else t.float()
-
-        return tap_mix(x.float(), src, up(affine), up(color), up(weight), padding, backend).to(x.dtype)
-    name = resolve_backend(backend, x)
-    # Under torch.autocast the warps stay in the input's precision (affine_grid's
-    # matmul and the colour einsum would otherwise run in reduced precision).
-    with torch.autocast(device_type=x.device.type, enabled=False):
-        return _BACKENDS[name].fn(x, src, affine, color, weight, padding)
+    # float16 / bfloat16: coordinates, sampling and the mixture in float32, only the result rounded;
+    # under torch.autocast the warps stay in full precision (affine_grid's matmul, the colour einsum).
+    with full_precision(x) as dtype:
+        if dtype != x.dtype:
+            affine, color, weight = (None if t is None else t.to(dtype) for t in (affine, color, weight))
+        y = x.to(dtype)
+        return _BACKENDS[resolve_backend(backend, y)].fn(y, src, affine, color, weight, padding).to(x.dtype)
 
 
 # ------------------------------------------------------------------ the backends

@@ -4,7 +4,8 @@ Import sets by module: ``from augnet.transforms import image as T``,
 ``signal`` (EEG) and ``audio`` (waveforms and spectrograms; plain PyTorch).
 """
 
+from augnet.ops.taps import Taps
 from augnet.transforms import audio, image, signal
-from augnet.transforms.base import Range, SignalTransform, Taps, Transform
+from augnet.transforms.base import Range, SignalTransform, Transform
 
 __all__ = ["Range", "SignalTransform", "Taps", "Transform", "audio", "image", "signal"]

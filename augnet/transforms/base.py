@@ -15,7 +15,7 @@ rows, copy-major (row ``c * B + b`` is copy ``c`` of sample ``b``), and
 ``apply_transform(x, params)`` produces those ``N`` rows from the ``B`` rows of ``x``.
 
 Image transforms that are warps and/or colour affine maps also implement
-``taps(params)`` (see :func:`augnet.ops.tap_mix`), which lets a layer run all
+``taps(params)`` (a :class:`~augnet.ops.taps.Taps`, see :func:`augnet.ops.tap_mix`), which lets a layer run all
 of them, for all copies, in one fused call.
 """
 
@@ -29,27 +29,9 @@ import torch
 from torch import Tensor, nn
 
 from augnet.ops.dispatch import tap_mix
+from augnet.ops.taps import Taps, concat_taps
 
-__all__ = ["Range", "SignalTransform", "Taps", "Transform", "assemble_taps", "draw", "positive"]
-
-
-class Taps(NamedTuple):
-    """Taps of a transform for ``N`` output rows (see :func:`augnet.ops.tap_mix`).
-
-    Attributes:
-        weight: :math:`(N, K)` tap weights.
-        affine: :math:`(N, K, 2, 3)` normalised output-to-input warps, or
-            ``None`` for the identity warp.
-        color: :math:`(N, K, Ch, Ch + 1)` colour maps ``[M | b]``, or ``None``
-            for the identity colour map.
-        src: :math:`(N, K)` int64 indices of the source rows, or ``None`` for
-            each row's own source (row ``n`` reads source ``n % B``).
-    """
-
-    weight: Tensor
-    affine: Tensor | None = None
-    color: Tensor | None = None
-    src: Tensor | None = None
+__all__ = ["Range", "SignalTransform", "Taps", "Transform", "draw", "positive"]
 
 
 class Range(NamedTuple):
@@ -105,7 +87,7 @@ class Transform(nn.Module):
         if not self.has_taps():
             raise NotImplementedError(f"{type(self).__name__} must implement apply_transform()")
         n = _rows(params)
-        src, affine, color, weight = assemble_taps([self.taps(params)], x, n)
+        src, affine, color, weight = concat_taps([self.taps(params)], x, n)
         return tap_mix(x, src, affine, color, weight, padding=self.padding)
 
     def forward(
@@ -274,58 +256,3 @@ def repeat_rows(x: Tensor, n: int) -> Tensor:
     if b == 0 or n % b:
         raise ValueError(f"cannot make {n} rows from a batch of {b}")
     return einops.repeat(x, "b ... -> (c b) ...", c=n // b)  # c copies, b samples: row c * B + b
-
-
-def identity_affine(n: int, k: int, dtype: torch.dtype, device: torch.device) -> Tensor:
-    """Identity warps of shape (n, k, 2, 3)."""
-    eye = torch.eye(2, 3, dtype=dtype, device=device)
-    return eye.expand(n, k, 2, 3)
-
-
-def identity_color(n: int, k: int, ch: int, dtype: torch.dtype, device: torch.device) -> Tensor:
-    """Identity colour maps ``[I | 0]`` of shape (n, k, ch, ch + 1)."""
-    eye = torch.eye(ch, ch + 1, dtype=dtype, device=device)
-    return eye.expand(n, k, ch, ch + 1)
-
-
-def assemble_taps(
-    taps: list[Taps], x: Tensor, n: int, scales: list[Tensor] | None = None
-) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
-    """Concatenate several transforms' taps into ``tap_mix`` arguments.
-
-    Args:
-        taps: taps of each transform, all for ``n`` rows.
-        x: the source batch :math:`(B, Ch, H, W)`.
-        n: number of output rows.
-        scales: optional scalar (or :math:`(N,)`) factor per transform,
-            multiplied into its tap weights (the layer's mixture weights).
-
-    Returns:
-        ``(src, affine, color, weight)`` with ``K = sum of the taps' K``,
-        ``color`` is ``None`` when no transform has a colour map.
-    """
-    b, ch = x.shape[:2]
-    # Low-precision images keep float32 taps (tap_mix computes in float32).
-    dtype = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
-    device = x.device
-    own = torch.arange(n, device=device) % max(b, 1)
-    any_color = any(t.color is not None for t in taps)
-    srcs, affines, colors, weights = [], [], [], []
-    for i, t in enumerate(taps):
-        k = t.weight.shape[1]
-        srcs.append(own[:, None].expand(n, k) if t.src is None else t.src)
-        affines.append(identity_affine(n, k, dtype, device) if t.affine is None else t.affine.to(dtype))
-        if any_color:
-            colors.append(identity_color(n, k, ch, dtype, device) if t.color is None else t.color.to(dtype))
-        w = t.weight.to(dtype)
-        if scales is not None:
-            s = scales[i].to(dtype)
-            w = w * (s[:, None] if s.dim() == 1 else s)
-        weights.append(w)
-    if len(taps) == 1:
-        src, affine, weight = srcs[0], affines[0], weights[0]
-        color = colors[0] if any_color else None
-    else:
-        src, affine, weight = torch.cat(srcs, 1), torch.cat(affines, 1), torch.cat(weights, 1)
-        color = torch.cat(colors, 1) if any_color else None
-    return src.contiguous(), affine.contiguous(), None if color is None else color.contiguous(), weight.contiguous()

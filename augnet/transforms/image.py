@@ -29,7 +29,8 @@ import torch
 from torch import Tensor
 
 from augnet.ops.dispatch import PADDING_MODES
-from augnet.transforms.base import Range, Taps, Transform, draw, param_dtype, positive, relaxed_bernoulli, uniform
+from augnet.ops.taps import Taps
+from augnet.transforms.base import Range, Transform, draw, param_dtype, positive, relaxed_bernoulli, uniform
 
 __all__ = [
     "GEOMETRIC",
