@@ -13,12 +13,12 @@ Examples:
 """
 
 from augnet.layers import AugmentationLayer, AugmentationModule, Policy
-from augnet.model import Augerino, AugNet, aggregate
+from augnet.augerino import Augerino
+from augnet.model import AugNet, aggregate
 from augnet.ops.dispatch import tap_mix
 from augnet.regularizers import (
     LambdaSchedule,
     augerino_regularizer,
-    get_regularizer,
     no_regularizer,
     param_groups,
     selective_regularizer,
@@ -36,7 +36,6 @@ __all__ = [
     "__version__",
     "aggregate",
     "augerino_regularizer",
-    "get_regularizer",
     "no_regularizer",
     "param_groups",
     "selective_regularizer",

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from augnet.augerino import LieAugmentation
 from augnet.layers import AugmentationLayer
-from augnet.model import LieAugmentation
 
 __all__ = [
     "REGULARIZERS",
@@ -32,24 +32,16 @@ __all__ = [
 ]
 
 
-def _layers(module: nn.Module) -> list[AugmentationLayer]:
+def _augmentations(module: nn.Module, lie: bool = True) -> list[AugmentationLayer | LieAugmentation]:
+    """The augmentation layers inside ``module`` (at least one); with ``lie``, Augerino's augmentations too."""
     if not isinstance(module, nn.Module):
         raise TypeError(f"expected an nn.Module holding augmentation layers, got {type(module).__name__}")
-    layers = [m for m in module.modules() if isinstance(m, AugmentationLayer)]
-    if not layers:
-        raise ValueError(f"no AugmentationLayer found in {type(module).__name__}")
-    return layers
-
-
-def _augmentations(module: nn.Module) -> tuple[list[AugmentationLayer], list[LieAugmentation]]:
-    """AugNet layers and Augerino augmentations inside ``module`` (at least one)."""
-    if not isinstance(module, nn.Module):
-        raise TypeError(f"expected an nn.Module holding augmentation layers, got {type(module).__name__}")
-    layers = [m for m in module.modules() if isinstance(m, AugmentationLayer)]
-    lie = [m for m in module.modules() if isinstance(m, LieAugmentation)]
-    if not layers and not lie:
-        raise ValueError(f"no AugmentationLayer or Augerino augmentation found in {type(module).__name__}")
-    return layers, lie
+    kinds = (AugmentationLayer, LieAugmentation) if lie else (AugmentationLayer,)
+    found = [m for m in module.modules() if isinstance(m, kinds)]
+    if not found:
+        what = "AugmentationLayer or Augerino augmentation" if lie else "AugmentationLayer"
+        raise ValueError(f"no {what} found in {type(module).__name__}")
+    return found
 
 
 def selective_regularizer(module: nn.Module) -> Tensor:
@@ -68,27 +60,25 @@ def selective_regularizer(module: nn.Module) -> Tensor:
         >>> selective_regularizer(layer)  # -|| (0.5 * 0.3, 0.5 * 0.4) ||
         tensor(-0.2500, grad_fn=<NegBackward0>)
     """
-    terms = [torch.linalg.vector_norm(layer.weights * layer.magnitudes) for layer in _layers(module)]
+    terms = [torch.linalg.vector_norm(layer.weights * layer.magnitudes) for layer in _augmentations(module, lie=False)]
     return -torch.stack(terms).sum(0)
 
 
 def augerino_regularizer(module: nn.Module) -> Tensor:
     """Augerino's regulariser, :math:`-\\| \\theta \\|_2` per augmentation, summed.
 
-    For an :class:`~augnet.Augerino` (its :class:`~augnet.model.LieAugmentation`)
+    For an :class:`~augnet.Augerino` (its :class:`~augnet.augerino.LieAugmentation`)
     :math:`\\theta` are the widths; for AugNet layers, the magnitudes. On AugNet
     layers it ignores the weights, so a layer can escape it by putting all its
     weight on one transform with magnitude 0 (the ablation of the AugNet paper).
     """
-    layers, lie = _augmentations(module)
-    terms = [torch.linalg.vector_norm(layer.magnitudes) for layer in layers]
-    terms += [torch.linalg.vector_norm(aug.widths) for aug in lie]
+    terms = [torch.linalg.vector_norm(aug.magnitudes) for aug in _augmentations(module)]
     return -torch.stack(terms).sum(0)
 
 
 def no_regularizer(module: nn.Module) -> Tensor:
     """Zero, for the no-regulariser ablation (still checks ``module`` has layers)."""
-    layer = _layers(module)[0]
+    layer = _augmentations(module, lie=False)[0]
     return layer.raw_magnitudes.new_zeros(())
 
 
@@ -138,9 +128,8 @@ class LambdaSchedule:
 
 def augmentation_parameters(module: nn.Module) -> list[nn.Parameter]:
     """Parameters of every augmentation layer (and Augerino augmentation) inside ``module``."""
-    layers, lie = _augmentations(module)
     seen, params = set(), []
-    for layer in [*layers, *lie]:
+    for layer in _augmentations(module):
         for p in layer.parameters():
             if id(p) not in seen:
                 seen.add(id(p))

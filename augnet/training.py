@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from augnet.layers import AugmentationLayer
-from augnet.model import Augerino, AugNet
+from augnet.model import AugNet
 from augnet.regularizers import get_regularizer
 
 __all__ = ["accuracy", "fit", "rank_generator"]
@@ -70,7 +70,7 @@ def fit(
     history: dict[str, list] = {"step": [], "loss": []}
     if layers:
         history.update(weights=[], magnitudes=[])
-    draws = isinstance(model, (AugNet, Augerino))
+    draws = isinstance(model, AugNet)  # Augerino included: it is an AugNet
     n = len(x)
     steps_per_epoch = -(-n // batch_size)
     bar = tqdm(total=epochs * steps_per_epoch, disable=not progress, desc=desc, unit="step")

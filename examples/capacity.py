@@ -88,9 +88,9 @@ def score(model, x, y):
     true_shift = S.FrequencyShift(SFREQ, max_shift=0.5)
     if isinstance(model, augnet.AugNet):
         acc = float((model(x, generator=torch.Generator().manual_seed(0)).argmax(1) == y).float().mean())
-        model.aggregate = "mean"  # average the trunk's logits over the copies, for the probe
+        model.aggregation = "mean"  # average the trunk's logits over the copies, for the probe
         curve = probes.invariance_curve(model, x, true_shift, [1.0], copies=10, seed=0)
-        model.aggregate = "log_softmax"
+        model.aggregation = "log_softmax"
     else:
         acc = float((model(x).argmax(1) == y).float().mean())
         curve = probes.invariance_curve(model, x, true_shift, [1.0], seed=0)

@@ -49,9 +49,9 @@ def main():
         with torch.no_grad():
             out = model(x, copies=c, generator=torch.Generator().manual_seed(0))
         acc = float((out.argmax(1) == y).float().mean())
-        model.aggregate = "mean"  # the probe reads the mean of the trunk's logits over the copies
+        model.aggregation = "mean"  # the probe reads the mean of the trunk's logits over the copies
         inv = probes.invariance_curve(model, x, true_shift, [1.0], copies=c, seed=0)["summary"][0]
-        model.aggregate = "log_softmax"
+        model.aggregation = "log_softmax"
         print(f"{c:2d}  {acc:8.3f}  {inv['median']:6.3f} [{inv['p25']:6.3f}, {inv['p75']:6.3f}]")
 
     min_run_time = 0.2 if args.quick else 1.0

@@ -9,7 +9,7 @@ from helpers import gen
 from torch import nn
 
 import augnet
-from augnet.model import LIE_GENERATORS, LieAugmentation
+from augnet.augerino import LIE_GENERATORS, LieAugmentation
 
 
 def images(b=4, seed=0):
@@ -105,7 +105,7 @@ def test_gradient_reaches_the_widths_and_training_widens_them():
 def test_policy_in_natural_units():
     model = augnet.Augerino(nn.Flatten(), init_width=[0.5, 0.5, math.pi / 4, 0.1, 0.1, 0.1])
     model.augment(torch.rand(2, 3, 20, 40))
-    policy = {e["generator"]: e for e in model.policy()}
+    policy = {e["transform"]: e for e in model.policy()[0]}  # one layer, one entry per generator
     assert policy["rotate"]["range"][1] == pytest.approx(45.0)
     assert policy["translate_x"]["range"][1] == pytest.approx(10.0)  # half the width 40, times 0.5
     assert policy["scale"]["range"][1] == pytest.approx(math.exp(0.1))
@@ -131,3 +131,26 @@ def test_bad_input():
         model(torch.rand(3, 10))
     with pytest.raises(TypeError, match="floating-point"):
         model(torch.zeros(2, 3, 4, 4, dtype=torch.uint8))
+
+
+def test_augerino_is_an_augnet_with_a_lie_augmentation():
+    # The same numbers whether built as Augerino(...) or as AugNet(trunk, LieAugmentation(...)).
+    torch.manual_seed(0)
+    a = augnet.Augerino(nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 3)), init_width=0.3, eval_copies=3)
+    torch.manual_seed(0)
+    b = augnet.AugNet(nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 3)), LieAugmentation(0.3), eval_copies=3)
+    assert isinstance(a, augnet.AugNet)
+    x = torch.rand(4, 3, 8, 8)
+    out_a = a.eval()(x, generator=torch.Generator().manual_seed(1))
+    out_b = b.eval()(x, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(out_a, out_b, rtol=0, atol=0)
+    assert a.policy().to_json() == b.policy().to_json()
+    assert [e["transform"] for e in a.policy()[0]] == list(LIE_GENERATORS)
+    torch.testing.assert_close(augnet.augerino_regularizer(a), -a.augment.widths.norm())
+
+
+def test_augnet_refuses_an_augmentation_without_a_policy():
+    with pytest.raises(TypeError, match="augment must be"):
+        augnet.AugNet(nn.Flatten(), nn.Identity())
+    with pytest.raises(ValueError, match="must not be empty"):
+        augnet.AugNet(nn.Flatten(), [])

@@ -61,7 +61,7 @@ def test_augnet_probe_restores_the_aggregate_and_mode():
     x, y = cap.sinusoids(16, seed=1)
     model = cap.train_capacity_model("augnet", 4, 1, x, y, cap.CapacityConfig(epochs=0)).train()
     ev = cap.evaluate(model, x, y, copies=2, repeats=2)
-    assert model.aggregate == "log_softmax" and model.training
+    assert model.aggregation == "log_softmax" and model.training
     assert 0.0 <= ev["accuracy"] <= 1.0 and ev["scores"].shape == (16,)
     assert set(ev["invariance"]) >= {"median", "p25", "p75"}
 

@@ -50,9 +50,9 @@ def test_selective_gradient_favours_the_transform_with_the_larger_magnitude():
 
 
 def test_get_regularizer_by_name():
-    assert augnet.get_regularizer("selective") is augnet.selective_regularizer
+    assert augnet.regularizers.get_regularizer("selective") is augnet.selective_regularizer
     with pytest.raises(ValueError, match="unknown regularizer 'l1'"):
-        augnet.get_regularizer("l1")
+        augnet.regularizers.get_regularizer("l1")
 
 
 def test_regularizer_needs_augmentation_layers():

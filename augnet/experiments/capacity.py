@@ -90,12 +90,12 @@ class CapacityConfig:
 
 @contextmanager
 def _aggregate(model: AugNet, how: str):
-    old = model.aggregate
-    model.aggregate = how
+    old = model.aggregation
+    model.aggregation = how
     try:
         yield model
     finally:
-        model.aggregate = old
+        model.aggregation = old
 
 
 @torch.no_grad()

@@ -33,11 +33,11 @@ import torch
 from torch import Tensor, nn
 
 from augnet import probes
+from augnet.augerino import LIE_GENERATORS, Augerino
 from augnet.data import rotated_glyphs
 from augnet.demo import DemoConfig, run_demo
 from augnet.experiments._registry import Report, register
 from augnet.experiments.trunks import SmallCNN
-from augnet.model import LIE_GENERATORS, Augerino
 from augnet.regularizers import param_groups
 from augnet.training import accuracy, fit
 from augnet.transforms import image as T
@@ -150,8 +150,8 @@ class RotationRun:
         history: ``step``, ``loss``, ``rotation_deg`` (the rotation range over
             training) and, for AugNet, ``weights`` / ``magnitudes`` (see
             :func:`augnet.training.fit`); for Augerino, ``widths`` (six per record).
-        policy: the final policy (AugNet: :class:`~augnet.Policy` as JSON;
-            Augerino: its generators' widths); empty for the plain CNN.
+        policy: the final policy (:class:`~augnet.Policy` as JSON; for Augerino
+            one entry per generator, its width as the magnitude); empty for the plain CNN.
     """
 
     name: str
@@ -234,7 +234,7 @@ def run_augerino(
     )
     seconds = time.perf_counter() - start
     acc = accuracy(model, x_test, y_test, generator=torch.Generator().manual_seed(config.seed + 2))
-    return RotationRun(name, model, acc, seconds, history, model.policy())
+    return RotationRun(name, model, acc, seconds, history, model.policy().to_json())
 
 
 def run_plain(config: RotationConfig, progress: bool = False) -> RotationRun:
@@ -268,28 +268,11 @@ def run_plain(config: RotationConfig, progress: bool = False) -> RotationRun:
     return RotationRun("plain", model, accuracy(model, x_test, y_test), seconds, history)
 
 
-class _SeededAverage(nn.Module):
-    """An averaged model whose every call draws the same augmentations (paired probe passes).
-
-    :mod:`augnet.probes` seeds an :class:`~augnet.AugNet`'s draws itself; this
-    does the same for :class:`~augnet.Augerino`.
-    """
-
-    def __init__(self, model: nn.Module, copies: int, seed: int) -> None:
-        super().__init__()
-        self.model, self.copies, self.seed = model, copies, seed
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.model(x, copies=self.copies, generator=torch.Generator().manual_seed(self.seed))
-
-
 def rotation_invariance(run: RotationRun, x: Tensor, config: RotationConfig) -> dict:
     """Invariance curve (cosine, clean baseline) of ``run``'s output to :class:`T.Rotate` at ``probe_magnitudes``."""
     model = run.model.eval()
     kwargs: dict = {"seed": config.seed}
-    if run.is_augerino:
-        model = _SeededAverage(model, config.eval_copies, config.seed)
-    elif run.name != "plain":
+    if run.name != "plain":  # AugNet and Augerino (an AugNet too): the probe seeds their draws
         kwargs["copies"] = config.eval_copies
     return probes.invariance_curve(model, x, T.Rotate(), config.probe_magnitudes, **kwargs)
 
@@ -436,7 +419,7 @@ def _verdict(result: RotationResult) -> str:
             lines.append(f"{LABELS[name]}: {tail}.")
         elif run.is_augerino:
             lam = config.augerino_lam if name == "augerino" else config.lam
-            widths = {e["generator"]: e["width"] for e in run.policy}
+            widths = {e["transform"]: e["magnitude"] for e in run.policy[0]}
             others = ", ".join(f"{k} {v:.2f}" for k, v in widths.items() if k != "rotate")
             lines.append(
                 f"{LABELS[name]} (lr {config.augerino_lr:g}, lambda {lam:g}): rotation "

@@ -1,0 +1,163 @@
+"""Augerino (Benton et al., 2020) as an augmentation module: ``Augerino = AugNet(trunk, LieAugmentation(...))``.
+
+:class:`LieAugmentation` draws random affine warps uniformly within learnable
+widths over the six generators of aff(2); it has the augmentation-module
+interface (``forward(x, copies, generator)``, ``policy(size)``), so
+:class:`~augnet.AugNet` runs it like any layer stack. :class:`Augerino` is
+that AugNet, with Augerino's constructor arguments.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from augnet.layers import Policy
+from augnet.model import AugNet
+from augnet.ops.dispatch import tap_mix
+from augnet.ops.precision import full_precision
+from augnet.ops.taps import Taps, concat_taps
+from augnet.transforms.base import Range, check_copies, draw
+
+__all__ = ["LIE_GENERATORS", "Augerino", "LieAugmentation"]
+
+
+#: Generators of the affine Lie algebra aff(2), in normalised image coordinates:
+#: translations, rotation, uniform scale, stretch and shear (Benton et al., 2020).
+LIE_GENERATORS: dict[str, tuple[tuple[float, ...], ...]] = {
+    "translate_x": ((0, 0, 1), (0, 0, 0), (0, 0, 0)),
+    "translate_y": ((0, 0, 0), (0, 0, 1), (0, 0, 0)),
+    "rotate": ((0, -1, 0), (1, 0, 0), (0, 0, 0)),
+    "scale": ((1, 0, 0), (0, 1, 0), (0, 0, 0)),
+    "stretch": ((1, 0, 0), (0, -1, 0), (0, 0, 0)),
+    "shear": ((0, 1, 0), (1, 0, 0), (0, 0, 0)),
+}
+
+
+class LieAugmentation(nn.Module):
+    r"""Augerino's augmentation: random affine warps drawn uniformly within learnable widths.
+
+    Each copy draws coefficients :math:`\epsilon_k \sim U(-\theta_k, \theta_k)`
+    of the six generators :math:`G_k` of aff(2) and warps the image by the
+    matrix exponential :math:`\exp(\sum_k \epsilon_k G_k)` (normalised
+    coordinates, output to input, computed on the input's device), through
+    :func:`augnet.ops.tap_mix`. The widths are :math:`\theta = \mathrm{softplus}(\rho)`
+    with learnable :math:`\rho`; widths of 0 give the identity.
+
+    Args:
+        init_width: initial width of every generator (> 0), or one per generator.
+        padding: ``tap_mix`` padding mode.
+        backend: ``tap_mix`` backend.
+
+    Shape:
+        - input: :math:`(B, Ch, H, W)`
+        - output: :math:`(B \cdot C, Ch, H, W)`, copy-major.
+    """
+
+    def __init__(self, init_width: float | Sequence[float] = 0.1, padding: str = "zeros", backend: str = "auto"):
+        super().__init__()
+        k = len(LIE_GENERATORS)
+        widths = [float(init_width)] * k if isinstance(init_width, (int, float)) else [float(w) for w in init_width]
+        if len(widths) != k or any(not math.isfinite(w) or w <= 0 for w in widths):
+            raise ValueError(f"init_width must be one positive width or {k} of them, got {init_width!r}")
+        # softplus^-1(w) = log(expm1(w))
+        self.raw_width = nn.Parameter(torch.tensor([math.log(math.expm1(w)) for w in widths]))
+        self.register_buffer("generators", torch.tensor(list(LIE_GENERATORS.values())), persistent=False)
+        self.padding = padding
+        self.backend = backend
+        self.last_size: tuple[int, ...] | None = None
+
+    @property
+    def widths(self) -> Tensor:
+        """(6,) widths of the uniform distributions, in the order of :data:`LIE_GENERATORS`."""
+        return nn.functional.softplus(self.raw_width)
+
+    @property
+    def magnitudes(self) -> Tensor:
+        """The widths, under the name the layers use (what the regularisers and the policy read)."""
+        return self.widths
+
+    def matrices(self, n: int, x: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """(n, 3, 3) random warps for ``n`` rows, drawn on ``x``'s device."""
+        dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+        u = draw(torch.rand, n, len(LIE_GENERATORS), generator=generator, device=x.device, dtype=dtype) * 2 - 1
+        coeffs = u * self.widths.to(dtype)
+        algebra = torch.einsum("nk,kij->nij", coeffs, self.generators.to(device=x.device, dtype=dtype))
+        return torch.linalg.matrix_exp(algebra)
+
+    def forward(self, x: Tensor, copies: int = 1, generator: torch.Generator | None = None) -> Tensor:
+        if not isinstance(x, Tensor) or x.dim() != 4:
+            raise ValueError(f"Augerino expects (B, Ch, H, W) images, got {tuple(getattr(x, 'shape', ()))}")
+        if not x.is_floating_point():
+            raise TypeError(f"Augerino expects floating-point images, got {x.dtype}")
+        check_copies(copies)
+        self.last_size = tuple(x.shape[2:])
+        n = x.shape[0] * copies
+        with full_precision(x) as dtype:  # warps in full precision
+            affine = self.matrices(n, x, generator)[:, None, :2, :].to(dtype)
+        taps = Taps(weight=torch.ones(n, 1, dtype=dtype, device=x.device), affine=affine)
+        src, affine, color, weight = concat_taps([taps], x, n)
+        return tap_mix(x, src, affine, color, weight, padding=self.padding, backend=self.backend)
+
+    def policy(self, size: tuple[int, ...] | None = None) -> Policy:
+        """The learned policy, in the shape of the layers' (one layer, one entry per generator).
+
+        Each entry has ``transform`` (the generator's name), ``weight`` 1 (every
+        generator acts on every copy), ``magnitude`` (its width) and ``range``
+        in natural units (translations in pixels once an image size is known).
+        """
+        size = size if size is not None else self.last_size
+        with torch.no_grad():
+            widths = self.widths.tolist()
+        entries = []
+        for name, w in zip(LIE_GENERATORS, widths, strict=True):
+            if name == "rotate":
+                rng = Range(-math.degrees(w), math.degrees(w), "deg")
+            elif name.startswith("translate") and size is not None:
+                extent = size[-1] if name == "translate_x" else size[-2]
+                rng = Range(-w * extent / 2, w * extent / 2, "px")
+            elif name in ("scale", "stretch"):
+                rng = Range(math.exp(-w), math.exp(w), "x")
+            else:
+                rng = Range(-w, w, "")
+            entries.append({"transform": name, "weight": 1.0, "magnitude": w, "range": rng})
+        return Policy([entries])
+
+
+class Augerino(AugNet):
+    """The Augerino baseline: an :class:`~augnet.AugNet` whose augmentation is a :class:`LieAugmentation`.
+
+    Copies and aggregation are those of :class:`~augnet.AugNet`; the
+    augmentation draws uniform coefficients within learned widths over the
+    Aff(2) generators. Train it with :func:`augnet.augerino_regularizer`
+    (``-||width||_2``).
+
+    Args:
+        trunk: any image model.
+        init_width: initial width of every generator, or one per generator.
+        train_copies, eval_copies, aggregate: as for :class:`~augnet.AugNet`.
+        padding, backend: of the warps.
+
+    Examples:
+        >>> trunk = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 10))
+        >>> model = Augerino(trunk, init_width=0.2).eval()
+        >>> model(torch.rand(5, 3, 8, 8)).shape
+        torch.Size([5, 10])
+        >>> isinstance(model.augment, LieAugmentation)
+        True
+    """
+
+    def __init__(
+        self,
+        trunk: nn.Module,
+        init_width: float | Sequence[float] = 0.1,
+        train_copies: int = 1,
+        eval_copies: int = 4,
+        aggregate: str = "log_softmax",
+        padding: str = "zeros",
+        backend: str = "auto",
+    ) -> None:
+        super().__init__(trunk, LieAugmentation(init_width, padding, backend), train_copies, eval_copies, aggregate)
