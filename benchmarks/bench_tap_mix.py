@@ -3,7 +3,7 @@
     python benchmarks/bench_tap_mix.py [--quick] [--sizes 32 128] [--device cpu|cuda] [--threads N] [--out DIR]
 
 The same as ``augnet bench``; the code and what it measures are in
-``augnet/bench.py``. Results go to ``benchmarks/results/tap_mix_<device>.json``
+``augnet/bench/``. Results go to ``benchmarks/results/tap_mix_<device>.json``
 and ``.png``.
 """
 

@@ -12,12 +12,12 @@ import torch
 from augnet.bench import (
     EAGER,
     MODES,
-    SLOW_BY_DEFAULT,
     cpu_peak_bytes,
     eager_augment,
     geometric_layer,
     kornia_warp,
 )
+from augnet.bench.harness import SLOW_BY_DEFAULT
 from augnet.cli import main
 from augnet.layers import AugmentationLayer
 from augnet.ops import available_backends

@@ -63,9 +63,9 @@ class CopiesConfig:
 
 
 def _median_time(fn, min_run_time: float) -> float:
-    from augnet.bench import _benchmark_classes  # torch.utils.benchmark, without its CUDA_HOME warning
+    from augnet.bench import benchmark_classes  # torch.utils.benchmark, without its CUDA_HOME warning
 
-    timer = _benchmark_classes()[1](stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    timer = benchmark_classes()[1](stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
     return timer.blocked_autorange(min_run_time=min_run_time).median
 
 

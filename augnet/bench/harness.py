@@ -1,0 +1,383 @@
+"""Timing and peak memory of the augmentation layer: each ``tap_mix`` backend and the eager path.
+
+What is measured (``augnet bench``, or ``python benchmarks/bench_tap_mix.py``):
+an :class:`~augnet.AugmentationLayer` of the five geometric transforms
+(TranslateX, TranslateY, Rotate, ShearX, ShearY), in training mode, magnitudes
+0.5, on a float32 batch of ``B = 64`` images making ``C = 4`` copies
+(``layer(x, copies=4)``), for square images of each size (3 x 32 x 32 and
+3 x 128 x 128 by default), in two modes:
+
+- ``forward``: the layer's call (parameter sampling, taps and the mixture), the
+  layer parameters requiring grad as in training, ``x`` a plain data batch;
+- ``forward+backward``: the call, then the gradients of ``out.sum()`` with
+  respect to the layer parameters (``torch.autograd.grad``, so that nothing
+  accumulates between calls): a training step of a first augmentation layer,
+  whose input is a data batch;
+- ``forward+backward+dx``: the same, also with respect to ``x``, as for a
+  layer that follows another one.
+
+Providers:
+
+- each ``tap_mix`` backend usable on the device (:func:`augnet.ops.available_backends`),
+  selected through the layer's ``backend`` attribute. The Triton backend is left
+  out on CPU unless asked for with ``--providers``: there it runs in Triton's
+  interpreter, a correctness tool that would take far beyond the time budget;
+- ``eager``: the per-transform path of the official AugNet code, with kornia
+  (:func:`~augnet.bench.eager.eager_augment`).
+
+Timing: :class:`torch.utils.benchmark.Timer` (``blocked_autorange``) with the
+process's torch thread count, for at least ``min_run_time`` seconds and at
+least ``min_runs`` measurements (blocks of calls; one call per block for calls
+slower than about a millisecond); the median time per call is reported, and the
+throughput is ``B * C`` augmented images per call divided by it.
+
+Peak memory of one call, above what was allocated before it:
+
+- CUDA: ``torch.cuda.max_memory_allocated()`` after ``reset_peak_memory_stats()``,
+  minus ``torch.cuda.memory_allocated()`` before the call;
+- CPU: the allocation and free events of the CPU allocator, recorded by
+  ``torch.profiler.profile(profile_memory=True)`` over one call, put in time
+  order and summed; the peak of that running sum is the peak of live tensor
+  bytes the call added (the output and, in forward mode, the tensors autograd
+  keeps for the backward pass included). When those events cannot be read, the
+  fallback counts the storages autograd saves for the backward pass
+  (``torch.autograd.graph.saved_tensors_hooks``) plus the output: a lower bound.
+  Each record names the method it used.
+
+Before timing, each backend's forward output on a seeded draw is compared with
+the reference backend's (``max_abs_diff_vs_reference`` in the forward records),
+so that a fast but wrong backend shows. The JSON also keeps the machine and
+the load average before and after the run (:mod:`augnet.bench.machine`).
+
+Examples:
+    >>> from augnet.bench import BenchConfig, run_benchmark
+    >>> cfg = BenchConfig.quick(sizes=(8,), providers=("eager", "reference"), modes=("forward",))
+    >>> result = run_benchmark(cfg, log=None)
+    >>> sorted(r["provider"] for r in result["records"])
+    ['eager', 'reference']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor
+
+from augnet.bench.eager import EAGER, _has_kornia, eager_augment
+from augnet.bench.machine import _loadavg, machine_info
+from augnet.layers import AugmentationLayer
+from augnet.ops import available_backends
+from augnet.transforms import image as T
+
+__all__ = [
+    "MODES",
+    "BenchConfig",
+    "benchmark_classes",
+    "cpu_peak_bytes",
+    "default_providers",
+    "geometric_layer",
+    "run_benchmark",
+]
+
+MODES = ("forward", "forward+backward", "forward+backward+dx")
+#: Backends left out by default on a device type, where they exist for correctness only.
+SLOW_BY_DEFAULT = {"cpu": ("triton",)}
+MIB = 1024.0**2
+
+
+@dataclasses.dataclass
+class BenchConfig:
+    """Settings of a benchmark run (defaults: the full run)."""
+
+    sizes: tuple[int, ...] = (32, 128)
+    batch: int = 64
+    copies: int = 4
+    channels: int = 3
+    modes: tuple[str, ...] = MODES
+    device: str = "cpu"
+    threads: int | None = None  # torch CPU threads; None keeps torch's choice
+    providers: tuple[str, ...] | None = None  # None: eager plus every backend usable on the device
+    min_run_time: float = 1.0  # seconds of timed calls per measurement, at least
+    min_runs: int = 5  # timed calls per measurement, at least
+    init_magnitude: float = 0.5
+    seed: int = 0
+
+    @classmethod
+    def quick(cls, **overrides) -> BenchConfig:
+        """Tiny images and few repeats: checks the setup in seconds (for tests)."""
+        settings = dict(sizes=(8, 16), batch=8, min_run_time=0.02, min_runs=3)
+        settings.update(overrides)
+        return cls(**settings)
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` for settings that cannot run."""
+        if not self.sizes or any(int(s) < 1 for s in self.sizes):
+            raise ValueError(f"sizes must be positive integers, got {list(self.sizes)}")
+        for name in ("batch", "copies", "channels", "min_runs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be >= 1, got {self.threads}")
+        if not self.min_run_time > 0:
+            raise ValueError(f"min_run_time must be positive, got {self.min_run_time}")
+        bad = [m for m in self.modes if m not in MODES]
+        if bad or not self.modes:
+            raise ValueError(f"modes must be among {MODES}, got {list(self.modes)}")
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device 'cuda' asked for, but torch sees no CUDA device here")
+
+
+def geometric_layer(init_magnitude: float = 0.5, backend: str = "auto") -> AugmentationLayer:
+    """The benchmarked layer: the five geometric transforms, in training mode."""
+    layer = AugmentationLayer([cls() for cls in T.GEOMETRIC], init_magnitude=init_magnitude, backend=backend)
+    return layer.train()
+
+
+def _make_call(provider: str, layer: AugmentationLayer, x: Tensor, copies: int, mode: str) -> Callable[[], object]:
+    if provider == EAGER:
+
+        def augment():
+            return eager_augment(layer, x, copies)
+
+    else:
+        layer.backend = provider
+
+        def augment():
+            return layer(x, copies=copies)
+
+    if mode == "forward":
+        return augment
+    inputs = [x, *layer.parameters()] if x.requires_grad else list(layer.parameters())
+
+    def step():
+        return torch.autograd.grad(augment().sum(), inputs)
+
+    return step
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+def benchmark_classes():
+    """``torch.utils.benchmark``'s Measurement and Timer, imported without the
+    CUDA_HOME warning its extension builder logs on machines without a GPU."""
+    from augnet.ops._cpp import quiet_cpp_extension_log
+
+    with quiet_cpp_extension_log():
+        from torch.utils.benchmark import Measurement, Timer
+    return Measurement, Timer
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _time(fn: Callable[[], object], cfg: BenchConfig, estimate_s: float) -> dict:
+    Measurement, Timer = benchmark_classes()
+
+    timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    parts = [timer.blocked_autorange(min_run_time=max(cfg.min_run_time, cfg.min_runs * estimate_s))]
+    # Calls slower than the warm-up estimate can leave fewer than min_runs measurements: top up.
+    while (missing := cfg.min_runs - sum(len(m.times) for m in parts)) > 0:
+        parts.append(timer.blocked_autorange(min_run_time=missing * parts[-1].median * 1.05))
+    m = parts[0] if len(parts) == 1 else Measurement.merge(parts)[0]
+    return {
+        "median_ms": m.median * 1e3,
+        "iqr_ms": m.iqr * 1e3,
+        "runs": sum(len(p.times) * p.number_per_run for p in parts),
+        "measurements": len(m.times),
+    }
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence the profiler's C-level start/stop lines on file descriptor 2."""
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no usable descriptor 2: nothing to silence
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def cpu_peak_bytes(fn: Callable[[], object]) -> tuple[int, int]:
+    """Peak and final live bytes that one call of ``fn`` adds on the CPU allocator.
+
+    Replays the allocation (positive) and free (negative) events that
+    ``torch.profiler.profile(profile_memory=True)`` records, in time order;
+    the result of ``fn`` is alive at the end, so the final count includes it.
+
+    Returns:
+        ``(peak, final)`` in bytes. Raises ``RuntimeError`` if the profiler
+        gives no readable memory events.
+
+    Examples:
+        >>> peak, final = cpu_peak_bytes(lambda: torch.empty(1 << 20, dtype=torch.uint8))
+        >>> peak >= 1 << 20 and final >= 1 << 20
+        True
+    """
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        result = fn()
+    try:
+        raw = prof.profiler.kineto_results.events()
+        events = [
+            (e.start_ns(), e.nbytes()) for e in raw if e.name() == "[memory]" and e.device_type() == DeviceType.CPU
+        ]
+    except AttributeError as err:
+        raise RuntimeError(f"the profiler's memory events are not readable in this torch version ({err})") from err
+    if not events:
+        raise RuntimeError("the profiler recorded no CPU memory events")
+    del result
+    live = peak = 0
+    for _, nbytes in sorted(events, key=lambda e: e[0]):  # stable: ties keep the recording order
+        live += nbytes
+        peak = max(peak, live)
+    return peak, live
+
+
+def _saved_tensor_bytes(fn: Callable[[], object]) -> int:
+    """Fallback: bytes of the storages autograd saves during ``fn`` plus its output's (a lower bound)."""
+    storages: dict[int, int] = {}
+
+    def pack(t):
+        s = t.untyped_storage()
+        storages[s.data_ptr()] = s.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        result = fn()
+    outputs = result if isinstance(result, tuple) else (result,)
+    for t in outputs:
+        if isinstance(t, Tensor):
+            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    return sum(storages.values())
+
+
+def _peak_memory(fn: Callable[[], object], device: str) -> tuple[int, str]:
+    if device == "cuda":
+        _sync(device)
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        result = fn()
+        _sync(device)
+        peak = torch.cuda.max_memory_allocated() - before
+        del result
+        return peak, "cuda.max_memory_allocated"
+    try:
+        return cpu_peak_bytes(fn)[0], "profiler allocation events"
+    except RuntimeError:
+        return _saved_tensor_bytes(fn), "saved tensors + output (lower bound)"
+
+
+def default_providers(x: Tensor) -> list[str]:
+    """``eager`` (where kornia is installed) plus the ``tap_mix`` backends usable on ``x`` (registry order)."""
+    slow = SLOW_BY_DEFAULT.get(x.device.type, ())
+    return [*([EAGER] if _has_kornia() else []), *(b for b in available_backends(x) if b not in slow)]
+
+
+def _check_providers(names: Sequence[str], x: Tensor) -> list[str]:
+    if EAGER in names and not _has_kornia():
+        raise ValueError('the eager provider needs kornia, which is not installed: pip install "augnet[bench]"')
+    usable = set(available_backends(x)) | {EAGER}
+    bad = [n for n in names if n not in usable]
+    if bad:
+        raise ValueError(f"providers {bad} cannot run on {x.device.type} here; usable: {sorted(usable)}")
+    return list(dict.fromkeys(names))
+
+
+def run_benchmark(cfg: BenchConfig, log: Callable[[str], None] | None = print) -> dict:
+    """Run every provider, size and mode of ``cfg``; return the result (JSON-ready dict).
+
+    Args:
+        cfg: the settings.
+        log: called with one line per finished measurement (``None``: silent).
+    """
+    cfg.validate()
+    if cfg.threads is not None:
+        torch.set_num_threads(cfg.threads)
+    device = cfg.device
+    gen = torch.Generator().manual_seed(cfg.seed)
+    probe = torch.zeros(1, 1, 1, 1, device=device)
+    providers = _check_providers(cfg.providers, probe) if cfg.providers else default_providers(probe)
+    load_before = _loadavg()
+    start = time.perf_counter()
+    records = []
+    for size in cfg.sizes:
+        x = torch.rand(cfg.batch, cfg.channels, size, size, generator=gen).to(device)
+        reference_out = None
+        for mode in cfg.modes:
+            for provider in providers:
+                layer = geometric_layer(cfg.init_magnitude).to(device)
+                xi = x.detach().clone().requires_grad_(mode == "forward+backward+dx")
+                fn = _make_call(provider, layer, xi, cfg.copies, mode)
+                record = {"provider": provider, "kind": "eager" if provider == EAGER else "layer", "size": size}
+                record["mode"] = mode
+                if mode == "forward" and provider != EAGER:
+                    # Warm-up call on a seeded draw, compared with the reference backend's output.
+                    draw = torch.Generator(device=device).manual_seed(cfg.seed)
+                    t0 = time.perf_counter()
+                    out = layer(xi, copies=cfg.copies, generator=draw).detach()
+                    _sync(device)
+                    estimate = time.perf_counter() - t0
+                    if provider == "reference":
+                        reference_out = out
+                    if reference_out is not None:
+                        record["max_abs_diff_vs_reference"] = float((out - reference_out).abs().max())
+                    del out
+                else:
+                    t0 = time.perf_counter()
+                    fn()
+                    _sync(device)
+                    estimate = time.perf_counter() - t0
+                peak, method = _peak_memory(fn, device)
+                record.update(_time(fn, cfg, estimate))
+                record["images_per_s"] = cfg.batch * cfg.copies / (record["median_ms"] / 1e3)
+                record["peak_bytes"] = int(peak)
+                record["peak_mib"] = peak / MIB
+                record["memory_method"] = method
+                records.append(record)
+                if log is not None:
+                    log(
+                        f"  {provider:<10} {size:>4}px  {mode:<17} {record['median_ms']:10.2f} ms "
+                        f"({record['runs']} runs)  peak {record['peak_mib']:8.1f} MiB"
+                    )
+    _add_speedups(records)
+    return {
+        "benchmark": "tap_mix",
+        "description": (
+            "AugmentationLayer of the 5 geometric transforms (training mode) vs the eager per-transform "
+            "kornia path; median time per call"
+        ),
+        "config": dataclasses.asdict(cfg) | {"providers": providers},
+        "machine": machine_info(device),
+        "load_average": {"before": load_before, "after": _loadavg()},
+        "seconds": time.perf_counter() - start,
+        "records": records,
+    }
+
+
+def _add_speedups(records: list[dict]) -> None:
+    base = {(r["provider"], r["size"], r["mode"]): r["median_ms"] for r in records}
+    for r in records:
+        for name, key in ((EAGER, "speedup_vs_eager"), ("reference", "speedup_vs_reference")):
+            ref = base.get((name, r["size"], r["mode"]))
+            r[key] = ref / r["median_ms"] if ref is not None and r["median_ms"] > 0 else None

@@ -1,0 +1,112 @@
+"""The inference cost of AugNet: its forward time with C copies against C times its trunk's."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor
+
+from augnet.bench.harness import _sync, benchmark_classes, geometric_layer
+from augnet.bench.machine import _loadavg, machine_info
+from augnet.experiments.trunks import resnet18
+from augnet.model import AugNet, aggregate
+
+__all__ = ["format_inference", "inference_cost"]
+
+
+def inference_cost(
+    copies: Sequence[int] = (1, 4, 10, 20),
+    batch: int = 16,
+    size: int = 32,
+    width: int = 64,
+    device: str = "cpu",
+    min_run_time: float = 1.0,
+    seed: int = 0,
+    log: Callable[[str], None] | None = print,
+) -> dict:
+    """AugNet's forward time with C copies, divided by C times the trunk's own forward time.
+
+    The trunk is a ResNet-18 (:func:`resnet18`) at ``size`` x ``size``; the
+    AugNet puts an evaluation-mode layer of the five geometric transforms in
+    front of it and aggregates the C predictions. A ratio of 1 means the
+    augmentation and the aggregation cost nothing beyond the copies
+    themselves. The trunk's time on ``B`` rows is measured again next to every
+    C (CPU timings drift), and two further figures separate the parts:
+    ``trunk_rows_ratio``, the trunk alone on the ``C * B`` rows divided by
+    ``C`` times its time on ``B`` rows (how the trunk's own cost scales with
+    the batch), and ``overhead``, the time of the augmentation module and the
+    aggregation alone divided by ``C`` times the trunk's time (what augnet
+    adds: ``1 + overhead`` is the ratio for a trunk that scales linearly).
+
+    Returns:
+        ``{"trunk_ms": ..., "records": [{"copies", "augnet_ms", "trunk_ms", "ratio", "trunk_rows_ms",
+        "trunk_rows_ratio", "augment_ms", "overhead", "augnet_vs_trunk_rows"}], ...}``.
+    """
+    torch.manual_seed(seed)
+    trunk = resnet18(width=width).to(device).eval()
+    model = AugNet(trunk, geometric_layer(0.5), eval_copies=1).to(device).eval()
+    x = torch.rand(batch, 3, size, size, generator=torch.Generator().manual_seed(seed)).to(device)
+
+    def timed(fn) -> float:
+        with torch.inference_mode():
+            fn()
+            _sync(device)
+            timer = benchmark_classes()[1](stmt="fn(); sync()", globals={"fn": fn, "sync": lambda: _sync(device)})
+            return timer.blocked_autorange(min_run_time=min_run_time).median * 1e3
+
+    def augment_and_aggregate(c: int, logits: Tensor) -> Tensor:
+        model.augment(x, copies=c)
+        return aggregate(logits, c, model.aggregation)
+
+    records = []
+    for c in copies:
+        trunk_ms = timed(lambda: trunk(x))
+        augnet_ms = timed(lambda c=c: model(x, copies=c))
+        rows = x.repeat(c, 1, 1, 1)
+        rows_ms = timed(lambda rows=rows: trunk(rows))
+        with torch.inference_mode():
+            logits = trunk(rows)
+        augment_ms = timed(lambda c=c, logits=logits: augment_and_aggregate(c, logits))
+        record = {
+            "copies": c,
+            "augnet_ms": augnet_ms,
+            "trunk_ms": trunk_ms,
+            "ratio": augnet_ms / (c * trunk_ms),
+            "trunk_rows_ms": rows_ms,
+            "trunk_rows_ratio": rows_ms / (c * trunk_ms),
+            "augment_ms": augment_ms,
+            "overhead": augment_ms / (c * trunk_ms),
+            "augnet_vs_trunk_rows": augnet_ms / rows_ms,
+        }
+        records.append(record)
+        if log is not None:
+            log(
+                f"  C={c:>2}: AugNet {augnet_ms:9.2f} ms = {record['ratio']:.3f} x C x trunk; "
+                f"trunk on C*B rows {record['trunk_rows_ratio']:.3f} x C x trunk; "
+                f"augmentation + aggregation {augment_ms:.2f} ms = {record['overhead']:.4f} x C x trunk"
+            )
+    return {
+        "benchmark": "inference_cost",
+        "trunk": f"ResNet-18 (width {width}), {size}x{size}, batch {batch}",
+        "device": device,
+        "trunk_ms": statistics.median(r["trunk_ms"] for r in records),
+        "records": records,
+        "machine": machine_info(device),
+        "load_average": _loadavg(),
+    }
+
+
+def format_inference(result: dict) -> str:
+    lines = [
+        f"AugNet inference cost, {result['trunk']} (trunk alone {result['trunk_ms']:.2f} ms)",
+        f"{'C':>3} {'AugNet ms':>10} {'/ (C x trunk)':>14} {'trunk on C*B rows / (C x trunk)':>32}"
+        f" {'augment + aggregate / (C x trunk)':>34}",
+    ]
+    for r in result["records"]:
+        lines.append(
+            f"{r['copies']:>3} {r['augnet_ms']:>10.2f} {r['ratio']:>14.3f} {r['trunk_rows_ratio']:>32.3f} "
+            f"{r['overhead']:>34.4f}"
+        )
+    return "\n".join(lines)

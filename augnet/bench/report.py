@@ -1,0 +1,138 @@
+"""The results of ``augnet bench``: the text table, the plot, the saved files, and the command itself."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import torch
+
+from augnet.bench.harness import BenchConfig, _check_providers, default_providers, run_benchmark
+from augnet.bench.inference import format_inference, inference_cost
+from augnet.bench.machine import _loadavg
+from augnet.transforms import image as T
+
+__all__ = ["format_table", "plot_results", "run_from_args", "save_results"]
+
+
+def format_table(result: dict) -> str:
+    """The records as a text table (speed-ups: time of eager / reference over the row's)."""
+
+    def ratio(v):
+        return "-" if v is None else f"{v:.2f}x"
+
+    header = (
+        f"{'provider':<10} {'size':>7} {'mode':<17} {'median ms':>10} {'images/s':>10} "
+        f"{'peak MiB':>9} {'vs eager':>9} {'vs ref':>8}"
+    )
+    lines = [header, "-" * len(header)]
+    for r in result["records"]:
+        size = f"{r['size']}x{r['size']}"
+        lines.append(
+            f"{r['provider']:<10} {size:>7} {r['mode']:<17} {r['median_ms']:>10.2f} {r['images_per_s']:>10.0f} "
+            f"{r['peak_mib']:>9.1f} {ratio(r['speedup_vs_eager']):>9} {ratio(r['speedup_vs_reference']):>8}"
+        )
+    return "\n".join(lines)
+
+
+def plot_results(result: dict, path: str | Path) -> Path:
+    """Grouped bars of the median time per provider, by image size, one panel per mode."""
+    from augnet.viz import require_matplotlib, save_figure
+
+    plt = require_matplotlib()
+    records = result["records"]
+    providers = list(dict.fromkeys(r["provider"] for r in records))
+    sizes = list(dict.fromkeys(r["size"] for r in records))
+    modes = list(dict.fromkeys(r["mode"] for r in records))
+    times = {(r["provider"], r["size"], r["mode"]): r["median_ms"] for r in records}
+    fig, axes = plt.subplots(1, len(modes), figsize=(5.5 * len(modes), 4.2), squeeze=False)
+    width = 0.8 / max(len(providers), 1)
+    for ax, mode in zip(axes[0], modes):
+        for i, provider in enumerate(providers):
+            xs = [j + (i - (len(providers) - 1) / 2) * width for j in range(len(sizes))]
+            ys = [times.get((provider, s, mode), math.nan) for s in sizes]
+            bars = ax.bar(xs, ys, width, label=provider)
+            ax.bar_label(bars, labels=[f"{y:.0f}" if y >= 100 else f"{y:.3g}" for y in ys], fontsize=7, padding=1)
+        ax.set_xticks(range(len(sizes)), [f"{s}x{s}" for s in sizes])
+        ax.set_yscale("log")
+        ax.set_title(mode)
+        ax.set_xlabel("image size")
+        ax.set_ylabel("median time per call (ms, log scale)")
+        ax.grid(axis="y", alpha=0.3, which="both")
+    axes[0][0].legend(frameon=False)
+    cfg, machine = result["config"], result["machine"]
+    threads = f", {machine['torch_threads']} threads" if cfg["device"] == "cpu" else ""
+    fig.suptitle(
+        f"augmentation layer, B={cfg['batch']} x C={cfg['copies']} copies: {machine['device_name']}{threads}",
+        fontsize=10,
+    )
+    return save_figure(fig, path)
+
+
+def save_results(result: dict, out_dir: str | Path) -> tuple[Path, Path | None, str | None]:
+    """Write ``tap_mix_<device>.json`` and ``tap_mix_<device>.png`` under ``out_dir``.
+
+    Returns:
+        ``(json_path, png_path or None, why no plot or None)``.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"tap_mix_{result['config']['device']}"
+    json_path = out / f"{stem}.json"
+    tmp = json_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(result, indent=1) + "\n")
+    tmp.replace(json_path)
+    try:
+        png = plot_results(result, out / f"{stem}.png")
+    except ImportError as err:
+        return json_path, None, str(err)
+    return json_path, png, None
+
+
+def run_from_args(args) -> int:
+    """``augnet bench``: run, print the table, save JSON and plot (arguments from :mod:`augnet.cli`)."""
+    overrides = {
+        "sizes": tuple(args.sizes) if args.sizes else None,
+        "batch": args.batch,
+        "copies": args.copies,
+        "min_run_time": args.min_time,
+        "threads": args.threads,
+        "providers": tuple(args.providers) if args.providers else None,
+        "device": args.device,
+        "seed": args.seed,
+    }
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    cfg = BenchConfig.quick(**overrides) if args.quick else BenchConfig(**overrides)
+    try:
+        cfg.validate()
+        if cfg.threads is not None:
+            torch.set_num_threads(cfg.threads)
+        probe = torch.zeros(1, 1, 1, 1, device=cfg.device)
+        providers = _check_providers(cfg.providers, probe) if cfg.providers else default_providers(probe)
+    except ValueError as err:
+        print(f"augnet bench: {err}", file=sys.stderr)
+        return 2
+    load = _loadavg()
+    print(
+        f"augnet bench: augmentation layer of {len(T.GEOMETRIC)} geometric transforms, B={cfg.batch}, "
+        f"C={cfg.copies}, sizes {', '.join(map(str, cfg.sizes))}, on {cfg.device} "
+        f"({torch.get_num_threads()} torch threads; load average {load})\nproviders: {', '.join(providers)}"
+    )
+    result = run_benchmark(cfg)
+    print()
+    print(format_table(result))
+    print(f"\n({result['seconds']:.0f} s; load average before {load}, after {result['load_average']['after']})")
+    json_path, png, why = save_results(result, args.out)
+    print(f"saved {json_path}" + (f" and {png}" if png else f"; no plot: {why}"))
+    if not getattr(args, "no_inference", False):
+        print("\ninference cost: AugNet with C copies against C times its trunk")
+        quick = dict(copies=(1, 2), batch=2, width=8, min_run_time=0.05) if args.quick else {}
+        cost = inference_cost(device=cfg.device, seed=cfg.seed, log=print, **quick)
+        print()
+        print(format_inference(cost))
+        path = Path(args.out) / f"inference_{cfg.device}.json"
+        path.write_text(json.dumps(cost, indent=1))
+        print(f"saved {path}")
+    return 0
