@@ -18,21 +18,18 @@ equivariance_alignment         alignment of displacement vectors                
 ranking_probe, layer_importance  pairwise ranking of augmentation magnitudes    Yan & Huang
 similarity_change / _search    transforms that bring same-class pairs closer    Bouchacourt et al. eq. 2
 SeenTransformedDataset, ...    seen / unseen category protocol                  Zaidi et al.
-EquivarianceLoss               classification + equivariance + invariance       Tensmeyer & Martinez eq. 7
 =============================  ===============================================  ==============================
+
+``EquivarianceLoss`` (classification + equivariance + invariance, Tensmeyer &
+Martinez eq. 7) is a training loss, not a probe: it lives in :mod:`augnet.losses`
+and is re-exported here.
 """
 
 from augnet.probes._common import derangement, summary
-from augnet.probes.equivariance import (
-    EquivarianceLoss,
-    EquivarianceMap,
-    equivariance_report,
-    fit_equivariance_map,
-    mapping_error,
-    representation_distance,
-)
+from augnet.probes.equivariance import equivariance_report, representation_distance
 from augnet.probes.features import features
 from augnet.probes.invariance import accuracy_curve, distance, invariance_curve, invariance_score
+from augnet.probes.maps import EquivarianceMap, fit_equivariance_map, mapping_error
 from augnet.probes.neurons import neuron_invariance, select_tau
 from augnet.probes.protocol import SeenTransformedDataset, category_accuracy, nested_splits
 from augnet.probes.ranking import layer_importance, pairwise_rank_loss, ranking_probe, ranking_probe_model
@@ -73,3 +70,17 @@ __all__ = [
     "summary",
     "top_transforms_per_class",
 ]
+
+
+def __getattr__(name: str):
+    # Lazy: augnet.losses imports augnet.probes.maps, so importing it eagerly here is circular
+    # whenever augnet.losses is imported before augnet.probes.
+    if name == "EquivarianceLoss":
+        from augnet.losses import EquivarianceLoss
+
+        return EquivarianceLoss
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,0 +1,180 @@
+"""Training losses that are not regularisers.
+
+:class:`EquivarianceLoss` is Tensmeyer & Martinez eq. 7, ``L = L_d + lambda_3 L_e``,
+with eq. 6's ``L_e`` built from learned equivariance maps
+(:mod:`augnet.probes.maps`), one per transformation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from augnet.probes.maps import KINDS, AffineMap, ResidualReLUMap, _check_tensor
+
+__all__ = ["EquivarianceLoss"]
+
+
+class EquivarianceLoss(nn.Module):
+    """Cross-entropy with learned equivariance maps (Tensmeyer & Martinez eqs. 5-7).
+
+    For clean features ``z = phi(x)``, features ``z_t[j] = phi(g_j x)`` of J
+    transformations, labels ``y`` and the classifier ``head`` on top of
+    ``phi``:
+
+        L   = L_d + lambda_3 L_e                                        (eq. 7)
+        L_d = CE(head(z), y)                                             (eq. 5)
+        L_e = mean_{i, j} [ CE(head(m_ij), y_i)                          (eq. 6)
+                            + lambda_1 ||m_ij - z_i||^2 / D
+                            + lambda_2 ||z_t[j]_i - z_i||^2 / D ],   m_ij = M_j(z_t[j]_i)
+
+    The first term of ``L_e`` classifies the mapped transformed features, the
+    second makes ``phi`` equivariant (``M_j`` undoes ``g_j``), the third
+    invariant. The squared distances are divided by the feature size ``D``,
+    so the defaults ``lambda_1 = 50``, ``lambda_2 = 25`` are the paper's
+    ``50 / 4096`` and ``25 / 4096`` for its D = 4096 features, and
+    ``lambda_3 = 0.3`` is its value. With ``transformed_weight = 0`` the loss
+    is plain cross-entropy. Each map ``M_j`` is ``r + W_j r + b_j`` (eq. 8,
+    ``kind="linear"``) or :class:`ResidualReLUMap` (``"residual_relu"``),
+    starting at the identity, optionally followed by a ReLU (``output_relu``,
+    eq. 8's sigma, for post-ReLU features); they are trained with ``phi``, so
+    put this module's parameters in the optimiser.
+
+    Args:
+        dim: the feature size D.
+        num_transforms: J, the number of maps.
+        equivariance_weight: lambda_1.
+        invariance_weight: lambda_2.
+        transformed_weight: lambda_3.
+        kind: ``"linear"`` or ``"residual_relu"``.
+        hidden: hidden width of ``"residual_relu"`` maps (default ``dim``).
+        output_relu: apply a ReLU to each map's output.
+        generator: draws the ``"residual_relu"`` maps' first layers.
+
+    Shape:
+        - z: (B, D) clean features.
+        - z_t: (J', B, D), or a sequence of J' (B, D) tensors, with J' = J or ``len(maps)``.
+        - y: (B,) class indices.
+        - Output: a scalar.
+
+    Examples:
+        >>> head = nn.Linear(8, 3)
+        >>> z, z_t, y = torch.randn(4, 8), torch.randn(2, 4, 8), torch.tensor([0, 2, 1, 0])
+        >>> loss = EquivarianceLoss(8, num_transforms=2, transformed_weight=0.0)
+        >>> torch.allclose(loss(z, z_t, y, head), F.cross_entropy(head(z), y))
+        True
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_transforms: int = 1,
+        equivariance_weight: float = 50.0,
+        invariance_weight: float = 25.0,
+        transformed_weight: float = 0.3,
+        kind: str = "linear",
+        hidden: int | None = None,
+        output_relu: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        super().__init__()
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        if int(dim) < 1:
+            raise ValueError(f"dim must be >= 1, got {dim}")
+        if int(num_transforms) < 1:
+            raise ValueError(f"num_transforms must be >= 1, got {num_transforms}")
+        for name, w in [
+            ("equivariance_weight", equivariance_weight),
+            ("invariance_weight", invariance_weight),
+            ("transformed_weight", transformed_weight),
+        ]:
+            if not w >= 0:
+                raise ValueError(f"{name} must be >= 0, got {w}")
+        self.dim, self.kind, self.output_relu = int(dim), kind, bool(output_relu)
+        self.equivariance_weight = float(equivariance_weight)
+        self.invariance_weight = float(invariance_weight)
+        self.transformed_weight = float(transformed_weight)
+        self.maps = nn.ModuleList(
+            AffineMap(self.dim, self.dim, residual=True)
+            if kind == "linear"
+            else ResidualReLUMap(self.dim, hidden, generator=generator)
+            for _ in range(int(num_transforms))
+        )
+
+    def map(self, j: int, z_t: Tensor) -> Tensor:
+        """``M_j(z_t)``, differentiable."""
+        out = self.maps[j](z_t)
+        return F.relu(out) if self.output_relu else out
+
+    def forward(
+        self,
+        z: Tensor,
+        z_t: Tensor | Sequence[Tensor],
+        y: Tensor,
+        head: Callable[[Tensor], Tensor],
+        maps: Sequence[int] | None = None,
+        logits: Tensor | None = None,
+        return_terms: bool = False,
+    ) -> Tensor | tuple[Tensor, dict[str, float]]:
+        """Eq. 7 on a batch.
+
+        Args:
+            z, z_t, y: see the class docstring.
+            head: features -> logits (the rest of the network).
+            maps: which map each entry of ``z_t`` goes through (default ``0, ..., J - 1``).
+            logits: ``head(z)`` if already computed.
+            return_terms: also return the detached terms ``{"clean", "transformed",
+                "equivariance", "invariance", "total"}`` (the last three before weighting,
+                means over samples and transformations).
+        """
+        _check_tensor("z", z)
+        if z.dim() != 2 or z.shape[1] != self.dim:
+            raise ValueError(f"z must have shape (B, {self.dim}), got {tuple(z.shape)}")
+        zs = list(z_t.unbind(0)) if isinstance(z_t, Tensor) else list(z_t)
+        if not zs:
+            raise ValueError("z_t must hold the features of at least one transformation")
+        for k, zk in enumerate(zs):
+            _check_tensor(f"z_t[{k}]", zk)
+            if zk.shape != z.shape:
+                raise ValueError(f"z_t[{k}] must have z's shape {tuple(z.shape)}, got {tuple(zk.shape)}")
+        idx = list(range(len(zs))) if maps is None else [int(j) for j in maps]
+        if len(idx) != len(zs):
+            raise ValueError(f"maps names {len(idx)} map(s) for {len(zs)} transformed batch(es)")
+        bad = [j for j in idx if not 0 <= j < len(self.maps)]
+        if bad:
+            raise ValueError(f"maps must index the {len(self.maps)} maps, got {bad}")
+        if not isinstance(y, Tensor) or y.shape != (len(z),):
+            shape = tuple(y.shape) if isinstance(y, Tensor) else type(y).__name__
+            raise ValueError(f"y must be a tensor of shape ({len(z)},), got {shape}")
+        clean = F.cross_entropy(head(z) if logits is None else logits, y)
+        if self.transformed_weight == 0.0 and not return_terms:
+            return clean
+        ce, eq, inv = [], [], []
+        for j, zk in zip(idx, zs):
+            m = self.map(j, zk)
+            ce.append(F.cross_entropy(head(m), y))
+            eq.append((m - z).square().mean(1).mean())
+            inv.append((zk - z).square().mean(1).mean())
+        ce_t, eq_t, inv_t = torch.stack(ce).mean(), torch.stack(eq).mean(), torch.stack(inv).mean()
+        l_e = ce_t + self.equivariance_weight * eq_t + self.invariance_weight * inv_t
+        total = clean + self.transformed_weight * l_e
+        if not return_terms:
+            return total
+        terms = {
+            "clean": float(clean.detach()),
+            "transformed": float(ce_t.detach()),
+            "equivariance": float(eq_t.detach()),
+            "invariance": float(inv_t.detach()),
+            "total": float(total.detach()),
+        }
+        return total, terms
+
+    def extra_repr(self) -> str:
+        return (
+            f"dim={self.dim}, kind={self.kind!r}, lambda_1={self.equivariance_weight}, "
+            f"lambda_2={self.invariance_weight}, lambda_3={self.transformed_weight}, output_relu={self.output_relu}"
+        )
