@@ -12,8 +12,8 @@ Examples:
     >>> loss = loss + 0.5 * augnet.selective_regularizer(model)
 """
 
-from augnet.layers import AugmentationLayer, AugmentationModule, Policy
 from augnet.augerino import Augerino
+from augnet.layers import AugmentationLayer, AugmentationModule, Policy
 from augnet.model import AugNet, aggregate
 from augnet.ops.dispatch import tap_mix
 from augnet.regularizers import (
