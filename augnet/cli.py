@@ -17,7 +17,7 @@ DEMO_TRANSFORMS = (
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from augnet.demo import DemoConfig, run_demo
+    from augnet.experiments.demo import DemoConfig, run_demo
 
     config = DemoConfig(seed=args.seed, threads=args.threads)
     if args.quick:

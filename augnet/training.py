@@ -35,6 +35,7 @@ def fit(
     progress: bool = False,
     desc: str = "training",
     record: Callable[[], dict] | None = None,
+    augment_batch: Callable[[Tensor, torch.Generator | None], Tensor] | None = None,
 ) -> dict[str, list]:
     """Train ``model`` on ``(x, y)``; return the history of its augmentation policy.
 
@@ -56,6 +57,9 @@ def fit(
         desc: the progress bar's label.
         record: called at every record step; each key of the dict it returns
             gets a list in the history (e.g. an Augerino's widths).
+        augment_batch: a fixed augmentation ``augment_batch(x_batch, generator)``
+            applied to each batch before the model (e.g. an oracle's true
+            transformation for a plain model); it draws from ``generator``.
 
     Returns:
         ``{"step": [...], "loss": [...], "weights": [...], "magnitudes": [...]}``
@@ -81,7 +85,8 @@ def fit(
         order = torch.randperm(n, generator=generator)
         for i in range(0, n, batch_size):
             idx = order[i : i + batch_size]
-            out = model(x[idx], generator=generator) if draws else model(x[idx])
+            xb = x[idx] if augment_batch is None else augment_batch(x[idx], generator)
+            out = model(xb, generator=generator) if draws else model(xb)
             task = loss_fn(out, y[idx])
             loss = task + weight * reg(model) if weight else task
             optimizer.zero_grad(set_to_none=True)

@@ -25,38 +25,23 @@ import argparse
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 import augnet
 from augnet import probes
 from augnet.data import sinusoids
+from augnet.experiments.trunks import MLP
+from augnet.training import fit
 from augnet.transforms import signal as S
 
 SFREQ = 100.0
 
 
-def mlp(width, depth):
-    layers = [nn.Flatten()]
-    size = 1000
-    for _ in range(depth):
-        layers += [nn.Linear(size, width), nn.ReLU()]
-        size = width
-    return nn.Sequential(*layers, nn.Linear(size, 4))
-
-
 def train_plain(model, x, y, epochs, shift=None, seed=1):
     """Cross-entropy training; with ``shift``, every batch is frequency-shifted (the oracle augmentation)."""
     opt = torch.optim.Adam(model.parameters(), lr=1e-2, weight_decay=1e-4)
-    gen = torch.Generator().manual_seed(seed)
-    for _ in range(epochs):
-        order = torch.randperm(len(x), generator=gen)
-        for i in range(0, len(x), 32):
-            idx = order[i : i + 32]
-            xb = x[idx] if shift is None else shift(x[idx], 1.0, generator=gen)
-            loss = F.cross_entropy(model(xb), y[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+    oracle = None if shift is None else (lambda xb, g: shift(xb, 1.0, generator=g))
+    fit(model, x, y, opt, epochs, 32, lam=0.0, regularizer="none", generator=torch.Generator().manual_seed(seed),
+        loss_fn=F.cross_entropy, augment_batch=oracle)  # fmt: skip
     return model.eval()
 
 
@@ -69,16 +54,7 @@ def train_augnet(trunk, x, y, epochs, transforms, seed=1):
     layer = augnet.AugmentationLayer([candidates[t] for t in transforms], init_magnitude=0.05)
     model = augnet.AugNet(trunk, layer, train_copies=1, eval_copies=10)
     opt = torch.optim.Adam(augnet.param_groups(model, weight_decay=1e-4), lr=1e-2)
-    gen = torch.Generator().manual_seed(seed)
-    for _ in range(epochs):
-        model.train()
-        order = torch.randperm(len(x), generator=gen)
-        for i in range(0, len(x), 32):
-            idx = order[i : i + 32]
-            loss = F.nll_loss(model(x[idx], generator=gen), y[idx]) + 0.8 * augnet.selective_regularizer(model)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+    fit(model, x, y, opt, epochs, 32, lam=0.8, generator=torch.Generator().manual_seed(seed))
     return model.eval()
 
 
@@ -118,7 +94,7 @@ def main():
         for width in args.widths:
             for method in ("baseline", "oracle", "augnet"):
                 torch.manual_seed(args.seed)  # the same initial MLP for the three methods
-                trunk = mlp(width, depth)
+                trunk = MLP(width, depth)
                 if method == "augnet":
                     model = train_augnet(trunk, x_train, y_train, args.epochs, args.augnet_transforms)
                     policy = max(model.policy()[0], key=lambda e: e["weight"])

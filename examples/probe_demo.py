@@ -12,7 +12,7 @@ import torch
 
 from augnet import probes
 from augnet.data import rotated_glyphs
-from augnet.demo import DemoConfig, run_demo
+from augnet.experiments.demo import DemoConfig, run_demo
 from augnet.transforms import image as T
 
 

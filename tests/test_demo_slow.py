@@ -10,7 +10,7 @@ learns the data's rotation range.
 
 import pytest
 
-from augnet.demo import DemoConfig, run_demo
+from augnet.experiments.demo import DemoConfig, run_demo
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,8 @@ Experiments: ``rotation``, ``sinusoids``, ``capacity``, ``copies`` (see
 
 from augnet.experiments import capacity, copies, rotation, sinusoids  # noqa: F401  (register the experiments)
 from augnet.experiments._registry import Report, names, register, reproduce
+from augnet.experiments.runner import ExperimentResult, run_experiment
 from augnet.experiments.sinusoids import (
-    ExperimentResult,
     SinusoidsConfig,
     run_sinusoids,
     sinusoid_layer,
@@ -31,6 +31,7 @@ __all__ = [
     "register",
     "reproduce",
     "resnet18",
+    "run_experiment",
     "run_sinusoids",
     "sinusoid_layer",
 ]

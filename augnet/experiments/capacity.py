@@ -185,24 +185,6 @@ def evaluate(
     }
 
 
-def _fit_plain(model: nn.Module, x: Tensor, y: Tensor, config: CapacityConfig, oracle: bool, generator) -> None:
-    shift = S.FrequencyShift(SFREQ, max_shift=TRUE_SHIFT) if oracle else None
-    opt = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    model.train()
-    n = len(x)
-    for _ in range(config.epochs):
-        order = torch.randperm(n, generator=generator)
-        for i in range(0, n, config.batch_size):
-            idx = order[i : i + config.batch_size]
-            xb = x[idx]
-            if shift is not None:
-                xb = shift(xb, 1.0, generator=generator)
-            loss = F.cross_entropy(model(xb), y[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-
-
 def train_capacity_model(
     method: str, width: int, depth: int, x: Tensor, y: Tensor, config: CapacityConfig | None = None
 ) -> nn.Module:
@@ -218,7 +200,12 @@ def train_capacity_model(
     trunk = MLP(width, depth, in_features=x.shape[1] * x.shape[2])
     generator = torch.Generator().manual_seed(config.seed + 1)
     if method in ("baseline", "oracle"):
-        _fit_plain(trunk, x, y, config, oracle=method == "oracle", generator=generator)
+        # The plain trunk (cross-entropy on its logits); the oracle sees every batch shifted by the true invariance.
+        shift = S.FrequencyShift(SFREQ, max_shift=TRUE_SHIFT)
+        oracle = (lambda xb, g: shift(xb, 1.0, generator=g)) if method == "oracle" else None
+        opt = torch.optim.Adam(trunk.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        fit(trunk, x, y, opt, config.epochs, config.batch_size, lam=0.0, regularizer="none", generator=generator,
+            loss_fn=F.cross_entropy, augment_batch=oracle)  # fmt: skip
         return trunk.eval()
     transforms = ("FrequencyShift",) if method == "augnet_fs" else SinusoidsConfig.transforms
     layer = sinusoid_layer(SinusoidsConfig(transforms=transforms, init_magnitude=config.init_magnitude), SFREQ)

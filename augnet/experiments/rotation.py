@@ -2,7 +2,7 @@
 
 On :func:`augnet.data.rotated_glyphs` (labels invariant to rotations of up to
 ±45 degrees), with the demo's data, trunk and schedule
-(:class:`augnet.demo.DemoConfig`), four models learn their augmentations:
+(:class:`augnet.experiments.demo.DemoConfig`), four models learn their augmentations:
 
 1. ``augnet``: AugNet with the selective regulariser (the demo itself);
 2. ``augerino``: Augerino (:class:`augnet.Augerino`, the same
@@ -35,8 +35,8 @@ from torch import Tensor, nn
 from augnet import probes
 from augnet.augerino import LIE_GENERATORS, Augerino
 from augnet.data import rotated_glyphs
-from augnet.demo import DemoConfig, run_demo
 from augnet.experiments._registry import Report, register
+from augnet.experiments.demo import DemoConfig, run_demo
 from augnet.experiments.trunks import SmallCNN
 from augnet.regularizers import param_groups
 from augnet.training import accuracy, fit
@@ -81,7 +81,7 @@ _ROTATE = list(LIE_GENERATORS).index("rotate")
 class RotationConfig:
     """Settings of the rotation experiment.
 
-    The AugNet runs use :class:`~augnet.demo.DemoConfig`'s defaults (4000
+    The AugNet runs use :class:`~augnet.experiments.demo.DemoConfig`'s defaults (4000
     images, 20 epochs, Adam with learning rate 5e-4 for the trunk and 5e-3 for
     the augmentation, batches of 128, magnitudes initialised at 1/8, lambda 0.5
     with either regulariser). Augerino uses the AugNet paper's settings for it

@@ -7,48 +7,18 @@
 
 from __future__ import annotations
 
-import dataclasses
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-
-import torch
 
 from augnet.data import sinusoids
 from augnet.experiments._registry import Report, register
+from augnet.experiments.runner import ExperimentResult, run_experiment
 from augnet.experiments.trunks import Conv1dNet
-from augnet.layers import AugmentationLayer, Policy
+from augnet.layers import AugmentationLayer
 from augnet.model import AugNet
-from augnet.regularizers import param_groups
-from augnet.training import accuracy, fit
 from augnet.transforms import signal as S
 
 __all__ = ["ExperimentResult", "SinusoidsConfig", "run_sinusoids"]
-
-
-@dataclass
-class ExperimentResult:
-    """What an experiment run produced."""
-
-    config: object
-    model: AugNet
-    policy: Policy
-    test_accuracy: float
-    seconds: float
-    history: dict[str, list] = field(default_factory=dict)
-
-    def winner(self, layer: int = 0) -> str:
-        """Name of the transform with the largest weight in ``layer``."""
-        return max(self.policy[layer], key=lambda e: e["weight"])["transform"]
-
-    def to_json(self) -> dict:
-        return {
-            "config": dataclasses.asdict(self.config),
-            "policy": self.policy.to_json(),
-            "test_accuracy": self.test_accuracy,
-            "seconds": self.seconds,
-            "history": self.history,
-        }
 
 
 @dataclass
@@ -64,6 +34,7 @@ class SinusoidsConfig:
     lr: float = 1e-2
     aug_lr: float | None = None
     weight_decay: float = 1e-4
+    aug_weight_decay: float = 0.0
     lam: float = 0.2
     regularizer: str = "selective"
     train_copies: int = 4
@@ -95,31 +66,12 @@ def sinusoid_layer(config: SinusoidsConfig, sfreq: float = 100.0) -> Augmentatio
 def run_sinusoids(config: SinusoidsConfig | None = None, progress: bool = False) -> ExperimentResult:
     """Train AugNet on the sinusoid task and record its policy over training."""
     config = config or SinusoidsConfig()
-    if config.threads is not None:
-        torch.set_num_threads(config.threads)
-    torch.manual_seed(config.seed)
-    x_train, y_train = sinusoids(config.n_train, seed=config.seed)
-    x_test, y_test = sinusoids(config.n_test, seed=config.seed + 10_000)
-    layers = [sinusoid_layer(config) for _ in range(config.layers)]
-    model = AugNet(Conv1dNet(1, 4, config.width), layers, config.train_copies, config.eval_copies)
-    opt = torch.optim.Adam(param_groups(model, config.weight_decay, 0.0, config.aug_lr), lr=config.lr)
-    start = time.perf_counter()
-    history = fit(
-        model,
-        x_train,
-        y_train,
-        opt,
-        epochs=config.epochs,
-        batch_size=config.batch_size,
-        lam=config.lam,
-        regularizer=config.regularizer,
-        generator=torch.Generator().manual_seed(config.seed + 1),
-        progress=progress,
-        desc="sinusoids",
-    )
-    seconds = time.perf_counter() - start
-    acc = accuracy(model, x_test, y_test, generator=torch.Generator().manual_seed(config.seed + 2))
-    return ExperimentResult(config, model, model.policy(), acc, seconds, history)
+
+    def build() -> AugNet:
+        layers = [sinusoid_layer(config) for _ in range(config.layers)]
+        return AugNet(Conv1dNet(1, 4, config.width), layers, config.train_copies, config.eval_copies)
+
+    return run_experiment(config, lambda n, seed: sinusoids(n, seed=seed), build, desc="sinusoids", progress=progress)
 
 
 @register("sinusoids")

@@ -1,0 +1,108 @@
+"""The one training recipe of augnet's demo and experiments.
+
+:func:`run_experiment` seeds, makes the train and test data, builds the
+model, trains it with :func:`augnet.training.fit` (Adam over
+:func:`augnet.param_groups`) and measures its test accuracy;
+:class:`ExperimentResult` is what it returns. A config is any dataclass with
+the fields it reads: ``seed``, ``threads``, ``n_train``, ``n_test``, ``lr``,
+``aug_lr``, ``weight_decay``, ``aug_weight_decay``, ``epochs``,
+``batch_size``, ``lam``, ``regularizer``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from augnet.layers import Policy
+from augnet.model import AugNet
+from augnet.regularizers import param_groups
+from augnet.training import accuracy, fit
+
+__all__ = ["ExperimentResult", "run_experiment"]
+
+
+@dataclass
+class ExperimentResult:
+    """What an experiment run produced."""
+
+    config: object
+    model: AugNet
+    policy: Policy
+    test_accuracy: float
+    seconds: float
+    history: dict[str, list] = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        """The transforms of the first layer, in order."""
+        return [e["transform"] for e in self.policy[0]]
+
+    def winner(self, layer: int = 0) -> str:
+        """Name of the transform with the largest weight in ``layer``."""
+        return max(self.policy[layer], key=lambda e: e["weight"])["transform"]
+
+    def to_json(self) -> dict:
+        return {
+            "config": dataclasses.asdict(self.config),
+            "policy": self.policy.to_json(),
+            "test_accuracy": self.test_accuracy,
+            "seconds": self.seconds,
+            "history": self.history,
+        }
+
+
+def run_experiment(
+    config,
+    data: Callable[[int, int], tuple[Tensor, Tensor]],
+    build: Callable[[], nn.Module],
+    desc: str,
+    progress: bool = False,
+    policy_size: tuple[int, ...] | None = None,
+) -> ExperimentResult:
+    """Train and test one AugNet under ``config``.
+
+    Args:
+        config: the settings (see the module docstring for the fields read).
+        data: ``data(n, seed) -> (x, y)``; the training set uses ``config.seed``,
+            the test set ``config.seed + 10_000``.
+        build: makes the model, after ``torch.manual_seed(config.seed)`` and the
+            data (so its initial weights depend on the seed only).
+        desc: the progress bar's label.
+        progress: show a progress bar.
+        policy_size: the input size for the policy's natural units (pixels).
+
+    The batches and augmentations draw from a generator seeded with
+    ``config.seed + 1``, the test-time copies from one seeded with
+    ``config.seed + 2``.
+    """
+    if config.threads is not None:
+        torch.set_num_threads(config.threads)
+    torch.manual_seed(config.seed)
+    x_train, y_train = data(config.n_train, config.seed)
+    x_test, y_test = data(config.n_test, config.seed + 10_000)
+    model = build()
+    groups = param_groups(model, config.weight_decay, config.aug_weight_decay, config.aug_lr)
+    opt = torch.optim.Adam(groups, lr=config.lr)
+    start = time.perf_counter()
+    history = fit(
+        model,
+        x_train,
+        y_train,
+        opt,
+        epochs=config.epochs,
+        batch_size=config.batch_size,
+        lam=config.lam,
+        regularizer=config.regularizer,
+        generator=torch.Generator().manual_seed(config.seed + 1),
+        progress=progress,
+        desc=desc,
+    )
+    seconds = time.perf_counter() - start
+    acc = accuracy(model, x_test, y_test, generator=torch.Generator().manual_seed(config.seed + 2))
+    return ExperimentResult(config, model, model.policy(policy_size), acc, seconds, history)
