@@ -39,8 +39,6 @@ __all__ = [
 
 PADDING_MODES = ("zeros", "border", "reflection")
 
-#: Input dtypes computed in float32 (and returned in their own dtype).
-
 #: Environment variable that overrides ``backend="auto"``.
 BACKEND_ENV = "AUGNET_BACKEND"
 
