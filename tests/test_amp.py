@@ -12,6 +12,7 @@ relative for bfloat16); the trunk itself runs under autocast as usual.
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import TOLERANCES, gen, tap_mix_inputs
 from torch import nn
 
 import augnet
@@ -25,13 +26,9 @@ from augnet.transforms import signal as S
 BACKENDS = ["reference"] + (["cpp"] if _cpp.load() else [])
 LOW = [torch.bfloat16, torch.float16]
 # One rounding of values in [0, 1] (images) or [-2, 2] (signals) to the low-precision dtype.
-ROUNDING = {torch.bfloat16: 2.0**-8 * 2, torch.float16: 2.0**-11 * 2}
+ROUNDING = {dtype: TOLERANCES["rounding"][dtype]["atol"] for dtype in LOW}
 GEOMETRIC = [T.TranslateX, T.TranslateY, T.Rotate, T.ShearX, T.ShearY, T.Scale]
 COLOUR = [T.Brightness, T.Contrast, T.Saturation, T.Hue, T.HorizontalFlip, T.VerticalFlip]
-
-
-def gen(seed=0):
-    return torch.Generator().manual_seed(seed)
 
 
 def image_layer(backend, transforms=None):
@@ -92,14 +89,7 @@ def test_grids_stay_float32_under_autocast(monkeypatch):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", LOW)
 def test_tap_mix_low_precision_and_gradients(backend, dtype):
-    x = torch.rand(3, 2, 7, 6, generator=gen(3))
-    src = torch.tensor([[0, 1], [2, 0], [1, 1], [0, 2]])
-    angle = torch.rand(4, 2, generator=gen(4))
-    affine = torch.zeros(4, 2, 2, 3)
-    affine[..., 0, 0], affine[..., 0, 1] = angle.cos(), -angle.sin()
-    affine[..., 1, 0], affine[..., 1, 1] = angle.sin(), angle.cos()
-    color = torch.rand(4, 2, 2, 3, generator=gen(5))
-    weight = torch.rand(4, 2, generator=gen(6))
+    x, src, affine, color, weight = tap_mix_inputs(3, 2, 7, 6, 4, 2, torch.float32, seed=3)
     leaves = [t.clone().requires_grad_() for t in (affine, color, weight)]
     xl = x.to(dtype).requires_grad_()
     with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -4,7 +4,7 @@ import warnings
 
 import pytest
 import torch
-from helpers import gen
+from helpers import gen, tap_mix_inputs, tol
 
 import augnet
 from augnet.ops import _cpp, resolve_backend, tap_mix, tap_mix_reference
@@ -18,28 +18,11 @@ def compiled():
     assert _cpp.load(), _cpp.cpp_hint()
 
 
-TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float64: dict(rtol=1e-9, atol=1e-9)}
-
-
-def make_args(b=3, ch=3, h=7, w=9, n=8, k=5, color=True, dtype=torch.float64, layout="contiguous", seed=0):
-    g = gen(seed)
-    x = torch.rand(b, ch, h, w, generator=g, dtype=dtype)
-    if layout == "channels_last":
-        x = x.contiguous(memory_format=torch.channels_last)
-    elif layout == "strided":
-        wide = torch.zeros(b, ch, h, 2 * w, dtype=dtype)
-        wide[..., ::2] = x
-        x = wide[..., ::2]
-    src = torch.randint(0, b, (n, k), generator=g)
-    affine = torch.eye(2, 3, dtype=dtype) + 0.4 * torch.randn(n, k, 2, 3, generator=g, dtype=dtype)
-    col = torch.eye(ch, ch + 1, dtype=dtype) + 0.2 * torch.randn(n, k, ch, ch + 1, generator=g, dtype=dtype)
-    weight = torch.rand(n, k, generator=g, dtype=dtype)
-    return x, src, affine, col if color else None, weight
-
-
 def run(backend, args, padding, grad_out):
     x, src, affine, col, weight = args
-    leaves = [t.detach().clone().requires_grad_() if t is not None else None for t in (x, affine, col, weight)]
+    # Fresh leaves that alias the inputs (a clone would make a strided x dense).
+    leaves = [t.detach().requires_grad_() if t is not None else None for t in (x, affine, col, weight)]
+    assert leaves[0].stride() == x.stride(), "the layout under test must reach tap_mix"
     out = tap_mix(leaves[0], src, leaves[1], leaves[2], leaves[3], padding=padding, backend=backend)
     out.backward(grad_out)
     return [out] + [t.grad for t in leaves if t is not None]
@@ -57,17 +40,17 @@ def run(backend, args, padding, grad_out):
     ],
 )
 def test_matches_the_reference_in_output_and_every_gradient(dtype, padding, color, shape):
-    args = make_args(color=color, dtype=dtype, **shape)
+    args = tap_mix_inputs(color=color, dtype=dtype, **shape)
     grad_out = torch.randn(shape["n"], shape["ch"], shape["h"], shape["w"], generator=gen(1), dtype=dtype)
     expected = run("reference", args, padding, grad_out)
     got = run("cpp", args, padding, grad_out)
     for name, a, e in zip(["out", "x", "affine", "color", "weight"][: len(got)], got, expected, strict=True):
-        torch.testing.assert_close(a, e, **TOL[dtype], msg=lambda m, name=name: f"{name}: {m}")
+        torch.testing.assert_close(a, e, **tol("cpp", dtype), msg=lambda m, name=name: f"{name}: {m}")
 
 
 @pytest.mark.parametrize("needs", [(False, True, True, True), (True, False, False, True), (False, False, True, False)])
 def test_only_the_gradients_asked_for_are_computed_and_they_match(needs):
-    x, src, affine, col, weight = make_args()
+    x, src, affine, col, weight = tap_mix_inputs()
     leaves = [t.detach().clone().requires_grad_(r) for t, r in zip((x, affine, col, weight), needs, strict=True)]
     ref_leaves = [t.detach().clone().requires_grad_(r) for t, r in zip((x, affine, col, weight), needs, strict=True)]
     grad_out = torch.randn(8, 3, 7, 9, generator=gen(1), dtype=torch.float64)
@@ -76,21 +59,21 @@ def test_only_the_gradients_asked_for_are_computed_and_they_match(needs):
     for a, e, r in zip(leaves, ref_leaves, needs, strict=True):
         assert (a.grad is not None) == r
         if r:
-            torch.testing.assert_close(a.grad, e.grad, **TOL[torch.float64])
+            torch.testing.assert_close(a.grad, e.grad, **tol("cpp", torch.float64))
 
 
 @pytest.mark.parametrize("layout", ["channels_last", "strided"])
 def test_non_contiguous_inputs(layout):
-    args = make_args(layout=layout)
+    args = tap_mix_inputs(layout=layout)
     grad_out = torch.randn(8, 3, 7, 9, generator=gen(1), dtype=torch.float64)
     for a, e in zip(run("cpp", args, "zeros", grad_out), run("reference", args, "zeros", grad_out), strict=True):
-        torch.testing.assert_close(a, e, **TOL[torch.float64])
+        torch.testing.assert_close(a, e, **tol("cpp", torch.float64))
 
 
 @pytest.mark.parametrize("grad_layout", ["expanded", "channels_last", "strided"])
 def test_the_backward_reads_any_gradient_layout(grad_layout):
     """The kernel reads grad_out through its strides (no copy): the same gradients as a contiguous one."""
-    args = make_args()
+    args = tap_mix_inputs()
     dense = torch.randn(8, 3, 7, 9, generator=gen(1), dtype=torch.float64)
     if grad_layout == "expanded":  # what out.sum().backward() passes
         dense = torch.full((8, 3, 7, 9), 0.7, dtype=torch.float64)
@@ -102,13 +85,13 @@ def test_the_backward_reads_any_gradient_layout(grad_layout):
         grad_out.copy_(dense)
     assert not grad_out.is_contiguous()
     for a, e in zip(run("cpp", args, "border", grad_out), run("reference", args, "border", dense), strict=True):
-        torch.testing.assert_close(a, e, **TOL[torch.float64])
+        torch.testing.assert_close(a, e, **tol("cpp", torch.float64))
 
 
 @pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("color", [True, False])
 def test_gradcheck(padding, color):
-    x, src, affine, col, weight = make_args(b=2, ch=2, h=4, w=5, n=3, k=2, color=color)
+    x, src, affine, col, weight = tap_mix_inputs(b=2, ch=2, h=4, w=5, n=3, k=2, color=color)
     inputs = tuple(t.requires_grad_() for t in (x, affine, weight) + ((col,) if color else ()))
 
     def f(x, affine, weight, col=None):
@@ -119,7 +102,7 @@ def test_gradcheck(padding, color):
 
 @pytest.mark.parametrize("color", [True, False])
 def test_opcheck(color):
-    x, src, affine, col, weight = make_args(b=2, ch=3, h=5, w=6, n=4, k=2, color=color)
+    x, src, affine, col, weight = tap_mix_inputs(b=2, ch=3, h=5, w=6, n=4, k=2, color=color)
     for t in (x, affine, weight) + ((col,) if color else ()):
         t.requires_grad_()
     torch.library.opcheck(torch.ops.augnet.tap_mix.default, (x, src, affine, col, weight, "border"))
@@ -127,7 +110,7 @@ def test_opcheck(color):
 
 def test_backward_is_bitwise_deterministic_across_runs_and_thread_counts():
     # Many taps read the same source image (as the C copies do).
-    args = make_args(b=2, n=16, k=5, dtype=torch.float32, h=16, w=16)
+    args = tap_mix_inputs(b=2, n=16, k=5, dtype=torch.float32, h=16, w=16)
     grad_out = torch.randn(16, 3, 16, 16, generator=gen(1))
     threads = torch.get_num_threads()
     try:
@@ -142,7 +125,7 @@ def test_backward_is_bitwise_deterministic_across_runs_and_thread_counts():
 
 
 def test_traces_under_torch_compile():
-    args = make_args(dtype=torch.float32)
+    args = tap_mix_inputs(dtype=torch.float32)
     x, src, affine, col, weight = args
 
     def f(x, affine, col, weight):
@@ -174,7 +157,7 @@ def test_traces_under_torch_compile():
     ],
 )
 def test_the_kernel_checks_its_arguments(change, match):
-    x, src, affine, col, weight = make_args()
+    x, src, affine, col, weight = tap_mix_inputs()
     args = change({"x": x, "src": src, "affine": affine, "color": col, "weight": weight, "padding": "zeros"})
     with pytest.raises(RuntimeError, match=match):
         torch.ops.augnet.tap_mix(**args)
@@ -182,7 +165,7 @@ def test_the_kernel_checks_its_arguments(change, match):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device to mix CPU and CUDA tensors")
 def test_cpu_cuda_mix_is_refused():
-    x, src, affine, col, weight = make_args()
+    x, src, affine, col, weight = tap_mix_inputs()
     with pytest.raises(ValueError, match="src is on cuda"):
         tap_mix(x, src.cuda(), affine, col, weight)
 
@@ -199,7 +182,7 @@ def test_unavailable_extension_falls_back_once_and_explicit_request_says_how_to_
     monkeypatch.setattr(_cpp, "_state", {"tried": True, "error": "OSError: no compiler"})
     monkeypatch.setattr(tap_mix_module, "_warned_fallback", set())
     monkeypatch.delenv("AUGNET_BACKEND", raising=False)
-    args = make_args()
+    args = tap_mix_inputs()
     with pytest.warns(RuntimeWarning, match="using the reference one.*no compiler"):
         out = tap_mix(*args)
     torch.testing.assert_close(out, tap_mix_reference(*args, "zeros"))
@@ -216,7 +199,7 @@ def test_environment_variable_selects_the_reference(monkeypatch):
     spy = tap_mix_module._Backend(lambda *a: calls.append(1) or original.fn(*a), original.supports)
     monkeypatch.setitem(tap_mix_module._BACKENDS, "reference", spy)
     monkeypatch.setenv("AUGNET_BACKEND", "reference")
-    tap_mix(*make_args())
+    tap_mix(*tap_mix_inputs())
     assert calls == [1]
 
 
@@ -256,5 +239,5 @@ def test_layer_output_is_the_same_with_either_backend(training):
     slow = augnet.AugmentationLayer(transforms, init_magnitude=0.6, backend="reference").train(training)
     x = torch.rand(5, 3, 9, 7, generator=gen(3))
     torch.testing.assert_close(
-        fast(x, copies=3, generator=gen(4)), slow(x, copies=3, generator=gen(4)), **TOL[torch.float32]
+        fast(x, copies=3, generator=gen(4)), slow(x, copies=3, generator=gen(4)), **tol("cpp", torch.float32)
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import tap_mix_inputs, tol
 from torch.utils import cpp_extension
 
 from augnet.ops import tap_mix_reference
@@ -152,14 +153,10 @@ def _load_through_the_package() -> None:
 
 
 def _args(b, ch, h, w, n, k, color, dtype, seed, scale=0.5):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.rand(b, ch, h, w, generator=g, dtype=dtype)
-    src = torch.randint(0, b, (n, k), generator=g)
-    affine = torch.eye(2, 3, dtype=dtype).expand(n, k, 2, 3) + scale * torch.randn(n, k, 2, 3, generator=g, dtype=dtype)
-    col = torch.eye(ch, ch + 1, dtype=dtype) + 0.2 * torch.randn(n, k, ch, ch + 1, generator=g, dtype=dtype)
-    weight = torch.randn(n, k, generator=g, dtype=dtype)
-    args = (x, src, affine.contiguous(), col if color else None, weight)
-    return tuple(None if t is None else t.cuda() for t in args)
+    """The shared tap_mix inputs (tests/helpers.py) on the GPU, with signed weights and warps of spread ``scale``."""
+    return tap_mix_inputs(
+        b, ch, h, w, n, k, dtype, color=color, seed=seed, spread=scale, signed_weight=True, device="cuda"
+    )
 
 
 def _reference_grads(args, padding, grad_out):
@@ -173,10 +170,6 @@ def _reference_grads(args, padding, grad_out):
     return out.detach(), gx, ga, (grads[3] if col is not None else None), gw
 
 
-def _tol(dtype):
-    return dict(rtol=1e-9, atol=1e-9) if dtype == torch.float64 else dict(rtol=2e-4, atol=2e-4)
-
-
 # Ch 1 and 3: colour sums fused into the main pass; Ch 6: the tiled colour passes.
 @pytest.mark.parametrize("padding", PADDINGS)
 @pytest.mark.parametrize("color", [True, False])
@@ -187,13 +180,13 @@ def test_cuda_matches_reference(cuda_ops, padding, color, ch, dtype):
     out = cuda_ops.tap_mix(*args, padding)
     grad_out = torch.randn_like(out)
     ref, rgx, rga, rgc, rgw = _reference_grads(args, padding, grad_out)
-    torch.testing.assert_close(out, ref, **_tol(dtype))
+    torch.testing.assert_close(out, ref, **tol("cuda", dtype))
     gx, ga, gc, gw = cuda_ops.tap_mix_backward(grad_out, *args, padding)
-    torch.testing.assert_close(gx, rgx, **_tol(dtype))
-    torch.testing.assert_close(ga, rga, **_tol(dtype))
-    torch.testing.assert_close(gw, rgw, **_tol(dtype))
+    torch.testing.assert_close(gx, rgx, **tol("cuda", dtype))
+    torch.testing.assert_close(ga, rga, **tol("cuda", dtype))
+    torch.testing.assert_close(gw, rgw, **tol("cuda", dtype))
     if color:
-        torch.testing.assert_close(gc, rgc, **_tol(dtype))
+        torch.testing.assert_close(gc, rgc, **tol("cuda", dtype))
     else:
         assert gc.shape == (0,)
 
@@ -204,10 +197,10 @@ def test_cuda_backward_over_pixel_chunks(cuda_ops, padding):
     args = _args(2, 3, 96, 80, 2, 2, True, torch.float64, seed=7)
     grad_out = torch.randn(2, 3, 96, 80, dtype=torch.float64, device="cuda")
     ref, rgx, rga, rgc, rgw = _reference_grads(args, padding, grad_out)
-    torch.testing.assert_close(cuda_ops.tap_mix(*args, padding), ref, **_tol(torch.float64))
+    torch.testing.assert_close(cuda_ops.tap_mix(*args, padding), ref, **tol("cuda", torch.float64))
     first = cuda_ops.tap_mix_backward(grad_out, *args, padding)
     for got, want in zip(first, (rgx, rga, rgc, rgw)):
-        torch.testing.assert_close(got, want, **_tol(torch.float64))
+        torch.testing.assert_close(got, want, **tol("cuda", torch.float64))
     # The per-tap reductions are fixed-order (only grad_x uses atomics).
     second = cuda_ops.tap_mix_backward(grad_out, *args, padding)
     for a, b in zip(first[1:], second[1:]):
@@ -219,9 +212,9 @@ def test_cuda_backward_accepts_an_expanded_grad(cuda_ops):
     grad_out = torch.ones(1, 1, 1, 1, dtype=torch.float64, device="cuda").expand(3, 3, 6, 5)
     _, rgx, rga, _, rgw = _reference_grads(args, "border", grad_out)
     gx, ga, _, gw = cuda_ops.tap_mix_backward(grad_out, *args, "border")
-    torch.testing.assert_close(gx, rgx, **_tol(torch.float64))
-    torch.testing.assert_close(ga, rga, **_tol(torch.float64))
-    torch.testing.assert_close(gw, rgw, **_tol(torch.float64))
+    torch.testing.assert_close(gx, rgx, **tol("cuda", torch.float64))
+    torch.testing.assert_close(ga, rga, **tol("cuda", torch.float64))
+    torch.testing.assert_close(gw, rgw, **tol("cuda", torch.float64))
 
 
 def test_cuda_rejects_bad_inputs(cuda_ops):

@@ -9,6 +9,7 @@ AUGNET_FUZZ_EXAMPLES overrides it).
 import os
 
 import torch
+from helpers import LAYOUTS, tap_mix_inputs, tol
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +25,6 @@ FUZZ = settings(
 )
 BACKENDS = ["reference"] + (["cpp"] if _cpp.load() else [])
 DTYPES = st.sampled_from([torch.float32, torch.float64])
-TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float64: dict(rtol=1e-9, atol=1e-9)}
 
 
 def tensor(shape, dtype, seed, low=0.0, high=1.0):
@@ -39,21 +39,11 @@ def tap_mix_args(draw):
     h, w = draw(st.integers(1, 9)), draw(st.integers(1, 9))
     n, k = draw(st.integers(1, 7)), draw(st.integers(1, 5))
     seed = draw(st.integers(0, 2**16))
-    x = tensor((b, ch, h, w), dtype, seed)
-    if draw(st.booleans()):
-        x = x.contiguous(memory_format=torch.channels_last)
-    g = torch.Generator().manual_seed(seed + 1)
-    src = torch.randint(0, b, (n, k), generator=g)
     # A strictly random warp: with an exact identity every sample sits on a pixel
     # centre, where bilinear sampling has a kink and one-sided gradients differ.
-    scale = draw(st.floats(0.01, 3.0))
-    affine = torch.eye(2, 3, dtype=dtype) + scale * (torch.rand(n, k, 2, 3, generator=g, dtype=dtype) - 0.5)
-    color = None
-    if draw(st.booleans()):
-        color = torch.eye(ch, ch + 1, dtype=dtype) + 0.5 * (
-            torch.rand(n, k, ch, ch + 1, generator=g, dtype=dtype) - 0.5
-        )
-    weight = torch.rand(n, k, generator=g, dtype=dtype)
+    spread = draw(st.floats(0.003, 0.9))  # from nearly the identity to samples far outside the image
+    options = dict(color=draw(st.booleans()), layout=draw(st.sampled_from(LAYOUTS)), spread=spread)
+    x, src, affine, color, weight = tap_mix_inputs(b, ch, h, w, n, k, dtype, seed=seed, **options)
     padding = draw(st.sampled_from(["zeros", "border", "reflection"]))
     return x, src, affine, color, weight, padding
 
@@ -67,7 +57,7 @@ def test_tap_mix_backends_agree_and_leave_inputs_alone(args):
     for name, out in outs.items():
         assert out.shape == (src.shape[0], *x.shape[1:]) and out.dtype == x.dtype, name
         assert torch.isfinite(out).all(), name
-        torch.testing.assert_close(out, outs["reference"], **TOL[x.dtype])
+        torch.testing.assert_close(out, outs["reference"], **tol("cpp", x.dtype))
     assert all(torch.equal(a, b) for a, b in zip((x, src, affine, weight), before, strict=True))
 
 
@@ -79,7 +69,7 @@ def test_tap_mix_gradients_agree(args, seed):
     grad_out = tensor((src.shape[0], *x.shape[1:]), x.dtype, seed, -1.0, 1.0)
     grads = {}
     for name in BACKENDS:
-        ins = [None if t is None else t.detach().clone().requires_grad_() for t in leaves]
+        ins = [None if t is None else t.detach().requires_grad_() for t in leaves]  # (a clone makes x dense)
         tap_mix(ins[0], src, ins[1], ins[2], ins[3], padding=padding, backend=name).backward(grad_out)
         grads[name] = [None if t is None else t.grad for t in ins]
     for name, gs in grads.items():
@@ -148,7 +138,7 @@ def test_layer_backends_agree(classes, dtype, b, size, copies, training, seed):
         outs[name] = layer(x, copies=copies, generator=torch.Generator().manual_seed(seed))
         assert torch.isfinite(outs[name]).all()
     for out in outs.values():
-        torch.testing.assert_close(out, outs["reference"], **TOL[dtype])
+        torch.testing.assert_close(out, outs["reference"], **tol("cpp", dtype))
 
 
 def test_the_compiled_backend_takes_part():

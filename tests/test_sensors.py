@@ -1,13 +1,14 @@
-"""EEG sensor rotations (spherical-spline re-interpolation): the transform
-contract, the maths against independent references, and bad inputs."""
+"""EEG sensor rotations (spherical-spline re-interpolation): the maths against
+independent references, in a layer, and bad inputs. The transform contract
+runs on each of them in test_transform_contract.py."""
 
 import math
 
-import contract
 import numpy as np
 import pytest
 import torch
 from helpers import gen
+from transform_cases import POS, SENSORS, cap, sensor_signals
 
 import augnet
 from augnet.transforms._sensors import (
@@ -18,19 +19,9 @@ from augnet.transforms._sensors import (
     spline_interpolation_matrix,
 )
 
-ALL = [SensorsRotationX, SensorsRotationY, SensorsRotationZ]
 F64 = torch.float64
 # (u, v) per axis: a positive rotation turns +u towards +v (right-handed).
 PLANE = {"x": (1, 2), "y": (2, 0), "z": (0, 1)}
-
-
-def cap(n: int, z_min: float = 0.0, radius: float = 0.09) -> torch.Tensor:
-    """``n`` positions spread over the cap ``z >= z_min`` of a sphere of ``radius`` (a Fibonacci spiral)."""
-    k = torch.arange(n, dtype=F64)
-    z = 1 - (k + 0.5) / n * (1 - z_min)
-    r = (1 - z**2).sqrt()
-    phi = k * math.pi * (3 - math.sqrt(5))
-    return radius * torch.stack([r * phi.cos(), r * phi.sin(), z], 1)
 
 
 def unit(p):
@@ -46,13 +37,6 @@ def rotation(axis: str, angle: float) -> torch.Tensor:
     return r
 
 
-def maker(ch: int, t: int = 20):
-    def make(b, dtype):
-        return torch.randn(b, ch, t, generator=gen(b), dtype=dtype)
-
-    return make
-
-
 def field(p):
     """A smooth field over the sensors (spherical-harmonic degree <= 2)."""
     return p[..., 0] + 0.5 * p[..., 1] * p[..., 2]
@@ -62,65 +46,10 @@ def angles(*values, dtype=F64):
     return {"angle": torch.tensor(values, dtype=dtype)}
 
 
-POS = cap(24)  # 24 sensors over the upper hemisphere, in metres
-MAKE = maker(24)
+MAKE = sensor_signals(24)  # (b, 24, 20) signals, a channel per sensor of POS (24 over the upper hemisphere)
 
 
-# --------------------------------------------------------------------- contract
-
-
-@pytest.mark.parametrize("cls", ALL)
-@pytest.mark.parametrize("copies", [1, 3])
-def test_identity_at_magnitude_zero(cls, copies):
-    contract.identity_at_zero(cls(POS), MAKE, copies)
-
-
-@pytest.mark.parametrize("cls", ALL)
-def test_replay_with_same_params_is_exact(cls):
-    contract.replay(cls(POS), MAKE)
-
-
-@pytest.mark.parametrize("cls", ALL)
-def test_input_is_not_modified(cls):
-    contract.input_not_modified(cls(POS), MAKE)
-
-
-@pytest.mark.parametrize("cls", ALL)
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_dtype_and_device_kept(cls, dtype):
-    contract.dtype_and_device_kept(cls(POS), MAKE, dtype)
-
-
-@pytest.mark.parametrize("cls", ALL)
-@pytest.mark.parametrize("copies", [1, 2])
-def test_batch_equals_samples_one_by_one(cls, copies):
-    contract.batch_equals_samples(cls(POS), MAKE, copies)
-
-
-@pytest.mark.parametrize("cls", ALL)
-@pytest.mark.parametrize("mag", [0.0, 0.5, 1.0])
-def test_gradient_reaches_magnitude_and_input(cls, mag):
-    # Finite and non-zero also at the bounds: at mu = 0 the angle is 0, where
-    # dM/dangle is the spline's derivative, not 0.
-    contract.gradient_reaches_magnitude_and_input(cls(POS), MAKE, magnitude=mag)
-
-
-@pytest.mark.parametrize("cls", ALL)
-def test_gradcheck_in_the_magnitude(cls):
-    contract.gradcheck_magnitude(cls(cap(8)), maker(8, t=5))
-
-
-@pytest.mark.parametrize("cls", ALL)
-def test_copies_equal_a_repeated_batch(cls):
-    contract.copies_equal_a_repeated_batch(cls(POS), MAKE)
-
-
-@pytest.mark.parametrize("cls", ALL)
-def test_copies_are_independent_draws(cls):
-    contract.copies_differ(cls(POS), MAKE)
-
-
-@pytest.mark.parametrize("cls", ALL)
+@pytest.mark.parametrize("cls", SENSORS)
 @pytest.mark.parametrize("training", [True, False])
 def test_runs_in_an_augmentation_layer(cls, training):
     layer = augnet.AugmentationLayer([cls(POS), SensorsRotationZ(POS)], init_magnitude=0.7).train(training)
@@ -138,7 +67,7 @@ def test_runs_in_an_augmentation_layer(cls, training):
 # ----------------------------------------------------------------- the maths
 
 
-@pytest.mark.parametrize("cls", ALL)
+@pytest.mark.parametrize("cls", SENSORS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_angle_zero_is_exactly_the_identity(cls, dtype):
     # Zero rows among non-zero ones, in batches of several sizes: G at angle 0
@@ -152,7 +81,7 @@ def test_angle_zero_is_exactly_the_identity(cls, dtype):
     assert torch.equal(t.interpolation_matrix(angles(0.0)), torch.eye(24, dtype=F64)[None])
 
 
-@pytest.mark.parametrize("cls", ALL)
+@pytest.mark.parametrize("cls", SENSORS)
 def test_matrix_is_the_spline_interpolant_at_the_rotated_positions(cls):
     # The transform's M = I + (G_QP - G_PP) W, with cos(gamma) from the angle,
     # against the general form [G_QP, 1] Z computed from rotated positions,
@@ -171,7 +100,7 @@ def test_general_interpolation_reproduces_the_data_at_the_sensors():
     torch.testing.assert_close(spline_interpolation_matrix(p, p), torch.eye(24, dtype=F64), rtol=0, atol=1e-10)
 
 
-@pytest.mark.parametrize("cls", ALL)
+@pytest.mark.parametrize("cls", SENSORS)
 def test_rows_sum_to_one_so_a_constant_field_is_kept(cls):
     t = cls(POS)
     params = t.sample(MAKE(16, F64), 1.0, generator=gen(2))
@@ -181,7 +110,7 @@ def test_rows_sum_to_one_so_a_constant_field_is_kept(cls):
     torch.testing.assert_close(t.apply_transform(x, params), x, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("cls", ALL)
+@pytest.mark.parametrize("cls", SENSORS)
 @pytest.mark.parametrize("deg", [10.0, -20.0, 30.0, -30.0])
 def test_a_smooth_field_is_read_at_the_rotated_positions(cls, deg):
     # Relative errors measured with these 24 sensors on the upper hemisphere
@@ -200,7 +129,7 @@ def test_a_smooth_field_is_read_at_the_rotated_positions(cls, deg):
     assert err < 0.1 * (field(p) - target).norm() / target.norm()
 
 
-@pytest.mark.parametrize("cls", ALL)
+@pytest.mark.parametrize("cls", SENSORS)
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_sign_convention_on_a_field(cls, sign):
     # A positive angle about z moves the sensor at +x towards +y, so reading
@@ -308,7 +237,7 @@ def test_bad_configuration_is_rejected(kwargs, match):
         SensorsRotationX(POS, **kwargs)
 
 
-@pytest.mark.parametrize("cls", ALL)
+@pytest.mark.parametrize("cls", SENSORS)
 def test_channel_count_must_match_the_positions(cls):
     t = cls(POS)
     with pytest.raises(ValueError, match=r"expected 24 channels \(one per sensor position\), got 23"):

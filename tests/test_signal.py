@@ -1,105 +1,24 @@
-"""Signal (EEG) transforms: the contract, and each transform's defining property."""
+"""Signal (EEG) transforms: each transform's defining property, and bad inputs.
+
+The transform contract runs on each of them in test_transform_contract.py.
+"""
 
 import math
 
-import contract
 import pytest
 import torch
 from helpers import gen
+from transform_cases import SFREQ, cases, signals
 
 import augnet
 from augnet.transforms import signal as S
 
-SFREQ = 100.0
-
-FACTORIES = {
-    "TimeReverse": lambda: S.TimeReverse(),
-    "SignFlip": lambda: S.SignFlip(),
-    "TimeMask": lambda: S.TimeMask(max_length=40),
-    "GaussianNoise": lambda: S.GaussianNoise(),
-    "FTSurrogate": lambda: S.FTSurrogate(),
-    "FTSurrogateIndependent": lambda: S.FTSurrogate(channel_independent=True),
-    "FrequencyShift": lambda: S.FrequencyShift(SFREQ),
-    "BandStop": lambda: S.BandStop(SFREQ),
-    "ChannelsSymmetry": lambda: S.ChannelsSymmetry([(0, 1), (2, 3)]),
-    "ChannelsDropout": lambda: S.ChannelsDropout(),
-    "ChannelsShuffle": lambda: S.ChannelsShuffle(),
-}
-NAMES = list(FACTORIES)
-# Transforms whose output is smooth in the magnitude (the others use straight-through gates).
-SMOOTH = ["TimeMask", "GaussianNoise", "FTSurrogate", "FrequencyShift", "BandStop"]
-
-
-def signals(b=4, ch=5, t=120, dtype=torch.float32, seed=0):
-    return torch.randn(b, ch, t, generator=gen(seed), dtype=dtype)
-
-
-def make(b, dtype):
-    return signals(b=b, dtype=dtype)
-
-
-# ------------------------------------------------------------------ contract
-
-
-@pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("copies", [1, 3])
-def test_identity_at_magnitude_zero(name, copies):
-    contract.identity_at_zero(FACTORIES[name](), make, copies)
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_replay(name):
-    contract.replay(FACTORIES[name](), make)
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_input_not_modified(name):
-    contract.input_not_modified(FACTORIES[name](), make)
-
-
-@pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_dtype_and_device_kept(name, dtype):
-    contract.dtype_and_device_kept(FACTORIES[name](), make, dtype)
-
-
-@pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("copies", [1, 2])
-def test_batch_equals_samples_one_by_one(name, copies):
-    contract.batch_equals_samples(FACTORIES[name](), make, copies)
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_copies_equal_a_repeated_batch(name):
-    contract.copies_equal_a_repeated_batch(FACTORIES[name](), make)
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_gradient_reaches_magnitude_and_input(name):
-    contract.gradient_reaches_magnitude_and_input(FACTORIES[name](), make)
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_copies_are_independent_draws(name):
-    contract.copies_differ(FACTORIES[name](), make)
-
-
-@pytest.mark.parametrize("name", SMOOTH)
-def test_gradcheck_in_the_magnitude(name):
-    contract.gradcheck_magnitude(FACTORIES[name](), lambda b, dtype: signals(b=b, ch=2, t=32, dtype=dtype))
-
-
-@pytest.mark.parametrize("name", ["TimeReverse", "SignFlip", "ChannelsSymmetry", "ChannelsDropout"])
-@pytest.mark.parametrize("mag", [0.0, 1.0])
-def test_gate_gradient_alive_at_the_bounds(name, mag):
-    # At probability 1 every channel is dropped, so the input gets no gradient there.
-    input_grad = not (name == "ChannelsDropout" and mag == 1.0)
-    contract.gradient_reaches_magnitude_and_input(FACTORIES[name](), make, magnitude=mag, input_grad=input_grad)
+EEG = cases("eeg")
 
 
 @pytest.mark.parametrize("training", [True, False])
 def test_all_run_in_an_augmentation_layer(training):
-    layer = augnet.AugmentationLayer([f() for f in FACTORIES.values()], init_magnitude=0.4).train(training)
+    layer = augnet.AugmentationLayer([c.build() for c in EEG], init_magnitude=0.4).train(training)
     assert not layer.uses_taps
     x = signals()
     out = layer(x, copies=2, generator=gen(1))
@@ -229,10 +148,10 @@ def test_natural_ranges():
 # -------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_wrong_rank(name):
+@pytest.mark.parametrize("case", EEG, ids=lambda c: c.name)
+def test_wrong_rank(case):
     with pytest.raises(ValueError, match=r"3-D input \(B, Ch, T\)"):
-        FACTORIES[name]()(torch.randn(4, 100), 0.5)
+        case.build()(torch.randn(4, 100), 0.5)
 
 
 def test_missing_or_bad_sampling_rate():

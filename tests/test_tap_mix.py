@@ -6,7 +6,7 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import gen
+from helpers import tap_mix_inputs
 
 from augnet.ops import available_backends, resolve_backend, tap_mix, tap_mix_reference
 from augnet.ops import dispatch as tap_mix_module
@@ -18,14 +18,9 @@ def eye(n, k, dtype=F64):
     return torch.eye(2, 3, dtype=dtype).expand(n, k, 2, 3).clone()
 
 
-def random_args(b=3, ch=2, h=5, w=6, n=7, k=3, color=True, dtype=F64, seed=0):
-    g = gen(seed)
-    x = torch.rand(b, ch, h, w, generator=g, dtype=dtype)
-    src = torch.randint(0, b, (n, k), generator=g)
-    affine = eye(n, k, dtype) + 0.3 * torch.randn(n, k, 2, 3, generator=g, dtype=dtype)
-    col = torch.eye(ch, ch + 1, dtype=dtype) + 0.2 * torch.randn(n, k, ch, ch + 1, generator=g, dtype=dtype)
-    weight = torch.rand(n, k, generator=g, dtype=dtype)
-    return x, src, affine, col if color else None, weight
+def random_args(**changes):
+    """tap_mix inputs of this file: N = 7 rows of K = 3 taps from B = 3 two-channel 5x6 images (float64)."""
+    return tap_mix_inputs(**(dict(b=3, ch=2, h=5, w=6, n=7, k=3, spread=0.3) | changes))
 
 
 def test_identity_taps_copy_the_sources():
@@ -77,13 +72,13 @@ def test_gradcheck_float64(padding, color):
     assert torch.autograd.gradcheck(f, (args[0], args[2], args[3], args[4]))
 
 
-def test_non_contiguous_and_channels_last_inputs_give_the_same_result():
+@pytest.mark.parametrize("layout", ["channels_last", "strided"])
+def test_non_contiguous_and_channels_last_inputs_give_the_same_result(layout):
     x, src, affine, col, weight = random_args(b=4, h=8, w=8)
     out = tap_mix(x, src, affine, col, weight)
-    torch.testing.assert_close(tap_mix(x.contiguous(memory_format=torch.channels_last), src, affine, col, weight), out)
-    wide = torch.rand(4, 2, 8, 16, dtype=F64)
-    wide[..., ::2] = x
-    torch.testing.assert_close(tap_mix(wide[..., ::2], src, affine, col, weight), out)
+    other = random_args(b=4, h=8, w=8, layout=layout)[0]
+    assert torch.equal(other, x) and not other.is_contiguous()
+    torch.testing.assert_close(tap_mix(other, src, affine, col, weight), out)
 
 
 def test_does_not_modify_its_inputs():

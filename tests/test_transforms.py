@@ -1,74 +1,16 @@
-"""The transform contract, checked on every image transform, and each
-transform against an independent reference at fixed parameters."""
+"""Image transforms against independent references at fixed parameters (kornia, torch), their
+properties and bad inputs. The transform contract runs on each of them in test_transform_contract.py."""
 
 import math
 
-import contract
 import kornia
 import pytest
 import torch
 from helpers import gen
+from transform_cases import IMAGE, images
 
 from augnet.transforms import Transform
 from augnet.transforms import image as T
-
-ALL = [
-    T.TranslateX,
-    T.TranslateY,
-    T.Rotate,
-    T.ShearX,
-    T.ShearY,
-    T.Scale,
-    T.HorizontalFlip,
-    T.VerticalFlip,
-    T.Brightness,
-    T.Contrast,
-    T.Saturation,
-    T.Hue,
-    T.SamplePairing,
-]
-# Transforms whose gradient in the magnitude is a true derivative (flips use a
-# straight-through estimator, whose gradient is not that of the forward value).
-SMOOTH = [c for c in ALL if c not in (T.HorizontalFlip, T.VerticalFlip)]
-
-
-def images(b=5, ch=3, h=9, w=11, dtype=torch.float32, seed=0):
-    return torch.rand(b, ch, h, w, generator=gen(seed), dtype=dtype)
-
-
-def make_images(b, dtype, ch=3):
-    return images(b=b, ch=ch, dtype=dtype)
-
-
-# --------------------------------------------------------------------- contract
-
-
-@pytest.mark.parametrize("cls", ALL)
-@pytest.mark.parametrize("copies", [1, 3])
-def test_identity_at_magnitude_zero(cls, copies):
-    contract.identity_at_zero(cls(), make_images, copies)
-
-
-@pytest.mark.parametrize("cls", ALL)
-def test_replay_with_same_params_is_exact(cls):
-    contract.replay(cls(), make_images)
-
-
-@pytest.mark.parametrize("cls", ALL)
-def test_input_is_not_modified(cls):
-    contract.input_not_modified(cls(), make_images)
-
-
-@pytest.mark.parametrize("cls", ALL)
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_dtype_and_device_kept(cls, dtype):
-    contract.dtype_and_device_kept(cls(), make_images, dtype)
-
-
-@pytest.mark.parametrize("cls", [c for c in ALL if not c.mixes_samples])
-@pytest.mark.parametrize("copies", [1, 2])
-def test_batch_equals_samples_one_by_one(cls, copies):
-    contract.batch_equals_samples(cls(), make_images, copies)
 
 
 def test_sample_pairing_commutes_with_a_permutation_of_the_batch():
@@ -85,32 +27,6 @@ def test_sample_pairing_commutes_with_a_permutation_of_the_batch():
         "own": inv[params["own"][perm]],
     }
     torch.testing.assert_close(t.apply_transform(x[perm], permuted), t.apply_transform(x, params)[perm])
-
-
-@pytest.mark.parametrize("cls", ALL)
-def test_gradient_reaches_magnitude_and_input(cls):
-    contract.gradient_reaches_magnitude_and_input(cls(), make_images)
-
-
-@pytest.mark.parametrize("cls", [T.HorizontalFlip, T.VerticalFlip])
-@pytest.mark.parametrize("mag", [0.0, 1.0])
-def test_flip_gradient_alive_at_the_bounds(cls, mag):
-    contract.gradient_reaches_magnitude_and_input(cls(), make_images, magnitude=mag)
-
-
-@pytest.mark.parametrize("cls", SMOOTH)
-def test_gradcheck_in_the_magnitude(cls):
-    contract.gradcheck_magnitude(cls(), lambda b, dtype: images(b=b, h=5, w=6, dtype=dtype))
-
-
-@pytest.mark.parametrize("cls", [c for c in ALL if not c.mixes_samples])
-def test_copies_equal_a_repeated_batch(cls):
-    contract.copies_equal_a_repeated_batch(cls(), make_images)
-
-
-@pytest.mark.parametrize("cls", ALL)
-def test_copies_are_independent_draws(cls):
-    contract.copies_differ(cls(), make_images)
 
 
 # ------------------------------------------------------------ natural ranges
@@ -290,7 +206,7 @@ def test_padding_of_a_whole_pixel_shift(padding, first_cols):
 # ------------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize("cls", ALL)
+@pytest.mark.parametrize("cls", IMAGE)
 def test_bad_inputs_raise_clear_errors(cls):
     t = cls()
     with pytest.raises(ValueError, match="4-D input"):
@@ -333,4 +249,4 @@ def test_params_for_the_wrong_number_of_rows():
 
 
 def test_all_image_transforms_have_taps():
-    assert all(issubclass(c, Transform) and c.has_taps() for c in ALL)
+    assert all(issubclass(c, Transform) and c.has_taps() for c in IMAGE)

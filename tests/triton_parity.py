@@ -18,7 +18,7 @@ import traceback
 from dataclasses import dataclass
 
 import torch
-from helpers import TOL, gen
+from helpers import gen, tap_mix_inputs, tol
 
 from augnet.ops import tap_mix_reference
 from augnet.ops._triton import supports, tap_mix_triton
@@ -56,34 +56,19 @@ class Case:
 
 
 def make_inputs(case: Case, seed: int):
-    """Float64 inputs of a case (the caller casts them); x in the case's memory layout."""
-    g = gen(seed)
-    b, ch, h, w = case.b, case.ch, case.h, case.w
-    if case.layout == "strided":  # a transposed view of every other channel
-        x = torch.rand(b, 2 * ch, w, h, generator=g, dtype=F64)[:, ::2].transpose(2, 3)
-    else:
-        x = torch.rand(b, ch, h, w, generator=g, dtype=F64)
+    """The shared tap_mix inputs (tests/helpers.py) of a case, in its dtype and memory layout, and a grad_out."""
+    shape = dict(b=case.b, ch=case.ch, h=case.h, w=case.w, n=case.n, k=case.k, dtype=case.dtype)
+    options = dict(color=case.color, layout=case.layout, spread=case.spread, signed_weight=True)
+    x, src, affine, color, weight = tap_mix_inputs(**shape, **options, seed=seed)
     if case.src == "last":
-        src = torch.full((case.n, case.k), b - 1, dtype=torch.int64)
-    else:
-        src = torch.randint(0, b, (case.n, case.k), generator=g)
-    affine = torch.eye(2, 3, dtype=F64) + case.spread * torch.randn(case.n, case.k, 2, 3, generator=g, dtype=F64)
-    color = None
-    if case.color:
-        color = torch.eye(ch, ch + 1, dtype=F64) + 0.3 * torch.randn(case.n, case.k, ch, ch + 1, generator=g, dtype=F64)
-    weight = torch.randn(case.n, case.k, generator=g, dtype=F64)
-    grad_out = torch.randn(case.n, ch, h, w, generator=g, dtype=F64)
+        src = torch.full_like(src, case.b - 1)
+    grad_out = torch.randn(case.n, case.ch, case.h, case.w, generator=gen(1000 + seed), dtype=case.dtype)
     return x, src, affine, color, weight, grad_out
 
 
 def run_case(case: Case, seed: int) -> list[str]:
     """Forward and backward of the Triton op and of the reference; the failures, as messages."""
     x, src, affine, color, weight, grad_out = make_inputs(case, seed)
-    x = x.to(case.dtype)
-    if case.layout == "channels_last":
-        x = x.contiguous(memory_format=torch.channels_last)
-    affine, weight, grad_out = affine.to(case.dtype), weight.to(case.dtype), grad_out.to(case.dtype)
-    color = color.to(case.dtype) if color is not None else None
     names = ["x", "affine", "color", "weight"]
 
     def leaves(dtype):
@@ -114,7 +99,7 @@ def run_case(case: Case, seed: int) -> list[str]:
             failures.append(f"{what}: got {actual.dtype} {tuple(actual.shape)}, expected {like.dtype} {like.shape}")
             return
         try:
-            torch.testing.assert_close(actual.to(F64), want, **TOL[case.dtype])
+            torch.testing.assert_close(actual.to(F64), want, **tol("triton", case.dtype))
         except AssertionError as e:
             failures.append(f"{what}: {e}")
 
