@@ -278,6 +278,11 @@ def _run_capacity(config: CapacityConfig, progress: bool) -> list[dict]:
     return records
 
 
+def _order(method: str) -> int:
+    """A method's place in :data:`CAPACITY_METHODS` (the summary's order; a set's order changes per process)."""
+    return CAPACITY_METHODS.index(method) if method in CAPACITY_METHODS else len(CAPACITY_METHODS)
+
+
 def _pool(evals: list[dict]) -> dict:
     """Accuracy (mean over seeds) and invariance pooled over the seeds' test samples."""
     return {
@@ -291,7 +296,7 @@ def _pool(evals: list[dict]) -> dict:
 
 def summarize(records: list[dict]) -> list[dict]:
     """One row per (depth, width, method), pooling the seeds: mean accuracy, pooled invariance summary."""
-    keys = sorted({(r["depth"], r["width"], r["method"]) for r in records}, key=lambda k: (k[0], k[1]))
+    keys = sorted({(r["depth"], r["width"], r["method"]) for r in records}, key=lambda k: (k[0], k[1], _order(k[2])))
     rows = []
     for depth, width, method in keys:
         runs = [r for r in records if (r["depth"], r["width"], r["method"]) == (depth, width, method)]
