@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -142,10 +143,39 @@ def _reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def _usable_folder(path: str) -> str | None:
+    """Why ``path`` cannot hold the results (``None`` when it can): made now, so nothing is lost later."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        return f"--out {path} is an existing file, not a folder"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        return f"cannot create the output folder --out {path}: {err.strerror or err}"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"the output folder --out {path} is not writable"
+    return None
+
+
+def check_args(args: argparse.Namespace) -> str | None:
+    """The first problem with the arguments, as one line (``None`` if there is none); checked before any work."""
+    for name in ("epochs", "threads", "batch", "copies"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            return f"--{name} must be >= 1, got {value}"
+    if getattr(args, "sizes", None) and min(args.sizes) < 1:
+        return f"--sizes must be positive, got {args.sizes}"
+    min_time = getattr(args, "min_time", None)
+    if min_time is not None and not min_time > 0:
+        return f"--min-time must be > 0, got {min_time}"
+    return _usable_folder(args.out) if getattr(args, "out", None) is not None else None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if getattr(args, "epochs", None) is not None and args.epochs < 1:
-        print(f"augnet: --epochs must be >= 1, got {args.epochs}", file=sys.stderr)
+    problem = check_args(args)
+    if problem is not None:
+        print(f"augnet {args.command}: error: {problem}", file=sys.stderr)
         return 2
     return args.func(args)
 
