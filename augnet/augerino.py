@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from augnet.layers import Policy
 from augnet.model import AugNet
-from augnet.ops.dispatch import tap_mix
+from augnet.ops.dispatch import PADDING_MODES, tap_mix
 from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps
 from augnet.transforms.base import Range, check_copies, draw
@@ -60,7 +60,16 @@ class LieAugmentation(nn.Module):
     def __init__(self, init_width: float | Sequence[float] = 0.1, padding: str = "zeros", backend: str = "auto"):
         super().__init__()
         k = len(LIE_GENERATORS)
-        widths = [float(init_width)] * k if isinstance(init_width, (int, float)) else [float(w) for w in init_width]
+        if isinstance(init_width, (int, float)) and not isinstance(init_width, bool):
+            widths = [float(init_width)] * k
+        elif isinstance(init_width, Sequence) and not isinstance(init_width, str) and all(
+            isinstance(w, (int, float)) and not isinstance(w, bool) for w in init_width
+        ):
+            widths = [float(w) for w in init_width]
+        else:
+            raise TypeError(f"init_width must be a number or a sequence of {k} numbers, got {init_width!r}")
+        if padding not in PADDING_MODES:
+            raise ValueError(f"padding must be one of {PADDING_MODES}, got {padding!r}")
         if len(widths) != k or any(not math.isfinite(w) or w <= 0 for w in widths):
             raise ValueError(f"init_width must be one positive width or {k} of them, got {init_width!r}")
         # softplus^-1(w) = log(expm1(w))
@@ -94,6 +103,9 @@ class LieAugmentation(nn.Module):
         if not x.is_floating_point():
             raise TypeError(f"Augerino expects floating-point images, got {x.dtype}")
         check_copies(copies)
+        on_cpu = self.raw_width.device.type == "cpu" and not torch.compiler.is_compiling()
+        if on_cpu and not bool(torch.isfinite(self.widths).all()):
+            raise ValueError(f"Augerino widths contain NaN or infinite values: {self.widths.tolist()}")
         self.last_size = tuple(x.shape[2:])
         n = x.shape[0] * copies
         with full_precision(x) as dtype:  # warps in full precision

@@ -14,8 +14,8 @@ from torch import Tensor, nn
 
 from augnet.ops.dispatch import tap_mix
 from augnet.ops.precision import full_precision
-from augnet.ops.taps import concat_taps, select_taps
-from augnet.transforms.base import Transform, check_copies, draw
+from augnet.ops.taps import Taps, concat_taps, select_taps
+from augnet.transforms.base import KINK_STEP, Transform, at_kink, check_copies, draw, kink_derivative, repeat_rows
 
 __all__ = ["AugmentationLayer", "AugmentationModule", "Policy"]
 
@@ -137,6 +137,8 @@ class AugmentationLayer(nn.Module):
             raise TypeError(f"temperature must be a number, got {type(temperature).__name__}")
         if not math.isfinite(temperature) or temperature <= 0:
             raise ValueError(f"temperature must be positive and finite, got {temperature}")
+        if 1.0 / temperature > torch.finfo(torch.float32).max:
+            raise ValueError(f"temperature {temperature} is too small: logits / temperature overflows float32")
         if eval_mode not in EVAL_MODES:
             raise ValueError(f"eval_mode must be one of {EVAL_MODES}, got {eval_mode!r}")
 
@@ -210,6 +212,12 @@ class AugmentationLayer(nn.Module):
         check_copies(c)
         _check_finite_cpu("AugmentationLayer magnitudes", self.raw_magnitudes)
         _check_finite_cpu("AugmentationLayer weight logits", self.weight_logits)
+        on_cpu = self.weight_logits.device.type == "cpu" and not torch.compiler.is_compiling()
+        if on_cpu and not bool(torch.isfinite(self.weights).all()):
+            raise ValueError(
+                f"AugmentationLayer weights softmax(logits / temperature) are not finite (temperature "
+                f"{self.temperature:g}, logits {self.weight_logits.detach().tolist()}): raise the temperature"
+            )
         if x.dim() > 2:
             self.last_size = tuple(x.shape[2:])
         # float16 / bfloat16 are augmented in float32 (coordinates, spectra, blends); the result is rounded.
@@ -218,9 +226,9 @@ class AugmentationLayer(nn.Module):
 
     def _augment(self, x: Tensor, c: int, generator: torch.Generator | None) -> Tensor:
         n = x.shape[0] * c
-        if n == 0:  # an empty batch gives an empty batch
-            return x[:0].clone()
         w, mu = self.weights, self.magnitudes
+        if n == 0:  # an empty batch gives an empty batch, in the graph of x and of the layer's parameters
+            return x[:0].clone() + 0 * (w.sum() + mu.sum()).to(x.dtype)
         mix = self.training or self.eval_mode == "mix"
         choice = None
         if not mix:
@@ -232,7 +240,19 @@ class AugmentationLayer(nn.Module):
         return self._forward_generic(x, c, n, w, mu, choice, generator)
 
     def _forward_taps(self, x, c, n, w, mu, choice, generator) -> Tensor:
-        taps = [t.taps(t.sample(x, mu[q], generator=generator, copies=c)) for q, t in enumerate(self.transforms)]
+        # Warps at a magnitude of exactly 0 sit on the bilinear kink: their value there is the identity, and
+        # their derivative the one-sided finite difference into (0, 1] (transforms.base.kink_derivative).
+        kinked = self._kinked(mu) if choice is None else set()
+        taps = []
+        for q, t in enumerate(self.transforms):
+            params = t.sample(x, torch.full_like(mu[q], KINK_STEP) if q in kinked else mu[q], generator, c)
+            taps.append(t.taps(params))
+        moved = {}
+        for q in kinked:
+            with torch.no_grad():
+                moved[q] = tap_mix(x, *concat_taps([taps[q]], x, n), padding=self.transforms[q].padding,
+                                   backend=self.backend)  # fmt: skip
+            taps[q] = Taps(weight=torch.ones(n, 1, dtype=x.dtype, device=x.device))  # the identity, the value at 0
         out = None
         for padding, members in _groups_by_padding(self.transforms).items():
             group = [taps[q] for q in members]
@@ -242,7 +262,18 @@ class AugmentationLayer(nn.Module):
                 src, affine, color, weight = select_taps(group, members, len(taps), choice, x, n)
             y = tap_mix(x, src, affine, color, weight, padding=padding, backend=self.backend)
             out = y if out is None else out + y
+        if kinked:
+            identity = repeat_rows(x.detach(), n)
+            for q in kinked:  # an exact 0 whose derivative in mu_q is w_q times the one-sided slope
+                out = out + w[q].detach().to(x.dtype) * kink_derivative(identity, moved[q], mu[q])
         return out
+
+    def _kinked(self, mu: Tensor) -> set[int]:
+        """The warps with a kink at 0 whose magnitude is exactly 0 (checked on CPU only; elsewhere it would sync)."""
+        if not any(t.kink_at_zero for t in self.transforms) or not at_kink(mu):
+            return set()
+        zero = (mu.detach() == 0).tolist()
+        return {q for q, t in enumerate(self.transforms) if t.kink_at_zero and zero[q]}
 
     def _forward_generic(self, x, c, n, w, mu, choice, generator) -> Tensor:
         outs = [t(x, mu[q], generator=generator, copies=c) for q, t in enumerate(self.transforms)]
@@ -262,6 +293,9 @@ def _magnitude_list(init, q: int) -> list[float]:
     if isinstance(init, (int, float)) and not isinstance(init, bool):
         values = [float(init)] * q
     elif isinstance(init, Sequence) and not isinstance(init, str):
+        bad = [v for v in init if isinstance(v, bool) or not isinstance(v, (int, float))]
+        if bad:
+            raise TypeError(f"init_magnitude values must be numbers, got {bad[0]!r} in {list(init)!r}")
         values = [float(v) for v in init]
         if len(values) != q:
             raise ValueError(f"init_magnitude has {len(values)} values for {q} transforms")

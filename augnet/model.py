@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from augnet.layers import AugmentationLayer, AugmentationModule, Policy
 from augnet.transforms.base import check_copies
 
-__all__ = ["AGGREGATES", "AugNet", "aggregate", "as_augmentation"]
+__all__ = ["AGGREGATES", "AugNet", "aggregate", "as_augmentation", "check_trunk_rows"]
 
 AGGREGATES = ("log_softmax", "softmax", "mean")
 
@@ -37,6 +37,7 @@ def aggregate(out: Tensor, copies: int, how: str = "log_softmax") -> Tensor:
     """
     if how not in AGGREGATES:
         raise ValueError(f"aggregate must be one of {AGGREGATES}, got {how!r}")
+    check_copies(copies)
     if not isinstance(out, Tensor):
         raise TypeError(f"the trunk must return a tensor to aggregate, got {type(out).__name__}")
     if out.dim() == 0 or out.shape[0] % copies != 0:
@@ -58,6 +59,20 @@ def aggregate(out: Tensor, copies: int, how: str = "log_softmax") -> Tensor:
     if how == "log_softmax":
         return logp.mean(0)
     return torch.logsumexp(logp, 0) - math.log(copies)
+
+
+def check_trunk_rows(out, batch: int, copies: int) -> None:
+    """Raise a ValueError unless the trunk returned one row per augmented row (``batch * copies``).
+
+    A trunk that drops, pools, repeats or transposes rows would otherwise be
+    aggregated into a wrong batch without a sound.
+    """
+    rows = batch * copies
+    if isinstance(out, Tensor) and (out.dim() == 0 or out.shape[0] != rows):
+        raise ValueError(
+            f"the trunk returned shape {tuple(out.shape)} for an input of {rows} rows "
+            f"({batch} samples x {copies} copies); it must return one row per input row, shape ({rows}, ...)"
+        )
 
 
 def as_augmentation(augment) -> nn.Module:
@@ -150,7 +165,9 @@ class AugNet(nn.Module):
         c = copies if copies is not None else (self.train_copies if self.training else self.eval_copies)
         check_copies(c)
         rows = self.augment(x, copies=c, generator=generator)
-        return aggregate(self.trunk(rows), c, self.aggregation)
+        out = self.trunk(rows)
+        check_trunk_rows(out, x.shape[0], c)
+        return aggregate(out, c, self.aggregation)
 
     def policy(self, size: tuple[int, ...] | None = None) -> Policy:
         """Per layer, each transform's weight, magnitude and range in natural units."""

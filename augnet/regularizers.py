@@ -8,11 +8,16 @@
 - :func:`augerino_regularizer`: :math:`R = -\\sum_{layers} \\| \\mu \\|_2` (Augerino's),
   for ablations.
 - :func:`no_regularizer`: 0.
+
+At the zero vector, where the norm has no gradient, both use the outward
+subgradient (:func:`norm_outward_at_zero`), so magnitudes that start at or
+fall to 0 can still grow.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 
 import torch
@@ -44,6 +49,27 @@ def _augmentations(module: nn.Module, lie: bool = True) -> list[AugmentationLaye
     return found
 
 
+def norm_outward_at_zero(v: Tensor) -> Tensor:
+    """``||v||_2``, whose gradient at ``v = 0`` is the outward subgradient ``1 / sqrt(n)`` per entry.
+
+    The norm has no gradient at the zero vector (autograd gives 0 there), so a
+    regulariser ``-||v||`` could never move magnitudes that are all 0. Any
+    unit vector is a subgradient there; the one with equal entries pushes
+    every entry outward alike. Elsewhere value and gradient are exactly
+    those of :func:`torch.linalg.vector_norm` (the added term is an exact 0).
+
+    Examples:
+        >>> v = torch.zeros(4, requires_grad=True)
+        >>> (-norm_outward_at_zero(v)).backward()
+        >>> v.grad
+        tensor([-0.5000, -0.5000, -0.5000, -0.5000])
+    """
+    norm = torch.linalg.vector_norm(v)
+    at_zero = (norm.detach() == 0).to(norm.dtype)
+    toward = v.sum() / max(v.numel(), 1) ** 0.5  # the directional derivative along equal entries
+    return norm + at_zero * (toward - toward.detach())
+
+
 def selective_regularizer(module: nn.Module) -> Tensor:
     """AugNet's regulariser, :math:`-\\sum_{layers} \\| w \\odot \\mu \\|_2`.
 
@@ -60,7 +86,7 @@ def selective_regularizer(module: nn.Module) -> Tensor:
         >>> selective_regularizer(layer)  # -|| (0.5 * 0.3, 0.5 * 0.4) ||
         tensor(-0.2500, grad_fn=<NegBackward0>)
     """
-    terms = [torch.linalg.vector_norm(layer.weights * layer.magnitudes) for layer in _augmentations(module, lie=False)]
+    terms = [norm_outward_at_zero(layer.weights * layer.magnitudes) for layer in _augmentations(module, lie=False)]
     return -torch.stack(terms).sum(0)
 
 
@@ -72,7 +98,7 @@ def augerino_regularizer(module: nn.Module) -> Tensor:
     layers it ignores the weights, so a layer can escape it by putting all its
     weight on one transform with magnitude 0 (the ablation of the AugNet paper).
     """
-    terms = [torch.linalg.vector_norm(aug.magnitudes) for aug in _augmentations(module)]
+    terms = [norm_outward_at_zero(aug.magnitudes) for aug in _augmentations(module)]
     return -torch.stack(terms).sum(0)
 
 
@@ -111,8 +137,8 @@ class LambdaSchedule:
             raise ValueError(
                 f"need one more value than milestones, got {len(values)} values and {len(milestones)} milestones"
             )
-        if any(v < 0 for v in values):
-            raise ValueError(f"lambda values must be non-negative, got {values}")
+        if any(not math.isfinite(v) or v < 0 for v in values):
+            raise ValueError(f"lambda values must be finite and non-negative, got {values}")
         if any(b <= a for a, b in itertools.pairwise(milestones)) or any(m < 0 for m in milestones):
             raise ValueError(f"milestones must be non-negative and increasing, got {milestones}")
         self.values, self.milestones = values, milestones

@@ -96,6 +96,10 @@ inline T source_index(T coord, int64_t size, T* grad) {
     ix = ix < hi ? ix : hi;
   } else if (P == kReflection) {
     T gr, gc;
+    // Bound the index before reflecting: an extreme (finite) warp overflows to +-inf here, and
+    // fmod(inf) is NaN. Beyond 2^24 pixels float32 has no sub-pixel resolution left anyway.
+    const T big = T(16777216);
+    ix = ix > -big ? (ix < big ? ix : big) : -big;
     ix = reflect(ix, T(-1), static_cast<T>(2 * size - 1), &gr);
     ix = clip(ix, size, &gc);
     g = g * gr * gc;

@@ -111,6 +111,8 @@ __device__ __forceinline__ T source_index(T s, int size, int padding, T& grad) {
     grad *= g_clip;
   } else if (padding == kReflection) {
     T g_refl, g_clip;
+    // Bound the index before reflecting (an extreme finite warp overflows to +-inf; fmod(inf) is NaN).
+    coord = fmax(fmin(coord, T(16777216)), T(-16777216));
     coord = reflect_coordinate(coord, -1, 2 * size - 1, g_refl);
     coord = clip_coordinate(coord, size, g_clip);
     grad *= g_refl * g_clip;

@@ -137,7 +137,7 @@ def test_trunk_output_that_cannot_be_aggregated():
         augnet.AugNet(nn.Sequential(cnn(), _Tuple()), layer())(x)
     with pytest.raises(ValueError, match=r"needs a class dimension.*use aggregate='mean'"):
         augnet.AugNet(nn.Sequential(cnn(1), nn.Flatten(0)), layer())(x)
-    with pytest.raises(ValueError, match="expected one row per augmented copy"):
+    with pytest.raises(ValueError, match="must return one row per input row"):
         augnet.AugNet(_Sum(), layer(), train_copies=2)(x)
 
 

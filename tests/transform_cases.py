@@ -182,19 +182,21 @@ def _sensors(cls) -> Case:
     )
 
 
-# The audio filters are bypassed at mu = 0, so their gradient in mu is 0 there (test_audio.py checks that it
-# is finite); the other audio transforms are smooth through mu = 0 (AddNoise by its exact zero term).
-_FILTER = (0.5, 1.0)
+# At mu = 0 the audio filters are the identity and carry the derivative of the filter family as mu leaves 0
+# (test_audio.py); the other audio transforms are smooth through mu = 0 (AddNoise by its exact zero term).
+_FILTER = (0.5, 1.0, 0.0)
 _SMOOTH_AT_ZERO = (0.5, 1.0, 0.0)
+# Warps have a bilinear kink at mu = 0; there the gradient is the one-sided derivative into (0, 1].
+_WARP = (0.5, 0.0)
 
 CASES: list[Case] = [
     # Images (B, 3, 9, 11); gradcheck on (2, 3, 5, 6). Image cases are built by their class.
-    Case("image.TranslateX", T.TranslateX, _images, small=_small_images),
-    Case("image.TranslateY", T.TranslateY, _images, small=_small_images),
-    Case("image.Rotate", T.Rotate, _images, small=_small_images),
-    Case("image.ShearX", T.ShearX, _images, small=_small_images),
-    Case("image.ShearY", T.ShearY, _images, small=_small_images),
-    Case("image.Scale", T.Scale, _images, small=_small_images),
+    Case("image.TranslateX", T.TranslateX, _images, small=_small_images, grad_magnitudes=_WARP),
+    Case("image.TranslateY", T.TranslateY, _images, small=_small_images, grad_magnitudes=_WARP),
+    Case("image.Rotate", T.Rotate, _images, small=_small_images, grad_magnitudes=_WARP),
+    Case("image.ShearX", T.ShearX, _images, small=_small_images, grad_magnitudes=_WARP),
+    Case("image.ShearY", T.ShearY, _images, small=_small_images, grad_magnitudes=_WARP),
+    Case("image.Scale", T.Scale, _images, small=_small_images, grad_magnitudes=_WARP),
     Case("image.HorizontalFlip", T.HorizontalFlip, _images, **GATE),
     Case("image.VerticalFlip", T.VerticalFlip, _images, **GATE),
     Case("image.Brightness", T.Brightness, _images, small=_small_images),
@@ -214,7 +216,7 @@ CASES: list[Case] = [
     Case("eeg.ChannelsSymmetry", lambda: S.ChannelsSymmetry([(0, 1), (2, 3)]), _signals, **GATE),
     # At probability 1 every channel is dropped: no gradient reaches the input there.
     Case("eeg.ChannelsDropout", S.ChannelsDropout, _signals, **GATE, no_input_grad_at=(1.0,)),
-    Case("eeg.ChannelsShuffle", S.ChannelsShuffle, _signals, no_gradcheck=STRAIGHT_THROUGH),
+    Case("eeg.ChannelsShuffle", S.ChannelsShuffle, _signals, no_gradcheck=STRAIGHT_THROUGH, grad_magnitudes=(0.5, 0.0)),
     # Audio: waveforms (B, 2, 256), gradcheck on (2, 2, 24) or, for the filters, (2, 1, 20);
     # spectrograms (B, 24, 40), gradcheck on spectrograms a few bins wide along the masked axis.
     Case("audio.AddNoise", A.AddNoise, _waves, small=_short_waves, grad_magnitudes=_SMOOTH_AT_ZERO),

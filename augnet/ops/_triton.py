@@ -90,6 +90,7 @@ if triton is not None:
             d = tl.where(inside, d, 0.0)
             i = tl.minimum(tl.maximum(i, 0.0), size - 1.0)
         elif PADDING == 2:  # reflection about [-0.5, size - 0.5], then clip
+            i = tl.minimum(tl.maximum(i, -16777216.0), 16777216.0)  # extreme warps overflow to inf
             t = i + 0.5
             d = tl.where(t < 0.0, -d, d)
             t = tl.abs(t)

@@ -124,7 +124,7 @@ def resolve_backend(backend: str, x: Tensor) -> str:
     available backend for ``x``'s device and falls back to ``"reference"``,
     warning once per device type when a fast backend exists but cannot run.
     A backend asked for by name must be usable, else a ``RuntimeError`` says
-    why and how to fix it.
+    why and how to fix it. Meta tensors (shape inference) take the reference.
     """
     return _resolve(backend, x.device.type, x.dtype)
 
@@ -138,6 +138,8 @@ def _resolve(backend: str, device_type: str, dtype: torch.dtype) -> str:
         env = os.environ.get(BACKEND_ENV, "").strip()
         if env and env != "auto":
             backend = env
+    if backend == "auto" and device_type == "meta":
+        return "reference"  # shape inference only: the reference's ops all have meta kernels
     if backend == "auto":
         fast = _AUTO_ORDER["cuda" if x.is_cuda else "cpu"]
         for name in fast:
@@ -181,6 +183,8 @@ def _check_inputs(x, src, affine, color, weight, padding) -> None:
     if not x.is_floating_point():
         raise TypeError(f"tap_mix: x must be a floating-point tensor, got {x.dtype}")
     b, ch = x.shape[:2]
+    if any(size == 0 for size in x.shape[1:]):
+        raise ValueError(f"tap_mix: x has an empty channel or spatial dimension, shape {tuple(x.shape)}")
     if not isinstance(src, Tensor) or src.dim() != 2:
         raise ValueError(f"tap_mix: src must be an (N, K) tensor, got shape {_shape(src)}")
     if src.dtype != torch.int64:
@@ -205,6 +209,13 @@ def _check_inputs(x, src, affine, color, weight, padding) -> None:
         raise ValueError(f"tap_mix: padding must be one of {PADDING_MODES}, got {padding!r}")
     if b == 0 and n > 0:
         raise ValueError("tap_mix: x is an empty batch but src asks for source rows")
+    # Non-finite warps, colour maps or weights would give NaN in one backend and 0 in another, and a
+    # NaN grid crashes grid_sample's backward with border/reflection padding: refuse them first (on CPU;
+    # on accelerators the check would synchronise).
+    if x.device.type == "cpu" and not _compiling():
+        for name, t in (("affine", affine), ("color", color), ("weight", weight)):
+            if t is not None and t.numel() and not bool(torch.isfinite(t).all()):
+                raise ValueError(f"tap_mix: {name} contains NaN or infinite values")
     # Range check of src: cheap on CPU; on accelerators it would synchronise, so
     # it is left to the kernels there (they check their own indices).
     if src.device.type == "cpu" and n > 0 and not _compiling():
@@ -275,8 +286,9 @@ def tap_mix(
         True
     """
     _check_inputs(x, src, affine, color, weight, padding)
-    if src.shape[0] == 0:
-        return x.new_zeros((0, *x.shape[1:]))
+    if src.shape[0] == 0:  # no output rows: an empty result that stays in the graph of every input
+        touch = sum(t.sum() for t in (x, affine, color, weight) if t is not None)
+        return x.new_zeros((0, *x.shape[1:])) + 0 * touch
     # float16 / bfloat16: coordinates, sampling and the mixture in float32, only the result rounded;
     # under torch.autocast the warps stay in full precision (affine_grid's matmul, the colour einsum).
     with full_precision(x) as dtype:

@@ -34,5 +34,8 @@ def compute_dtype(x: Tensor) -> torch.dtype:
 @contextlib.contextmanager
 def full_precision(x: Tensor) -> Iterator[torch.dtype]:
     """Autocast off on ``x``'s device for the block; yields :func:`compute_dtype` of ``x``."""
+    if x.device.type == "meta":  # shape inference: autocast has no meta device, and nothing to turn off
+        yield compute_dtype(x)
+        return
     with torch.autocast(device_type=x.device.type, enabled=False):
         yield compute_dtype(x)

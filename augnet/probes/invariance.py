@@ -80,7 +80,14 @@ def invariance_score(
     n = z.shape[0]
     if permutation is None:
         permutation = derangement(n, generator)
-    permutation = permutation.to(z.device)
+    if not isinstance(permutation, Tensor) or permutation.dtype not in (torch.int64, torch.int32):
+        kind = getattr(permutation, "dtype", type(permutation).__name__)
+        raise TypeError(f"permutation must be an integer tensor, got {kind}")
+    if permutation.shape != (n,):
+        raise ValueError(f"permutation must have shape ({n},), got {tuple(permutation.shape)}")
+    permutation = permutation.to(z.device, torch.int64)
+    if not torch.equal(torch.sort(permutation).values, torch.arange(n, device=z.device)):
+        raise ValueError(f"permutation must be a permutation of 0..{n - 1}, got {permutation.tolist()}")
     if (permutation == torch.arange(n, device=z.device)).any():
         raise ValueError("permutation must not map a sample to itself")
     kind = distance

@@ -215,8 +215,12 @@ class _Filter(SignalTransform):
         x = self._rows(x, params)
         active = self._active(params)
         b, a = self._coefficients(params, active)
-        y = filter_rows(x.to(b.dtype), b, a).to(x.dtype)
-        return torch.where(active[:, None, None], y, x)
+        # Identity rows are x exactly, plus an exact zero that carries the derivative of the filter family in
+        # its coefficients as the magnitude leaves 0 (their coefficients are the limit from inside); their
+        # derivative in x is the identity's, so the filter reads them detached.
+        source = torch.where(active[:, None, None], x, x.detach())
+        y = filter_rows(source.to(b.dtype), b, a).to(x.dtype)
+        return torch.where(active[:, None, None], y, x + (y - y.detach()))
 
 
 class LowPass(_Filter):
@@ -226,9 +230,10 @@ class LowPass(_Filter):
     ``u ~ U(0, 1)`` (log-linear from ``max_cutoff`` at ``mu * u -> 0`` down to
     ``min_cutoff`` at ``mu * u = 1``). ``mu * u = 0`` draws the cut-off
     ``sample_rate / 2``: a low-pass at the Nyquist frequency is the identity,
-    and :meth:`apply_transform` bypasses it exactly (the biquad there is marginally
-    stable). The gradient in the magnitude is therefore 0 at exactly ``mu = 0``
-    (finite), and the true derivative elsewhere.
+    and :meth:`apply_transform` returns the input exactly there. At ``mu = 0`` the
+    gradient in the magnitude is the derivative of the filter family as the
+    magnitude leaves 0 (cut-off from ``max_cutoff`` down), so a magnitude at 0
+    can grow; elsewhere it is the true derivative.
 
     Args:
         sample_rate: in Hz (required).
@@ -256,13 +261,15 @@ class LowPass(_Filter):
         n = x.shape[0] * copies
         amount = magnitude * uniform(n, x, generator, 0.0, 1.0)
         cutoff = self.max_cutoff * (self.min_cutoff / self.max_cutoff) ** amount
-        return {"cutoff": torch.where(amount > 0, cutoff, torch.full_like(cutoff, self.nyquist))}
+        # mu * u = 0: the Nyquist frequency (no filtering), carrying the cut-off's derivative in mu.
+        return {"cutoff": torch.where(amount > 0, cutoff, self.nyquist + (cutoff - cutoff.detach()))}
 
     def _active(self, params):
         return params["cutoff"] < self.nyquist
 
     def _coefficients(self, params, active):
-        cutoff = torch.where(active, params["cutoff"], torch.full_like(params["cutoff"], self.nyquist / 2))
+        c = params["cutoff"]
+        cutoff = torch.where(active, c, self.max_cutoff + (c - c.detach()))  # the limit as mu * u -> 0+
         return lowpass_coefficients(cutoff, self.sample_rate, self.q)
 
     def natural_range(self, magnitude, size=None):
@@ -282,7 +289,8 @@ class HighPass(_Filter):
     The cut-off is ``min_cutoff * (max_cutoff / min_cutoff) ** (mu * u)`` Hz,
     ``u ~ U(0, 1)`` (log-linear from ``min_cutoff`` up to ``max_cutoff`` at
     ``mu * u = 1``). ``mu * u = 0`` draws the cut-off 0 Hz, the identity,
-    which :meth:`apply_transform` bypasses exactly (gradient 0 at exactly ``mu = 0``).
+    returned exactly; the gradient there is that of the filter family as the
+    magnitude leaves 0 (cut-off from ``min_cutoff`` up).
 
     Args:
         sample_rate: in Hz (required).
@@ -310,13 +318,15 @@ class HighPass(_Filter):
         n = x.shape[0] * copies
         amount = magnitude * uniform(n, x, generator, 0.0, 1.0)
         cutoff = self.min_cutoff * (self.max_cutoff / self.min_cutoff) ** amount
-        return {"cutoff": torch.where(amount > 0, cutoff, torch.zeros_like(cutoff))}
+        # mu * u = 0: a cut-off of 0 Hz (no filtering), carrying the cut-off's derivative in mu.
+        return {"cutoff": torch.where(amount > 0, cutoff, cutoff - cutoff.detach())}
 
     def _active(self, params):
         return params["cutoff"] > 0
 
     def _coefficients(self, params, active):
-        cutoff = torch.where(active, params["cutoff"], torch.full_like(params["cutoff"], self.nyquist / 2))
+        c = params["cutoff"]
+        cutoff = torch.where(active, c, self.min_cutoff + (c - c.detach()))  # the limit as mu * u -> 0+
         return highpass_coefficients(cutoff, self.sample_rate, self.q)
 
     def natural_range(self, magnitude, size=None):
@@ -373,9 +383,15 @@ class BandReject(_Filter):
         return params["width"] > 0
 
     def _coefficients(self, params, active):
-        center = params["center"]
-        width = torch.where(active, params["width"], center)
-        return bandreject_coefficients(center, center / width, self.sample_rate)
+        # Written with the bandwidth (alpha = sin(w0) * width / (2 * centre)), not Q = centre / width, so that
+        # a zero width is the identity filter (b = a) with a finite derivative in the width.
+        center, width = params["center"], params["width"]
+        width = torch.where(active, width, width - width.detach())
+        w0 = 2 * math.pi * center / self.sample_rate
+        alpha = torch.sin(w0) * width / (2 * center)
+        cos = torch.cos(w0)
+        one = torch.ones_like(cos)
+        return torch.stack([one, -2 * cos, one], -1), torch.stack([1 + alpha, -2 * cos, 1 - alpha], -1)
 
     def natural_range(self, magnitude, size=None):
         return Range(0.0, float(magnitude) / self.min_q, "x centre bandwidth")

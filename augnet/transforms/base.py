@@ -29,6 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet.ops.dispatch import tap_mix
+from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps
 
 __all__ = ["Range", "SignalTransform", "Taps", "Transform", "draw", "positive"]
@@ -59,11 +60,16 @@ class Transform(nn.Module):
         mixes_samples: ``True`` when an output row reads other samples of the
             batch (sample pairing), so a batch is not its samples one by one.
         padding: for tap transforms, the ``tap_mix`` padding mode.
+        kink_at_zero: a warp with a bilinear kink at magnitude 0 (see :func:`kink_derivative`).
     """
 
     input_ndim: int = 4
     mixes_samples: bool = False
     padding: str = "zeros"
+    #: True for warps whose samples sit exactly on pixel centres at magnitude 0, where bilinear
+    #: interpolation has a kink: there the derivative in the magnitude is taken one-sided, into
+    #: (0, 1], by a finite difference of step :data:`KINK_STEP` (see :func:`kink_derivative`).
+    kink_at_zero: bool = False
 
     # ----------------------------------------------------------------- API
     def sample(
@@ -116,13 +122,22 @@ class Transform(nn.Module):
             magnitude = self.check_magnitude(magnitude, x)
             if x.shape[0] == 0:  # an empty batch: nothing to draw, nothing to transform
                 return x[:0].clone()
+            if self.kink_at_zero and at_kink(magnitude):
+                step = torch.full_like(magnitude, KINK_STEP)
+                params = self.sample(x, step, generator=generator, copies=copies)  # the draws of magnitude 0
+                with torch.no_grad(), full_precision(x) as dtype:
+                    moved = self.apply_transform(x.to(dtype), params).to(x.dtype)
+                identity = repeat_rows(x, moved.shape[0])  # the value at 0, with its derivative in x
+                return identity + kink_derivative(identity.detach(), moved, magnitude)
             params = self.sample(x, magnitude, generator=generator, copies=copies)
         elif _rows(params) != x.shape[0] * copies:
             raise ValueError(
                 f"{type(self).__name__}: params are for {_rows(params)} rows, "
                 f"but x has {x.shape[0]} rows and copies={copies}"
             )
-        return self.apply_transform(x, params)
+        # float16 / bfloat16 are transformed in float32 (FFTs, coordinates), as a layer does.
+        with full_precision(x) as dtype:
+            return self.apply_transform(x.to(dtype), params).to(x.dtype)
 
     def natural_range(self, magnitude: float, size: tuple[int, ...] | None = None) -> Range:
         """Range of the transform at ``magnitude`` in natural units.
@@ -149,6 +164,8 @@ class Transform(nn.Module):
             raise ValueError(
                 f"{name}: expected a {self.input_ndim}-D input {self._shape_doc()}, got shape {tuple(x.shape)}"
             )
+        if any(size == 0 for size in x.shape[1:]):
+            raise ValueError(f"{name}: x has an empty non-batch dimension, shape {tuple(x.shape)}")
 
     def _shape_doc(self) -> str:
         return "(B, Ch, H, W)" if self.input_ndim == 4 else "(B, Ch, T)"
@@ -185,6 +202,41 @@ class SignalTransform(Transform):
     def _rows(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         """``x`` repeated to the rows the params were drawn for."""
         return repeat_rows(x, next(iter(params.values())).shape[0])
+
+
+#: The step of the one-sided finite difference taken at a kink (a magnitude of exactly 0).
+KINK_STEP = 1e-4
+
+
+def at_kink(magnitude: Tensor) -> bool:
+    """Whether ``magnitude`` asks for a gradient and has an entry exactly 0.
+
+    Read on CPU only (on an accelerator the read would synchronise); not while compiling.
+    """
+    return (
+        isinstance(magnitude, Tensor)
+        and magnitude.requires_grad
+        and torch.is_grad_enabled()
+        and magnitude.device.type == "cpu"
+        and not torch.compiler.is_compiling()
+        and bool((magnitude.detach() == 0).any())
+    )
+
+
+def kink_derivative(identity: Tensor, moved: Tensor, magnitude: Tensor) -> Tensor:
+    """An exact 0 whose derivative in ``magnitude`` (exactly 0) is the one-sided slope into (0, 1].
+
+    At magnitude 0 a warp samples every pixel at its centre, where bilinear
+    interpolation has a kink: the backends' gradients there depend on how the
+    coordinates round, and may even have the wrong sign. Added to the
+    transform's value at 0 (the identity), this term gives it the derivative
+    ``(moved - identity) / KINK_STEP``, the finite difference toward the
+    magnitudes the layer can move to, where ``moved`` is the transform at
+    magnitude :data:`KINK_STEP` with the same draws (no gradient flows
+    through ``moved`` or ``identity`` here).
+    """
+    slope = ((moved - identity) / KINK_STEP).detach()
+    return (magnitude - magnitude.detach()).to(slope.dtype) * slope
 
 
 def positive(name: str, value: float) -> float:

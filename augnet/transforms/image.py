@@ -106,6 +106,8 @@ class TranslateX(_ImageTransform):
 
     axis = 0
 
+    kink_at_zero = True
+
     def __init__(self, max_shift: float = 0.5, padding: str = "zeros") -> None:
         super().__init__(padding)
         self.max_shift = positive("max_shift", max_shift)
@@ -150,6 +152,8 @@ class Rotate(_ImageTransform):
     screen; ``aspect`` (N,) the image's H / W.
     """
 
+    kink_at_zero = True
+
     def __init__(self, max_angle: float = math.pi, padding: str = "zeros") -> None:
         super().__init__(padding)
         self.max_angle = positive("max_angle", max_angle)
@@ -181,6 +185,8 @@ class ShearX(_ImageTransform):
     """
 
     axis = 0
+
+    kink_at_zero = True
 
     def __init__(self, max_shear: float = 0.3, padding: str = "zeros") -> None:
         super().__init__(padding)
@@ -219,6 +225,8 @@ class Scale(_ImageTransform):
 
     Parameters: ``zoom`` (N,); a zoom above 1 magnifies the content.
     """
+
+    kink_at_zero = True
 
     def __init__(self, max_zoom: float = 2.0, padding: str = "zeros") -> None:
         super().__init__(padding)

@@ -311,9 +311,12 @@ class ChannelsSymmetry(SignalTransform):
     def __init__(self, pairs, temperature: float = 0.1) -> None:
         super().__init__()
         try:
-            pairs = [(int(a), int(b)) for a, b in pairs]
+            pairs = [(a, b) for a, b in pairs]
         except (TypeError, ValueError) as err:
             raise ValueError(f"pairs must be a sequence of (left, right) channel indices, got {pairs!r}") from err
+        bad = [i for p in pairs for i in p if isinstance(i, bool) or not isinstance(i, int)]
+        if bad:  # 0.5 must not become channel 0
+            raise TypeError(f"pairs must hold integer channel indices, got {bad[0]!r} in {pairs!r}")
         flat = [i for p in pairs for i in p]
         if not pairs or min(flat) < 0 or len(set(flat)) != len(flat):
             raise ValueError(f"pairs must be non-empty, non-negative and use each channel once, got {pairs}")
@@ -378,7 +381,9 @@ class ChannelsShuffle(ChannelsDropout):
 
     The chosen channels are permuted among themselves at random; the others
     stay. Each output channel is ``g * x[source] + (1 - g) * x`` with a
-    straight-through gate ``g``, so the output is differentiable in ``mu``.
+    straight-through gate ``g``, so the output is differentiable in ``mu``;
+    a channel that stays (``g = 0``) names a random other channel as its
+    source, which gives the gate a useful derivative at ``mu = 0``.
     Parameters: ``gate`` (N, Ch) in {0, 1} and ``source`` (N, Ch) int64, the
     channel each output channel reads.
     """
@@ -396,7 +401,10 @@ class ChannelsShuffle(ChannelsDropout):
         positions = torch.argsort(torch.where(chosen, index, index + ch), dim=1)
         shuffled = torch.argsort(torch.where(chosen, keys, 1.0 + index.to(keys.dtype)), dim=1)
         source = torch.empty_like(positions).scatter_(1, positions, shuffled)
-        return {"gate": gate, "source": source}
+        # A channel left in place (gate 0) reads a random other channel: its output is x all the same, but
+        # the gate's derivative, x[partner] - x, is not 0, so a magnitude at 0 can grow.
+        partner = (index + 1 + (keys * (ch - 1)).long().clamp_max(max(ch - 2, 0))) % ch
+        return {"gate": gate, "source": torch.where(chosen, source, partner)}
 
     def apply_transform(self, x, params):
         x = self._rows(x, params)
