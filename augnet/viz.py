@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["plot_invariance_curves", "plot_layer_importance", "plot_policy_history", "require_matplotlib"]
+__all__ = [
+    "plot_distributions",
+    "plot_invariance_curves",
+    "plot_layer_importance",
+    "plot_policy_history",
+    "require_matplotlib",
+]
 
 
 def require_matplotlib():
@@ -29,6 +35,63 @@ def save_figure(fig, path: str | Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def plot_distributions(
+    distributions: dict,
+    path: str | Path,
+    ylabel: str,
+    kind: str = "violin",
+    title: str | None = None,
+    ylim: tuple[float, float] | None = None,
+    zero_line: bool = False,
+) -> Path:
+    """One box or violin per labelled 1-D distribution (NaN values left out, empty ones skipped).
+
+    Args:
+        distributions: ``{label: values}``; values are anything ``torch.as_tensor`` reads.
+        path: where to write the PNG.
+        ylabel: the axis label.
+        kind: ``"violin"`` (median marked) or ``"box"``.
+        title: optional figure title.
+        ylim: optional y-axis limits.
+        zero_line: draw a dashed line at 0.
+
+    Returns:
+        The path written.
+    """
+    import torch
+
+    if kind not in ("box", "violin"):
+        raise ValueError(f"kind must be 'box' or 'violin', got {kind!r}")
+    names, series = [], []
+    for label, values in distributions.items():
+        v = torch.as_tensor(values, dtype=torch.float64).flatten()
+        v = v[~v.isnan()]
+        if v.numel():
+            names.append(str(label))
+            series.append(v.tolist())
+    if not series:
+        raise ValueError("every distribution is empty (or all NaN): nothing to plot")
+    plt = require_matplotlib()
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(series) + 2.0), 4.0))
+    positions = list(range(1, len(series) + 1))
+    if kind == "box":
+        ax.boxplot(series, positions=positions)
+    else:
+        ax.violinplot(series, positions=positions, showmedians=True)
+    if zero_line:
+        ax.axhline(0.0, color="grey", linewidth=0.8, linestyle="--")
+    ax.set_xticks(positions)
+    tilted = len(series) > 4
+    ax.set_xticklabels(names, rotation=60 if tilted else 0, ha="right" if tilted else "center")
+    ax.set_ylabel(ylabel)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.grid(alpha=0.3, axis="y")
+    if title:
+        ax.set_title(title)
+    return save_figure(fig, path)
 
 
 def plot_policy_history(

@@ -50,6 +50,41 @@ def test_features_average_the_copies_of_an_augnet():
     torch.testing.assert_close(got, expected)
 
 
+def test_features_average_only_an_augnets_copies():
+    # A plain model whose layer returns 4 rows per image is not an AugNet: nothing is averaged.
+    class FourViews(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.views = nn.Identity()
+
+        def forward(self, x):
+            return self.views(torch.cat([x, x.flip(-1), x.flip(-2), x.flip(-1, -2)])).flatten(1)
+
+    x = images(b=3)
+    out = probes.features(FourViews(), x, ["views", "output"])
+    assert out["views"].shape == (12, 3, 12, 12) and out["output"].shape == (12, 3 * 12 * 12)
+    torch.testing.assert_close(out["views"][3:6], x.flip(-1))
+    # An AugNet inside another module: its trunk's layers are averaged over its copies, named by full path.
+    trunk = circular_net()
+    inner = augnet.AugNet(trunk, augnet.AugmentationLayer([T.HorizontalFlip()], init_magnitude=0.5), aggregate="mean")
+    outer = nn.Sequential(inner, nn.Identity()).eval()
+    got = probes.features(outer, x, ["0.trunk.0", "1"], reduce="mean")
+    assert got["0.trunk.0"].shape == (3, 8) and got["1"].shape == (3, 8)
+
+
+def test_features_logits_of_an_augnet_are_its_copy_averaged_trunk_outputs():
+    trunk = circular_net()
+    layer = augnet.AugmentationLayer([T.Rotate(), T.ShearX()], init_magnitude=0.5)
+    model = augnet.AugNet(trunk, layer).eval()  # aggregates the mean of log-softmax
+    x = images(b=5)
+    got = probes.features(model, x, ["logits", "output"], copies=3, generator=gen(2))
+    rows = model.augment(x, copies=3, generator=gen(2))
+    torch.testing.assert_close(got["logits"], trunk(rows).reshape(3, 5, 8).mean(0))
+    torch.testing.assert_close(got["output"], trunk(rows).reshape(3, 5, 8).log_softmax(2).mean(0))
+    plain = probes.features(trunk, x, ["logits", "output"])
+    torch.testing.assert_close(plain["logits"], plain["output"])  # a plain model's logits are its output
+
+
 def test_features_bad_input():
     net = circular_net()
     with pytest.raises(ValueError, match="unknown layer"):
@@ -130,6 +165,26 @@ def test_score_bad_input():
 def test_summary_percentiles():
     s = probes.summary(torch.arange(101, dtype=torch.float64))
     assert (s["median"], s["p5"], s["p95"], s["n"]) == (50.0, 5.0, 95.0, 101)
+    # The AugNet paper's "75% confidence interval" (Figs. 5 and B.4): the central 75 % of the values.
+    assert (s["interval75_low"], s["interval75_high"]) == (12.5, 87.5)
+    v = torch.randn(1000, generator=gen(0), dtype=torch.float64)
+    s = probes.summary(v)
+    inside = ((v >= s["interval75_low"]) & (v <= s["interval75_high"])).double().mean()
+    assert abs(float(inside) - 0.75) < 0.002
+    assert math.isnan(probes.summary(torch.tensor([math.nan]))["interval75_low"])
+
+
+def test_a_nan_feature_is_refused_instead_of_spoiling_its_baseline_partner():
+    z = torch.randn(6, 4, generator=gen(0))
+    bad = z.clone()
+    bad[2, 1] = math.nan
+    for args in ((bad, z), (z, bad)):
+        with pytest.raises(ValueError, match=r"NaN or infinite features in rows \[2\]"):
+            probes.invariance_score(*args, permutation=torch.tensor([1, 2, 3, 4, 5, 0]))
+    inf = z.clone()
+    inf[0, 0] = math.inf
+    with pytest.raises(ValueError, match=r"z_t has NaN or infinite features in rows \[0\]"):
+        probes.invariance_score(z, inf)
 
 
 # ---------------------------------------------------------------- curves
@@ -160,6 +215,41 @@ def test_invariance_curve_of_an_augnet_shares_its_draws_between_passes():
     torch.testing.assert_close(curve["scores"][0], torch.ones(8, dtype=torch.float64))
     with pytest.raises(ValueError, match="copies applies to AugNet"):
         probes.invariance_curve(trunk, images(b=8), T.Brightness(), [0.0], copies=4)
+
+
+def test_an_augnet_and_its_trunk_are_probed_in_the_same_space():
+    # An AugNet whose layer is the identity (magnitude 0) is its trunk: the default probe (logits) must score
+    # them the same. On the aggregated log-probabilities (the old default) the scores differ.
+    trunk = circular_net()
+    model = augnet.AugNet(trunk, augnet.AugmentationLayer([T.Brightness()], init_magnitude=0.0)).eval()
+    x = images(b=12)
+    net_curve = probes.invariance_curve(trunk, x, T.Rotate(), [0.25, 1.0])
+    aug_curve = probes.invariance_curve(model, x, T.Rotate(), [0.25, 1.0], copies=4)
+    torch.testing.assert_close(aug_curve["scores"], net_curve["scores"], rtol=0, atol=1e-3)  # float32 resampling
+    assert aug_curve["features"].startswith("logits: the AugNet's trunk outputs averaged over its 4 copies")
+    on_output = probes.invariance_curve(model, x, T.Rotate(), [0.25, 1.0], copies=4, layer="output")
+    assert on_output["features"].startswith("output: the AugNet's aggregate")
+    assert (on_output["scores"] - net_curve["scores"]).abs().max() > 0.05
+
+
+def test_independent_draws_let_invariance_grow_with_the_copies():
+    # Under the identity transform, shared draws give 1 whatever C; independent draws measure the AugNet's own
+    # augmentation noise, which averaging over more copies reduces (the AugNet paper's Fig. B.4).
+    trunk = circular_net()
+    layer = augnet.AugmentationLayer([T.TranslateX(), T.TranslateY()], init_magnitude=0.5)
+    model = augnet.AugNet(trunk, layer).eval()
+    x = images(b=24)
+
+    def median(copies, draws):
+        curve = probes.invariance_curve(model, x, T.Rotate(), [0.0], copies=copies, draws=draws)
+        assert curve["draws"] == draws
+        return curve["summary"][0]["median"]
+
+    assert median(1, "shared") == pytest.approx(1.0, abs=1e-9) and median(8, "shared") == pytest.approx(1.0, abs=1e-9)
+    c1, c8, c64 = median(1, "independent"), median(8, "independent"), median(64, "independent")
+    assert c1 < 0.9 and c1 < c8 < c64 < 1.0
+    with pytest.raises(ValueError, match="draws must be one of"):
+        probes.invariance_curve(model, x, T.Rotate(), [0.0], copies=2, draws="fresh")
 
 
 def test_accuracy_curve_at_zero_is_the_plain_accuracy():

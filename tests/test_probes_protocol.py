@@ -258,3 +258,19 @@ def test_category_accuracy_bad_inputs():
         category_accuracy(model, x, y, flip, "abc")
     with pytest.raises(ValueError, match="shape"):
         category_accuracy(model, x, y, lambda b, m, generator=None: b[:, :, :2], [0])
+
+
+def test_category_accuracy_draws_the_transform_from_seed_plus_one_as_documented():
+    # The docstring said ``seed`` while the code used ``seed + 1``; they now say the same thing.
+    doc = " ".join(category_accuracy.__doc__.split())
+    assert "seeded with ``seed + 1``" in doc and "transform's parameters from ``seed + 1``" in doc
+    draws = []
+
+    def spy(b, m, generator=None):
+        draws.append(torch.randint(0, 2**62, (1,), generator=generator).item())
+        return b
+
+    model = FlipInvariant().eval()
+    x, y = torch.rand(8, 1, 4, 4, generator=gen(0)), torch.arange(8) % 4
+    category_accuracy(model, x, y, spy, seen_classes=[0], seed=7)
+    assert draws == [torch.randint(0, 2**62, (1,), generator=gen(8)).item()]

@@ -1,6 +1,10 @@
-"""ranking_probe, ranking_probe_model, pairwise_rank_loss, layer_importance (Yan & Huang)."""
+"""ranking_probe, ranking_probe_model, pairwise_rank_loss, layer_importance, and the per-layer probe,
+tasks x layers table and heatmap (Yan & Huang, Table II and Fig. 5)."""
 
 import math
+import subprocess
+import sys
+import warnings
 
 import pytest
 import torch
@@ -8,7 +12,16 @@ from helpers import gen
 from torch import nn
 
 import augnet
-from augnet.probes.ranking import layer_importance, pairwise_rank_loss, ranking_probe, ranking_probe_model
+from augnet.probes.ranking import (
+    layer_importance,
+    pairwise_rank_loss,
+    plot_ranking_heatmap,
+    ranking_probe,
+    ranking_probe_model,
+    ranking_probe_per_layer,
+    ranking_probe_per_layer_model,
+    ranking_table,
+)
 from augnet.transforms import image as T
 
 # ---------------------------------------------------------------- the loss
@@ -227,3 +240,159 @@ def test_bad_input():
         ranking_probe_model(nn.Identity(), x, lambda x, m: x, param="shift")
     with pytest.raises(ValueError, match="at least 2 images"):
         ranking_probe_model(nn.Identity(), x[:1], T.Brightness(), param="shift")
+
+
+# ---------------------------------------------------------------- every layer alone (Table II), tasks x layers (Fig. 5)
+
+
+def known_layers(n=800, seed=0):
+    """Layers with a known answer: exact monotone functions of the magnitude (increasing, decreasing, a feature
+    map), pure noise, and content both copies share (invariant)."""
+    g = gen(seed)
+    m_a, m_b = 2 * torch.rand(n, generator=g) - 1, 2 * torch.rand(n, generator=g) - 1
+    content = torch.randn(n, 6, generator=g)
+
+    def copy(m):
+        return {
+            "increasing": torch.stack([torch.exp(m), m**3, torch.tanh(3 * m)], 1),
+            "decreasing": torch.stack([-(m**3), torch.exp(-2 * m)], 1),
+            "map": m[:, None, None, None] * torch.ones(1, 4, 3, 3) + 5.0,  # pooled by the probe
+            "noise": torch.randn(n, 16, generator=g),
+            "invariant": content.clone(),
+        }
+
+    return copy(m_a), copy(m_b), m_a, m_b
+
+
+def test_per_layer_monotone_layers_rank_perfectly_noise_at_chance():
+    z_a, z_b, m_a, m_b = known_layers()
+    with pytest.warns(RuntimeWarning, match="layer 'invariant': .*every weight is 0"):
+        out = ranking_probe_per_layer(z_a, z_b, m_a, m_b, generator=gen(1))
+    acc = out["accuracy"]
+    assert list(acc) == ["increasing", "decreasing", "map", "noise", "invariant"]
+    assert acc["increasing"] == acc["decreasing"] == acc["map"] == 1.0
+    assert 0.42 <= acc["noise"] <= 0.58 and out["n_test"] == 400
+    assert acc["invariant"] == 0.5  # nothing moves between the copies: every score ties
+    # The noise layer overfits its training pairs a little, never the held-out ones.
+    assert out["train_accuracy"]["noise"] > acc["noise"] - 0.05
+    # Every layer was fitted and scored on the same pairs.
+    for r in out["layers"].values():
+        assert torch.equal(r["test_index"], out["test_index"]) and torch.equal(r["train_index"], out["train_index"])
+        assert list(r["sizes"]) == [next(iter(r["sizes"]))]  # each scorer saw one layer
+    # The all-layers scorer (Fig. 5's importances) puts almost nothing on noise or the invariant layer.
+    assert out["combined"]["accuracy"] > 0.95  # the noise channels cost the all-layers scorer a little
+    assert sum(out["importance"].values()) == pytest.approx(1.0)
+    assert out["importance"]["noise"] < 0.1 and out["importance"]["invariant"] < 1e-6
+
+
+def test_per_layer_is_ranking_probe_on_each_layer_alone():
+    z_a, z_b, m_a, m_b = known_layers(n=200, seed=2)
+    del z_a["invariant"], z_b["invariant"]
+    g = gen(3)
+    out = ranking_probe_per_layer(z_a, z_b, m_a, m_b, l2=1e-2, aggregate="max", generator=g)
+    for layer in z_a:
+        alone = ranking_probe({layer: z_a[layer]}, {layer: z_b[layer]}, m_a, m_b, l2=1e-2, generator=gen(3))
+        assert out["accuracy"][layer] == alone["accuracy"]
+        assert torch.equal(out["layers"][layer]["weight"], alone["weight"])
+    whole = ranking_probe(z_a, z_b, m_a, m_b, l2=1e-2, aggregate="max", generator=gen(3))
+    assert torch.equal(out["combined"]["weight"], whole["weight"]) and out["importance"] == whole["importance"]
+    # The caller's generator moved on as by one ranking_probe call.
+    one = gen(3)
+    ranking_probe(z_a, z_b, m_a, m_b, generator=one)
+    assert torch.equal(torch.rand(4, generator=g), torch.rand(4, generator=one))
+    # Without combined, no all-layers fit; a single tensor is one layer named "features".
+    lean = ranking_probe_per_layer(z_a["increasing"], z_b["increasing"], m_a, m_b, combined=False)
+    assert lean["combined"] is None and lean["importance"] is None and lean["accuracy"] == {"features": 1.0}
+
+
+def test_per_layer_model_probes_every_layer_in_one_call():
+    x = images(300)
+    layers = ["raw", "centred", "output"]
+    with pytest.warns(RuntimeWarning, match="layer 'centred'"):
+        out = ranking_probe_per_layer_model(TwoBranch(), x, T.Brightness(), layers, param="shift", seed=4)
+    # Brightness moves the raw pixels; the per-image-centred branch pools to 0 whatever the shift.
+    assert out["accuracy"] == {"raw": 1.0, "centred": 0.5, "output": 1.0}
+    assert out["importance"]["centred"] < 1e-4 and out["m_a"].shape == (300,)
+    for layer in ["raw", "output"]:
+        alone = ranking_probe_model(TwoBranch(), x, T.Brightness(), [layer], param="shift", seed=4)
+        assert out["accuracy"][layer] == alone["accuracy"]
+        assert torch.equal(out["layers"][layer]["test_index"], alone["test_index"])
+
+
+def two_task_results():
+    x = images(200)
+    layers = ["raw", "centred", "output"]
+
+    def gain(images, m):
+        return images * m[:, None, None, None]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the centred branch does not move under a shift
+        return {
+            "brightness": ranking_probe_per_layer_model(TwoBranch(), x, T.Brightness(), layers, param="shift"),
+            "gain": ranking_probe_per_layer_model(TwoBranch(), x, gain, layers, sampler=(0.5, 1.5), seed=1),
+        }
+
+
+def test_table_of_tasks_by_layers():
+    results = two_task_results()
+    table = ranking_table(results)
+    assert table["tasks"] == ["brightness", "gain"] and table["layers"] == ["raw", "centred", "output"]
+    assert table["values"].shape == (2, 3) and table["values"].dtype == torch.float64 and table["value"] == "accuracy"
+    for i, task in enumerate(table["tasks"]):
+        for j, layer in enumerate(table["layers"]):
+            assert float(table["values"][i, j]) == results[task]["accuracy"][layer]
+    assert table["values"][:, 0].tolist() == [1.0, 1.0] and float(table["values"][0, 1]) == 0.5
+    # Fig. 5: the all-layers scorer's importances, each task's row summing to 1.
+    imp = ranking_table(results, "importance")
+    torch.testing.assert_close(imp["values"].sum(1), torch.ones(2, dtype=torch.float64))
+    # A ranking_probe dict works for importances; chosen columns, in order; a layer a task lacks is NaN.
+    mixed = ranking_table(
+        {"one": results["gain"]["combined"], "two": {"output": 0.75}}, "importance", layers=["output", "raw"]
+    )
+    assert mixed["layers"] == ["output", "raw"] and mixed["tasks"] == ["one", "two"]
+    assert float(mixed["values"][1, 0]) == 0.75 and math.isnan(float(mixed["values"][1, 1]))
+    with pytest.raises(ValueError, match="non-empty"):
+        ranking_table({})
+    with pytest.raises(ValueError, match="no task has layer"):
+        ranking_table(results, layers=["raw", "fc"])
+    with pytest.raises(ValueError, match="layer: number"):
+        ranking_table({"task": results["gain"]["combined"]})  # its accuracy is one number, not per layer
+    with pytest.raises(ValueError, match="combined=True"):
+        ranking_table({"task": {"importance": None, "accuracy": {"a": 1.0}}}, "importance")
+    with pytest.raises(TypeError, match="must be a dict"):
+        ranking_table({"task": [0.5]})
+
+
+def test_heatmap_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    from matplotlib.image import imread
+
+    table = ranking_table({"brightness": {"b1": 1.0, "b2": 0.75, "b3": 0.5}, "hue": {"b1": 0.8, "b2": 0.6}})
+    assert math.isnan(float(table["values"][1, 2]))
+    path = plot_ranking_heatmap(table, tmp_path / "fig" / "table2.png", title="Table II")
+    assert path == tmp_path / "fig" / "table2.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert imread(path).shape[0] > 100
+    imp = ranking_table({"a": {"x": 0.25, "y": 0.75}}, "importance")
+    assert plot_ranking_heatmap(imp, tmp_path / "fig5.png", annotate=False).stat().st_size > 1000
+    with pytest.raises(ValueError, match=r"values must be \(tasks, layers\)"):
+        plot_ranking_heatmap({**table, "layers": ["b1"]}, tmp_path / "bad.png")
+    with pytest.raises(ValueError, match="from ranking_table"):
+        plot_ranking_heatmap({"values": table["values"]}, tmp_path / "bad.png")
+
+
+def test_matplotlib_is_imported_only_to_plot():
+    code = "import sys, augnet.probes.ranking; assert 'matplotlib' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_per_layer_bad_input():
+    z_a, z_b, m_a, m_b = known_layers(n=40)
+    with pytest.raises(ValueError, match="same layers"):
+        ranking_probe_per_layer({"a": z_a["noise"]}, {"b": z_b["noise"]}, m_a, m_b)
+    with pytest.raises(TypeError, match="generator must be"):
+        ranking_probe_per_layer(z_a, z_b, m_a, m_b, generator=0)
+    with pytest.raises(TypeError, match="combined must be"):
+        ranking_probe_per_layer(z_a, z_b, m_a, m_b, combined=1)
+    with pytest.raises(ValueError, match="unknown layer"):
+        ranking_probe_per_layer_model(TwoBranch(), images(10), T.Brightness(), ["raw", "fc"], param="shift")

@@ -1,6 +1,8 @@
 """similarity_change, similarity_search, top_transforms_per_class, equivariance_alignment (Bouchacourt et al.)."""
 
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -10,9 +12,12 @@ from torch import nn
 
 import augnet
 from augnet.probes.similarity import (
+    STATISTICS,
     equivariance_alignment,
+    plot_similarity_change_distributions,
     same_class_pairs,
     similarity_change,
+    similarity_change_distributions,
     similarity_search,
     top_transforms_per_class,
 )
@@ -63,24 +68,86 @@ def test_similarity_change_by_hand():
     torch.testing.assert_close(out["change"], torch.tensor([1.0, r, 1 - r], dtype=torch.float64))
     c0 = out["per_class"][0]
     assert c0["n_pairs"] == 2 and c0["boosted"] == 1.0
-    assert c0["mean_change"] == pytest.approx((1 + r) / 2) and c0["weighted_boost"] == pytest.approx((1 + r) / 2)
-    assert math.isnan(c0["percent_change"])  # the clean pairs are orthogonal: no relative change
+    assert c0["mean_change"] == pytest.approx((1 + r) / 2) and c0["mean_positive_change"] == pytest.approx((1 + r) / 2)
+    # The clean pairs are orthogonal: no percent change is defined, so none of the percent statistics is.
+    assert c0["n_undefined"] == 2
+    for key in ("percent_change", "percent_boost", "weighted_boost", "percent_change_of_means"):
+        assert math.isnan(c0[key])
     c1 = out["per_class"][1]
-    assert c1["percent_change"] == pytest.approx(100 * (1 - r) / r)
+    assert c1["percent_change"] == pytest.approx(100 * (1 - r) / r) and c1["n_undefined"] == 0
+    assert c1["weighted_boost"] == pytest.approx(100 * (1 - r) / r)  # one pair, boosted
     torch.testing.assert_close(out["label"], torch.tensor([0, 0, 1]))
 
 
-def test_weighted_boost_is_mean_positive_change_times_proportion_boosted():
+def at_cosine(c):
+    """A 2-D unit vector whose cosine with (1, 0) is c."""
+    return [c, math.sqrt(1.0 - c * c)]
+
+
+def hand_built_pairs():
+    """Class 0: anchor 0 paired with 1, 2, 3, clean cosines 0.5, 0.8, 0.25, after T 0.6, 0.4, 0.25
+    (percent changes +20, -50, 0). Class 1: anchor 4 with 5, clean cosine -0.5, after T -0.25 (+50 %)."""
+    e = [1.0, 0.0]
+    z = torch.tensor([e, at_cosine(0.5), at_cosine(0.8), at_cosine(0.25), e, at_cosine(-0.5)], dtype=torch.float64)
+    z_t = torch.tensor([e, at_cosine(0.6), at_cosine(0.4), at_cosine(0.25), e, at_cosine(-0.25)], dtype=torch.float64)
+    y = torch.tensor([0, 0, 0, 0, 1, 1])
+    pairs = torch.tensor([[0, 1], [0, 2], [0, 3], [4, 5]])
+    return z, z_t, y, pairs
+
+
+def test_percent_change_is_the_mean_of_per_pair_percent_changes():
+    # The paper's eq. 2 averaged over pairs; the old statistic (a ratio of means) gave -19.35 for class 0.
+    z, z_t, y, pairs = hand_built_pairs()
+    out = similarity_change(z, z_t, y, pairs=pairs)
+    torch.testing.assert_close(out["percent"], torch.tensor([20.0, -50.0, 0.0, 50.0], dtype=torch.float64))
+    c0, c1, overall = out["per_class"][0], out["per_class"][1], out["overall"]
+    assert c0["percent_change"] == pytest.approx(-10.0)  # (20 - 50 + 0) / 3
+    assert c0["percent_change_of_means"] == pytest.approx(100 * (-0.3 / 3) / (1.55 / 3))  # -19.35, kept by name
+    assert c0["mean_change"] == pytest.approx(-0.1)
+    # Appendix E.2: average percent boost (20, over the one boosted pair) x proportion boosted (1/3), in percent.
+    assert c0["boosted"] == pytest.approx(1 / 3) and c0["percent_boost"] == pytest.approx(20.0)
+    assert c0["weighted_boost"] == pytest.approx(20.0 / 3)
+    assert c0["mean_positive_change"] == pytest.approx(0.1 / 3)  # the old weighted boost, cosine units
+    # A negative clean similarity: the percent change keeps the sign of the change (the ratio of means flips it).
+    assert c1["percent_change"] == pytest.approx(50.0) and c1["weighted_boost"] == pytest.approx(50.0)
+    assert c1["percent_change_of_means"] == pytest.approx(-50.0)
+    assert overall["percent_change"] == pytest.approx(5.0)  # (20 - 50 + 0 + 50) / 4
+    assert overall["percent_change_of_means"] == pytest.approx(100 * -0.0125 / 0.2625)  # -4.76: the other sign
+    assert overall["n_undefined"] == 0
+
+
+def test_weighted_boost_is_percent_boost_times_proportion_boosted():
     z = torch.randn(30, 6, generator=gen(1))
     z_t = z + 0.5 * torch.randn(30, 6, generator=gen(2))
     y = torch.arange(30) % 2
     out = similarity_change(z, z_t, y)
     for c, stats in out["per_class"].items():
-        change = out["change"][out["label"] == c]
-        up = change[change > 0]
+        mine = out["label"] == c
+        change, clean = out["change"][mine], out["clean"][mine]
+        percent = 100 * change / clean.abs()
+        up = change > 0
         assert 0 < stats["boosted"] < 1
-        assert stats["weighted_boost"] == pytest.approx(float(up.mean()) * stats["boosted"])
-        assert stats["percent_change"] == pytest.approx(100 * stats["mean_change"] / stats["clean_similarity"])
+        assert stats["percent_change"] == pytest.approx(float(percent.mean()))
+        assert stats["percent_boost"] == pytest.approx(float(percent[up].mean()))
+        assert stats["weighted_boost"] == pytest.approx(float(percent[up].mean()) * stats["boosted"])
+        assert stats["weighted_boost"] == pytest.approx(float(percent.clamp_min(0).mean()))
+        # The former statistics, under names that say what they are.
+        assert stats["mean_positive_change"] == pytest.approx(float(change[up].mean()) * stats["boosted"])
+        assert stats["percent_change_of_means"] == pytest.approx(100 * stats["mean_change"] / stats["clean_similarity"])
+
+
+def test_a_nan_feature_is_refused_not_spread_over_its_class():
+    z = torch.randn(6, 4, generator=gen(0))
+    z_t = z + 0.1
+    y = torch.tensor([0, 0, 0, 1, 1, 1])
+    bad = z.clone()
+    bad[2, 1] = math.nan
+    with pytest.raises(ValueError, match=r"non-finite.*\[2\]"):
+        similarity_change(bad, z_t, y)
+    with pytest.raises(ValueError, match="z_t holds non-finite"):
+        similarity_change(z, z_t.masked_fill(torch.arange(4) == 0, math.inf), y)
+    with pytest.raises(ValueError, match="non-finite"):
+        equivariance_alignment(bad, z_t, gen(0))
 
 
 def max_pool_net():
@@ -160,6 +227,60 @@ def test_search_magnitudes_per_transform_and_pair_sampling():
         nn.Flatten(), x, y, transforms, magnitudes={"rotate": [0.2], "brightness": (0.1, 0.4)}, pairs_per_class=10
     )
     assert table == again
+
+
+# ---------------------------------------------------------------- per-class distributions (Fig. 3A)
+
+
+def test_distributions_gather_one_value_per_class_for_each_transform():
+    x, y, transforms = two_class_data(n=8)
+    table = similarity_search(nn.Flatten(), x, y, {**transforms, "identity": identity}, magnitudes=(0.5, 1.0))
+    dists = similarity_change_distributions(table)
+    assert list(dists) == [(t, m) for t in ("rotate", "brightness", "identity") for m in (0.5, 1.0)]
+    for (t, m), d in dists.items():
+        assert d["labels"] == [0, 1] and d["magnitudes"] == [m, m]
+        expected = [r["percent_change"] for r in table if r["transform"] == t and r["magnitude"] == m]
+        assert d["values"].tolist() == expected
+        assert d["summary"]["n"] == 2 and d["summary"]["mean"] == pytest.approx(sum(expected) / 2)
+    assert dists[("identity", 0.5)]["values"].tolist() == [0.0, 0.0]  # the identity changes no pair
+    pooled = similarity_change_distributions(table, statistic="weighted_boost", by_magnitude=False)
+    assert list(pooled) == ["rotate", "brightness", "identity"]
+    assert pooled["rotate"]["labels"] == [0, 1, 0, 1] and pooled["rotate"]["magnitudes"] == [0.5, 0.5, 1.0, 1.0]
+    assert pooled["rotate"]["values"].tolist() == [r["weighted_boost"] for r in table if r["transform"] == "rotate"]
+
+
+def test_distributions_bad_input():
+    with pytest.raises(ValueError, match="statistic must be one of"):
+        similarity_change_distributions([{"transform": "a", "magnitude": 0.5, "label": 0}], statistic="median")
+    with pytest.raises(ValueError, match="every row needs"):
+        similarity_change_distributions([{"transform": "a", "label": 0, "percent_change": 1.0}])
+    with pytest.raises(ValueError, match="table is empty"):
+        similarity_change_distributions([])
+    with pytest.raises(TypeError, match="list of rows"):
+        similarity_change_distributions({"a": 1})
+    assert "percent_change" in STATISTICS and "percent_change_of_means" in STATISTICS
+
+
+def test_distribution_plot_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    x, y, transforms = two_class_data(n=6)
+    table = similarity_search(nn.Flatten(), x, y, transforms, magnitudes=(0.5, 1.0))
+    dists = similarity_change_distributions(table)
+    path = plot_similarity_change_distributions(dists, tmp_path / "fig" / "fig3a.png", title="Fig. 3A")
+    assert path == tmp_path / "fig" / "fig3a.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    violin = plot_similarity_change_distributions(
+        {"a": [1.0, 2.0, math.nan], "b": [0.5]}, tmp_path / "v.png", kind="violin"
+    )
+    assert violin.stat().st_size > 1000
+    with pytest.raises(ValueError, match="kind"):
+        plot_similarity_change_distributions(dists, tmp_path / "x.png", kind="bar")
+    with pytest.raises(ValueError, match="nothing to plot"):
+        plot_similarity_change_distributions({"a": [math.nan]}, tmp_path / "x.png")
+
+
+def test_matplotlib_is_imported_only_to_plot():
+    code = "import sys, augnet.probes.similarity; assert 'matplotlib' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 # ---------------------------------------------------------------- equivariance alignment

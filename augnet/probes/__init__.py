@@ -12,11 +12,15 @@ features                       activations of named layers (forward hooks)      
 invariance_score / _curve      (b - d(z, z_t)) / b against a derangement        AugNet eq. 4; Bouchacourt eq. 1
 accuracy_curve                 accuracy against the transformation magnitude    Tensmeyer & Martinez
 neuron_invariance, select_tau  per-unit invariance on active inputs             Zaidi et al.
-fit_equivariance_map, ...      learned maps M(phi(gx)) ~ phi(x)                 Tensmeyer & Martinez
+layerwise_invariance           per-unit invariance of several layers at once    Zaidi et al. Fig. 10
+fit_equivariance_map, ...      learned maps M(phi(gx)) ~ phi(x), held-out errors Tensmeyer & Martinez
+equivariance_curve             equivariance / invariance error vs magnitude     Tensmeyer & Martinez Fig. 1
 representation_distance        two-way mapping error between representations    Tensmeyer & Martinez
 equivariance_alignment         alignment of displacement vectors                Bouchacourt et al., appendix
 ranking_probe, layer_importance  pairwise ranking of augmentation magnitudes    Yan & Huang
+ranking_probe_per_layer, ...   per-layer ranking accuracy; tasks x layers table Yan & Huang Table II, Fig. 5
 similarity_change / _search    transforms that bring same-class pairs closer    Bouchacourt et al. eq. 2
+similarity_change_distributions  per-class distributions of the change          Bouchacourt et al. Fig. 3A
 SeenTransformedDataset, ...    seen / unseen category protocol                  Zaidi et al.
 =============================  ===============================================  ==============================
 
@@ -26,17 +30,39 @@ and is re-exported here.
 """
 
 from augnet.probes._common import derangement, summary
-from augnet.probes.equivariance import equivariance_report, representation_distance
+from augnet.probes.equivariance import (
+    equivariance_curve,
+    equivariance_report,
+    plot_equivariance_curves,
+    representation_distance,
+)
 from augnet.probes.features import features
 from augnet.probes.invariance import accuracy_curve, distance, invariance_curve, invariance_score
 from augnet.probes.maps import EquivarianceMap, fit_equivariance_map, mapping_error
-from augnet.probes.neurons import neuron_invariance, select_tau
+from augnet.probes.neurons import (
+    layer_units,
+    layerwise_invariance,
+    neuron_invariance,
+    plot_neuron_invariance,
+    select_tau,
+)
 from augnet.probes.protocol import SeenTransformedDataset, category_accuracy, nested_splits
-from augnet.probes.ranking import layer_importance, pairwise_rank_loss, ranking_probe, ranking_probe_model
+from augnet.probes.ranking import (
+    layer_importance,
+    pairwise_rank_loss,
+    plot_ranking_heatmap,
+    ranking_probe,
+    ranking_probe_model,
+    ranking_probe_per_layer,
+    ranking_probe_per_layer_model,
+    ranking_table,
+)
 from augnet.probes.similarity import (
     equivariance_alignment,
+    plot_similarity_change_distributions,
     same_class_pairs,
     similarity_change,
+    similarity_change_distributions,
     similarity_search,
     top_transforms_per_class,
 )
@@ -50,22 +76,33 @@ __all__ = [
     "derangement",
     "distance",
     "equivariance_alignment",
+    "equivariance_curve",
     "equivariance_report",
     "features",
     "fit_equivariance_map",
     "invariance_curve",
     "invariance_score",
     "layer_importance",
+    "layer_units",
+    "layerwise_invariance",
     "mapping_error",
     "nested_splits",
     "neuron_invariance",
     "pairwise_rank_loss",
+    "plot_equivariance_curves",
+    "plot_neuron_invariance",
+    "plot_ranking_heatmap",
+    "plot_similarity_change_distributions",
     "ranking_probe",
     "ranking_probe_model",
+    "ranking_probe_per_layer",
+    "ranking_probe_per_layer_model",
+    "ranking_table",
     "representation_distance",
     "same_class_pairs",
     "select_tau",
     "similarity_change",
+    "similarity_change_distributions",
     "similarity_search",
     "summary",
     "top_transforms_per_class",

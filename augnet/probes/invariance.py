@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from augnet.probes._common import derangement, forward_kwargs, seeded, summary
-from augnet.probes.features import OUTPUT, features
+from augnet.probes._common import check_draws, derangement, forward_kwargs, seeded, summary
+from augnet.probes.features import LOGITS, OUTPUT, describe, features
 
 __all__ = ["DISTANCES", "accuracy_curve", "distance", "invariance_curve", "invariance_score"]
 
@@ -64,6 +64,11 @@ def invariance_score(
         (B,) float64 scores; NaN (with a warning) where the baseline distance is
         0, e.g. for a model whose features do not depend on its input.
 
+    Raises:
+        ValueError: if ``z`` or ``z_t`` holds NaN or infinite values (naming the
+            rows): such a row would turn its own score and that of the sample
+            it serves as a baseline for into NaN.
+
     Examples:
         >>> z = torch.randn(6, 4)
         >>> bool(torch.allclose(invariance_score(z, z), torch.ones(6, dtype=torch.float64)))
@@ -77,6 +82,13 @@ def invariance_score(
         raise ValueError(f"z and z_t must have the same shape, got {tuple(z.shape)} and {tuple(z_t.shape)}")
     if z.dim() < 1 or z.shape[0] < 2:
         raise ValueError(f"need a batch of at least 2 samples to form a baseline, got shape {tuple(z.shape)}")
+    for name, t in (("z", z), ("z_t", z_t)):
+        bad = ~torch.isfinite(t.reshape(len(t), -1)).all(1)
+        if bool(bad.any()):
+            raise ValueError(
+                f"{name} has NaN or infinite features in rows {bad.nonzero().flatten().tolist()}: each would make "
+                "its own score and the score of the sample it is the baseline of NaN; probe finite features"
+            )
     n = z.shape[0]
     if permutation is None:
         permutation = derangement(n, generator)
@@ -118,37 +130,60 @@ def invariance_curve(
     copies: int | None = None,
     seed: int = 0,
     batch_size: int | None = None,
+    draws: str = "shared",
 ) -> dict:
     """Invariance score of ``model`` to ``transform`` as a function of its magnitude.
 
     For each magnitude, the transformation's parameters are drawn once (from
-    a generator seeded with ``seed``) and the same derangement is used for
+    a generator seeded with ``seed + 1``) and the same derangement is used for
     every magnitude, so the curve varies only with the magnitude.
+
+    By default the features are the activations before the final softmax
+    (``layer=None``, :data:`~augnet.probes.features.LOGITS`, the AugNet paper's
+    eq. 4 footnote): a plain model's output, or an AugNet's trunk outputs
+    averaged over its copies, so that an AugNet and its trunk are compared in
+    the same space. ``layer="output"`` reads the model's own output instead (an
+    AugNet's aggregated log-probabilities). The result's ``"features"`` says
+    which was read.
 
     Args:
         model: the model, probed in its current mode (use ``.eval()``).
         x: a batch of inputs.
         transform: an augnet transform (e.g. ``T.Rotate()``).
         magnitudes: the magnitudes in [0, 1] to probe.
-        layer: a module name for :func:`features`; ``None`` uses the model's output.
+        layer: a module name for :func:`features`, ``"output"`` or ``"logits"``;
+            ``None`` means ``"logits"``.
         distance, baseline: as in :func:`invariance_score`.
         reduce: how a layer's activations are reduced (see :func:`features`).
         copies: for an AugNet, the number of copies it averages.
         seed: seeds the transformation draws, the derangement and AugNet's augmentations.
         batch_size: run the model in chunks.
+        draws: for an AugNet, ``"shared"`` (its clean and transformed passes draw
+            the same augmentations, so they differ only by ``transform``) or
+            ``"independent"`` (every pass draws afresh, as two calls of the
+            model in use do; the AugNet paper's Fig. B.4, where invariance grows
+            with C, needs this).
 
     Returns:
         ``{"magnitude": [...], "range": [...], "scores": (M, B) tensor,
-        "summary": [summary dict per magnitude]}``.
+        "summary": [summary dict per magnitude], "features": what was read, "draws": draws}``.
+
+    Examples:
+        >>> from augnet.transforms import image as T
+        >>> net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 4))
+        >>> curve = invariance_curve(net, torch.rand(6, 3, 8, 8), T.Rotate(), [0.0, 0.5])
+        >>> curve["summary"][0]["median"], curve["features"]
+        (1.0, 'logits: the output of Sequential')
     """
-    name = OUTPUT if layer is None else layer
-    kwargs = forward_kwargs(model, copies, seed, x.device)
+    check_draws(draws)
+    name = LOGITS if layer is None else layer
+    kwargs = forward_kwargs(model, copies, seed, x.device, draws)
     clean = features(model, x, name, reduce=reduce, batch_size=batch_size, **kwargs)[name]
     permutation = derangement(len(x), seeded(seed))
     scores, ranges = [], []
-    for m in magnitudes:
+    for i, m in enumerate(magnitudes):
         xt = transform(x, float(m), generator=seeded(seed + 1, x.device))
-        kwargs = forward_kwargs(model, copies, seed, x.device)
+        kwargs = forward_kwargs(model, copies, seed, x.device, draws, pass_index=i + 1)
         moved = features(model, xt, name, reduce=reduce, batch_size=batch_size, **kwargs)[name]
         scores.append(invariance_score(clean, moved, distance, baseline, permutation=permutation))
         ranges.append(tuple(transform.natural_range(float(m), tuple(x.shape[2:]) or None)))
@@ -158,6 +193,8 @@ def invariance_curve(
         "range": ranges,
         "scores": stacked,
         "summary": [summary(s) for s in stacked],
+        "features": describe(model, name, copies),
+        "draws": draws,
     }
 
 

@@ -296,7 +296,9 @@ def category_accuracy(
     """Clean, within-category and across-category accuracy (Zaidi et al., section 2.1).
 
     Every test sample is transformed once (parameters drawn from a generator
-    seeded with ``seed``); the within-category accuracy is the accuracy on
+    seeded with ``seed + 1``, so that they are not the same random numbers as
+    an AugNet's own draws, from ``seed``; the convention of every probe); the
+    within-category accuracy is the accuracy on
     the transformed samples of ``seen_classes``, the across-category accuracy
     that on the transformed samples of the other classes. The model predicts
     among all classes in both cases.
@@ -310,7 +312,8 @@ def category_accuracy(
         magnitude: the transform's magnitude, in [0, 1].
         copies: for an AugNet, the copies it averages (the same augmentation
             draws, from ``seed``, for the clean and the transformed pass).
-        seed: seeds the transform's parameters and an AugNet's augmentations.
+        seed: an AugNet's augmentations are drawn from ``seed``, the
+            transform's parameters from ``seed + 1``.
         batch_size: run the model in chunks.
 
     Returns:

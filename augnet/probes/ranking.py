@@ -23,6 +23,12 @@ on the units of each layer; the weight on a standardised channel is then
 exactly ``|w_k| * std_k`` in raw units. The fit is full-batch L-BFGS in float64
 from zero weights, deterministic given the train / test split.
 
+Per layer (section V-D, Table II): :func:`ranking_probe_per_layer` (and
+``_model``) fits one scorer per layer, each on that layer alone, on one shared
+split, in one call. :func:`ranking_table` lays several tasks' per-layer
+accuracies (or the all-layers scorer's importances, Fig. 5) out as a tasks x
+layers table, and :func:`plot_ranking_heatmap` draws it as Fig. 5 does.
+
 Yan and Huang, "Do CNNs Encode Data Augmentations?", IJCNN 2021.
 """
 
@@ -37,10 +43,20 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from augnet.probes._common import apply_paired, forward_kwargs, seeded
+from augnet.probes._common import apply_paired, check_draws, forward_kwargs, seeded
 from augnet.probes.features import features, reduce_features
 
-__all__ = ["AGGREGATES", "layer_importance", "pairwise_rank_loss", "ranking_probe", "ranking_probe_model"]
+__all__ = [
+    "AGGREGATES",
+    "layer_importance",
+    "pairwise_rank_loss",
+    "plot_ranking_heatmap",
+    "ranking_probe",
+    "ranking_probe_model",
+    "ranking_probe_per_layer",
+    "ranking_probe_per_layer_model",
+    "ranking_table",
+]
 
 AGGREGATES = ("mean", "max")
 REDUCTIONS = ("mean", "sum", "none")
@@ -372,6 +388,44 @@ def _augment(x: Tensor, transform, param: str | None, sampler: Sampler | None, m
     return xt, _row_values(params[param], param, n).cpu()
 
 
+def _model_pairs(model, x, transform, layers, param, sampler, magnitude, copies, seed, batch_size, draws="shared"):
+    """Two augmented copies of every image of ``x``, their pooled features of ``layers`` and their magnitudes."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"x must be a tensor, got {type(x).__name__}")
+    if x.dim() < 1 or x.shape[0] < 2:
+        raise ValueError(f"x must hold at least 2 images, got shape {tuple(x.shape)}")
+    if sampler is not None and not callable(sampler):
+        if isinstance(sampler, (tuple, list)) and len(sampler) == 2:
+            sampler = _uniform_sampler(sampler)
+        else:
+            raise TypeError(f"sampler must be a callable (n, generator) -> (n,) or a (low, high) pair, got {sampler!r}")
+    if param is None and sampler is None:
+        raise ValueError("give param (the transform's parameter to rank by), a sampler, or both")
+    if param is None and not callable(transform):
+        raise TypeError(f"transform must be callable, got {type(transform).__name__}")
+    if param is not None and not (hasattr(transform, "sample") and hasattr(transform, "apply_transform")):
+        raise TypeError(
+            f"param={param!r} needs an augnet transform with sample() and apply_transform(), "
+            f"got {type(transform).__name__}"
+        )
+    check_draws(draws)
+    g = seeded(seed + 1, x.device)
+    xa, m_a = _augment(x, transform, param, sampler, magnitude, g)
+    xb, m_b = _augment(x, transform, param, sampler, magnitude, g)
+    za = features(
+        model, xa, layers, reduce="mean", batch_size=batch_size, **forward_kwargs(model, copies, seed, x.device, draws)
+    )
+    zb = features(
+        model,
+        xb,
+        layers,
+        reduce="mean",
+        batch_size=batch_size,
+        **forward_kwargs(model, copies, seed, x.device, draws, 1),
+    )
+    return za, zb, m_a, m_b
+
+
 @torch.no_grad()
 def ranking_probe_model(
     model: nn.Module,
@@ -387,6 +441,7 @@ def ranking_probe_model(
     copies: int | None = None,
     seed: int = 0,
     batch_size: int | None = None,
+    draws: str = "shared",
 ) -> dict:
     """:func:`ranking_probe` on two augmented copies of every image of ``x``, through ``model``.
 
@@ -413,41 +468,292 @@ def ranking_probe_model(
         param, sampler, magnitude: see above.
         test_fraction, l2, aggregate: as in :func:`ranking_probe`.
         copies: for an AugNet, the number of copies it averages.
+        draws: ``"shared"`` or ``"independent"`` AugNet draws in the two copies' passes
+            (see :func:`~augnet.probes.invariance_curve`).
         seed: seeds the augmentations (``seed + 1``), the split (``seed``) and AugNet's own draws.
         batch_size: run the model in chunks.
 
     Returns:
         :func:`ranking_probe`'s dict, plus ``"m_a"``, ``"m_b"`` (the magnitudes, (B,)).
     """
-    if not isinstance(x, Tensor):
-        raise TypeError(f"x must be a tensor, got {type(x).__name__}")
-    if x.dim() < 1 or x.shape[0] < 2:
-        raise ValueError(f"x must hold at least 2 images, got shape {tuple(x.shape)}")
-    if sampler is not None and not callable(sampler):
-        if isinstance(sampler, (tuple, list)) and len(sampler) == 2:
-            sampler = _uniform_sampler(sampler)
-        else:
-            raise TypeError(f"sampler must be a callable (n, generator) -> (n,) or a (low, high) pair, got {sampler!r}")
-    if param is None and sampler is None:
-        raise ValueError("give param (the transform's parameter to rank by), a sampler, or both")
-    if param is None and not callable(transform):
-        raise TypeError(f"transform must be callable, got {type(transform).__name__}")
-    if param is not None and not (hasattr(transform, "sample") and hasattr(transform, "apply_transform")):
-        raise TypeError(
-            f"param={param!r} needs an augnet transform with sample() and apply_transform(), "
-            f"got {type(transform).__name__}"
-        )
-    g = seeded(seed + 1, x.device)
-    xa, m_a = _augment(x, transform, param, sampler, magnitude, g)
-    xb, m_b = _augment(x, transform, param, sampler, magnitude, g)
-    za = features(
-        model, xa, layers, reduce="mean", batch_size=batch_size, **forward_kwargs(model, copies, seed, x.device)
-    )
-    zb = features(
-        model, xb, layers, reduce="mean", batch_size=batch_size, **forward_kwargs(model, copies, seed, x.device)
+    za, zb, m_a, m_b = _model_pairs(
+        model, x, transform, layers, param, sampler, magnitude, copies, seed, batch_size, draws
     )
     out = ranking_probe(
         za, zb, m_a, m_b, test_fraction=test_fraction, l2=l2, aggregate=aggregate, generator=seeded(seed)
     )
     out.update({"m_a": m_a, "m_b": m_b})
     return out
+
+
+# ---------------------------------------------------------------- every layer alone (Table II), tasks x layers (Fig. 5)
+
+
+def _clone_generator(state: Tensor, device) -> torch.Generator:
+    g = torch.Generator(device=device)
+    g.set_state(state)
+    return g
+
+
+def ranking_probe_per_layer(
+    z_a: Tensor | Mapping[str, Tensor],
+    z_b: Tensor | Mapping[str, Tensor],
+    m_a: Tensor,
+    m_b: Tensor,
+    test_fraction: float = 0.5,
+    l2: float = 1e-3,
+    aggregate: str = "mean",
+    generator: torch.Generator | None = None,
+    max_iter: int = 500,
+    combined: bool = True,
+) -> dict:
+    """:func:`ranking_probe` on each layer alone, on one shared split: Yan & Huang's Table II.
+
+    Every layer of ``z_a`` / ``z_b`` gets its own linear scorer, fitted and
+    scored on the same training / held-out pairs (the split is drawn once from
+    ``generator``), so the layers' accuracies are comparable. With
+    ``combined=True`` the scorer on all layers concatenated is fitted too (the
+    paper's Table I accuracy), and its per-layer importances are what Fig. 5
+    draws.
+
+    A layer whose features do not move between the copies ranks at exactly
+    0.5 (with a warning naming the layer).
+
+    Args:
+        z_a, z_b, m_a, m_b, test_fraction, l2, aggregate, max_iter: as in :func:`ranking_probe`.
+        generator: draws the split shared by every layer; it is advanced as by
+            one :func:`ranking_probe` call (``None``: a seed is drawn from
+            torch's global generator).
+        combined: also fit the scorer on all layers together.
+
+    Returns:
+        ``"accuracy"`` and ``"train_accuracy"`` (``{layer: float}``, held-out
+        and training pairwise accuracy, chance 0.5; the rows of Table II),
+        ``"layers"`` (``{layer: ranking_probe dict}`` of each layer's own
+        scorer), ``"combined"`` (the all-layers :func:`ranking_probe` dict, or
+        ``None``), ``"importance"`` (the combined scorer's ``{layer: share}``,
+        or ``None``), and the shared ``"test_index"``, ``"train_index"``,
+        ``"n_train"``, ``"n_test"``, ``"n_ties"``.
+
+    Examples:
+        >>> g = torch.Generator().manual_seed(0)
+        >>> m_a, m_b = torch.rand(200, generator=g), torch.rand(200, generator=g)
+        >>> z_a = {"signal": m_a[:, None] ** 3, "noise": torch.randn(200, 4, generator=g)}
+        >>> z_b = {"signal": m_b[:, None] ** 3, "noise": torch.randn(200, 4, generator=g)}
+        >>> out = ranking_probe_per_layer(z_a, z_b, m_a, m_b, generator=g)
+        >>> out["accuracy"]["signal"], 0.35 < out["accuracy"]["noise"] < 0.65
+        (1.0, True)
+    """
+    la, lb = _as_layers(z_a, "z_a"), _as_layers(z_b, "z_b")
+    if list(la) != list(lb):
+        raise ValueError(f"z_a and z_b must name the same layers, got {list(la)} and {list(lb)}")
+    if not isinstance(combined, bool):
+        raise TypeError(f"combined must be True or False, got {combined!r}")
+    if generator is None:
+        generator = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,))))
+    elif not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    state, device = generator.get_state(), generator.device
+
+    def probe(za, zb) -> tuple[dict, torch.Generator]:
+        g = _clone_generator(state, device)  # every fit sees the same split
+        out = ranking_probe(
+            za, zb, m_a, m_b, test_fraction=test_fraction, l2=l2, aggregate=aggregate, generator=g, max_iter=max_iter
+        )
+        return out, g
+
+    per_layer, g = {}, None
+    for layer in la:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            per_layer[layer], g = probe({layer: la[layer]}, {layer: lb[layer]})
+        for w in caught:
+            warnings.warn(f"layer {layer!r}: {w.message}", w.category, stacklevel=2)
+    whole = probe(la, lb)[0] if combined else None
+    generator.set_state(g.get_state())  # advanced as by one ranking_probe call
+    first = next(iter(per_layer.values()))
+    return {
+        "accuracy": {layer: r["accuracy"] for layer, r in per_layer.items()},
+        "train_accuracy": {layer: r["train_accuracy"] for layer, r in per_layer.items()},
+        "layers": per_layer,
+        "combined": whole,
+        "importance": None if whole is None else whole["importance"],
+        "test_index": first["test_index"],
+        "train_index": first["train_index"],
+        "n_train": first["n_train"],
+        "n_test": first["n_test"],
+        "n_ties": first["n_ties"],
+    }
+
+
+@torch.no_grad()
+def ranking_probe_per_layer_model(
+    model: nn.Module,
+    x: Tensor,
+    transform,
+    layers: str | Sequence[str],
+    param: str | None = None,
+    sampler: Sampler | tuple[float, float] | None = None,
+    magnitude: float = 1.0,
+    test_fraction: float = 0.5,
+    l2: float = 1e-3,
+    aggregate: str = "mean",
+    copies: int | None = None,
+    seed: int = 0,
+    batch_size: int | None = None,
+    combined: bool = True,
+    draws: str = "shared",
+) -> dict:
+    """:func:`ranking_probe_per_layer` through ``model``: per-layer ranking accuracy in one call (Table II).
+
+    The two augmented copies of every image are drawn and passed through the
+    model once; every layer of ``layers`` is then probed alone on the same
+    split. With the same ``seed``, a layer's accuracy equals
+    ``ranking_probe_model(..., layers=[layer])["accuracy"]``.
+
+    Args:
+        model, x, transform, param, sampler, magnitude, copies, seed, batch_size, draws: as in
+            :func:`ranking_probe_model`.
+        layers: the layers to probe, one by one (names from ``model.named_modules()``, or ``"output"``).
+        test_fraction, l2, aggregate, combined: as in :func:`ranking_probe_per_layer`.
+
+    Returns:
+        :func:`ranking_probe_per_layer`'s dict, plus ``"m_a"``, ``"m_b"`` (the magnitudes, (B,)).
+    """
+    za, zb, m_a, m_b = _model_pairs(
+        model, x, transform, layers, param, sampler, magnitude, copies, seed, batch_size, draws
+    )
+    out = ranking_probe_per_layer(
+        za,
+        zb,
+        m_a,
+        m_b,
+        test_fraction=test_fraction,
+        l2=l2,
+        aggregate=aggregate,
+        generator=seeded(seed),
+        combined=combined,
+    )
+    out.update({"m_a": m_a, "m_b": m_b})
+    return out
+
+
+def _layer_values(result, value: str, task) -> dict[str, float]:
+    """``{layer: number}`` from a per-layer result, a ranking_probe result or a plain mapping."""
+    if not isinstance(result, Mapping):
+        raise TypeError(f"results[{task!r}] must be a dict, got {type(result).__name__}")
+    picked = result.get(value) if value in result else result
+    if picked is None and value == "importance":
+        raise ValueError(f"results[{task!r}] has no importance: run ranking_probe_per_layer with combined=True")
+    if (
+        isinstance(picked, Mapping)
+        and picked
+        and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in picked.values())
+    ):
+        return {str(k): float(v) for k, v in picked.items()}
+    raise ValueError(
+        f"results[{task!r}] must be a {{layer: number}} dict or a result whose {value!r} is one, "
+        f"got keys {list(result)[:8]}"
+    )
+
+
+def ranking_table(results: Mapping[str, Mapping], value: str = "accuracy", layers: Sequence[str] | None = None) -> dict:
+    """A tasks x layers table of per-layer ranking results (Yan & Huang, Table II and Fig. 5).
+
+    Args:
+        results: ``{task: result}`` in the order to show the tasks (the paper
+            orders them from low-level to high-level), where a result is a
+            :func:`ranking_probe_per_layer` dict, a :func:`ranking_probe` dict
+            (for ``value="importance"``) or a plain ``{layer: number}`` dict.
+        value: which per-layer number to read: ``"accuracy"`` (held-out, each
+            layer alone: Table II), ``"train_accuracy"``, or ``"importance"``
+            (the all-layers scorer's shares: Fig. 5).
+        layers: the columns, in order; by default every layer met, in the
+            order first met. A layer a task lacks is NaN.
+
+    Returns:
+        ``{"tasks": [task, ...], "layers": [layer, ...], "values": (T, L)
+        float64 tensor, "value": value}``.
+
+    Examples:
+        >>> t = ranking_table({"brightness": {"b1": 1.0, "b2": 0.75}, "hue": {"b1": 0.75, "b2": 0.5}})
+        >>> t["tasks"], t["layers"], t["values"].tolist()
+        (['brightness', 'hue'], ['b1', 'b2'], [[1.0, 0.75], [0.75, 0.5]])
+    """
+    if not isinstance(results, Mapping) or not results:
+        raise ValueError("results must be a non-empty {task: result} dict")
+    if not isinstance(value, str):
+        raise TypeError(f"value must be a string, got {type(value).__name__}")
+    rows = {str(task): _layer_values(result, value, task) for task, result in results.items()}
+    if layers is None:
+        columns = list(dict.fromkeys(layer for row in rows.values() for layer in row))
+    else:
+        columns = [layers] if isinstance(layers, str) else [str(layer) for layer in layers]
+        if not columns:
+            raise ValueError("layers must name at least one layer")
+        unknown = [c for c in columns if not any(c in row for row in rows.values())]
+        if unknown:
+            raise ValueError(f"no task has layer(s) {unknown}")
+    values = torch.tensor([[row.get(c, math.nan) for c in columns] for row in rows.values()], dtype=torch.float64)
+    return {"tasks": list(rows), "layers": columns, "values": values, "value": value}
+
+
+def plot_ranking_heatmap(
+    table: Mapping,
+    path,
+    title: str | None = None,
+    annotate: bool = True,
+    cmap: str = "viridis",
+    vmin: float | None = None,
+    vmax: float | None = None,
+):
+    """Heatmap of a :func:`ranking_table`: layers down, tasks across, as in Yan & Huang's Fig. 5.
+
+    Needs matplotlib (``pip install "augnet[viz]"``), imported only here.
+
+    Args:
+        table: from :func:`ranking_table`.
+        path: where to write the PNG.
+        title: optional figure title.
+        annotate: write each cell's value in it (NaN cells are left blank).
+        cmap: a matplotlib colour map.
+        vmin, vmax: the colour scale; for accuracies it defaults to
+            [min(0.5, lowest), 1] (chance at the bottom), otherwise to the data's range.
+
+    Returns:
+        The path written.
+    """
+    from augnet.viz import require_matplotlib, save_figure
+
+    if not isinstance(table, Mapping) or not {"tasks", "layers", "values"} <= set(table):
+        raise ValueError("table must be a dict from ranking_table, with 'tasks', 'layers' and 'values'")
+    tasks, layers = list(table["tasks"]), list(table["layers"])
+    values = torch.as_tensor(table["values"], dtype=torch.float64)
+    if values.shape != (len(tasks), len(layers)):
+        raise ValueError(f"values must be (tasks, layers) = ({len(tasks)}, {len(layers)}), got {tuple(values.shape)}")
+    what = str(table.get("value", "value"))
+    finite = values[torch.isfinite(values)]
+    if what.endswith("accuracy") and len(finite):
+        vmin = min(0.5, float(finite.min())) if vmin is None else vmin
+        vmax = 1.0 if vmax is None else vmax
+
+    plt = require_matplotlib()
+    grid = values.T.numpy()  # layers down, tasks across
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(tasks) + 2.5), max(3.0, 0.45 * len(layers) + 1.5)))
+    image = ax.imshow(grid, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    ax.set_xticks(range(len(tasks)), tasks, rotation=30, ha="right")
+    ax.set_yticks(range(len(layers)), layers)
+    ax.set_xlabel("task")
+    ax.set_ylabel("layer")
+    fig.colorbar(image, ax=ax, label=what.replace("_", " "))
+    if annotate:
+        lo, hi = image.get_clim()
+        for i in range(len(layers)):
+            for j in range(len(tasks)):
+                v = float(grid[i, j])
+                if math.isfinite(v):
+                    dark = (v - lo) / (hi - lo) < 0.5 if hi > lo else True
+                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8, color="w" if dark else "k")
+    if title:
+        ax.set_title(title)
+    return save_figure(fig, path)

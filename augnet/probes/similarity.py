@@ -6,18 +6,37 @@ class, features ``z = phi(x)`` and cosine similarity ``s``, a transformation
 
     change_ij = s(z_i, phi(T x_j)) - s(z_i, z_j)
 
-Only the second input of the pair is transformed. Per class (and per
+Only the second input of the pair is transformed. The paper's statistic
+(eq. 2) is the *percent* similarity change of each pair::
+
+    percent_ij = 100 * change_ij / |s(z_i, z_j)|
+
+(the paper's features follow a ReLU, so their cosine similarities are
+non-negative and ``|s| = s``; the absolute value keeps the sign of
+``percent_ij`` that of ``change_ij`` for features of any sign). A pair whose
+clean similarity is exactly 0 has no percent change: it is left out of the
+percent statistics and counted in ``n_undefined``. Per class (and per
 transformation and magnitude in :func:`similarity_search`) the probe reports
 
-- ``mean_change``: the mean of ``change_ij`` over the class's pairs;
-- ``percent_change``: ``100 * mean_change / clean_similarity``, with
-  ``clean_similarity`` the mean of ``s(z_i, z_j)`` over the same pairs (the
-  change relative to how similar the pairs already are; NaN when that mean is 0);
+- ``percent_change``: the mean of ``percent_ij`` over the class's pairs, the
+  paper's "average percent similarity change" (a mean of per-pair ratios, not a
+  ratio of means; NaN when no pair has a defined percent change);
 - ``boosted``: the proportion of pairs whose similarity increases (``change > 0``);
-- ``weighted_boost``: ``mean(max(change, 0))``, which equals the mean positive
-  change (over the boosted pairs) times ``boosted``: the paper's weighted boost
-  (appendix E.2) in cosine units, rewarding transformations that bring many
-  pairs closer by much rather than a few pairs by a lot or many by a hair.
+- ``percent_boost``: the mean of ``percent_ij`` over the boosted pairs (NaN when
+  none is boosted);
+- ``weighted_boost``: ``percent_boost * boosted``, the paper's weighted boost
+  (appendix E.2: "average percent boost * proportion of image pairs boosted"),
+  in percent; 0 when no pair is boosted. It rewards transformations that bring
+  many pairs closer by much rather than a few pairs by a lot or many by a hair;
+- ``mean_change``: the mean of ``change_ij`` (cosine units);
+- ``clean_similarity``: the mean of ``s(z_i, z_j)``;
+- ``percent_change_of_means``: ``100 * mean_change / clean_similarity``, the
+  change of the mean similarity relative to the mean similarity (a ratio of
+  means, *not* the paper's statistic; NaN when the mean similarity is 0);
+- ``mean_positive_change``: ``mean(max(change, 0))``, the mean positive change
+  times ``boosted`` in cosine units (a weighted boost of the raw changes, *not*
+  the paper's, which weights percent changes);
+- ``n_pairs`` and ``n_undefined``.
 
 A transformation that captures a factor of variation of a class brings some of
 its pairs closer, so it ranks high by ``weighted_boost`` (the default of
@@ -26,6 +45,13 @@ randomly drawn rotation is as likely to widen an angle between two rotated
 copies as to narrow it, so ``mean_change`` is often negative for every
 transformation and ranks the weakest one first. A model invariant to ``T``
 gives ``change = 0`` for every pair, whatever the data.
+:func:`similarity_change_distributions` gathers, for each transformation, the
+per-class values of a statistic (the distributions of the paper's Fig. 3A),
+and :func:`plot_similarity_change_distributions` draws them.
+
+Features must be finite: a NaN or infinite feature raises a ValueError rather
+than turning the statistics of its class into NaN (or, in the alignment, its
+displacement into a zero one).
 
 Equivariance alignment (appendix D). For displacements ``d_i = phi(T x_i) - phi(x_i)``
 (rows of a (B, D) matrix), the alignment is the mean cosine similarity of the
@@ -69,21 +95,32 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from augnet.probes._common import forward_kwargs, seeded
-from augnet.probes.features import OUTPUT, features
+from augnet.probes._common import check_draws, forward_kwargs, seeded, summary
+from augnet.probes.features import LOGITS, features
 
 __all__ = [
     "REFERENCES",
     "STATISTICS",
     "equivariance_alignment",
+    "plot_similarity_change_distributions",
     "same_class_pairs",
     "similarity_change",
+    "similarity_change_distributions",
     "similarity_search",
     "top_transforms_per_class",
 ]
 
 #: The per-class statistics of :func:`similarity_change`, and the keys :func:`top_transforms_per_class` ranks by.
-STATISTICS = ("mean_change", "percent_change", "boosted", "weighted_boost", "clean_similarity")
+STATISTICS = (
+    "percent_change",
+    "boosted",
+    "percent_boost",
+    "weighted_boost",
+    "mean_change",
+    "percent_change_of_means",
+    "mean_positive_change",
+    "clean_similarity",
+)
 REFERENCES = ("pairwise", "mean")
 
 
@@ -142,16 +179,45 @@ def _cosine(a: Tensor, b: Tensor) -> Tensor:
     return F.cosine_similarity(a.flatten(1).double(), b.flatten(1).double(), dim=1, eps=1e-12)
 
 
+def _check_finite(z: Tensor, name: str) -> None:
+    if z.is_complex():
+        raise TypeError(f"{name} must hold real numbers, got dtype {z.dtype}")
+    bad = ~torch.isfinite(z.detach())
+    if bool(bad.any()):
+        rows = torch.nonzero(bad.flatten(1).any(1)).flatten().tolist()
+        raise ValueError(
+            f"{name} holds non-finite values (NaN or inf) in sample(s) {rows[:10]}"
+            f"{' ...' if len(rows) > 10 else ''}; drop those samples (or fix the model) before probing"
+        )
+
+
+def _percent(clean: Tensor, change: Tensor) -> Tensor:
+    """Per-pair percent change ``100 * change / |clean|``; NaN where the clean similarity is 0."""
+    defined = clean != 0
+    return torch.where(defined, 100.0 * change / torch.where(defined, clean.abs(), torch.ones_like(clean)), torch.nan)
+
+
 def _stats(clean: Tensor, change: Tensor) -> dict[str, float]:
     mean_clean = float(clean.mean())
     mean_change = float(change.mean())
+    percent = _percent(clean, change)
+    defined = ~percent.isnan()
+    up = change > 0
+    boosted = float(up.double().mean())
+    up_percent = percent[up & defined]
+    percent_boost = float(up_percent.mean()) if up_percent.numel() else math.nan
+    weighted = percent_boost * boosted if bool(up.any()) else 0.0  # no pair boosted: no boost
     return {
         "n_pairs": int(change.numel()),
+        "n_undefined": int((~defined).sum()),
         "clean_similarity": mean_clean,
         "mean_change": mean_change,
-        "percent_change": 100.0 * mean_change / mean_clean if mean_clean != 0 else math.nan,
-        "boosted": float((change > 0).double().mean()),
-        "weighted_boost": float(change.clamp_min(0).mean()),
+        "percent_change": float(percent[defined].mean()) if bool(defined.any()) else math.nan,
+        "boosted": boosted,
+        "percent_boost": percent_boost,
+        "weighted_boost": weighted,
+        "percent_change_of_means": 100.0 * mean_change / mean_clean if mean_clean != 0 else math.nan,
+        "mean_positive_change": float(change.clamp_min(0).mean()),
     }
 
 
@@ -175,9 +241,12 @@ def similarity_change(
 
     Returns:
         ``{"pairs": (P, 2), "label": (P,), "clean": (P,) s(z_i, z_j),
-        "transformed": (P,) s(z_i, z_t_j), "change": (P,),
-        "per_class": {label: stats}, "overall": stats}`` with the stats of the
-        module docstring (and ``"n_pairs"``).
+        "transformed": (P,) s(z_i, z_t_j), "change": (P,), "percent": (P,)
+        per-pair percent change (NaN where undefined), "per_class": {label:
+        stats}, "overall": stats}`` with the stats of the module docstring.
+
+    Raises:
+        ValueError: if ``z`` or ``z_t`` holds a NaN or infinite value.
 
     Shape:
         - z, z_t: :math:`(B, ...)`, the same shape
@@ -196,6 +265,8 @@ def similarity_change(
     if z.dim() < 2 or z.shape[0] < 2:
         raise ValueError(f"z must be (B, ...) features with B >= 2, got shape {tuple(z.shape)}")
     y = _check_labels(y, z.shape[0])
+    _check_finite(z, "z")
+    _check_finite(z_t, "z_t")
     if pairs is None:
         pairs = same_class_pairs(y, pairs_per_class, generator)
     else:
@@ -222,6 +293,7 @@ def similarity_change(
         "clean": clean,
         "transformed": moved,
         "change": change,
+        "percent": _percent(clean, change),
         "per_class": per_class,
         "overall": _stats(clean, change),
     }
@@ -260,6 +332,7 @@ def similarity_search(
     copies: int | None = None,
     seed: int = 0,
     batch_size: int | None = None,
+    draws: str = "shared",
 ) -> list[dict]:
     """:func:`similarity_change` for every transformation and magnitude, as a table (Bouchacourt et al., section 4).
 
@@ -274,17 +347,21 @@ def similarity_search(
         transforms: ``{name: transform}``, each called as ``t(x, magnitude, generator=g)``
             (augnet transforms, or any callable with that signature).
         magnitudes: magnitudes probed for every transform, or ``{name: magnitudes}``.
-        layer: a module name for :func:`~augnet.probes.features`; ``None`` uses the model's output.
+        layer: a module name for :func:`~augnet.probes.features`, ``"output"`` or ``"logits"``;
+            ``None`` means ``"logits"`` (an AugNet's trunk outputs averaged over its copies,
+            any other model's output).
         reduce: how a layer's activations are reduced (see :func:`~augnet.probes.features`).
         pairs_per_class: see :func:`same_class_pairs`.
         copies: for an AugNet, the number of copies it averages.
         seed: seeds the pairs, the transformations and AugNet's own draws.
         batch_size: run the model in chunks.
+        draws: ``"shared"`` or ``"independent"`` AugNet draws in the clean and the
+            transformed passes (see :func:`~augnet.probes.invariance_curve`).
 
     Returns:
         One row per (transform, magnitude, class): ``{"transform", "magnitude",
-        "label", "n_pairs", "clean_similarity", "mean_change",
-        "percent_change", "boosted", "weighted_boost"}``.
+        "label"}`` and the statistics of :func:`similarity_change`
+        (:data:`STATISTICS`, ``"n_pairs"``, ``"n_undefined"``).
     """
     if not isinstance(transforms, Mapping) or not transforms:
         raise ValueError("transforms must be a non-empty dict {name: transform}")
@@ -295,16 +372,18 @@ def similarity_search(
         raise TypeError(f"x must be a tensor, got {type(x).__name__}")
     y = _check_labels(y, x.shape[0] if x.dim() else -1)
     per_transform = _magnitudes_for(magnitudes, list(transforms))
+    check_draws(draws)
     pairs = same_class_pairs(y, pairs_per_class, seeded(seed))
-    name = OUTPUT if layer is None else layer
+    name = LOGITS if layer is None else layer
     clean = features(
-        model, x, name, reduce=reduce, batch_size=batch_size, **forward_kwargs(model, copies, seed, x.device)
+        model, x, name, reduce=reduce, batch_size=batch_size, **forward_kwargs(model, copies, seed, x.device, draws)
     )[name]
-    rows = []
+    rows, index = [], 0
     for t_name, transform in transforms.items():
         for m in per_transform[t_name]:
             xt = transform(x, m, generator=seeded(seed + 1, x.device))
-            kwargs = forward_kwargs(model, copies, seed, x.device)
+            index += 1
+            kwargs = forward_kwargs(model, copies, seed, x.device, draws, index)
             moved = features(model, xt, name, reduce=reduce, batch_size=batch_size, **kwargs)[name]
             out = similarity_change(clean, moved, y, pairs=pairs)
             for label, stats in out["per_class"].items():
@@ -350,6 +429,96 @@ def top_transforms_per_class(table: Sequence[Mapping], k: int = 5, by: str = "we
         return (math.isnan(v), -v if not math.isnan(v) else 0.0)
 
     return {label: sorted(rows, key=key)[:k] for label, rows in sorted(groups.items())}
+
+
+def similarity_change_distributions(
+    table: Sequence[Mapping], statistic: str = "percent_change", by_magnitude: bool = True
+) -> dict:
+    """Per-class values of a statistic for each transformation: the distributions of Bouchacourt et al.'s Fig. 3A.
+
+    Fig. 3A shows, for every transformation, how the average similarity change
+    of eq. 2 is distributed over the classes; a transformation that explains
+    the variation of every class would sit above 0 for all of them.
+
+    Args:
+        table: rows of :func:`similarity_search` (one per transform, magnitude
+            and class).
+        statistic: the per-class value to gather, one of :data:`STATISTICS`
+            (default the paper's ``"percent_change"``).
+        by_magnitude: one distribution per ``(transform, magnitude)`` (each
+            magnitude of a transformation is a transformation of its own, as in
+            the paper's AutoAugment pool); ``False`` pools the magnitudes of a
+            transformation, keyed by its name, with one value per (magnitude, class).
+
+    Returns:
+        ``{key: {"labels": [class, ...], "magnitudes": [...], "values": (n,)
+        float64 tensor, "summary": summary(values)}}`` in the table's order of
+        first appearance, ``key`` being ``(transform, magnitude)`` or
+        ``transform``. NaN values (e.g. a class whose pairs have no defined
+        percent change) stay in ``values`` and are left out of ``summary``.
+
+    Examples:
+        >>> rows = [{"transform": "a", "magnitude": 0.5, "label": c, "percent_change": v}
+        ...         for c, v in [(0, -2.0), (1, 4.0)]]
+        >>> d = similarity_change_distributions(rows)
+        >>> d[("a", 0.5)]["values"].tolist(), d[("a", 0.5)]["summary"]["mean"]
+        ([-2.0, 4.0], 1.0)
+    """
+    if statistic not in STATISTICS:
+        raise ValueError(f"statistic must be one of {STATISTICS}, got {statistic!r}")
+    if isinstance(table, Mapping) or not isinstance(table, Sequence):
+        raise TypeError(f"table must be a list of rows (dicts), got {type(table).__name__}")
+    if not table:
+        raise ValueError("table is empty")
+    groups: dict = {}
+    for row in table:
+        if not isinstance(row, Mapping) or any(k not in row for k in ("transform", "magnitude", "label", statistic)):
+            raise ValueError(f"every row needs 'transform', 'magnitude', 'label' and {statistic!r}, got {row!r}")
+        key = (row["transform"], float(row["magnitude"])) if by_magnitude else row["transform"]
+        g = groups.setdefault(key, {"labels": [], "magnitudes": [], "values": []})
+        g["labels"].append(row["label"])
+        g["magnitudes"].append(float(row["magnitude"]))
+        g["values"].append(float(row[statistic]))
+    out = {}
+    for key, g in groups.items():
+        values = torch.tensor(g["values"], dtype=torch.float64)
+        out[key] = {"labels": g["labels"], "magnitudes": g["magnitudes"], "values": values, "summary": summary(values)}
+    return out
+
+
+def plot_similarity_change_distributions(
+    distributions: Mapping,
+    path,
+    statistic: str = "percent_change",
+    title: str | None = None,
+    kind: str = "box",
+):
+    """Box (or violin) plots of per-class similarity changes, one per transformation (Bouchacourt et al., Fig. 3A).
+
+    Needs matplotlib (``pip install "augnet[viz]"``), imported only here.
+
+    Args:
+        distributions: from :func:`similarity_change_distributions`, or any
+            ``{label: values}`` with 1-D values (NaN values are left out).
+        path: where to write the PNG.
+        statistic: the axis label (the statistic the values hold).
+        title: optional figure title.
+        kind: ``"box"`` or ``"violin"``.
+
+    Returns:
+        The path written.
+    """
+    if not isinstance(distributions, Mapping) or not distributions:
+        raise ValueError("distributions must be a non-empty dict from similarity_change_distributions")
+    values = {
+        f"{key[0]} {key[1]:g}" if isinstance(key, tuple) and len(key) == 2 else str(key): (
+            entry["values"] if isinstance(entry, Mapping) else entry
+        )
+        for key, entry in distributions.items()
+    }
+    from augnet.viz import plot_distributions
+
+    return plot_distributions(values, path, f"{statistic} per class", kind=kind, title=title, zero_line=True)
 
 
 def _unit(d: Tensor) -> Tensor:
@@ -401,6 +570,9 @@ def equivariance_alignment(
         ``"baseline_per_sample"`` (B,) (the last shuffle's), ``"n_zero"`` (samples
         that did not move).
 
+    Raises:
+        ValueError: if ``z`` or ``z_t`` holds a NaN or infinite value.
+
     Shape:
         - z, z_t: :math:`(B, ...)` (flattened to :math:`(B, D)`), ``B >= 2``
 
@@ -418,6 +590,8 @@ def equivariance_alignment(
         raise ValueError(f"z and z_t must have the same shape, got {tuple(z.shape)} and {tuple(z_t.shape)}")
     if z.dim() < 2 or z.shape[0] < 2:
         raise ValueError(f"need (B, D) features with B >= 2 samples, got shape {tuple(z.shape)}")
+    _check_finite(z, "z")
+    _check_finite(z_t, "z_t")
     if isinstance(shuffles, bool) or not isinstance(shuffles, numbers.Integral) or shuffles < 1:
         raise ValueError(f"shuffles must be a positive integer, got {shuffles!r}")
     d = (z_t.detach().double() - z.detach().double()).flatten(1)
