@@ -66,6 +66,23 @@ def test_augnet_probe_restores_the_aggregate_and_mode():
     assert set(ev["invariance"]) >= {"median", "p25", "p75"}
 
 
+def test_augnet_probe_draws_its_copies_independently_by_default():
+    # Fig. B.4: the clean and shifted passes are two calls of the AugNet, each with its own draws, so that its
+    # own augmentation noise counts (tests/test_probes_invariance.py checks that more copies then raise the score).
+    x, y = cap.sinusoids(32, seed=2)
+    model = cap.train_capacity_model("augnet_fs", 16, 1, x, y, cap.CapacityConfig(epochs=0, init_magnitude=1.0))
+    default = cap.frequency_shift_invariance(model, x, copies=1)["scores"]
+    independent = cap.frequency_shift_invariance(model, x, copies=1, draws="independent")["scores"]
+    shared = cap.frequency_shift_invariance(model, x, copies=1, draws="shared")["scores"]
+    torch.testing.assert_close(default, independent)
+    assert (default - shared).abs().max() > 1e-3
+    # log-probabilities of an AugNet: the mean over copies of its trunk's log-softmax (its log_softmax aggregate)
+    lp = cap.frequency_shift_invariance(model, x, copies=4, output="log_probs", draws="shared")
+    on_output = cap.invariance_curve(model, x, cap.S.FrequencyShift(100.0, max_shift=0.5), [1.0], copies=4,
+                                     layer="output")  # fmt: skip
+    torch.testing.assert_close(lp["scores"], on_output["scores"][0])
+
+
 def test_run_capacity_records_summaries_and_restores_threads():
     threads = torch.get_num_threads()
     config = cap.CapacityConfig(**TINY, methods=("baseline", "augnet_fs"), probe_copies=(1, 2), seeds=2)

@@ -85,17 +85,8 @@ class CapacityConfig:
     accuracy_repeats: int = 5  # AugNet accuracy: mean over this many draws of its copies
     seed: int = 0
     seeds: int = 1  # runs with seeds seed, seed + 1, ...: new data, initialisation and draws
+    draws: str = "independent"  # an AugNet's clean and shifted passes draw their copies independently (Fig. B.4)
     threads: int | None = 1  # these models are tiny: a second thread only adds contention (see run_capacity)
-
-
-@contextmanager
-def _aggregate(model: AugNet, how: str):
-    old = model.aggregation
-    model.aggregation = how
-    try:
-        yield model
-    finally:
-        model.aggregation = old
 
 
 @torch.no_grad()
@@ -107,13 +98,13 @@ def frequency_shift_invariance(
     output: str = "logits",
     max_shift: float = TRUE_SHIFT,
     sfreq: float = SFREQ,
+    draws: str = "independent",
 ) -> dict:
     """Invariance score of ``model``'s output to the true frequency shift, per test sample.
 
     ``FrequencyShift(sfreq, max_shift)`` at magnitude 1 (a shift drawn uniformly
     in ±0.5 Hz per sample), AugNet eq. 4: cosine distance, clean baseline (a
-    derangement of the clean outputs). For an AugNet, the clean and shifted
-    passes share the AugNet's own draws (see :func:`augnet.probes.invariance_curve`).
+    derangement of the clean outputs).
 
     Args:
         model: a trained model; it is put in evaluation mode.
@@ -123,32 +114,34 @@ def frequency_shift_invariance(
         output: ``"logits"`` (the activations before the softmax, as in the
             paper's footnote: a plain model's logits, an AugNet's mean over
             copies of its trunk's logits) or ``"log_probs"`` (a plain model's
-            log-softmax, an AugNet's own output, the mean of log-softmax).
+            log-softmax, an AugNet's mean over copies of its trunk's log-softmax).
+        draws: an AugNet's clean and shifted passes draw ``"independent"``
+            augmentations (the default: two calls of the model in use, as the
+            paper's Figs. 5 and B.4 measure, where invariance grows with C) or
+            ``"shared"`` ones (see :func:`augnet.probes.invariance_curve`).
 
     Returns:
-        ``{"scores": (B,) tensor, "summary": {"median", "p25", "p75", ...}}``.
+        ``{"scores": (B,) tensor, "summary": {"median", "p25", "p75", "interval75_low", ...}}``.
     """
     if output not in ("logits", "log_probs"):
         raise ValueError(f"output must be 'logits' or 'log_probs', got {output!r}")
     transform = S.FrequencyShift(sfreq, max_shift=max_shift)
     was_training = model.training
     model.eval()
+    # Log-probabilities of a plain model: its logits through log_softmax; of an AugNet: its trunk's, averaged.
+    probed = model
+    if output == "log_probs" and isinstance(model, AugNet):
+        log_probs = nn.Sequential(model.trunk, nn.LogSoftmax(1))
+        probed = AugNet(log_probs, model.augment, model.train_copies, model.eval_copies, "mean").eval()
+    elif output == "log_probs":
+        probed = nn.Sequential(model, nn.LogSoftmax(1))
     # A tiny MLP with dead units can give two inputs the same output: their score is NaN (counted
     # out of the summary's ``n``), which invariance_score warns about; the summary says how many.
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "invariance_score: .* baseline distance", RuntimeWarning)
-        return _probe(model, x, transform, copies, seed, output, was_training)
-
-
-def _probe(model, x, transform, copies, seed, output, was_training) -> dict:
     try:
-        if isinstance(model, AugNet):
-            how = "mean" if output == "logits" else "log_softmax"
-            with _aggregate(model, how):
-                curve = invariance_curve(model, x, transform, [1.0], copies=copies, seed=seed)
-        else:
-            probed = model if output == "logits" else nn.Sequential(model, nn.LogSoftmax(1))
-            curve = invariance_curve(probed, x, transform, [1.0], seed=seed)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "invariance_score: .* baseline distance", RuntimeWarning)
+            kwargs = {"copies": copies, "draws": draws} if isinstance(model, AugNet) else {}
+            curve = invariance_curve(probed, x, transform, [1.0], seed=seed, **kwargs)
     finally:
         model.train(was_training)
     return {"scores": curve["scores"][0], "summary": curve["summary"][0]}
@@ -156,9 +149,17 @@ def _probe(model, x, transform, copies, seed, output, was_training) -> dict:
 
 @torch.no_grad()
 def evaluate(
-    model: nn.Module, x: Tensor, y: Tensor, copies: int | None = None, seed: int = 0, repeats: int = 1
+    model: nn.Module,
+    x: Tensor,
+    y: Tensor,
+    copies: int | None = None,
+    seed: int = 0,
+    repeats: int = 1,
+    draws: str = "independent",
 ) -> dict:
     """Test accuracy (mean over ``repeats`` draws of an AugNet's copies) and invariance to the true shift.
+
+    ``draws`` is passed to :func:`frequency_shift_invariance`.
 
     Returns:
         ``{"accuracy", "invariance": summary (logits), "invariance_log_probs": summary,
@@ -174,8 +175,8 @@ def evaluate(
             out = model(x)
         accs.append(float((out.argmax(1) == y).double().mean()))
     model.train(was_training)
-    inv = frequency_shift_invariance(model, x, copies=copies, seed=seed)
-    inv_lp = frequency_shift_invariance(model, x, copies=copies, seed=seed, output="log_probs")
+    inv = frequency_shift_invariance(model, x, copies=copies, seed=seed, draws=draws)
+    inv_lp = frequency_shift_invariance(model, x, copies=copies, seed=seed, output="log_probs", draws=draws)
     return {
         "accuracy": sum(accs) / len(accs),
         "invariance": inv["summary"],
@@ -264,13 +265,15 @@ def _run_capacity(config: CapacityConfig, progress: bool) -> list[dict]:
             "params": _params(width, depth, x_train.shape[-1]),
             "method": method,
             "seconds": seconds,
-            **evaluate(model, x_test, y_test, seed=seed, repeats=config.accuracy_repeats),
+            **evaluate(model, x_test, y_test, seed=seed, repeats=config.accuracy_repeats, draws=config.draws),
         }
         if isinstance(model, AugNet):
             record["copies"] = model.eval_copies
             record["policy"] = model.policy().to_json()
             record["by_copies"] = {
-                str(c): evaluate(model, x_test, y_test, copies=c, seed=seed, repeats=config.accuracy_repeats)
+                str(c): evaluate(
+                    model, x_test, y_test, copies=c, seed=seed, repeats=config.accuracy_repeats, draws=config.draws
+                )
                 for c in config.probe_copies
             }
         records.append(record)
@@ -330,7 +333,7 @@ LABELS = {
 
 
 def _plot(rows: list[dict], methods, path: Path, title: str) -> Path:
-    """Median invariance (25-75 % bars) and accuracy against the trunk, one line per method (Fig. 5 style)."""
+    """Median invariance (central 75 % interval as bars) and accuracy against the trunk, per method (Fig. 5)."""
     from augnet.viz import require_matplotlib, save_figure
 
     plt = require_matplotlib()
@@ -344,13 +347,13 @@ def _plot(rows: list[dict], methods, path: Path, title: str) -> Path:
             continue
         ev = [by_size.get((d, w)) for _, d, w in sizes]
         med = [e["invariance"]["median"] if e else math.nan for e in ev]
-        lo = [m - e["invariance"]["p25"] if e else 0.0 for m, e in zip(med, ev, strict=True)]
-        hi = [e["invariance"]["p75"] - m if e else 0.0 for m, e in zip(med, ev, strict=True)]
+        lo = [m - e["invariance"]["interval75_low"] if e else 0.0 for m, e in zip(med, ev, strict=True)]
+        hi = [e["invariance"]["interval75_high"] - m if e else 0.0 for m, e in zip(med, ev, strict=True)]
         off = [x + 0.08 * (i - (len(methods) - 1) / 2) for x in xs]
         label = LABELS.get(method, method)
         axes[0].errorbar(off, med, yerr=[lo, hi], marker="o", capsize=3, label=label)
         axes[1].plot(off, [e["accuracy"] if e else math.nan for e in ev], marker="o", label=label)
-    axes[0].set_ylabel("invariance to ±0.5 Hz shifts\n(median, 25-75 %)")
+    axes[0].set_ylabel("invariance to ±0.5 Hz shifts\n(median, 75 % interval)")
     axes[0].axhline(1.0, color="k", lw=0.6, ls="--")
     axes[1].set_ylabel("test accuracy")
     axes[1].set_xticks(xs, labels)
