@@ -1,16 +1,22 @@
 """Small built-in synthetic data sets (nothing is downloaded).
 
-- :func:`rotated_glyphs`: the rotation task of the AugNet paper (section 4.1):
-  two asymmetric glyphs, each rotated by an angle in [-pi/4, pi/4] ("up",
-  labels 0 and 1) or in [-pi, -3pi/4] U [3pi/4, pi] ("down", labels 2 and 3).
-  The labels are invariant to rotations of up to ±45 degrees.
+- :func:`rotated_sprites`: the rotation task of the AugNet paper (section 4.1,
+  its Mario & Iggy data) on generated RGB sprites: two asymmetric, filled,
+  multi-coloured pixel-art figures (several distinct pairs, chosen by
+  ``pair``), each rotated by an angle in [-pi/4, pi/4] ("up", labels 0 and 1)
+  or in [3pi/4, 5pi/4] ("down", labels 2 and 3). The labels are invariant to
+  rotations of up to ±45 degrees.
+- :func:`rotated_glyphs`: the same task on two thin-stroke grey glyphs (an "F"
+  and a "J"), the demo's data before the sprites.
 - :func:`sinusoids`: the frequency task of the AugNet paper (section 4.2):
   noisy sinusoids of 2, 4, 6 or 8 Hz (one class each), each frequency
   jittered by up to ±0.5 Hz: the labels are invariant to frequency shifts of
   up to ±0.5 Hz.
 
 Glyphs are rendered from line segments at the drawn angle (the segments are
-rotated, not the pixels), so there is no interpolation blur in the data.
+rotated, not the pixels), and sprites by reading their cells through the
+inverse rotation at 4 x 4 points per pixel (anti-aliased, no resampling of a
+rendered image), so there is no interpolation blur in the data.
 """
 
 from __future__ import annotations
@@ -20,7 +26,15 @@ import math
 import torch
 from torch import Tensor
 
-__all__ = ["GLYPHS", "render_glyphs", "rotated_glyphs", "sinusoids"]
+__all__ = [
+    "GLYPHS",
+    "make_sprite_pair",
+    "render_glyphs",
+    "render_sprites",
+    "rotated_glyphs",
+    "rotated_sprites",
+    "sinusoids",
+]
 
 #: Line segments of the two base glyphs, ((x0, y0), (x1, y1)) in [-1, 1]^2,
 #: y pointing down. Glyph 0 is an "F", glyph 1 a hooked "J" with a top bar:
@@ -107,6 +121,208 @@ def rotated_glyphs(
     glyph, down = y % 2, y // 2
     angle = (torch.rand(n, generator=g) * 2 - 1) * (math.pi / 4) + down * math.pi
     x = render_glyphs(glyph, angle, size)
+    return (x, y, angle) if return_angle else (x, y)
+
+
+# --------------------------------------------------------------------------- sprites
+
+#: Cells per side of a sprite's grid.
+SPRITE_GRID = 12
+#: Below this fraction of differing cells, a sprite counts as (nearly) symmetric and is drawn again.
+_MIN_ASYMMETRY = 0.3
+
+
+def _grow_blob(canvas: Tensor, centre: tuple[int, int], cells: int, colour: int, g: torch.Generator) -> None:
+    """Paint ``cells`` cells of ``colour`` on ``canvas`` by a random growth from ``centre`` (4-connected)."""
+    grid = canvas.shape[0]
+    blob = {centre}
+    frontier = [centre]
+    while len(blob) < cells and frontier:
+        r, c = frontier[int(torch.randint(len(frontier), (1,), generator=g))]
+        dr, dc = ((-1, 0), (1, 0), (0, -1), (0, 1))[int(torch.randint(4, (1,), generator=g))]
+        nr, nc = r + dr, c + dc
+        if 1 <= nr < grid - 1 and 1 <= nc < grid - 1 and (nr, nc) not in blob:
+            blob.add((nr, nc))
+            frontier.append((nr, nc))
+    for r, c in blob:
+        canvas[r, c] = colour
+
+
+def _join(canvas: Tensor, start: tuple[int, int], end: tuple[int, int], colour: int) -> None:
+    """Paint the empty cells of a 4-connected path from ``start`` to ``end`` (rows first): one connected figure."""
+    (r, c), (r1, c1) = start, end
+    while (r, c) != (r1, c1):
+        if r != r1:
+            r += 1 if r1 > r else -1
+        else:
+            c += 1 if c1 > c else -1
+        if canvas[r, c] == 0:
+            canvas[r, c] = colour
+
+
+def _symmetries(cells: Tensor) -> list[Tensor]:
+    """The grid under every rotation by 90 degrees and reflection except the identity (the dihedral group)."""
+    out = [cells.rot90(k, (0, 1)) for k in (1, 2, 3)]
+    flipped = cells.flip(1)
+    return out + [flipped.rot90(k, (0, 1)) for k in range(4)]
+
+
+def _asymmetry(cells: Tensor) -> float:
+    """The smallest fraction of occupied cells that change under a rotation by 90 degrees or a reflection."""
+    occupied = cells > 0
+    fractions = []
+    for other in _symmetries(cells):
+        union = occupied | (other > 0)
+        fractions.append(float(((cells != other) & union).sum()) / max(int(union.sum()), 1))
+    return min(fractions)
+
+
+def _palette(g: torch.Generator, colours: int) -> Tensor:
+    """``colours`` saturated, bright RGB colours with hues spread around the circle (never black)."""
+    start = float(torch.rand((), generator=g))
+    hue = (start + torch.arange(colours) / colours + 0.1 * torch.rand(colours, generator=g)) % 1.0
+    sat = 0.55 + 0.45 * torch.rand(colours, generator=g)
+    val = 0.7 + 0.3 * torch.rand(colours, generator=g)
+    # HSV -> RGB
+    k = (torch.tensor([5.0, 3.0, 1.0])[None, :] + hue[:, None] * 6) % 6
+    rgb = val[:, None] - val[:, None] * sat[:, None] * (torch.minimum(k, 4 - k).clamp(0, 1))
+    return rgb
+
+
+def make_sprite_pair(pair: int = 0) -> tuple[Tensor, Tensor]:
+    """The two sprites of ``pair``: (2, G, G) int64 cells (0 empty, k > 0 colour k) and (2, K + 1, 3) palettes.
+
+    A sprite is a pixel-art figure of :data:`SPRITE_GRID` cells per side made of
+    five filled parts of different colours (a "body", a "head" off-centre at
+    the top, two "limbs" and a detail), each grown at random from a cell and
+    joined to the body, so the figure is one 4-connected piece, drawn from a
+    generator seeded by ``pair``. A sprite that is nearly symmetric under a
+    rotation by a multiple of 90 degrees or a reflection (fewer than 30 % of its
+    occupied cells change) is drawn again, so that neither a flip nor a rotation
+    can turn one class into another; the two sprites of a pair get different
+    palettes. Entry 0 of a palette is the black background.
+
+    Examples:
+        >>> cells, palettes = make_sprite_pair(0)
+        >>> cells.shape, palettes.shape, bool((cells[0] != cells[1]).any())
+        (torch.Size([2, 12, 12]), torch.Size([2, 6, 3]), True)
+    """
+    if isinstance(pair, bool) or not isinstance(pair, int) or pair < 0:
+        raise ValueError(f"pair must be a non-negative int, got {pair!r}")
+    g = torch.Generator().manual_seed(7919 * pair + 17)
+    grid, parts = SPRITE_GRID, 5
+    sprites, palettes = [], []
+    while len(sprites) < 2:
+        canvas = torch.zeros(grid, grid, dtype=torch.int64)
+        side = 1 if float(torch.rand((), generator=g)) < 0.5 else -1
+        # (row, column, cells) of each part: body, head (off-centre, on one side), two limbs, a detail.
+        layout = [
+            (6, 6, 28),
+            (3, 6 + 2 * side, 14),
+            (9, 4, 8),
+            (9, 8, 6),
+            (5, 6 - 3 * side, 5),
+        ]
+        for p, (r, c, cells) in enumerate(layout[:parts]):
+            jitter = torch.randint(-1, 2, (2,), generator=g)
+            centre = (int(min(max(r + jitter[0], 1), grid - 2)), int(min(max(c + jitter[1], 1), grid - 2)))
+            _grow_blob(canvas, centre, cells + int(torch.randint(0, 5, (1,), generator=g)), p + 1, g)
+            _join(canvas, centre, layout[0][:2], p + 1)
+        if _asymmetry(canvas) < _MIN_ASYMMETRY:
+            continue
+        if sprites and ((canvas > 0) == (sprites[0] > 0)).double().mean() > 0.85:
+            continue  # the second sprite must have a shape of its own
+        sprites.append(canvas)
+        palettes.append(torch.cat([torch.zeros(1, 3), _palette(g, parts)]))
+    return torch.stack(sprites), torch.stack(palettes)
+
+
+def render_sprites(
+    sprite: Tensor, angle: Tensor, cells: Tensor, palettes: Tensor, size: int = 32, extent: float = 0.34
+) -> Tensor:
+    """Render sprites rotated by ``angle`` (counter-clockwise on screen), anti-aliased.
+
+    Each pixel is the mean colour of 4 x 4 points, each read from the sprite's
+    cell under the inverse rotation (black outside the sprite).
+
+    Args:
+        sprite: (B,) int64 index into ``cells``.
+        angle: (B,) angles in radians.
+        cells, palettes: from :func:`make_sprite_pair`.
+        size: image height and width in pixels.
+        extent: half the sprite's side as a fraction of the image size (the
+            default keeps every rotation inside the image).
+
+    Returns:
+        (B, 3, size, size) float32 images in [0, 1].
+    """
+    grid = cells.shape[-1]
+    sub = 4
+    offsets = (torch.arange(sub, dtype=torch.float32) + 0.5) / sub
+    c = (torch.arange(size, dtype=torch.float32)[:, None] + offsets[None, :]).flatten()
+    c = (c - size / 2) / (extent * size)  # sample points in sprite units, [-1, 1] inside the sprite
+    py, px = torch.meshgrid(c, c, indexing="ij")
+    out = torch.empty(len(sprite), 3, size, size)
+    for start in range(0, len(sprite), 256):
+        s, a = sprite[start : start + 256], angle[start : start + 256]
+        cos, sin = torch.cos(a)[:, None, None], torch.sin(a)[:, None, None]
+        # Inverse of the on-screen counter-clockwise rotation (y down): (x, y) -> (x cos - y sin, x sin + y cos).
+        qx = px * cos - py * sin
+        qy = px * sin + py * cos
+        col = ((qx + 1) / 2 * grid).floor().long()
+        row = ((qy + 1) / 2 * grid).floor().long()
+        inside = (col >= 0) & (col < grid) & (row >= 0) & (row < grid)
+        idx = cells[s[:, None, None], row.clamp(0, grid - 1), col.clamp(0, grid - 1)]
+        idx = torch.where(inside, idx, torch.zeros_like(idx))
+        rgb = palettes[s[:, None, None], idx]  # (b, size * sub, size * sub, 3)
+        rgb = rgb.reshape(len(s), size, sub, size, sub, 3).mean((2, 4))
+        out[start : start + 256] = rgb.permute(0, 3, 1, 2)
+    return out
+
+
+def rotated_sprites(
+    n: int,
+    size: int = 32,
+    seed: int = 0,
+    pair: int = 0,
+    generator: torch.Generator | None = None,
+    return_angle: bool = False,
+) -> tuple[Tensor, ...]:
+    """The rotation task of the AugNet paper (section 4.1) on generated RGB sprites.
+
+    Labels: 0 / 1 for sprite 0 / 1 of ``pair`` rotated by an angle in
+    [-pi/4, pi/4]; 2 / 3 for sprite 0 / 1 rotated by an angle in
+    [3pi/4, 5pi/4] (upside down). Classes are balanced in expectation; the
+    labels are invariant to rotations of up to ±45 degrees, and the sprites
+    have no rotation or reflection symmetry (see :func:`make_sprite_pair`).
+
+    Args:
+        n: number of images.
+        size: image height and width (>= 8).
+        seed: seed of the generator of labels and angles when ``generator`` is not given.
+        pair: which sprite pair (any non-negative int; each is a different pair of figures).
+        generator: optional CPU generator.
+        return_angle: also return the rotation angle of each image.
+
+    Returns:
+        ``(x, y)``: images (n, 3, size, size) in [0, 1] and labels (n,) int64;
+        ``(x, y, angle)`` with ``return_angle``, angles (n,) in radians.
+
+    Examples:
+        >>> x, y = rotated_sprites(8)
+        >>> x.shape, y.shape, bool(((0 <= x) & (x <= 1)).all())
+        (torch.Size([8, 3, 32, 32]), torch.Size([8]), True)
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"n must be a non-negative int, got {n!r}")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 8:
+        raise ValueError(f"size must be an int >= 8, got {size!r}")
+    cells, palettes = make_sprite_pair(pair)
+    g = generator if generator is not None else torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 4, (n,), generator=g)
+    sprite, down = y % 2, y // 2
+    angle = (torch.rand(n, generator=g) * 2 - 1) * (math.pi / 4) + down * math.pi
+    x = render_sprites(sprite, angle, cells, palettes, size)
     return (x, y, angle) if return_angle else (x, y)
 
 

@@ -1,11 +1,19 @@
-"""The generated rotation task."""
+"""The generated data: the rotation task (sprites and glyphs), the sinusoids."""
 
 import math
 
 import pytest
 import torch
 
-from augnet.data import render_glyphs, rotated_glyphs, sinusoids
+from augnet.data import (
+    SPRITE_GRID,
+    make_sprite_pair,
+    render_glyphs,
+    render_sprites,
+    rotated_glyphs,
+    rotated_sprites,
+    sinusoids,
+)
 from augnet.transforms import image as T
 
 
@@ -64,6 +72,93 @@ def test_labels_follow_glyph_and_angle():
 def test_bad_arguments(n, size):
     with pytest.raises(ValueError):
         rotated_glyphs(n, size)
+
+
+# ------------------------------------------------------------------ sprites
+
+
+def test_sprites_shapes_range_balance_and_seeds():
+    x, y = rotated_sprites(2000, seed=3)
+    assert x.shape == (2000, 3, 32, 32) and x.dtype == torch.float32 and y.dtype == torch.int64
+    assert x.min() >= 0 and x.max() <= 1
+    assert torch.bincount(y, minlength=4).min() > 400
+    a, b = rotated_sprites(50, seed=1), rotated_sprites(50, seed=1)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert not torch.equal(a[0], rotated_sprites(50, seed=2)[0])
+    assert rotated_sprites(3, size=20)[0].shape == (3, 3, 20, 20)
+
+
+def test_sprites_are_coloured_filled_figures_in_one_piece():
+    for pair in range(4):
+        cells, palettes = make_sprite_pair(pair)
+        assert cells.shape == (2, SPRITE_GRID, SPRITE_GRID) and palettes.shape[1:] == (6, 3)
+        assert torch.equal(palettes[:, 0], torch.zeros(2, 3))  # cell value 0 is the black background
+        assert (palettes[:, 1:].amax(-1) > 0.5).all()  # every part colour is bright
+        for sprite in cells:
+            assert len(torch.unique(sprite[sprite > 0])) >= 4  # several colours
+            # filled regions, not strokes: most occupied cells have at least two occupied neighbours
+            occ = torch.nn.functional.pad(sprite > 0, (1, 1, 1, 1)).int()
+            neighbours = occ[:-2, 1:-1] + occ[2:, 1:-1] + occ[1:-1, :-2] + occ[1:-1, 2:]
+            assert int((sprite > 0).sum()) >= 40 and float((neighbours[sprite > 0] >= 2).double().mean()) > 0.7
+            # one 4-connected figure: a flood fill from one cell reaches every occupied cell
+            occupied = {(int(r), int(c)) for r, c in (sprite > 0).nonzero()}
+            todo, seen = [next(iter(occupied))], set()
+            while todo:
+                r, c = todo.pop()
+                if (r, c) in seen or (r, c) not in occupied:
+                    continue
+                seen.add((r, c))
+                todo += [(r + 1, c), (r - 1, c), (r, c + 1), (r, c - 1)]
+            assert seen == occupied
+    # different pairs are different figures
+    assert not torch.equal(make_sprite_pair(0)[0], make_sprite_pair(1)[0])
+
+
+def test_sprites_have_no_symmetry_a_flip_or_quarter_turn_could_mimic():
+    for pair in range(4):
+        cells, palettes = make_sprite_pair(pair)
+        img = render_sprites(torch.tensor([0, 1]), torch.zeros(2), cells, palettes, size=32)
+        for other in (img.flip(-1), img.flip(-2), img.flip(-1, -2), img.transpose(-1, -2), img.rot90(1, (-2, -1))):
+            assert ((other - img).abs().sum(1) > 0.1).double().mean(dim=(-1, -2)).min() > 0.1
+        # the two sprites of a pair are told apart by their shape, not only by their colours
+        grey = img.mean(1) > 0
+        assert (grey[0] != grey[1]).double().mean() > 0.05
+
+
+def test_sprite_labels_follow_sprite_and_angle_and_down_is_a_half_turn():
+    x, y, angle = rotated_sprites(400, seed=0, return_angle=True)
+    up = y < 2
+    wrapped = torch.remainder(angle + math.pi, 2 * math.pi) - math.pi
+    assert (wrapped[up].abs() <= math.pi / 4).all() and (wrapped[~up].abs() >= 3 * math.pi / 4).all()
+    cells, palettes = make_sprite_pair(0)
+    torch.testing.assert_close(x, render_sprites(y % 2, angle, cells, palettes, size=32))
+    # on an even grid a half turn of the points of the pixels is exact: "down" is "up" flipped both ways
+    a = torch.tensor([0.3, -0.6])
+    upright = render_sprites(torch.tensor([0, 1]), a, cells, palettes)
+    torch.testing.assert_close(render_sprites(torch.tensor([0, 1]), a + math.pi, cells, palettes),
+                               upright.flip(-1, -2), atol=0.07, rtol=0)  # fmt: skip
+
+
+def test_sprite_rendering_angle_agrees_with_the_rotate_transform():
+    cells, palettes = make_sprite_pair(1)
+    sprite = torch.tensor([0, 1])
+    a, b = torch.tensor([0.2, -0.4]), torch.tensor([0.5, 0.6])
+    base = render_sprites(sprite, a, cells, palettes)
+    rotate = T.Rotate()
+    params = rotate.sample(base, 0.5)
+    params["angle"] = b
+    turned = rotate.apply_transform(base, params)
+    same = (turned - render_sprites(sprite, a + b, cells, palettes)).abs().mean()
+    wrong_way = (turned - render_sprites(sprite, a - b, cells, palettes)).abs().mean()
+    assert same < 0.5 * wrong_way
+
+
+@pytest.mark.parametrize(
+    "kwargs", [dict(n=-1), dict(n=2.5), dict(n=4, size=4), dict(n=4, pair=-1), dict(n=4, pair=1.5)]
+)
+def test_sprites_bad_arguments(kwargs):
+    with pytest.raises(ValueError):
+        rotated_sprites(**kwargs)
 
 
 # ------------------------------------------------------------------ sinusoids
