@@ -1,6 +1,7 @@
 """The trunks of augnet's experiments, demo and benchmarks: plain PyTorch modules.
 
-- :class:`SmallCNN`: images, three conv-BN-ReLU blocks (the demo and the rotation experiment);
+- :class:`PaperCNN`: images, the AugNet paper's 5-layer CNN of its rotation experiment (Table A.1);
+- :class:`SmallCNN`: images, three conv-BN-ReLU blocks (the glyph variant of the demo);
 - :class:`Conv1dNet`: 1-D signals, three strided conv blocks (the sinusoid experiment);
 - :class:`MLP`: flattened signals, ``depth`` x ``width`` (the capacity and copies experiments);
 - :func:`resnet18`: 32x32 images (the inference-cost benchmark).
@@ -13,7 +14,50 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-__all__ = ["MLP", "Conv1dNet", "SmallCNN", "resnet18"]
+__all__ = ["MLP", "Conv1dNet", "PaperCNN", "SmallCNN", "resnet18"]
+
+
+class PaperCNN(nn.Module):
+    """The 5-layer CNN of the AugNet paper's rotation experiment (Table A.1), of width ``c``.
+
+    Four 3x3 conv-BN-ReLU layers of ``c, 2c, 4c, 8c`` channels (stride 1,
+    padding 1), the last three each followed by 2x2 max pooling, then a 4x4
+    max pooling (stride 1) and a linear head. The paper's width is ``c = 32``.
+    On 32x32 inputs the last pooling sees the whole 4x4 map (a global maximum);
+    on other sizes the map is first pooled to 4x4.
+
+    Shape:
+        - input: :math:`(B, Ch, H, W)` with H, W >= 8
+        - output: :math:`(B, \text{classes})` logits
+
+    Examples:
+        >>> PaperCNN(3, 4, width=8)(torch.rand(2, 3, 32, 32)).shape
+        torch.Size([2, 4])
+    """
+
+    def __init__(self, in_channels: int = 3, classes: int = 4, width: int = 32) -> None:
+        super().__init__()
+        if width < 1:
+            raise ValueError(f"width must be >= 1, got {width}")
+
+        def block(i, o, pool):
+            layers = [nn.Conv2d(i, o, 3, padding=1, bias=False), nn.BatchNorm2d(o), nn.ReLU()]
+            return nn.Sequential(*layers, *([nn.MaxPool2d(2)] if pool else []))
+
+        c = width
+        self.features = nn.Sequential(
+            block(in_channels, c, False),
+            block(c, 2 * c, True),
+            block(2 * c, 4 * c, True),
+            block(4 * c, 8 * c, True),
+            nn.AdaptiveMaxPool2d(4),
+            nn.MaxPool2d(4, stride=1),
+            nn.Flatten(),
+        )
+        self.head = nn.Linear(8 * c, classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.head(self.features(x))
 
 
 class SmallCNN(nn.Module):
