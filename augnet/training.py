@@ -7,7 +7,8 @@ reference for training an AugNet: task loss of the aggregated prediction plus
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -17,7 +18,73 @@ from augnet.layers import AugmentationLayer
 from augnet.model import AugNet
 from augnet.regularizers import get_regularizer
 
-__all__ = ["accuracy", "fit", "rank_generator"]
+__all__ = ["Callback", "TrainState", "accuracy", "fit", "rank_generator"]
+
+
+@dataclass
+class TrainState:
+    """What :func:`fit` shows its callbacks.
+
+    Attributes:
+        model, optimizer: what is being trained.
+        epochs: the number of epochs of the run.
+        epoch: the current epoch (0-based).
+        step: optimiser steps taken so far (1 after the first step).
+        lam: the regulariser's weight in this epoch.
+        task_loss: the last step's task loss (a float), ``None`` before the first step.
+        loss: the last step's total loss (a float), ``None`` before the first step.
+        layers: the model's augmentation layers.
+        history: the history :func:`fit` returns, as recorded so far.
+    """
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    epochs: int
+    layers: list[AugmentationLayer]
+    epoch: int = 0
+    step: int = 0
+    lam: float = 0.0
+    task_loss: float | None = None
+    loss: float | None = None
+    history: dict[str, list] = field(default_factory=dict)
+
+
+class Callback:
+    """Hooks that :func:`fit` calls; subclass and override the ones you need.
+
+    ``on_before_optimizer_step`` runs after ``loss.backward()`` and before
+    ``optimizer.step()``, where gradients can be read or changed (e.g.
+    :class:`augnet.selection.WeightWarmup` holds the weights still).
+    """
+
+    def on_train_start(self, state: TrainState) -> None:
+        """Before the first epoch."""
+
+    def on_epoch_start(self, state: TrainState) -> None:
+        """At the start of every epoch (``state.epoch`` is set)."""
+
+    def on_before_optimizer_step(self, state: TrainState) -> None:
+        """After the backward pass of a step, before the optimiser's step."""
+
+    def on_step_end(self, state: TrainState) -> None:
+        """After every optimiser step (``state.step``, ``state.loss`` are updated)."""
+
+    def on_epoch_end(self, state: TrainState) -> None:
+        """At the end of every epoch."""
+
+    def on_train_end(self, state: TrainState) -> None:
+        """After the last epoch."""
+
+
+def _check_callbacks(callbacks) -> list[Callback]:
+    if callbacks is None:
+        return []
+    if isinstance(callbacks, Callback) or not isinstance(callbacks, Sequence):
+        callbacks = [callbacks]
+    bad = [type(c).__name__ for c in callbacks if not isinstance(c, Callback)]
+    if bad:
+        raise TypeError(f"callbacks must be augnet.training.Callback instances, got {bad}")
+    return list(callbacks)
 
 
 def fit(
@@ -36,6 +103,7 @@ def fit(
     desc: str = "training",
     record: Callable[[], dict] | None = None,
     augment_batch: Callable[[Tensor, torch.Generator | None], Tensor] | None = None,
+    callbacks: Callback | Sequence[Callback] | None = None,
 ) -> dict[str, list]:
     """Train ``model`` on ``(x, y)``; return the history of its augmentation policy.
 
@@ -60,6 +128,9 @@ def fit(
         augment_batch: a fixed augmentation ``augment_batch(x_batch, generator)``
             applied to each batch before the model (e.g. an oracle's true
             transformation for a plain model); it draws from ``generator``.
+        callbacks: :class:`Callback` instances called at the start and end of
+            training, of every epoch and of every step (e.g. the selection
+            schedules of :mod:`augnet.selection`).
 
     Returns:
         ``{"step": [...], "loss": [...], "weights": [...], "magnitudes": [...]}``
@@ -70,18 +141,25 @@ def fit(
     from tqdm.auto import tqdm
 
     reg = get_regularizer(regularizer)
+    callbacks = _check_callbacks(callbacks)
     layers = [m for m in model.modules() if isinstance(m, AugmentationLayer)]
     history: dict[str, list] = {"step": [], "loss": []}
     if layers:
         history.update(weights=[], magnitudes=[])
+    state = TrainState(model, optimizer, epochs, layers, history=history)
     draws = isinstance(model, AugNet)  # Augerino included: it is an AugNet
     n = len(x)
     steps_per_epoch = -(-n // batch_size)
     bar = tqdm(total=epochs * steps_per_epoch, disable=not progress, desc=desc, unit="step")
     step = 0
     model.train()
+    for cb in callbacks:
+        cb.on_train_start(state)
     for epoch in range(epochs):
         weight = lam(epoch) if callable(lam) else lam
+        state.epoch, state.lam = epoch, float(weight)
+        for cb in callbacks:
+            cb.on_epoch_start(state)
         order = torch.randperm(n, generator=generator)
         for i in range(0, n, batch_size):
             idx = order[i : i + batch_size]
@@ -91,8 +169,11 @@ def fit(
             loss = task + weight * reg(model) if weight else task
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            for cb in callbacks:
+                cb.on_before_optimizer_step(state)
             optimizer.step()
             step += 1
+            state.step, state.task_loss, state.loss = step, float(task.detach()), float(loss.detach())
             if step == 1 or step % record_every == 0:
                 with torch.no_grad():
                     history["step"].append(step)
@@ -102,6 +183,8 @@ def fit(
                         history["magnitudes"].append([layer.magnitudes.tolist() for layer in layers])
                     for key, value in (record() if record is not None else {}).items():
                         history.setdefault(key, []).append(value)
+            for cb in callbacks:
+                cb.on_step_end(state)
             if progress and layers:
                 top = layers[0]
                 w = top.weights.detach()
@@ -109,6 +192,10 @@ def fit(
                 name = type(top.transforms[q]).__name__
                 bar.set_postfix(loss=f"{float(task.detach()):.3f}", top=f"{name}:{float(w[q]):.2f}")
             bar.update()
+        for cb in callbacks:
+            cb.on_epoch_end(state)
+    for cb in callbacks:
+        cb.on_train_end(state)
     bar.close()
     return history
 
