@@ -70,6 +70,19 @@ def test_replay_with_same_params_is_exact(case):
     assert not torch.allclose(a, t(x, 0.7, generator=gen(4), copies=2)), "another seed must draw other params"
 
 
+@pytest.mark.parametrize("case", over("config_rebuilds"))
+def test_config_rebuilds_the_same_transform(case):
+    """``type(t)(**t.config())`` is the same transform: JSON-ready arguments, the same output for the same draws."""
+    import json
+
+    t = case.build()
+    config = json.loads(json.dumps(t.config()))  # survives a JSON file
+    again = type(t)(**config)
+    assert again.config() == t.config()
+    x = case.make(6, torch.float64)
+    torch.testing.assert_close(again(x, 0.6, generator=gen(2)), t(x, 0.6, generator=gen(2)))
+
+
 @pytest.mark.parametrize("case", over("input_not_modified"))
 def test_input_is_not_modified(case):
     """Forward and backward leave the input as it was: its values and its version counter.

@@ -228,6 +228,8 @@ def _sensor_positions(positions) -> Tensor:
     else:
         try:
             p = torch.as_tensor(positions)
+            if p.is_floating_point():  # numbers given as Python floats keep their double precision
+                p = torch.as_tensor(positions, dtype=torch.float64)
         except (TypeError, ValueError, RuntimeError) as e:
             raise TypeError(f"sensor_positions must be a (Ch, 3) tensor or array of numbers, got {positions!r}") from e
     if p.is_complex() or p.dtype == torch.bool:
@@ -270,6 +272,8 @@ class _SensorsRotation(SignalTransform):
         _check_spline_config(order, n_terms)
         self.order, self.n_terms = order, n_terms
         p = _sensor_positions(sensor_positions)
+        # The argument as given (float64, before the projection onto the sphere), for config().
+        self.sensor_positions = torch.as_tensor(sensor_positions, dtype=torch.float64).detach().cpu().tolist()
         iu, iv, iw = _AXES[self.axis]
         u, v, w = p[:, iu], p[:, iv], p[:, iw]
         # q_i . p_j = cos(a) * cos_uv + sin(a) * sin_uv + cos_w, with q_i = R(a) p_i.

@@ -21,6 +21,7 @@ of them, for all copies, in one fused call.
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import NamedTuple
 
@@ -47,6 +48,15 @@ class Range(NamedTuple):
         if self.low == -self.high:
             return f"±{self.high:.3g}{unit}"
         return f"[{self.low:.3g}, {self.high:.3g}]{unit}"
+
+
+def _jsonable(value):
+    """A constructor argument as JSON data: tensors and tuples become lists."""
+    if isinstance(value, Tensor):
+        return value.detach().cpu().tolist()
+    if isinstance(value, (tuple, list)):
+        return [_jsonable(v) for v in value]
+    return value
 
 
 class Transform(nn.Module):
@@ -146,6 +156,29 @@ class Transform(nn.Module):
         transforms whose natural unit depends on it (pixels).
         """
         return Range(0.0, float(magnitude), "")
+
+    def config(self) -> dict:
+        """The constructor arguments of this transform, JSON-ready: ``type(t)(**t.config())`` rebuilds it.
+
+        Read from the attributes named after the ``__init__`` parameters (every
+        augnet transform keeps its arguments under their own names); tensors
+        become nested lists, tuples lists.
+
+        Examples:
+            >>> from augnet.transforms import image as T
+            >>> T.Rotate(max_angle=1.5).config()
+            {'max_angle': 1.5, 'padding': 'zeros'}
+        """
+        out = {}
+        for name, param in inspect.signature(type(self).__init__).parameters.items():
+            if name == "self" or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                continue
+            if not hasattr(self, name):
+                raise NotImplementedError(
+                    f"{type(self).__name__} does not keep its argument {name!r} as an attribute: override config()"
+                )
+            out[name] = _jsonable(getattr(self, name))
+        return out
 
     # ------------------------------------------------------------- helpers
     @classmethod
