@@ -168,6 +168,7 @@ def param_groups(
     weight_decay: float = 0.0,
     aug_weight_decay: float = 0.0,
     aug_lr: float | None = None,
+    magnitude_weight_decay: float | None = None,
 ) -> list[dict]:
     """Optimiser parameter groups: trunk parameters, then augmentation parameters.
 
@@ -177,7 +178,17 @@ def param_groups(
         aug_weight_decay: weight decay of the augmentation parameters
             (weights and magnitudes); 0 by default, so weight decay does not
             fight the regulariser.
-        aug_lr: optional learning rate of the augmentation group.
+        aug_lr: optional learning rate of the augmentation group(s).
+        magnitude_weight_decay: if given, the magnitudes (an Augerino's widths)
+            get their own group with this weight decay, and ``aug_weight_decay``
+            applies to the weight logits only. A decay on the magnitudes alone
+            makes a transform keep its magnitude only while it holds weight
+            (the regulariser's push on a magnitude is proportional to its
+            weight), without pulling the weights towards uniform.
+
+    Returns:
+        ``[trunk group, augmentation group]``, or ``[trunk, weight logits, magnitudes]``
+        with ``magnitude_weight_decay``.
 
     Examples:
         >>> import augnet
@@ -186,11 +197,26 @@ def param_groups(
         >>> groups = param_groups(model, weight_decay=1e-4)
         >>> [len(g["params"]) for g in groups], [g["weight_decay"] for g in groups]
         ([2, 2], [0.0001, 0.0])
+        >>> [g["weight_decay"] for g in param_groups(model, magnitude_weight_decay=1.0)]
+        [0.0, 0.0, 1.0]
     """
     aug = augmentation_parameters(module)
     aug_ids = {id(p) for p in aug}
     rest = [p for p in module.parameters() if id(p) not in aug_ids]
-    group = {"params": aug, "weight_decay": float(aug_weight_decay)}
-    if aug_lr is not None:
-        group["lr"] = float(aug_lr)
-    return [{"params": rest, "weight_decay": float(weight_decay)}, group]
+    extra = {} if aug_lr is None else {"lr": float(aug_lr)}
+    if magnitude_weight_decay is None:
+        return [
+            {"params": rest, "weight_decay": float(weight_decay)},
+            {"params": aug, "weight_decay": float(aug_weight_decay), **extra},
+        ]
+    magnitude_ids = set()
+    for layer in _augmentations(module):
+        magnitude = layer.raw_magnitudes if isinstance(layer, AugmentationLayer) else layer.raw_width
+        magnitude_ids.add(id(magnitude))
+    logits = [p for p in aug if id(p) not in magnitude_ids]
+    magnitudes = [p for p in aug if id(p) in magnitude_ids]
+    return [
+        {"params": rest, "weight_decay": float(weight_decay)},
+        {"params": logits, "weight_decay": float(aug_weight_decay), **extra},
+        {"params": magnitudes, "weight_decay": float(magnitude_weight_decay), **extra},
+    ]
