@@ -6,8 +6,10 @@ Axis legend: B samples, C copies, N = B * C output rows (copy-major: row
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
@@ -149,6 +151,9 @@ class AugmentationLayer(nn.Module):
         self.eval_mode = eval_mode
         self.backend = backend
         self.last_size: tuple[int, ...] | None = None  # spatial size last seen, for policy()
+        # Magnitude calibration (see calibrate()): (Q, K) expected input change at K evenly spaced
+        # magnitudes of each transform, or None (the magnitude is each transform's own).
+        self.register_buffer("calibration", None)
 
     # ---------------------------------------------------------------- state
     @property
@@ -163,9 +168,125 @@ class AugmentationLayer(nn.Module):
     def magnitudes(self) -> Tensor:
         """(Q,) magnitudes in [0, 1], clamped so the gradient stays alive at the bounds.
 
+        Without calibration (the default) ``magnitudes[q]`` is transform ``q``'s
+        own magnitude (1 is its full range). After :meth:`calibrate`, equal
+        magnitudes mean equal expected input change: ``magnitudes[q]`` lies in
+        ``[0, cap_q]`` (``cap_q``: the largest change transform ``q`` can make,
+        relative to the largest of any candidate) and the transform runs at
+        :attr:`transform_magnitudes`. This is what the regulariser sees.
+
         Computed from the parameters on each access (differentiable, read-only).
         """
-        return inward_clamp(self.raw_magnitudes)
+        mu = inward_clamp(self.raw_magnitudes)
+        return mu if self.calibration is None else self.magnitude_caps.to(mu) * mu
+
+    @property
+    def magnitude_caps(self) -> Tensor:
+        """(Q,) the largest magnitude of each transform: 1 without calibration, ``cap_q`` with it."""
+        if self.calibration is None:
+            return torch.ones_like(self.raw_magnitudes.detach())
+        end = self.calibration[:, -1]
+        return end / end.max()
+
+    @property
+    def transform_magnitudes(self) -> Tensor:
+        """(Q,) the magnitude each transform runs at (its own units, [0, 1]); :attr:`magnitudes` without calibration.
+
+        With calibration, transform ``q`` runs at the magnitude ``m`` whose
+        measured expected input change is ``magnitudes[q]`` times the largest
+        change of any candidate (piecewise-linear inverse of the measured curve,
+        differentiable).
+        """
+        mu = self.magnitudes
+        if self.calibration is None:
+            return mu
+        return _invert_change(self.calibration.to(mu), mu * self.calibration[:, -1].max().to(mu))
+
+    @torch.no_grad()
+    def calibrate(
+        self,
+        x: Tensor,
+        points: int = 17,
+        generator: torch.Generator | None = None,
+        features: Callable[[Tensor], Tensor] | None = None,
+    ) -> Tensor:
+        """Measure each transform's expected input change and calibrate the magnitudes to it.
+
+        For each transform ``q`` and magnitude ``m`` on an even grid of
+        ``points`` values in [0, 1], the expected input change is the RMS
+        change relative to the inputs' RMS, ``sqrt(E ||T_q(x; m) - x||^2 / E ||x||^2)``
+        over the rows of ``x`` and one draw of the transform's parameters each
+        (made monotone in ``m``). With ``features``, the change is measured
+        after that map instead, ``sqrt(E ||f(T_q(x; m)) - f(x)||^2 / E ||f(x)||^2)``
+        (e.g. an untrained trunk: a change the architecture is already
+        invariant to then counts for little). After calibration the layer's magnitudes are on
+        one scale for every transform: magnitude ``mu`` makes ``mu`` times the
+        largest change any candidate can make, and a transform that cannot make
+        that much saturates at its cap (its magnitude cannot exceed it). The
+        selective regulariser then compares the transforms by how much they may
+        change the input without hurting the task, not by the ranges their
+        constructors were given. The current magnitude values are kept (raised
+        to at most each cap), and the curves are saved in the state dict.
+
+        Args:
+            x: a batch of training inputs, :math:`(B, ...)` with ``B >= 1``.
+            points: grid size (>= 2).
+            generator: draws the transforms' parameters (default: seeded with 0).
+
+        Returns:
+            The (Q, points) curves, also in :attr:`calibration`.
+        """
+        if not isinstance(x, Tensor) or x.dim() < 2 or len(x) == 0:
+            raise ValueError(
+                f"calibrate needs a non-empty batch of inputs, got {getattr(x, 'shape', type(x).__name__)}"
+            )
+        if isinstance(points, bool) or not isinstance(points, int) or points < 2:
+            raise ValueError(f"points must be an int >= 2, got {points!r}")
+        for t in self.transforms:
+            t.check_input(x)
+        if features is not None and not callable(features):
+            raise TypeError(f"features must be a callable (inputs -> features), got {type(features).__name__}")
+        x = x.float()
+        measure = features if features is not None else (lambda inputs: inputs)
+        base = measure(x).float()
+        scale = base.pow(2).mean()
+        if not bool(scale > 0):
+            raise ValueError("calibrate needs inputs (features) that are not all zero: the change is relative to them")
+        generator = generator if generator is not None else torch.Generator(device=x.device).manual_seed(0)
+        state = generator.get_state()
+        grid = torch.linspace(0, 1, points).tolist()
+        curves = torch.zeros(len(self.transforms), points)
+        for q, t in enumerate(self.transforms):
+            for k, m in enumerate(grid):
+                generator.set_state(state)  # the same draws at every magnitude: a smooth curve
+                moved = measure(t(x, m, generator=generator)).float()
+                curves[q, k] = ((moved - base).pow(2).mean() / scale).sqrt()
+        curves = curves.cummax(1).values
+        if bool((curves[:, -1] <= 0).any()):
+            dead = [type(self.transforms[q]).__name__ for q in (curves[:, -1] <= 0).nonzero().flatten().tolist()]
+            raise ValueError(f"cannot calibrate {dead}: they do not change these inputs at any magnitude")
+        before = self.magnitudes.detach().clone()
+        self.calibration = curves.to(self.raw_magnitudes.device)
+        caps = self.magnitude_caps
+        self.raw_magnitudes.copy_((before / caps).clamp(0.0, 1.0))
+        return self.calibration
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # A calibrated state loads into a layer that was never calibrated (and the reverse clears it):
+        # the calibration is part of the state, like the parameters.
+        key = prefix + "calibration"
+        if key in state_dict and self.calibration is None:
+            self.calibration = torch.empty_like(state_dict[key], device=self.raw_magnitudes.device)
+        elif key not in state_dict and self.calibration is not None:
+            self.calibration = None
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def clear_calibration(self) -> None:
+        """Return to each transform's own magnitude (keeping the transforms' current magnitudes)."""
+        with torch.no_grad():
+            current = self.transform_magnitudes.detach().clone()
+            self.calibration = None
+            self.raw_magnitudes.copy_(current)
 
     @property
     def uses_taps(self) -> bool:
@@ -173,7 +294,14 @@ class AugmentationLayer(nn.Module):
         return all(t.has_taps() for t in self.transforms)
 
     def policy(self, size: tuple[int, ...] | None = None) -> list[dict]:
-        """Per transform: name, weight, magnitude and range in natural units.
+        """Per transform: name, constructor arguments, weight, magnitude and range in natural units.
+
+        Each entry has ``transform`` (the class name), ``args`` (its
+        constructor arguments, :meth:`~augnet.transforms.base.Transform.config`),
+        ``weight``, ``magnitude`` (the layer's magnitude, which the regulariser
+        sees), ``transform_magnitude`` (the transform's own magnitude: the same
+        unless the layer is calibrated) and ``range`` (a
+        :class:`~augnet.transforms.base.Range` at that magnitude).
 
         Args:
             size: input spatial size for pixel units; defaults to the last
@@ -181,11 +309,29 @@ class AugmentationLayer(nn.Module):
         """
         size = size if size is not None else self.last_size
         with torch.no_grad():
-            w, mu = self.weights.tolist(), self.magnitudes.tolist()
+            w, mu, m = self.weights.tolist(), self.magnitudes.tolist(), self.transform_magnitudes.tolist()
         return [
-            {"transform": type(t).__name__, "weight": wq, "magnitude": mq, "range": t.natural_range(mq, size)}
-            for t, wq, mq in zip(self.transforms, w, mu, strict=True)
+            {
+                "transform": type(t).__name__,
+                "args": t.config(),
+                "weight": wq,
+                "magnitude": mq,
+                "transform_magnitude": mt,
+                "range": t.natural_range(mt, size),
+            }
+            for t, wq, mq, mt in zip(self.transforms, w, mu, m, strict=True)
         ]
+
+    def settings(self) -> dict:
+        """The layer's settings and exact state, for a policy file (see :meth:`Policy.to_json`)."""
+        return {
+            "temperature": self.temperature,
+            "eval_mode": self.eval_mode,
+            "backend": self.backend,
+            "weight_logits": self.weight_logits.detach().cpu().tolist(),
+            "raw_magnitudes": self.raw_magnitudes.detach().cpu().tolist(),
+            "calibration": None if self.calibration is None else self.calibration.cpu().tolist(),
+        }
 
     def extra_repr(self) -> str:
         with torch.no_grad():
@@ -193,7 +339,8 @@ class AugmentationLayer(nn.Module):
         mix = ", ".join(
             f"{type(t).__name__}(w={wq:.3f}, mu={mq:.3f})" for t, wq, mq in zip(self.transforms, w, mu, strict=True)
         )
-        return f"temperature={self.temperature:g}, eval_mode={self.eval_mode!r}, policy=[{mix}]"
+        calibrated = ", calibrated" if self.calibration is not None else ""
+        return f"temperature={self.temperature:g}, eval_mode={self.eval_mode!r}{calibrated}, policy=[{mix}]"
 
     # -------------------------------------------------------------- forward
     def forward(self, x: Tensor, copies: int | None = None, generator: torch.Generator | None = None) -> Tensor:
@@ -226,7 +373,7 @@ class AugmentationLayer(nn.Module):
 
     def _augment(self, x: Tensor, c: int, generator: torch.Generator | None) -> Tensor:
         n = x.shape[0] * c
-        w, mu = self.weights, self.magnitudes
+        w, mu = self.weights, self.transform_magnitudes
         if n == 0:  # an empty batch gives an empty batch, in the graph of x and of the layer's parameters
             return x[:0].clone() + 0 * (w.sum() + mu.sum()).to(x.dtype)
         mix = self.training or self.eval_mode == "mix"
@@ -287,6 +434,22 @@ class AugmentationLayer(nn.Module):
         return stacked[choice, torch.arange(n, device=x.device)]
 
 
+def _invert_change(curves: Tensor, change: Tensor) -> Tensor:
+    """Per row q, the magnitude in [0, 1] at which the monotone curve ``curves[q]`` reaches ``change[q]``.
+
+    ``curves`` (Q, K) holds values at K evenly spaced magnitudes; the inverse is
+    piecewise linear (flat stretches give their first magnitude) and
+    differentiable in ``change``.
+    """
+    k = curves.shape[1]
+    idx = torch.searchsorted(curves.detach().contiguous(), change.detach()[:, None], right=True).clamp(1, k - 1)
+    y0, y1 = curves.gather(1, idx - 1).squeeze(1), curves.gather(1, idx).squeeze(1)
+    step = 1.0 / (k - 1)
+    x0 = (idx.squeeze(1) - 1).to(change.dtype) * step
+    slope = step / (y1 - y0).clamp_min(1e-12)
+    return (x0 + (change - y0) * slope).clamp(0.0, 1.0)
+
+
 def _magnitude_list(init, q: int) -> list[float]:
     if isinstance(init, Tensor):
         init = init.tolist()
@@ -307,6 +470,30 @@ def _magnitude_list(init, q: int) -> list[float]:
     return values
 
 
+def transform_classes() -> dict[str, type]:
+    """Every public augnet transform class by name (image, signal, audio and sensor transforms)."""
+    from augnet.transforms import audio, image, signal
+    from augnet.transforms.base import Transform
+
+    out = {}
+    for module in (image, signal, audio):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if isinstance(obj, type) and issubclass(obj, Transform):
+                out[name] = obj
+    return out
+
+
+def _transform_from_entry(entry: dict, layer: int):
+    classes = transform_classes()
+    name = entry.get("transform")
+    if name not in classes:
+        raise ValueError(f"policy layer {layer}: unknown transform {name!r}; augnet has {sorted(classes)}")
+    if "args" not in entry:
+        raise ValueError(f"policy layer {layer}: the entry of {name} has no 'args' (constructor arguments)")
+    return classes[name](**entry["args"])
+
+
 def _groups_by_padding(transforms) -> dict[str, list[int]]:
     groups: dict[str, list[int]] = {}
     for q, t in enumerate(transforms):
@@ -314,13 +501,35 @@ def _groups_by_padding(transforms) -> dict[str, list[int]]:
     return groups
 
 
+POLICY_FORMAT = "augnet.policy"
+POLICY_VERSION = 1
+
+
 class Policy(list):
     """A learned augmentation policy: one list of transform entries per layer.
 
     Each entry is a dict with ``transform``, ``weight``, ``magnitude`` and
-    ``range`` (a :class:`~augnet.transforms.base.Range` in natural units).
-    ``str(policy)`` is a readable table.
+    ``range`` (a :class:`~augnet.transforms.base.Range` in natural units), and
+    for an :class:`AugmentationLayer` also ``args`` (the transform's
+    constructor arguments) and ``transform_magnitude`` (see
+    :meth:`AugmentationLayer.policy`). ``str(policy)`` is a readable table.
+
+    A policy made by :meth:`AugmentationModule.policy` also holds each layer's
+    settings and exact state (:attr:`settings`), so that :meth:`to_json` is a
+    complete policy file: :meth:`AugmentationModule.from_policy` rebuilds an
+    identical module from it, and :meth:`to_kornia` / :meth:`to_torchvision`
+    hand it on to everyday training.
+
+    Args:
+        layers: per layer, a list of entries.
+        settings: per layer, :meth:`AugmentationLayer.settings` (or ``None``).
     """
+
+    def __init__(self, layers=(), settings: list[dict] | None = None) -> None:
+        super().__init__(layers)
+        self.settings: list[dict] | None = None if settings is None else list(settings)
+        if self.settings is not None and len(self.settings) != len(self):
+            raise ValueError(f"settings has {len(self.settings)} entries for {len(self)} layers")
 
     def __str__(self) -> str:
         lines = []
@@ -335,9 +544,55 @@ class Policy(list):
                 )
         return "\n".join(lines)
 
-    def to_json(self) -> list[list[dict]]:
-        """A JSON-serialisable copy (ranges as ``[low, high, unit]``)."""
+    def layers_json(self) -> list[list[dict]]:
+        """The entries alone, JSON-serialisable: per layer, a list of entries (ranges as ``[low, high, unit]``)."""
         return [[{**e, "range": list(e["range"])} for e in layer] for layer in self]
+
+    def to_json(self) -> dict:
+        """A JSON-serialisable policy file.
+
+        Returns:
+            ``{"format": "augnet.policy", "version": 1, "layers": [{"transforms": [entries],
+            ...settings}]}``: per layer its entries (ranges as ``[low, high, unit]``)
+            and, when known, its settings and exact state (temperature,
+            evaluation mode, backend, weight logits, raw magnitudes, calibration).
+        """
+        layers = []
+        for i, entries in enumerate(self.layers_json()):
+            settings = self.settings[i] if self.settings is not None else {}
+            layers.append({"transforms": entries, **settings})
+        return {"format": POLICY_FORMAT, "version": POLICY_VERSION, "layers": layers}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Policy:
+        """The policy of a :meth:`to_json` dict (ranges back as :class:`~augnet.transforms.base.Range`)."""
+        from augnet.transforms.base import Range
+
+        if not isinstance(data, dict) or data.get("format") != POLICY_FORMAT:
+            got = f"a dict with format {data.get('format')!r}" if isinstance(data, dict) else type(data).__name__
+            raise ValueError(f"not an augnet policy file: expected a dict with format {POLICY_FORMAT!r}, got {got}")
+        if data.get("version") != POLICY_VERSION:
+            version = data.get("version")
+            raise ValueError(f"unsupported policy file version {version!r}; this augnet reads {POLICY_VERSION}")
+        layers, settings = [], []
+        for i, layer in enumerate(data.get("layers", [])):
+            if not isinstance(layer, dict) or not isinstance(layer.get("transforms"), list):
+                raise ValueError(f"policy layer {i} must be a dict with a 'transforms' list, got {layer!r}")
+            layers.append([{**e, "range": Range(*e["range"])} for e in layer["transforms"]])
+            settings.append({k: v for k, v in layer.items() if k != "transforms"})
+        return cls(layers, settings if all(settings) else None)
+
+    def to_kornia(self, size: tuple[int, int] | None = None):
+        """This policy as a ``kornia.augmentation`` pipeline (see :func:`augnet.export.to_kornia`)."""
+        from augnet.export import to_kornia
+
+        return to_kornia(self, size)
+
+    def to_torchvision(self, size: tuple[int, int] | None = None):
+        """This policy as a ``torchvision.transforms.v2`` pipeline (see :func:`augnet.export.to_torchvision`)."""
+        from augnet.export import to_torchvision
+
+        return to_torchvision(self, size)
 
 
 class AugmentationModule(nn.Module):
@@ -378,5 +633,55 @@ class AugmentationModule(nn.Module):
         return x
 
     def policy(self, size: tuple[int, ...] | None = None) -> Policy:
-        """The learned policy of every layer (see :class:`Policy`)."""
-        return Policy(layer.policy(size) for layer in self.layers)
+        """The learned policy of every layer, with their settings (see :class:`Policy`)."""
+        return Policy([layer.policy(size) for layer in self.layers], [layer.settings() for layer in self.layers])
+
+    @classmethod
+    def from_policy(cls, policy: Policy | dict | str | Path) -> AugmentationModule:
+        """Rebuild the module a policy was taken from: the same transforms, weights, magnitudes and settings.
+
+        Args:
+            policy: a :class:`Policy` from :meth:`policy`, its :meth:`Policy.to_json`
+                dict, or the path of a JSON file holding that dict (or holding it under
+                the key ``"policy"``, as ``augnet demo``'s ``demo.json`` does).
+
+        Returns:
+            A new module whose ``policy()`` equals the given one and whose
+            forward pass equals the original's for the same generator state.
+
+        Examples:
+            >>> from augnet.transforms import image as T
+            >>> module = AugmentationModule([AugmentationLayer([T.Rotate(max_angle=1.0), T.ShearX()])])
+            >>> again = AugmentationModule.from_policy(module.policy().to_json())
+            >>> again.policy().to_json() == module.policy().to_json()
+            True
+        """
+        if isinstance(policy, (str, Path)):
+            policy = json.loads(Path(policy).read_text())
+        if isinstance(policy, dict) and "format" not in policy and isinstance(policy.get("policy"), dict):
+            policy = policy["policy"]  # a run's record holding its policy file
+        if isinstance(policy, dict):
+            policy = Policy.from_json(policy)
+        if not isinstance(policy, Policy):
+            raise TypeError(f"policy must be a Policy, its to_json() dict or a file path, got {type(policy).__name__}")
+        if policy.settings is None:
+            raise ValueError(
+                "this policy has no layer settings (it was not made by AugmentationModule.policy()); "
+                "only a full policy rebuilds a module"
+            )
+        layers = []
+        for i, (entries, settings) in enumerate(zip(policy, policy.settings, strict=True)):
+            transforms = [_transform_from_entry(e, i) for e in entries]
+            layer = AugmentationLayer(
+                transforms,
+                temperature=settings["temperature"],
+                eval_mode=settings["eval_mode"],
+                backend=settings.get("backend", "auto"),
+            )
+            with torch.no_grad():
+                if settings.get("calibration") is not None:
+                    layer.calibration = torch.tensor(settings["calibration"], dtype=torch.float32)
+                layer.weight_logits.copy_(torch.tensor(settings["weight_logits"]))
+                layer.raw_magnitudes.copy_(torch.tensor(settings["raw_magnitudes"]))
+            layers.append(layer)
+        return cls(layers)

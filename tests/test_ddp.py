@@ -80,7 +80,7 @@ def worker(rank: int, port: int, out_dir: str) -> None:
                 "drawn": torch.stack(gathered),
                 "aug_after_step": torch.stack(aug_after_step),
                 "final": all_state(model.module),
-                "policy": model.module.policy().to_json(),
+                "policy": model.module.policy().layers_json(),
             },
             os.path.join(out_dir, f"rank{rank}.pt"),
         )

@@ -303,3 +303,94 @@ def test_module_rejects_what_is_not_a_layer():
         augnet.AugmentationModule([])
     with pytest.raises(TypeError, match="AugmentationLayer, got Linear"):
         augnet.AugmentationModule([torch.nn.Linear(2, 2)])
+
+
+# ------------------------------------------------------------------ calibrated magnitudes
+
+
+def smooth_images(b=16, size=16, seed=0):
+    """Images with structure at the scale of a few pixels (upsampled noise), as natural images have."""
+    coarse = torch.rand(b, 3, size // 4, size // 4, generator=gen(seed))
+    return torch.nn.functional.interpolate(coarse, size=(size, size), mode="bilinear", align_corners=False)
+
+
+def calibrated_layer(init=0.25, seed=0, points=33):
+    layer = augnet.AugmentationLayer([T.TranslateX(), T.Rotate(), T.ShearX()], init_magnitude=init)
+    x = smooth_images(seed=seed)
+    layer.calibrate(x, points=points)
+    return layer, x
+
+
+def rms_change(t, x, m, seed=0):
+    return float((((t(x, m, generator=gen(seed)) - x) ** 2).mean() / (x**2).mean()).sqrt())
+
+
+def test_calibration_makes_equal_magnitudes_equal_input_changes():
+    layer, x = calibrated_layer()
+    caps = layer.magnitude_caps
+    assert caps.shape == (3,) and float(caps.max()) == 1.0 and (caps > 0).all()
+    # magnitudes keep their values (here all 0.25, under every cap) ...
+    torch.testing.assert_close(layer.magnitudes.detach(), torch.full((3,), 0.25))
+    # ... and now mean the same expected input change for every transform
+    ref = float(layer.calibration[:, -1].max())
+    m = layer.transform_magnitudes.detach()
+    changes = [rms_change(t, x, float(m[q])) for q, t in enumerate(layer.transforms)]
+    for c in changes:  # up to the piecewise-linear reading of the measured curve between grid points
+        assert c == pytest.approx(0.25 * ref, rel=0.05)
+    # the curve is the measured change at every grid point, monotone
+    grid = torch.linspace(0, 1, 33)
+    assert (layer.calibration.diff(dim=1) >= 0).all()
+    assert float(layer.calibration[1, 8]) == pytest.approx(rms_change(layer.transforms[1], x, float(grid[8])), rel=1e-5)
+
+
+def test_a_transform_cannot_exceed_its_cap_and_the_regulariser_sees_calibrated_magnitudes():
+    layer, _ = calibrated_layer(init=1.0)
+    caps = layer.magnitude_caps
+    torch.testing.assert_close(layer.magnitudes.detach(), caps)  # raised to at most each cap
+    torch.testing.assert_close(layer.transform_magnitudes.detach(), torch.ones(3))  # each at its full range
+    shear = 2
+    assert float(caps[shear]) < 0.6  # a shear of 0.3 changes these images far less than a half-width shift
+    expected = -(layer.weights * caps).norm()
+    torch.testing.assert_close(augnet.selective_regularizer(layer), expected)
+
+
+def test_calibrated_magnitudes_are_differentiable_and_identity_at_zero():
+    layer, x = calibrated_layer()
+    mu = layer.magnitudes
+    m = layer.transform_magnitudes
+    (m.sum()).backward()
+    assert (layer.raw_magnitudes.grad > 0).all()  # more magnitude, more of each transform
+    with torch.no_grad():
+        layer.raw_magnitudes.zero_()
+    assert torch.equal(layer.transform_magnitudes.detach(), torch.zeros(3))
+    torch.testing.assert_close(layer(x, copies=2), x.repeat(2, 1, 1, 1))
+    assert mu.shape == (3,)
+
+
+def test_calibration_round_trips_through_the_state_dict_and_can_be_cleared():
+    layer, _ = calibrated_layer()
+    copy = augnet.AugmentationLayer([T.TranslateX(), T.Rotate(), T.ShearX()])  # never calibrated
+    copy.load_state_dict(layer.state_dict())
+    torch.testing.assert_close(copy.transform_magnitudes, layer.transform_magnitudes)
+    plain = augnet.AugmentationLayer([T.TranslateX(), T.Rotate(), T.ShearX()])
+    layer.load_state_dict(plain.state_dict())  # an uncalibrated state clears the calibration
+    assert layer.calibration is None
+    layer.load_state_dict(copy.state_dict())
+    assert "calibrated" in repr(layer)
+    before = layer.transform_magnitudes.detach().clone()
+    layer.clear_calibration()
+    assert layer.calibration is None
+    torch.testing.assert_close(layer.magnitudes.detach(), before)  # the transforms run as before
+    policy = layer.policy((16, 16))
+    assert policy[1]["range"].high == pytest.approx(float(before[1]) * 180, rel=1e-4)
+
+
+def test_calibration_bad_input():
+    layer = augnet.AugmentationLayer([T.Rotate()])
+    with pytest.raises(ValueError, match="non-empty batch"):
+        layer.calibrate(torch.rand(0, 3, 8, 8))
+    with pytest.raises(ValueError, match="points must be"):
+        layer.calibrate(images(), points=1)
+    with pytest.raises(ValueError, match="not all zero"):
+        layer.calibrate(torch.zeros(2, 3, 8, 8))
+    assert layer.calibration is None  # nothing was changed

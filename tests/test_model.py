@@ -108,7 +108,7 @@ def test_policy_reports_natural_units():
     assert math.isclose(sum(e["weight"] for e in policy[1]), 1.0, rel_tol=1e-6)
     text = str(policy)
     assert "layer 1:" in text and "±45 deg" in text
-    assert policy.to_json()[0][0]["range"] == [-45.0, 45.0, "deg"]
+    assert policy.layers_json()[0][0]["range"] == [-45.0, 45.0, "deg"]
 
 
 def test_a_single_layer_or_a_list_is_wrapped_in_a_module():
