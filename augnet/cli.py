@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -10,26 +11,38 @@ from pathlib import Path
 
 __all__ = ["main"]
 
-# Transforms that apply to the demo's grey-level images.
+# Transforms that apply to the demo's images (the last two need RGB: the sprites, not the grey glyphs).
 DEMO_TRANSFORMS = (
     "TranslateX", "TranslateY", "Rotate", "ShearX", "ShearY", "Scale",
-    "HorizontalFlip", "VerticalFlip", "Brightness", "Contrast", "SamplePairing",
+    "HorizontalFlip", "VerticalFlip", "Brightness", "Contrast", "SamplePairing", "Saturation", "Hue",
 )  # fmt: skip
+RGB_ONLY = ("Saturation", "Hue")
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from augnet.experiments.demo import DemoConfig, run_demo
+def demo_config(args: argparse.Namespace):
+    """The :class:`~augnet.experiments.demo.DemoConfig` of ``augnet demo``'s arguments."""
+    from augnet.experiments.demo import DemoConfig
 
-    config = DemoConfig(seed=args.seed, threads=args.threads)
+    data = {} if args.data is None else {"data": args.data, "size": 32 if args.data == "sprites" else 28}
+    base = DemoConfig.preset(args.preset) if args.preset else DemoConfig()
+    config = dataclasses.replace(base, seed=args.seed, threads=args.threads, **data)
     if args.quick:
         config.epochs, config.n_train, config.n_test = 3, 1000, 500
     if args.epochs is not None:
         config.epochs = args.epochs
     if args.transforms:
         config.transforms = tuple(args.transforms)
+    return config
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from augnet.experiments.demo import run_demo
+
+    config = demo_config(args)
     out = Path(args.out)
+    task = {"sprites": "rotated-sprite", "glyphs": "rotated-glyph"}[config.data]
     print(
-        f"augnet demo: learning the invariance of the rotated-glyph task "
+        f"augnet demo: learning the invariance of the {task} task "
         f"({config.n_train} images, {config.epochs} epochs, candidates: {', '.join(config.transforms)})"
     )
     result = run_demo(config, progress=not args.no_progress)
@@ -41,9 +54,8 @@ def _demo(args: argparse.Namespace) -> int:
     try:
         from augnet.viz import plot_policy_history
 
-        png = plot_policy_history(
-            result.history, result.names, out / "policy.png", title="AugNet on rotated glyphs: weights and magnitudes"
-        )
+        title = f"AugNet on rotated {config.data}: weights and magnitudes"
+        png = plot_policy_history(result.history, result.names, out / "policy.png", title=title)
         print(f"saved {png} and {out / 'demo.json'}")
     except ImportError as err:
         print(f"saved {out / 'demo.json'}; no plot: {err}")
@@ -75,6 +87,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         choices=DEMO_TRANSFORMS,
         help="candidate transforms, from: %(choices)s (default: the five geometric ones)",
+    )
+    demo.add_argument(
+        "--data", choices=("sprites", "glyphs"), default=None, help="the rotated images (default: sprites)"
+    )
+    demo.add_argument(
+        "--preset",
+        choices=("augnet", "official", "paper"),
+        default=None,
+        help="settings: augnet's defaults, the paper's official code, or the paper's text (README)",
     )
     demo.add_argument("--quick", action="store_true", help="a short run (3 epochs, 1000 images) to check the setup")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -165,6 +186,10 @@ def check_args(args: argparse.Namespace) -> str | None:
             return f"--{name} must be >= 1, got {value}"
     if getattr(args, "sizes", None) and min(args.sizes) < 1:
         return f"--sizes must be positive, got {args.sizes}"
+    transforms = getattr(args, "transforms", None) or ()
+    grey = [t for t in transforms if t in RGB_ONLY] if getattr(args, "data", None) == "glyphs" else []
+    if grey:
+        return f"--transforms {' '.join(grey)} need RGB images; the glyphs are grey (use --data sprites)"
     min_time = getattr(args, "min_time", None)
     if min_time is not None and not min_time > 0:
         return f"--min-time must be > 0, got {min_time}"

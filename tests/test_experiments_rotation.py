@@ -1,4 +1,4 @@
-"""`augnet reproduce rotation`: AugNet, Augerino and two ablations on the rotated glyphs (paper Fig. 3a, 4)."""
+"""`augnet reproduce rotation`: AugNet, Augerino and two ablations on the rotated sprites (paper Fig. 3a, 4)."""
 
 import json
 import math
@@ -7,13 +7,14 @@ import pytest
 import torch
 
 import augnet.experiments.rotation as R
-from augnet.data import rotated_glyphs
+from augnet.data import rotated_sprites
 from augnet.experiments import reproduce
 from augnet.experiments._registry import names
 
 
 def tiny(**kwargs):
-    return R.RotationConfig(n_train=48, n_test=32, epochs=1, batch_size=8, n_probe=16, threads=2, **kwargs)
+    fields = dict(n_train=48, n_test=32, epochs=1, batch_size=8, n_probe=16, width=2, threads=2)
+    return R.RotationConfig(**{**fields, **kwargs})
 
 
 def test_registered_run_writes_numbers_and_figures(tmp_path, monkeypatch):
@@ -59,7 +60,7 @@ def test_augerino_probe_pairs_its_draws():
     config = tiny(variants=("augerino",), plain=False)
     run = R.run_augerino(config)
     assert run.policy[0][list(R.LIE_GENERATORS).index("rotate")]["range"][2] == "deg"
-    x, _ = rotated_glyphs(16, seed=3)
+    x, _ = rotated_sprites(16, seed=3)
     config.probe_magnitudes = (0.0, 0.25)
     curve = R.rotation_invariance(run, x, config)
     torch.testing.assert_close(curve["scores"][0], torch.ones(16, dtype=torch.float64), atol=1e-6, rtol=0)
@@ -74,6 +75,9 @@ def test_settings_and_bad_variants():
     demo = config.demo_config("augerino")
     assert (demo.n_train, demo.epochs, demo.lr, demo.aug_lr, demo.lam) == (4000, 20, 5e-4, 5e-3, 0.5)
     assert demo.regularizer == "augerino" and demo.init_magnitude == 0.125
+    assert (demo.data, demo.trunk, demo.width) == ("sprites", "paper", 8)  # the demo's data and trunk
+    glyphs = R.RotationConfig(data="glyphs", size=28, trunk="small", width=16).demo_config()
+    assert (glyphs.data, glyphs.size, glyphs.trunk) == ("glyphs", 28, "small")
     assert math.degrees(config.augerino_init_width) == pytest.approx(22.5)
     with pytest.raises(ValueError, match="unknown rotation variants"):
         R.run_rotation(tiny(variants=("augnet", "mario")))

@@ -5,25 +5,31 @@ needs, writes its figures (PNG) and numbers (JSON) under ``out/NAME/``, and
 returns a :class:`Report` with a short verdict. ``quick=True`` runs a reduced
 version (the slow tests use it).
 
-Experiments: ``rotation``, ``sinusoids``, ``capacity``, ``copies`` (see
-:func:`names`), and the building blocks :func:`run_sinusoids` /
-:class:`SinusoidsConfig`; the trunks (:mod:`augnet.experiments.trunks`).
+Experiments: ``rotation``, ``selection``, ``sinusoids``, ``capacity``,
+``copies`` (see :func:`names`), and the building blocks :func:`run_sinusoids` /
+:class:`SinusoidsConfig`, :func:`~augnet.experiments.demo.run_demo` /
+:class:`~augnet.experiments.demo.DemoConfig` (with its :data:`PRESETS`); the
+trunks (:mod:`augnet.experiments.trunks`).
 """
 
-from augnet.experiments import capacity, copies, rotation, sinusoids  # noqa: F401  (register the experiments)
+from augnet.experiments import capacity, copies, rotation, selection, sinusoids  # noqa: F401  (register them)
 from augnet.experiments._registry import Report, names, register, reproduce
+from augnet.experiments.demo import PRESETS, DemoConfig, run_demo
 from augnet.experiments.runner import ExperimentResult, run_experiment
 from augnet.experiments.sinusoids import (
     SinusoidsConfig,
     run_sinusoids,
     sinusoid_layer,
 )
-from augnet.experiments.trunks import MLP, Conv1dNet, SmallCNN, resnet18
+from augnet.experiments.trunks import MLP, Conv1dNet, PaperCNN, SmallCNN, resnet18
 
 __all__ = [
     "MLP",
+    "PRESETS",
     "Conv1dNet",
+    "DemoConfig",
     "ExperimentResult",
+    "PaperCNN",
     "Report",
     "SinusoidsConfig",
     "SmallCNN",
@@ -31,6 +37,7 @@ __all__ = [
     "register",
     "reproduce",
     "resnet18",
+    "run_demo",
     "run_experiment",
     "run_sinusoids",
     "sinusoid_layer",

@@ -269,7 +269,7 @@ def _run_capacity(config: CapacityConfig, progress: bool) -> list[dict]:
         }
         if isinstance(model, AugNet):
             record["copies"] = model.eval_copies
-            record["policy"] = model.policy().to_json()
+            record["policy"] = model.policy().layers_json()
             record["by_copies"] = {
                 str(c): evaluate(
                     model, x_test, y_test, copies=c, seed=seed, repeats=config.accuracy_repeats, draws=config.draws

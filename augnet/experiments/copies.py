@@ -166,7 +166,7 @@ def run_copies(config: CopiesConfig | None = None, progress: bool = False) -> di
             out[variant] = {
                 "transforms": list(COPIES_VARIANTS[variant]),
                 "train_copies": sin_config.train_copies,
-                "policy": result.policy.to_json(),
+                "policy": result.policy.layers_json(),
                 "train_seconds": result.seconds,
                 "test_accuracy_default": result.test_accuracy,
                 "by_copies": scores,

@@ -1,34 +1,95 @@
-"""The main job: learn the rotation invariance of the built-in glyph task.
+"""The main job: learn the rotation invariance of the built-in rotation task.
 
 ``augnet demo`` trains an :class:`~augnet.AugNet` with one augmentation layer
 of the five geometric transforms of the AugNet paper (TranslateX, TranslateY,
-Rotate, ShearX, ShearY) around a small CNN, on :func:`augnet.data.rotated_glyphs`,
-and records the layer's weights and magnitudes over training.
+Rotate, ShearX, ShearY) around the paper's 5-layer CNN, on
+:func:`augnet.data.rotated_sprites` (or the thin-stroke glyphs of
+:func:`augnet.data.rotated_glyphs`), and records the layer's weights and
+magnitudes over training.
+
+:data:`PRESETS` name the settings of the paper's rotation experiment: what its
+text states (``"paper"``), what its official code runs (``"official"``), and
+augnet's own (``"augnet"``); :meth:`DemoConfig.preset` builds a config from
+one. The selection schedules of :mod:`augnet.selection` (temperature
+annealing, a weight warm-up) and calibrated magnitudes
+(:meth:`augnet.AugmentationLayer.calibrate`) are fields of the config.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from augnet.data import rotated_glyphs
+import torch
+from torch import Tensor
+
+from augnet.data import rotated_glyphs, rotated_sprites
 from augnet.experiments.runner import ExperimentResult, run_experiment
-from augnet.experiments.trunks import SmallCNN
+from augnet.experiments.trunks import PaperCNN, SmallCNN
 from augnet.layers import AugmentationLayer
 from augnet.model import AugNet
+from augnet.selection import TemperatureAnnealing, WeightWarmup
 from augnet.transforms import image as T
 
-__all__ = ["DemoConfig", "DemoResult", "build_model", "run_demo"]
+__all__ = [
+    "CALIBRATIONS",
+    "DATA",
+    "PRESETS",
+    "TRUNKS",
+    "DemoConfig",
+    "DemoResult",
+    "build_model",
+    "demo_callbacks",
+    "demo_data",
+    "make_trunk",
+    "run_demo",
+]
+
+#: The data sets of the rotation task.
+DATA = ("sprites", "glyphs")
+#: The trunks: the paper's 5-layer CNN (Table A.1), or a smaller three-block CNN.
+TRUNKS = ("paper", "small")
+#: Magnitude calibrations: none, equal change of the inputs, or of the untrained trunk's outputs.
+CALIBRATIONS = (None, "input", "trunk")
+
+#: Named settings of the rotation experiment (fields of :class:`DemoConfig`).
+#:
+#: - ``"paper"``: what the AugNet paper's text states (section 4.1, appendix A.1): Adam with learning
+#:   rate 5e-4, weight decay 1, lambda 0.5, magnitudes initialised at the equivalent of pi/8 (1/8 of
+#:   Rotate's range), uniform weights, batches of 128, 10,000 training and 5,000 test images, 20 epochs,
+#:   the 5-layer CNN of Table A.1 of width 32. The text does not state the softmax temperature (taken
+#:   as 1), whether the weight decay also applies to the augmentation parameters (taken as all
+#:   parameters, as in the official code), nor the number of training copies (1).
+#: - ``"official"``: what the paper's official code runs for this experiment: softmax temperature 0.01,
+#:   Adam with learning rate 5e-4 and weight decay 1.0 on *all* parameters (augmentation included),
+#:   lambda 0.5, magnitudes initialised at 1/8, batches of 128, 1 training copy, the 5-layer CNN of
+#:   width 32 (4,000 training images here).
+#: - ``"augnet"``: augnet's defaults: temperature 1, no weight decay, a learning rate of 5e-3 for the
+#:   augmentation parameters (5e-4 for the trunk).
+PRESETS: dict[str, dict] = {
+    "paper": dict(
+        temperature=1.0, lr=5e-4, aug_lr=None, weight_decay=1.0, aug_weight_decay=1.0, lam=0.5,
+        init_magnitude=0.125, batch_size=128, n_train=10_000, n_test=5_000, epochs=20, width=32,
+    ),
+    "official": dict(
+        temperature=0.01, lr=5e-4, aug_lr=None, weight_decay=1.0, aug_weight_decay=1.0, lam=0.5,
+        init_magnitude=0.125, batch_size=128, train_copies=1, width=32,
+    ),
+    "augnet": dict(temperature=1.0, lr=5e-4, aug_lr=5e-3, weight_decay=0.0, aug_weight_decay=0.0),
+}  # fmt: skip
 
 
 @dataclass
 class DemoConfig:
     """Settings of the rotation demo (defaults are the ones the README reports)."""
 
+    data: str = "sprites"
+    pair: int = 0  # which sprite pair (data="sprites")
     transforms: tuple[str, ...] = tuple(cls.__name__ for cls in T.GEOMETRIC)
     epochs: int = 20
     n_train: int = 4000
     n_test: int = 1000
-    size: int = 28
+    size: int = 32
     batch_size: int = 128
     lr: float = 5e-4
     aug_lr: float | None = 5e-3
@@ -38,35 +99,109 @@ class DemoConfig:
     temperature: float = 1.0
     weight_decay: float = 0.0
     aug_weight_decay: float = 0.0
-    width: int = 16
+    magnitude_weight_decay: float | None = None  # None: the magnitudes decay with aug_weight_decay
+    trunk: str = "paper"
+    width: int = 8
     train_copies: int = 1
     eval_copies: int = 4
+    # Selection (augnet.selection): anneal the temperature to this value over the run (None: fixed);
+    # hold the weights still for this many epochs; calibrate the magnitudes to equal change of the
+    # inputs ("input") or of the untrained trunk's outputs ("trunk"), or not (None).
+    anneal_to: float | None = None
+    warmup_epochs: int = 0
+    calibrate: str | None = None
     seed: int = 0
     threads: int | None = None
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> DemoConfig:
+        """A config with the settings of :data:`PRESETS` ``[name]``, then ``overrides``.
+
+        Examples:
+            >>> DemoConfig.preset("official", epochs=5).temperature
+            0.01
+        """
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose from {sorted(PRESETS)}")
+        return dataclasses.replace(cls(), **{**PRESETS[name], **overrides})
+
+    def validate(self) -> None:
+        """Raise a ValueError naming the first field that cannot work."""
+        if self.data not in DATA:
+            raise ValueError(f"data must be one of {DATA}, got {self.data!r}")
+        if self.trunk not in TRUNKS:
+            raise ValueError(f"trunk must be one of {TRUNKS}, got {self.trunk!r}")
+        unknown = [name for name in self.transforms if not isinstance(getattr(T, name, None), type)]
+        if unknown or not self.transforms:
+            raise ValueError(f"unknown transforms {unknown or '(none given)'}; see augnet.transforms.image")
+        if self.anneal_to is not None and not self.anneal_to > 0:
+            raise ValueError(f"anneal_to must be a positive temperature or None, got {self.anneal_to}")
+        if self.warmup_epochs < 0:
+            raise ValueError(f"warmup_epochs must be >= 0, got {self.warmup_epochs}")
+        if self.calibrate not in CALIBRATIONS:
+            raise ValueError(f"calibrate must be one of {CALIBRATIONS}, got {self.calibrate!r}")
 
 
 #: What a demo run produced (the experiments' result type).
 DemoResult = ExperimentResult
 
 
-def build_model(config: DemoConfig) -> AugNet:
+def demo_data(config: DemoConfig):
+    """``data(n, seed) -> (x, y)`` of the config's rotation task (sprites or glyphs)."""
+    if config.data == "sprites":
+        return lambda n, seed: rotated_sprites(n, config.size, seed=seed, pair=config.pair)
+    return lambda n, seed: rotated_glyphs(n, config.size, seed=seed)
+
+
+def make_trunk(config: DemoConfig) -> torch.nn.Module:
+    """The config's trunk: the paper's CNN or the small CNN, of ``config.width``, for its data's channels."""
+    channels = 3 if config.data == "sprites" else 1
+    if config.trunk == "paper":
+        return PaperCNN(channels, 4, config.width)
+    return SmallCNN(channels, 4, config.width)
+
+
+def build_model(config: DemoConfig, x_train: Tensor | None = None) -> AugNet:
+    """The demo's AugNet; with ``config.calibrate`` the layer is calibrated on (up to 256 of) ``x_train``."""
     layer = AugmentationLayer(
         [getattr(T, name)() for name in config.transforms],
         init_magnitude=config.init_magnitude,
         temperature=config.temperature,
     )
-    trunk = SmallCNN(1, 4, config.width)
+    trunk = make_trunk(config)
+    if config.calibrate is not None:
+        if x_train is None:
+            raise ValueError("calibrate needs the training images to measure the transforms' change")
+        features = None
+        if config.calibrate == "trunk":
+            trunk.eval()  # the untrained trunk, batch norm on its initial statistics
+            features = trunk
+        with torch.no_grad():
+            layer.calibrate(x_train[:256], features=features)
+        trunk.train()
     return AugNet(trunk, layer, train_copies=config.train_copies, eval_copies=config.eval_copies)
+
+
+def demo_callbacks(config: DemoConfig) -> list:
+    """The selection schedules the config asks for (:mod:`augnet.selection`)."""
+    callbacks = []
+    if config.anneal_to is not None:
+        callbacks.append(TemperatureAnnealing(config.temperature, config.anneal_to))
+    if config.warmup_epochs:
+        callbacks.append(WeightWarmup(config.warmup_epochs))
+    return callbacks
 
 
 def run_demo(config: DemoConfig | None = None, progress: bool = True) -> DemoResult:
     """Train AugNet on the rotation task and record its policy over training."""
     config = config or DemoConfig()
+    config.validate()
     return run_experiment(
         config,
-        lambda n, seed: rotated_glyphs(n, config.size, seed=seed),
-        lambda: build_model(config),
+        demo_data(config),
+        lambda x_train: build_model(config, x_train),
         desc="augnet demo",
         progress=progress,
         policy_size=(config.size, config.size),
+        callbacks=demo_callbacks(config),
     )

@@ -1,12 +1,13 @@
 """The rotation experiment of the AugNet paper (section 4.1, Figures 3a and 4), at CPU scale.
 
-On :func:`augnet.data.rotated_glyphs` (labels invariant to rotations of up to
-±45 degrees), with the demo's data, trunk and schedule
+On the demo's data (:func:`augnet.data.rotated_sprites`, where the paper used
+its Mario & Iggy images; labels invariant to rotations of up to ±45 degrees),
+trunk (the paper's 5-layer CNN) and schedule
 (:class:`augnet.experiments.demo.DemoConfig`), four models learn their augmentations:
 
 1. ``augnet``: AugNet with the selective regulariser (the demo itself);
-2. ``augerino``: Augerino (:class:`augnet.Augerino`, the same
-   :class:`~augnet.experiments.trunks.SmallCNN` trunk, :func:`augnet.augerino_regularizer`);
+2. ``augerino``: Augerino (:class:`augnet.Augerino`, the same trunk,
+   :func:`augnet.augerino_regularizer`);
 3. ``augnet_none``: AugNet without a regulariser;
 4. ``augnet_augerino_reg``: AugNet with Augerino's regulariser;
 
@@ -18,8 +19,9 @@ Each run records its rotation range over training (AugNet: Rotate's
 magnitude times 180 degrees; Augerino: the width of its rotation generator, in
 degrees) and, for AugNet, every transform's weight and magnitude. After
 training, each model's invariance score to rotations of ±45 degrees (cosine,
-clean baseline, AugNet paper eq. 4) is measured on its output, as is that of a
-plain SmallCNN trained without augmentation.
+clean baseline, AugNet paper eq. 4) is measured on its logits (an average
+model's: averaged over its copies), as is that of the plain trunk trained
+without augmentation.
 """
 
 from __future__ import annotations
@@ -34,10 +36,8 @@ from torch import Tensor, nn
 
 from augnet import probes
 from augnet.augerino import LIE_GENERATORS, Augerino
-from augnet.data import rotated_glyphs
 from augnet.experiments._registry import Report, register
-from augnet.experiments.demo import DemoConfig, run_demo
-from augnet.experiments.trunks import SmallCNN
+from augnet.experiments.demo import DemoConfig, demo_data, make_trunk, run_demo
 from augnet.regularizers import param_groups
 from augnet.training import accuracy, fit
 from augnet.transforms import image as T
@@ -71,7 +71,7 @@ LABELS = {
     "augnet_none": "AugNet, no regulariser",
     "augnet_augerino_reg": "AugNet, Augerino's regulariser",
     "augerino_lam_augnet": "Augerino, AugNet's lambda",
-    "plain": "SmallCNN, no augmentation",
+    "plain": "trunk alone, no augmentation",
 }
 
 _ROTATE = list(LIE_GENERATORS).index("rotate")
@@ -88,7 +88,7 @@ class RotationConfig:
     (appendix A.1): Adam with learning rate 1e-2 for all its parameters, no
     weight decay, lambda 0.05, every generator's width initialised at pi/8 (so
     that the rotation range starts at ±22.5 degrees, as AugNet's does). The
-    plain SmallCNN is trained with the AugNet trunk's optimiser and schedule.
+    plain trunk is trained with the AugNet trunk's optimiser and schedule.
     The ``augerino_lam_augnet`` variant is Augerino with ``lam`` instead of
     ``augerino_lam``.
 
@@ -100,6 +100,11 @@ class RotationConfig:
     lambda 0.5, AugNet's, settles at ±53 to ±55 degrees (seeds 0 to 2).
     """
 
+    data: str = "sprites"
+    pair: int = 0
+    size: int = 32
+    trunk: str = "paper"
+    width: int = 8
     n_train: int = 4000
     n_test: int = 1000
     epochs: int = 20
@@ -120,9 +125,14 @@ class RotationConfig:
     seed: int = 0
     threads: int | None = None
 
-    def demo_config(self, regularizer: str) -> DemoConfig:
-        """The :class:`DemoConfig` of an AugNet run with ``regularizer``."""
+    def demo_config(self, regularizer: str = "selective") -> DemoConfig:
+        """The :class:`DemoConfig` of an AugNet run with ``regularizer`` (and of the data and trunk of every run)."""
         return DemoConfig(
+            data=self.data,
+            pair=self.pair,
+            size=self.size,
+            trunk=self.trunk,
+            width=self.width,
             epochs=self.epochs,
             n_train=self.n_train,
             n_test=self.n_test,
@@ -189,13 +199,13 @@ def run_augnet(config: RotationConfig, regularizer: str, progress: bool = False)
     result = run_demo(config.demo_config(regularizer), progress=progress)
     history = dict(result.history)
     history["rotation_deg"] = _rotation_history(history, result.model.augment.layers[0])
-    return RotationRun(name, result.model, result.test_accuracy, result.seconds, history, result.policy.to_json())
+    return RotationRun(name, result.model, result.test_accuracy, result.seconds, history, result.policy.layers_json())
 
 
 def run_augerino(
     config: RotationConfig, lam: float | None = None, name: str = "augerino", progress: bool = False
 ) -> RotationRun:
-    """Train Augerino around the demo's SmallCNN (settings: :class:`RotationConfig`).
+    """Train Augerino around the demo's trunk, on the demo's data (settings: :class:`RotationConfig`).
 
     Args:
         config: the settings.
@@ -207,9 +217,10 @@ def run_augerino(
     if config.threads is not None:
         torch.set_num_threads(config.threads)
     torch.manual_seed(config.seed)
-    x, y = rotated_glyphs(config.n_train, seed=config.seed)
-    x_test, y_test = rotated_glyphs(config.n_test, seed=config.seed + 10_000)
-    model = Augerino(SmallCNN(1, 4), init_width=config.augerino_init_width, eval_copies=config.eval_copies)
+    demo = config.demo_config()
+    x, y = demo_data(demo)(config.n_train, config.seed)
+    x_test, y_test = demo_data(demo)(config.n_test, config.seed + 10_000)
+    model = Augerino(make_trunk(demo), init_width=config.augerino_init_width, eval_copies=config.eval_copies)
     groups = param_groups(model, config.augerino_weight_decay, config.augerino_weight_decay)
     opt = torch.optim.Adam(groups, lr=config.augerino_lr)
 
@@ -234,11 +245,11 @@ def run_augerino(
     )
     seconds = time.perf_counter() - start
     acc = accuracy(model, x_test, y_test, generator=torch.Generator().manual_seed(config.seed + 2))
-    return RotationRun(name, model, acc, seconds, history, model.policy().to_json())
+    return RotationRun(name, model, acc, seconds, history, model.policy().layers_json())
 
 
 def run_plain(config: RotationConfig, progress: bool = False) -> RotationRun:
-    """Train the SmallCNN alone, without augmentation, with the AugNet trunk's optimiser and schedule.
+    """Train the trunk alone, without augmentation, with the AugNet trunk's optimiser and schedule.
 
     The model returned outputs log-probabilities (a ``LogSoftmax`` after the
     CNN), as the averaged models do, so that their probes compare alike.
@@ -246,9 +257,10 @@ def run_plain(config: RotationConfig, progress: bool = False) -> RotationRun:
     if config.threads is not None:
         torch.set_num_threads(config.threads)
     torch.manual_seed(config.seed)
-    x, y = rotated_glyphs(config.n_train, seed=config.seed)
-    x_test, y_test = rotated_glyphs(config.n_test, seed=config.seed + 10_000)
-    model = nn.Sequential(SmallCNN(1, 4), nn.LogSoftmax(1))
+    demo = config.demo_config()
+    x, y = demo_data(demo)(config.n_train, config.seed)
+    x_test, y_test = demo_data(demo)(config.n_test, config.seed + 10_000)
+    model = nn.Sequential(make_trunk(demo), nn.LogSoftmax(1))
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
     start = time.perf_counter()
     history = fit(
@@ -269,8 +281,12 @@ def run_plain(config: RotationConfig, progress: bool = False) -> RotationRun:
 
 
 def rotation_invariance(run: RotationRun, x: Tensor, config: RotationConfig) -> dict:
-    """Invariance curve (cosine, clean baseline) of ``run``'s output to :class:`T.Rotate` at ``probe_magnitudes``."""
-    model = run.model.eval()
+    """Invariance curve (cosine, clean baseline) of ``run``'s logits to :class:`T.Rotate` at ``probe_magnitudes``.
+
+    The logits of an averaging model (AugNet, Augerino) are its trunk's averaged over its copies; those of
+    the plain model its trunk's (before its ``LogSoftmax``): all in the same space.
+    """
+    model = (run.model[0] if run.name == "plain" else run.model).eval()
     kwargs: dict = {"seed": config.seed}
     if run.name != "plain":  # AugNet and Augerino (an AugNet too): the probe seeds their draws
         kwargs["copies"] = config.eval_copies
@@ -306,7 +322,7 @@ def run_rotation(config: RotationConfig | None = None, progress: bool = False) -
             runs[name] = run_augnet(config, VARIANTS[name], progress)
     if config.plain:
         runs["plain"] = run_plain(config, progress)
-    x_probe, _ = rotated_glyphs(config.n_probe, seed=config.seed + 20_000)
+    x_probe, _ = demo_data(config.demo_config())(config.n_probe, config.seed + 20_000)
     invariance = {name: rotation_invariance(run, x_probe, config) for name, run in runs.items()}
     return RotationResult(config, runs, invariance)
 

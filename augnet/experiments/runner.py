@@ -5,7 +5,7 @@ model, trains it with :func:`augnet.training.fit` (Adam over
 :func:`augnet.param_groups`) and measures its test accuracy;
 :class:`ExperimentResult` is what it returns. A config is any dataclass with
 the fields it reads: ``seed``, ``threads``, ``n_train``, ``n_test``, ``lr``,
-``aug_lr``, ``weight_decay``, ``aug_weight_decay``, ``epochs``,
+``aug_lr``, ``weight_decay``, ``aug_weight_decay``, (optionally ``magnitude_weight_decay``), ``epochs``,
 ``batch_size``, ``lam``, ``regularizer``.
 """
 
@@ -60,10 +60,11 @@ class ExperimentResult:
 def run_experiment(
     config,
     data: Callable[[int, int], tuple[Tensor, Tensor]],
-    build: Callable[[], nn.Module],
+    build: Callable[[Tensor], nn.Module],
     desc: str,
     progress: bool = False,
     policy_size: tuple[int, ...] | None = None,
+    callbacks: list | None = None,
 ) -> ExperimentResult:
     """Train and test one AugNet under ``config``.
 
@@ -71,11 +72,13 @@ def run_experiment(
         config: the settings (see the module docstring for the fields read).
         data: ``data(n, seed) -> (x, y)``; the training set uses ``config.seed``,
             the test set ``config.seed + 10_000``.
-        build: makes the model, after ``torch.manual_seed(config.seed)`` and the
-            data (so its initial weights depend on the seed only).
+        build: ``build(x_train)`` makes the model, after ``torch.manual_seed(config.seed)``
+            and the data (so its initial weights depend on the seed only); the
+            training inputs are there to calibrate on.
         desc: the progress bar's label.
         progress: show a progress bar.
         policy_size: the input size for the policy's natural units (pixels).
+        callbacks: :class:`augnet.training.Callback` instances passed to :func:`fit`.
 
     The batches and augmentations draw from a generator seeded with
     ``config.seed + 1``, the test-time copies from one seeded with
@@ -86,8 +89,14 @@ def run_experiment(
     torch.manual_seed(config.seed)
     x_train, y_train = data(config.n_train, config.seed)
     x_test, y_test = data(config.n_test, config.seed + 10_000)
-    model = build()
-    groups = param_groups(model, config.weight_decay, config.aug_weight_decay, config.aug_lr)
+    model = build(x_train)
+    groups = param_groups(
+        model,
+        config.weight_decay,
+        config.aug_weight_decay,
+        config.aug_lr,
+        getattr(config, "magnitude_weight_decay", None),
+    )
     opt = torch.optim.Adam(groups, lr=config.lr)
     start = time.perf_counter()
     history = fit(
@@ -102,6 +111,7 @@ def run_experiment(
         generator=torch.Generator().manual_seed(config.seed + 1),
         progress=progress,
         desc=desc,
+        callbacks=callbacks,
     )
     seconds = time.perf_counter() - start
     acc = accuracy(model, x_test, y_test, generator=torch.Generator().manual_seed(config.seed + 2))

@@ -35,6 +35,7 @@ class SinusoidsConfig:
     aug_lr: float | None = None
     weight_decay: float = 1e-4
     aug_weight_decay: float = 0.0
+    magnitude_weight_decay: float | None = None  # None: the magnitudes decay with aug_weight_decay
     lam: float = 0.2
     regularizer: str = "selective"
     train_copies: int = 4
@@ -67,7 +68,7 @@ def run_sinusoids(config: SinusoidsConfig | None = None, progress: bool = False)
     """Train AugNet on the sinusoid task and record its policy over training."""
     config = config or SinusoidsConfig()
 
-    def build() -> AugNet:
+    def build(x_train) -> AugNet:
         layers = [sinusoid_layer(config) for _ in range(config.layers)]
         return AugNet(Conv1dNet(1, 4, config.width), layers, config.train_copies, config.eval_copies)
 
@@ -89,7 +90,7 @@ def stacked_layers(out_dir: Path, quick: bool = False, seed: int = 0, progress: 
         if quick:
             config.epochs, config.n_train, config.n_test = 15, 200, 100
         result = run_sinusoids(config, progress=progress)
-        policy = result.policy.to_json()
+        policy = result.policy.layers_json()
         summary = []
         for i, layer in enumerate(policy):
             top = max(layer, key=lambda e: e["weight"])
