@@ -25,7 +25,7 @@ def demo_config(args: argparse.Namespace):
 
     data = {} if args.data is None else {"data": args.data, "size": 32 if args.data == "sprites" else 28}
     base = DemoConfig.preset(args.preset) if args.preset else DemoConfig()
-    config = dataclasses.replace(base, seed=args.seed, threads=args.threads, **data)
+    config = dataclasses.replace(base, seed=args.seed, threads=args.threads, device=args.device, **data)
     if args.quick:
         config.epochs, config.n_train, config.n_test = 3, 1000, 500
     if args.epochs is not None:
@@ -97,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="settings: augnet's defaults, the paper's official code, or the paper's text (README)",
     )
+    demo.add_argument("--device", default="cpu", help="where to train, e.g. cpu or cuda (default: %(default)s)")
     demo.add_argument("--quick", action="store_true", help="a short run (3 epochs, 1000 images) to check the setup")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
     demo.set_defaults(func=_demo)
@@ -144,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", default="results", help="results folder (default: %(default)s)")
     rep.add_argument("--seed", type=int, default=0)
     rep.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    rep.add_argument("--device", default="cpu", help="where to train, e.g. cpu or cuda (default: %(default)s)")
     rep.add_argument("--no-progress", action="store_true", help="no progress bars")
     rep.set_defaults(func=_reproduce)
     return parser
@@ -157,7 +159,9 @@ def _reproduce(args: argparse.Namespace) -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     print(f"augnet reproduce {args.name}{' (quick)' if args.quick else ''}")
-    report = reproduce(args.name, quick=args.quick, out=args.out, seed=args.seed, progress=not args.no_progress)
+    report = reproduce(
+        args.name, quick=args.quick, out=args.out, seed=args.seed, progress=not args.no_progress, device=args.device
+    )
     print(f"\n{report.verdict}\n")
     saved = [str(p) for p in report.figures] + [str(Path(args.out) / args.name / f"{args.name}.json")]
     print(f"saved {', '.join(saved)}  ({report.seconds:.0f} s)")
@@ -190,6 +194,14 @@ def check_args(args: argparse.Namespace) -> str | None:
     grey = [t for t in transforms if t in RGB_ONLY] if getattr(args, "data", None) == "glyphs" else []
     if grey:
         return f"--transforms {' '.join(grey)} need RGB images; the glyphs are grey (use --data sprites)"
+    device = getattr(args, "device", None)
+    if device is not None and args.command in ("demo", "reproduce"):  # bench checks its own device
+        from augnet.training import resolve_device
+
+        try:
+            resolve_device(device)
+        except ValueError as err:
+            return f"--device {device}: {err}"
     min_time = getattr(args, "min_time", None)
     if min_time is not None and not min_time > 0:
         return f"--min-time must be > 0, got {min_time}"

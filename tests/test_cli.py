@@ -58,6 +58,18 @@ def test_bad_arguments(capsys):
         main([])
 
 
+def test_a_device_this_machine_lacks_is_refused_before_any_work(capsys, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the refusal concerns machines without one")
+    for argv in (["demo", "--device", "cuda"], ["reproduce", "sinusoids", "--quick", "--device", "cuda"]):
+        assert main([*argv, "--out", str(tmp_path)]) == 2
+        assert "CUDA is not available" in capsys.readouterr().err
+    assert main(["demo", "--device", "toaster", "--out", str(tmp_path)]) == 2
+    assert "not a device" in capsys.readouterr().err
+
+
 def test_demo_config_follows_preset_data_and_overrides():
     from augnet.cli import build_parser, demo_config
 
@@ -66,7 +78,7 @@ def test_demo_config_follows_preset_data_and_overrides():
     assert (config.temperature, config.weight_decay, config.aug_lr) == (0.01, 1.0, None)
     assert (config.data, config.size, config.epochs) == ("glyphs", 28, 2)
     default = demo_config(build_parser().parse_args(["demo"]))
-    assert (default.data, default.size) == ("sprites", 32)
+    assert (default.data, default.size, default.device) == ("sprites", 32, "cpu")
 
 
 def test_entry_point_runs_as_a_module():

@@ -34,7 +34,7 @@ _REGISTRY: dict[str, Callable[..., Report]] = {}
 
 
 def register(name: str):
-    """Register ``fn(out_dir: Path, quick: bool, seed: int, progress: bool) -> Report`` as ``name``."""
+    """Register ``fn(out_dir: Path, quick: bool, seed: int, progress: bool, device: str) -> Report`` as ``name``."""
 
     def wrap(fn):
         _REGISTRY[name] = fn
@@ -49,17 +49,23 @@ def names() -> list[str]:
 
 
 def reproduce(
-    name: str, quick: bool = False, out: str | Path = "results", seed: int = 0, progress: bool = True
+    name: str,
+    quick: bool = False,
+    out: str | Path = "results",
+    seed: int = 0,
+    progress: bool = True,
+    device: str = "cpu",
 ) -> Report:
-    """Run experiment ``name``; write its figures and numbers under ``out/name/``."""
+    """Run experiment ``name`` on ``device``; write its figures and numbers under ``out/name/``."""
     if name not in _REGISTRY:
         raise ValueError(f"unknown experiment {name!r}; choose from {names()}")
     out_dir = Path(out) / name
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    report = _REGISTRY[name](out_dir=out_dir, quick=quick, seed=seed, progress=progress)
+    report = _REGISTRY[name](out_dir=out_dir, quick=quick, seed=seed, progress=progress, device=device)
     report.seconds = time.perf_counter() - start
-    payload = {"name": name, "quick": quick, "seed": seed, "seconds": report.seconds, "verdict": report.verdict}
+    payload = {"name": name, "quick": quick, "seed": seed, "device": device, "seconds": report.seconds}
+    payload["verdict"] = report.verdict
     payload["numbers"] = report.numbers
     (out_dir / f"{name}.json").write_text(json.dumps(payload, indent=1, default=_jsonable))
     return report

@@ -44,7 +44,7 @@ from augnet.experiments.trunks import MLP
 from augnet.model import AugNet
 from augnet.probes import invariance_curve, summary
 from augnet.regularizers import param_groups
-from augnet.training import fit
+from augnet.training import fit, resolve_device
 from augnet.transforms import signal as S
 
 __all__ = [
@@ -86,6 +86,7 @@ class CapacityConfig:
     seed: int = 0
     seeds: int = 1  # runs with seeds seed, seed + 1, ...: new data, initialisation and draws
     draws: str = "independent"  # an AugNet's clean and shifted passes draw their copies independently (Fig. B.4)
+    device: str = "cpu"
     threads: int | None = 1  # these models are tiny: a second thread only adds contention (see run_capacity)
 
 
@@ -170,7 +171,7 @@ def evaluate(
     accs = []
     for r in range(repeats if isinstance(model, AugNet) else 1):
         if isinstance(model, AugNet):
-            out = model(x, copies=copies, generator=torch.Generator().manual_seed(seed + 100 + r))
+            out = model(x, copies=copies, generator=torch.Generator(x.device).manual_seed(seed + 100 + r))
         else:
             out = model(x)
         accs.append(float((out.argmax(1) == y).double().mean()))
@@ -192,14 +193,14 @@ def train_capacity_model(
     """Train one MLP of ``width`` x ``depth`` by ``method`` (one of :data:`CAPACITY_METHODS`).
 
     The trunk's initial weights depend only on the seed, the width and the
-    depth, so the methods start from the same MLP.
+    depth, so the methods start from the same MLP. It trains on ``x``'s device.
     """
     config = config or CapacityConfig()
     if method not in CAPACITY_METHODS:
         raise ValueError(f"unknown method {method!r}; choose from {CAPACITY_METHODS}")
     torch.manual_seed(config.seed)
-    trunk = MLP(width, depth, in_features=x.shape[1] * x.shape[2])
-    generator = torch.Generator().manual_seed(config.seed + 1)
+    trunk = MLP(width, depth, in_features=x.shape[1] * x.shape[2]).to(x.device)
+    generator = torch.Generator(x.device).manual_seed(config.seed + 1)
     if method in ("baseline", "oracle"):
         # The plain trunk (cross-entropy on its logits); the oracle sees every batch shifted by the true invariance.
         shift = S.FrequencyShift(SFREQ, max_shift=TRUE_SHIFT)
@@ -210,7 +211,7 @@ def train_capacity_model(
         return trunk.eval()
     transforms = ("FrequencyShift",) if method == "augnet_fs" else SinusoidsConfig.transforms
     layer = sinusoid_layer(SinusoidsConfig(transforms=transforms, init_magnitude=config.init_magnitude), SFREQ)
-    model = AugNet(trunk, layer, train_copies=config.train_copies, eval_copies=config.eval_copies)
+    model = AugNet(trunk, layer, train_copies=config.train_copies, eval_copies=config.eval_copies).to(x.device)
     opt = torch.optim.Adam(param_groups(model, config.weight_decay, 0.0), lr=config.lr)
     fit(model, x, y, opt, epochs=config.epochs, batch_size=config.batch_size, lam=config.lam, generator=generator)
     return model.eval()
@@ -252,7 +253,9 @@ def _run_capacity(config: CapacityConfig, progress: bool) -> list[dict]:
     for seed, depth, width, method in bar:
         bar.set_postfix(seed=seed, model=f"{depth}x{width}", method=method)
         if seed not in data:
-            data = {seed: (sinusoids(config.n_train, seed=seed), sinusoids(config.n_test, seed=seed + 10_000))}
+            device = resolve_device(config.device)
+            train, test = sinusoids(config.n_train, seed=seed), sinusoids(config.n_test, seed=seed + 10_000)
+            data = {seed: tuple(tuple(t.to(device) for t in pair) for pair in (train, test))}
         (x_train, y_train), (x_test, y_test) = data[seed]
         run_config = dataclasses.replace(config, seed=seed)
         start = time.perf_counter()
@@ -370,9 +373,9 @@ def _spread(values: list[float]) -> str:
 
 
 @register("capacity")
-def capacity(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = True) -> Report:
+def capacity(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = True, device: str = "cpu") -> Report:
     """Invariance and accuracy against the MLP trunk's size, three (four) ways (paper Fig. 5, B.4)."""
-    config = CapacityConfig(seed=seed, seeds=3)
+    config = CapacityConfig(seed=seed, seeds=3, device=device)
     if quick:
         config.widths, config.depths, config.epochs, config.seeds = (4, 64), (1, 3), 25, 1
         config.probe_copies = (1, 10)

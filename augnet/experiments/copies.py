@@ -34,6 +34,7 @@ from augnet.experiments._registry import Report, register
 from augnet.experiments.capacity import _threads, evaluate
 from augnet.experiments.sinusoids import SinusoidsConfig, run_sinusoids
 from augnet.model import AugNet
+from augnet.training import resolve_device
 
 __all__ = ["COPIES_VARIANTS", "CopiesConfig", "run_copies", "time_copies"]
 
@@ -63,6 +64,7 @@ class CopiesConfig:
     n_test: int = 200
     seed: int = 0
     threads: int | None = 1  # training and timing threads (None: leave torch's setting)
+    device: str = "cpu"
 
 
 def _median_time(fn, min_run_time: float) -> float:
@@ -92,7 +94,7 @@ def time_copies(
     """
     was_training = model.training
     model.eval()
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator(x.device).manual_seed(seed)
     trunk_s, aug_s, rows_s = [], [], []
     repeated = {c: x.repeat(c, *[1] * (x.dim() - 1)) for c in copies}
     try:
@@ -141,7 +143,9 @@ def run_copies(config: CopiesConfig | None = None, progress: bool = False) -> di
         raise ValueError(f"unknown variants {unknown}; choose from {sorted(COPIES_VARIANTS)}")
     out = {}
     with _threads(config.threads):
-        x_test, y_test = sinusoids(config.n_test, seed=config.seed + 10_000)  # run_sinusoids' test set
+        device = resolve_device(config.device)
+        x_test, y_test = (t.to(device) for t in sinusoids(config.n_test, seed=config.seed + 10_000))  # run_sinusoids'
+
         for variant in config.variants:
             sin_config = SinusoidsConfig(
                 transforms=COPIES_VARIANTS[variant],
@@ -149,6 +153,7 @@ def run_copies(config: CopiesConfig | None = None, progress: bool = False) -> di
                 n_train=config.n_train,
                 n_test=config.n_test,
                 seed=config.seed,
+                device=config.device,
             )
             result = run_sinusoids(sin_config, progress=progress)
             model = result.model.eval()
@@ -225,9 +230,9 @@ def _plot_time(runs: dict, path: Path) -> Path:
 
 
 @register("copies")
-def copies(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = True) -> Report:
+def copies(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = True, device: str = "cpu") -> Report:
     """Invariance, accuracy and forward time of a trained AugNet against its number of copies C."""
-    config = CopiesConfig(seed=seed)
+    config = CopiesConfig(seed=seed, device=device)
     if quick:
         config.epochs, config.n_train, config.n_test = 15, 200, 100
         config.min_run_time, config.rounds = 0.2, 2

@@ -112,6 +112,7 @@ class DemoConfig:
     calibrate: str | None = None
     seed: int = 0
     threads: int | None = None
+    device: str = "cpu"
 
     @classmethod
     def preset(cls, name: str, **overrides) -> DemoConfig:

@@ -39,7 +39,7 @@ from augnet.augerino import LIE_GENERATORS, Augerino
 from augnet.experiments._registry import Report, register
 from augnet.experiments.demo import DemoConfig, demo_data, make_trunk, run_demo
 from augnet.regularizers import param_groups
-from augnet.training import accuracy, fit
+from augnet.training import accuracy, fit, resolve_device
 from augnet.transforms import image as T
 
 __all__ = [
@@ -124,6 +124,7 @@ class RotationConfig:
     plain: bool = True
     seed: int = 0
     threads: int | None = None
+    device: str = "cpu"
 
     def demo_config(self, regularizer: str = "selective") -> DemoConfig:
         """The :class:`DemoConfig` of an AugNet run with ``regularizer`` (and of the data and trunk of every run)."""
@@ -145,6 +146,7 @@ class RotationConfig:
             eval_copies=self.eval_copies,
             seed=self.seed,
             threads=self.threads,
+            device=self.device,
         )
 
 
@@ -218,9 +220,11 @@ def run_augerino(
         torch.set_num_threads(config.threads)
     torch.manual_seed(config.seed)
     demo = config.demo_config()
+    device = resolve_device(config.device)
     x, y = demo_data(demo)(config.n_train, config.seed)
     x_test, y_test = demo_data(demo)(config.n_test, config.seed + 10_000)
     model = Augerino(make_trunk(demo), init_width=config.augerino_init_width, eval_copies=config.eval_copies)
+    model.to(device)
     groups = param_groups(model, config.augerino_weight_decay, config.augerino_weight_decay)
     opt = torch.optim.Adam(groups, lr=config.augerino_lr)
 
@@ -238,13 +242,14 @@ def run_augerino(
         config.batch_size,
         lam=lam,
         regularizer="augerino",
-        generator=torch.Generator().manual_seed(config.seed + 1),
+        generator=torch.Generator(device).manual_seed(config.seed + 1),
         progress=progress,
         desc=name,
         record=record,
+        device=device,
     )
     seconds = time.perf_counter() - start
-    acc = accuracy(model, x_test, y_test, generator=torch.Generator().manual_seed(config.seed + 2))
+    acc = accuracy(model, x_test, y_test, generator=torch.Generator(device).manual_seed(config.seed + 2))
     return RotationRun(name, model, acc, seconds, history, model.policy().layers_json())
 
 
@@ -258,9 +263,10 @@ def run_plain(config: RotationConfig, progress: bool = False) -> RotationRun:
         torch.set_num_threads(config.threads)
     torch.manual_seed(config.seed)
     demo = config.demo_config()
+    device = resolve_device(config.device)
     x, y = demo_data(demo)(config.n_train, config.seed)
     x_test, y_test = demo_data(demo)(config.n_test, config.seed + 10_000)
-    model = nn.Sequential(make_trunk(demo), nn.LogSoftmax(1))
+    model = nn.Sequential(make_trunk(demo), nn.LogSoftmax(1)).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
     start = time.perf_counter()
     history = fit(
@@ -272,9 +278,10 @@ def run_plain(config: RotationConfig, progress: bool = False) -> RotationRun:
         config.batch_size,
         lam=0.0,
         regularizer="none",
-        generator=torch.Generator().manual_seed(config.seed + 1),
+        generator=torch.Generator(device).manual_seed(config.seed + 1),
         progress=progress,
-        desc="plain cnn",
+        desc="plain trunk",
+        device=device,
     )
     seconds = time.perf_counter() - start
     return RotationRun("plain", model, accuracy(model, x_test, y_test), seconds, history)
@@ -323,6 +330,7 @@ def run_rotation(config: RotationConfig | None = None, progress: bool = False) -
     if config.plain:
         runs["plain"] = run_plain(config, progress)
     x_probe, _ = demo_data(config.demo_config())(config.n_probe, config.seed + 20_000)
+    x_probe = x_probe.to(resolve_device(config.device))
     invariance = {name: rotation_invariance(run, x_probe, config) for name, run in runs.items()}
     return RotationResult(config, runs, invariance)
 
@@ -462,7 +470,7 @@ def _verdict(result: RotationResult) -> str:
 
 
 @register("rotation")
-def rotation(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = True) -> Report:
+def rotation(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = True, device: str = "cpu") -> Report:
     """Learned rotation range of AugNet, Augerino and two ablations (paper Fig. 3a and 4).
 
     The paper reports that Augerino and AugNet learn about ±45 degrees, that
@@ -474,6 +482,7 @@ def rotation(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool =
     """
     out_dir = Path(out_dir)
     config = quick_config(seed) if quick else RotationConfig(seed=seed)
+    config.device = device
     result = run_rotation(config, progress=progress)
     figures = _figures(result, out_dir)
     return Report("rotation", _verdict(result), _numbers(result), figures)

@@ -6,7 +6,8 @@ model, trains it with :func:`augnet.training.fit` (Adam over
 :class:`ExperimentResult` is what it returns. A config is any dataclass with
 the fields it reads: ``seed``, ``threads``, ``n_train``, ``n_test``, ``lr``,
 ``aug_lr``, ``weight_decay``, ``aug_weight_decay``, (optionally ``magnitude_weight_decay``), ``epochs``,
-``batch_size``, ``lam``, ``regularizer``.
+``batch_size``, ``lam``, ``regularizer``, and optionally ``device`` (the data,
+the model and the generators go there; default the CPU).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from torch import Tensor, nn
 from augnet.layers import Policy
 from augnet.model import AugNet
 from augnet.regularizers import param_groups
-from augnet.training import accuracy, fit
+from augnet.training import accuracy, fit, resolve_device
 
 __all__ = ["ExperimentResult", "run_experiment"]
 
@@ -86,10 +87,12 @@ def run_experiment(
     """
     if config.threads is not None:
         torch.set_num_threads(config.threads)
+    device = resolve_device(getattr(config, "device", "cpu"))
     torch.manual_seed(config.seed)
     x_train, y_train = data(config.n_train, config.seed)
     x_test, y_test = data(config.n_test, config.seed + 10_000)
-    model = build(x_train)
+    model = build(x_train).to(device)
+    x_train, y_train, x_test, y_test = (t.to(device) for t in (x_train, y_train, x_test, y_test))
     groups = param_groups(
         model,
         config.weight_decay,
@@ -108,11 +111,11 @@ def run_experiment(
         batch_size=config.batch_size,
         lam=config.lam,
         regularizer=config.regularizer,
-        generator=torch.Generator().manual_seed(config.seed + 1),
+        generator=torch.Generator(device).manual_seed(config.seed + 1),
         progress=progress,
         desc=desc,
         callbacks=callbacks,
     )
     seconds = time.perf_counter() - start
-    acc = accuracy(model, x_test, y_test, generator=torch.Generator().manual_seed(config.seed + 2))
+    acc = accuracy(model, x_test, y_test, generator=torch.Generator(device).manual_seed(config.seed + 2))
     return ExperimentResult(config, model, model.policy(policy_size), acc, seconds, history)

@@ -92,6 +92,7 @@ class SelectionConfig:
     n_test: int = 1000
     width: int = 8  # of the paper's CNN (the paper's is 32: 16 times the compute)
     threads: int | None = 1  # these small models gain little from a second thread, which then can run other work
+    device: str = "cpu"
     base: dict = field(default_factory=dict)  # DemoConfig overrides applied to every run
 
     def runs(self) -> list[tuple[str, str, str, int]]:
@@ -104,7 +105,7 @@ class SelectionConfig:
         overrides = (SETTINGS if kind == "setting" else CANDIDATES)[name]
         size = {"sprites": 32, "glyphs": 28}[data]
         fields = dict(data=data, size=size, epochs=self.epochs, n_train=self.n_train, n_test=self.n_test)
-        fields.update(width=self.width, threads=self.threads, seed=seed)
+        fields.update(width=self.width, threads=self.threads, seed=seed, device=self.device)
         return dataclasses.replace(DemoConfig(), **{**fields, **self.base, **overrides})
 
 
@@ -247,9 +248,9 @@ def selection_report(config: SelectionConfig, records: list[dict], out_dir: Path
 
 
 @register("selection")
-def selection(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = True) -> Report:
+def selection(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = True, device: str = "cpu") -> Report:
     """Win rate of each transform over seeds, per setting of the paper and per selection candidate."""
-    config = SelectionConfig(seed=seed)
+    config = SelectionConfig(seed=seed, device=device)
     if quick:
         config.seeds, config.epochs, config.n_train, config.n_test = 1, 3, 1000, 300
         config.settings, config.candidates = ("T 1", "official"), ("magnitude decay",)

@@ -48,6 +48,7 @@ class SinusoidsConfig:
     width: int = 16
     seed: int = 0
     threads: int | None = None
+    device: str = "cpu"
 
 
 def sinusoid_layer(config: SinusoidsConfig, sfreq: float = 100.0) -> AugmentationLayer:
@@ -76,7 +77,9 @@ def run_sinusoids(config: SinusoidsConfig | None = None, progress: bool = False)
 
 
 @register("sinusoids")
-def stacked_layers(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = True) -> Report:
+def stacked_layers(
+    out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = True, device: str = "cpu"
+) -> Report:
     """Frequency-shift invariance with 1, 2 and 4 stacked layers (paper Fig. 3b, B.1-B.3).
 
     Every layer holds the same three candidates. The paper reports that one
@@ -86,7 +89,7 @@ def stacked_layers(out_dir: Path, quick: bool = False, seed: int = 0, progress: 
     numbers: dict = {"runs": []}
     figures, lines = [], []
     for layers in counts:
-        config = SinusoidsConfig(layers=layers, seed=seed)
+        config = SinusoidsConfig(layers=layers, seed=seed, device=device)
         if quick:
             config.epochs, config.n_train, config.n_test = 15, 200, 100
         result = run_sinusoids(config, progress=progress)
