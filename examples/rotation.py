@@ -1,10 +1,11 @@
-"""AugNet on the rotated-glyph task, written out with the public API only.
+"""AugNet on the rotated-sprite task, written out with the public API only.
 
 This is what ``augnet demo`` runs, as a plain training loop you can adapt to
 your own trunk and data:
 
     python examples/rotation.py
     python examples/rotation.py --transforms Rotate   # learn the rotation range alone
+    python examples/rotation.py --magnitude-decay 0    # the paper's method without the magnitude decay
 """
 
 import argparse
@@ -13,8 +14,8 @@ import torch
 import torch.nn.functional as F
 
 import augnet
-from augnet.data import rotated_glyphs
-from augnet.experiments.trunks import SmallCNN
+from augnet.data import rotated_sprites
+from augnet.experiments.trunks import PaperCNN
 from augnet.transforms import image as T
 
 
@@ -23,16 +24,19 @@ def main():
     parser.add_argument("--transforms", nargs="+", default=["TranslateX", "TranslateY", "Rotate", "ShearX", "ShearY"])
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--lam", type=float, default=0.5, help="weight of the selective regulariser")
+    parser.add_argument("--magnitude-decay", type=float, default=1.0, help="weight decay of the magnitudes alone")
     args = parser.parse_args()
 
     torch.manual_seed(0)
-    x_train, y_train = rotated_glyphs(4000, seed=0)
-    x_test, y_test = rotated_glyphs(1000, seed=10_000)
+    x_train, y_train = rotated_sprites(4000, seed=0)
+    x_test, y_test = rotated_sprites(1000, seed=10_000)
 
     layer = augnet.AugmentationLayer([getattr(T, name)() for name in args.transforms], init_magnitude=0.125)
-    model = augnet.AugNet(SmallCNN(in_channels=1, classes=4), layer, train_copies=1, eval_copies=4)
-    # The augmentation parameters get their own group: a higher learning rate, no weight decay.
-    opt = torch.optim.Adam(augnet.param_groups(model, aug_lr=5e-3), lr=5e-4)
+    model = augnet.AugNet(PaperCNN(in_channels=3, classes=4, width=8), layer, train_copies=1, eval_copies=4)
+    # The augmentation parameters get their own groups: a higher learning rate, and a weight decay on the
+    # magnitudes alone, so that a transform keeps its magnitude only while it holds weight (README).
+    groups = augnet.param_groups(model, aug_lr=5e-3, magnitude_weight_decay=args.magnitude_decay)
+    opt = torch.optim.Adam(groups, lr=5e-4)
     gen = torch.Generator().manual_seed(1)
 
     for epoch in range(args.epochs):

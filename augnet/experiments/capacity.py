@@ -78,6 +78,7 @@ class CapacityConfig:
     lr: float = 1e-2
     weight_decay: float = 1e-4
     lam: float = 0.8
+    magnitude_weight_decay: float | None = None  # a weight decay on the magnitudes alone (param_groups)
     init_magnitude: float = 0.05
     train_copies: int = 1  # the official code's default (--ncopies-tr 1)
     eval_copies: int = 10
@@ -212,7 +213,8 @@ def train_capacity_model(
     transforms = ("FrequencyShift",) if method == "augnet_fs" else SinusoidsConfig.transforms
     layer = sinusoid_layer(SinusoidsConfig(transforms=transforms, init_magnitude=config.init_magnitude), SFREQ)
     model = AugNet(trunk, layer, train_copies=config.train_copies, eval_copies=config.eval_copies).to(x.device)
-    opt = torch.optim.Adam(param_groups(model, config.weight_decay, 0.0), lr=config.lr)
+    groups = param_groups(model, config.weight_decay, 0.0, magnitude_weight_decay=config.magnitude_weight_decay)
+    opt = torch.optim.Adam(groups, lr=config.lr)
     fit(model, x, y, opt, epochs=config.epochs, batch_size=config.batch_size, lam=config.lam, generator=generator)
     return model.eval()
 

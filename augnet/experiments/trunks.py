@@ -4,7 +4,8 @@
 - :class:`SmallCNN`: images, three conv-BN-ReLU blocks (the glyph variant of the demo);
 - :class:`Conv1dNet`: 1-D signals, three strided conv blocks (the sinusoid experiment);
 - :class:`MLP`: flattened signals, ``depth`` x ``width`` (the capacity and copies experiments);
-- :func:`resnet18`: 32x32 images (the inference-cost benchmark).
+- :func:`resnet18`: 32x32 images (the inference-cost benchmark);
+- :func:`preact_resnet18`: 32x32 images, the pre-activated ResNet-18 of the paper's CIFAR-10 experiment.
 
 Any of them can be the trunk of an :class:`~augnet.AugNet`.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-__all__ = ["MLP", "Conv1dNet", "PaperCNN", "SmallCNN", "resnet18"]
+__all__ = ["MLP", "Conv1dNet", "PaperCNN", "SmallCNN", "preact_resnet18", "resnet18"]
 
 
 class PaperCNN(nn.Module):
@@ -167,4 +168,72 @@ def resnet18(classes: int = 10, width: int = 64) -> nn.Module:
         layers += [_BasicBlock(cin, cout, stride), _BasicBlock(cout, cout, 1)]
         cin = cout
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
+    return nn.Sequential(*layers)
+
+
+class _PreActBlock(nn.Module):
+    """BN-ReLU-conv twice, the shortcut taken after the first BN-ReLU when it must change shape (He et al. 2016b)."""
+
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.bn1 = nn.BatchNorm2d(cin)
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.shortcut = None
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Conv2d(cin, cout, 1, stride, bias=False)
+
+    def forward(self, x):
+        out = torch.relu(self.bn1(x))
+        skip = self.shortcut(out) if self.shortcut is not None else x
+        out = self.conv1(out)
+        out = self.conv2(torch.relu(self.bn2(out)))
+        return out + skip
+
+
+class Normalize(nn.Module):
+    """``(x - mean) / std`` per channel, inside the trunk, so that augmentations see images in [0, 1].
+
+    Shape:
+        - input: :math:`(B, Ch, H, W)`; output: the same.
+    """
+
+    def __init__(self, mean, std) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.as_tensor(mean, dtype=torch.float32).reshape(1, -1, 1, 1))
+        self.register_buffer("std", torch.as_tensor(std, dtype=torch.float32).reshape(1, -1, 1, 1))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return (x - self.mean) / self.std
+
+
+#: The normalisation of the AugNet paper's CIFAR-10 experiment (appendix A.3, ImageNet's statistics).
+CIFAR_MEAN, CIFAR_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def preact_resnet18(classes: int = 10, width: int = 64, normalize: bool = True) -> nn.Module:
+    """The pre-activated ResNet-18 of the AugNet paper's CIFAR-10 experiment (section 5.1), for 32x32 images.
+
+    With ``normalize`` the first module standardises the channels with the
+    paper's statistics (:data:`CIFAR_MEAN`, :data:`CIFAR_STD`), so that the
+    augmentation layers in front of it work on images in [0, 1], as the
+    colour transforms expect.
+
+    Shape:
+        - input: :math:`(B, 3, 32, 32)` in [0, 1]
+        - output: :math:`(B, \\text{classes})` logits
+
+    Examples:
+        >>> preact_resnet18(classes=10, width=8)(torch.rand(2, 3, 32, 32)).shape
+        torch.Size([2, 10])
+    """
+    layers: list[nn.Module] = [Normalize(CIFAR_MEAN, CIFAR_STD)] if normalize else []
+    layers.append(nn.Conv2d(3, width, 3, 1, 1, bias=False))
+    cin = width
+    for i, stride in enumerate((1, 2, 2, 2)):
+        cout = width * 2**i
+        layers += [_PreActBlock(cin, cout, stride), _PreActBlock(cout, cout, 1)]
+        cin = cout
+    layers += [nn.BatchNorm2d(cin), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
     return nn.Sequential(*layers)
