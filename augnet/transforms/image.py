@@ -679,6 +679,32 @@ class Posterize(_ImageTransform):
         low = torch.floor(r)
         return low + (params["dither"] < r - low).to(r.dtype)
 
+    def bits_distribution(self, magnitude: float) -> dict[int, float]:
+        """The probability of removing each whole number of bits at ``magnitude``, ``{bits: probability}``.
+
+        With ``r ~ U(0, R)``, ``R = magnitude * max_bits``, stochastic rounding
+        removes ``k`` bits with probability ``max(0, 1 - |r - k|)`` given ``r``,
+        so ``P(k) = (1 / R) * integral over [0, R] of max(0, 1 - |r - k|) dr``.
+
+        Examples:
+            >>> Posterize(max_bits=4).bits_distribution(0.25)  # r ~ U(0, 1)
+            {0: 0.5, 1: 0.5}
+        """
+
+        def below(t: float) -> float:  # the integral of max(0, 1 - |s|) over s < t
+            if t <= -1.0:
+                return 0.0
+            if t <= 0.0:
+                return (t + 1.0) ** 2 / 2.0
+            if t <= 1.0:
+                return 1.0 - (1.0 - t) ** 2 / 2.0
+            return 1.0
+
+        top = float(magnitude) * self.max_bits
+        if top <= 0.0:
+            return {0: 1.0}
+        return {k: (below(top - k) - below(-k)) / top for k in range(math.ceil(top) + 1)}
+
     def apply_transform(self, x, params):
         r = params["bits"]
         rows = repeat_rows(x, r.shape[0])
