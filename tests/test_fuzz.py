@@ -109,6 +109,35 @@ def test_image_transforms(cls, dtype, b, h, w, magnitude, copies, seed):
     assert torch.equal(x, before)
 
 
+#: Faster AutoAugment's other operations (colour maps with a gate, and the non-affine ones).
+AUTOAUGMENT = [T.Invert, T.Gray, T.AutoContrast, T.Solarize, T.Posterize, T.Equalize, T.Sharpness]
+
+
+@FUZZ
+@given(
+    st.sampled_from(AUTOAUGMENT), DTYPES, st.integers(0, 4), st.integers(1, 10), st.integers(1, 10),
+    st.floats(0.0, 1.0), st.integers(1, 3), st.sampled_from(["unit", "wide", "constant"]), st.integers(0, 2**16),
+)  # fmt: skip
+def test_autoaugment_operations(cls, dtype, b, h, w, magnitude, copies, values, seed):
+    # Values in [0, 1], beyond it (a colour transform before may leave it), or constant images (flat
+    # histograms, zero ranges): finite outputs and gradients, the input untouched.
+    t = cls()
+    ch = 3 if cls is T.Gray else 1 + seed % 4
+    x = tensor((b, ch, h, w), dtype, seed, *{"unit": (0.0, 1.0), "wide": (-1.0, 2.0)}.get(values, (0.0, 1.0)))
+    if values == "constant":
+        x = torch.full_like(x, 0.25)
+    before = x.clone()
+    leaf = x.clone().requires_grad_()
+    mag = torch.tensor(magnitude, dtype=torch.float64 if dtype == torch.float64 else torch.float32, requires_grad=True)
+    out = t(leaf, mag, generator=torch.Generator().manual_seed(seed), copies=copies)
+    assert out.shape == (b * copies, ch, h, w) and out.dtype == dtype
+    assert torch.isfinite(out).all()
+    out.sum().backward()
+    assert leaf.grad is not None and torch.isfinite(leaf.grad).all()
+    assert b == 0 or (mag.grad is not None and torch.isfinite(mag.grad))
+    assert torch.equal(x, before)
+
+
 @FUZZ
 @given(
     st.sampled_from(range(len(SIGNAL))), DTYPES, st.integers(0, 4), st.integers(2, 4), st.integers(8, 80),

@@ -221,7 +221,7 @@ def test_bad_inputs_raise_clear_errors(cls):
         t(images(), 0.5, copies=0)
 
 
-@pytest.mark.parametrize("cls", [T.Saturation, T.Hue])
+@pytest.mark.parametrize("cls", [T.Saturation, T.Hue, T.Gray])
 def test_rgb_only_transforms_reject_other_channel_counts(cls):
     with pytest.raises(ValueError, match="3 channels, got 1"):
         cls()(images(ch=1), 0.5)
@@ -248,5 +248,8 @@ def test_params_for_the_wrong_number_of_rows():
         t(images(b=5), 0.5, params=params)
 
 
-def test_all_image_transforms_have_taps():
-    assert all(issubclass(c, Transform) and c.has_taps() for c in IMAGE)
+def test_image_transforms_have_taps_unless_not_affine():
+    # Warps and affine colour maps run through tap_mix; Faster AutoAugment's non-affine operations do not.
+    assert all(issubclass(c, Transform) for c in IMAGE)
+    without = {c.__name__ for c in IMAGE if not c.has_taps()}
+    assert without == {"Solarize", "Posterize", "Equalize", "Sharpness"}

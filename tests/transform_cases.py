@@ -131,6 +131,13 @@ STRAIGHT_THROUGH = "straight-through gate: the gradient in the magnitude is not 
 # Gates (straight-through relaxed Bernoulli): no gradcheck, and a gradient that stays alive at the bounds,
 # probability 0 and 1.
 GATE = dict(no_gradcheck=STRAIGHT_THROUGH, grad_magnitudes=(0.5, 0.0, 1.0))
+# Steps in the parameter (a threshold, a whole number of bits): the value is the step, the gradient in the
+# magnitude that of a relaxation (a straight-through estimate), alive at 0 and 1.
+STEP = dict(
+    no_gradcheck="straight-through estimate of a step: the gradient in the magnitude is not the derivative of "
+    "the output",
+    grad_magnitudes=(0.5, 0.0, 1.0),
+)
 
 
 def _images(b, dtype):
@@ -204,6 +211,15 @@ CASES: list[Case] = [
     Case("image.Saturation", T.Saturation, _images, small=_small_images),
     Case("image.Hue", T.Hue, _images, small=_small_images),
     Case("image.SamplePairing", T.SamplePairing, _images, small=_small_images),
+    # Faster AutoAugment's other operations. Colour maps with a gate (tap form), then the non-affine ones
+    # (apply_transform); their steps have straight-through gradients in the magnitude, alive at 0 and 1.
+    Case("image.Invert", T.Invert, _images, **GATE),
+    Case("image.Gray", T.Gray, _images, **GATE),
+    Case("image.AutoContrast", T.AutoContrast, _images, **GATE),
+    Case("image.Solarize", T.Solarize, _images, **STEP),
+    Case("image.Posterize", T.Posterize, _images, **STEP),
+    Case("image.Equalize", T.Equalize, _images, **GATE),
+    Case("image.Sharpness", T.Sharpness, _images, small=_small_images),
     # EEG (B, 5, 120); gradcheck on (2, 2, 32).
     Case("eeg.TimeReverse", S.TimeReverse, _signals, **GATE),
     Case("eeg.SignFlip", S.SignFlip, _signals, **GATE),
