@@ -394,3 +394,55 @@ def test_calibration_bad_input():
     with pytest.raises(ValueError, match="not all zero"):
         layer.calibrate(torch.zeros(2, 3, 8, 8))
     assert layer.calibration is None  # nothing was changed
+
+
+# ------------------------------------------------------------------ policy files
+
+
+def test_policy_file_round_trip_rebuilds_an_identical_module(tmp_path):
+    import json
+
+    first = augnet.AugmentationLayer([T.Rotate(max_angle=1.0), T.Brightness(max_shift=0.2)], temperature=0.5)
+    second = augnet.AugmentationLayer([T.HorizontalFlip(temperature=0.2), T.ShearX(padding="border")], eval_mode="mix")
+    with torch.no_grad():
+        first.weight_logits.copy_(torch.tensor([0.3, -0.1]))
+        first.raw_magnitudes.copy_(torch.tensor([0.7, 0.2]))
+        second.raw_magnitudes.copy_(torch.tensor([1.0, 0.05]))
+    module = augnet.AugmentationModule([first, second])
+    x = smooth_images(b=4)
+    first.calibrate(x, points=9)
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps(module.policy((16, 16)).to_json()))
+    again = augnet.AugmentationModule.from_policy(path)
+    assert again.policy((16, 16)).to_json() == module.policy((16, 16)).to_json()
+    for a, b in zip(module.state_dict().values(), again.state_dict().values(), strict=True):
+        assert torch.equal(a, b)  # bit for bit: the file keeps the exact parameters and the calibration
+    assert again.layers[0].temperature == 0.5 and again.layers[1].eval_mode == "mix"
+    assert again.layers[1].transforms[1].padding == "border"
+    for training in (True, False):
+        module.train(training), again.train(training)
+        torch.testing.assert_close(again(x, copies=2, generator=gen(5)), module(x, copies=2, generator=gen(5)))
+    entry = module.policy()[0][0]
+    assert entry["args"] == {"max_angle": 1.0, "padding": "zeros"} and "transform_magnitude" in entry
+
+
+def test_policy_file_bad_input():
+    from augnet.layers import Policy
+
+    good = augnet.AugmentationModule([augnet.AugmentationLayer([T.Rotate()])]).policy().to_json()
+    with pytest.raises(ValueError, match="not an augnet policy file"):
+        augnet.AugmentationModule.from_policy({"layers": []})
+    with pytest.raises(ValueError, match="unsupported policy file version 7"):
+        Policy.from_json({**good, "version": 7})
+    broken = {**good, "layers": [{**good["layers"][0], "transforms": [{**good["layers"][0]["transforms"][0],
+                                                                       "transform": "Twirl"}]}]}  # fmt: skip
+    with pytest.raises(ValueError, match="unknown transform 'Twirl'"):
+        augnet.AugmentationModule.from_policy(broken)
+    no_args = {**good, "layers": [{**good["layers"][0], "transforms": [{"transform": "Rotate", "weight": 1.0,
+                                                                        "magnitude": 0.5, "range": [0, 1, ""]}]}]}  # fmt: skip
+    with pytest.raises(ValueError, match="has no 'args'"):
+        augnet.AugmentationModule.from_policy(no_args)
+    with pytest.raises(ValueError, match="no layer settings"):
+        augnet.AugmentationModule.from_policy(Policy([[]]))
+    with pytest.raises(TypeError, match="policy must be"):
+        augnet.AugmentationModule.from_policy(42)
