@@ -438,8 +438,8 @@ def test_policy_file_bad_input():
                                                                        "transform": "Twirl"}]}]}  # fmt: skip
     with pytest.raises(ValueError, match="unknown transform 'Twirl'"):
         augnet.AugmentationModule.from_policy(broken)
-    no_args = {**good, "layers": [{**good["layers"][0], "transforms": [{"transform": "Rotate", "weight": 1.0,
-                                                                        "magnitude": 0.5, "range": [0, 1, ""]}]}]}  # fmt: skip
+    bare_entry = {"transform": "Rotate", "weight": 1.0, "magnitude": 0.5, "range": [0, 1, ""]}
+    no_args = {**good, "layers": [{**good["layers"][0], "transforms": [bare_entry]}]}
     with pytest.raises(ValueError, match="has no 'args'"):
         augnet.AugmentationModule.from_policy(no_args)
     with pytest.raises(ValueError, match="no layer settings"):
