@@ -149,8 +149,8 @@ def make_inputs(color: bool):
     return x, src, affine, col if color else None, weight, grad
 
 
-def child() -> None:
-    """Runs under callgrind: the calls of CALLS, REPEATS times each, in order."""
+def child(only: list[str]) -> None:
+    """Runs under callgrind: the calls of CALLS (those named in only), REPEATS times each, in order."""
     import ctypes
 
     import torch
@@ -160,7 +160,9 @@ def child() -> None:
     bracket = ctypes.CDLL(os.path.join(build_dir(), "bracket.so"))
     start, stop = bracket.augnet_cg_start, bracket.augnet_cg_stop
     forward, backward = torch.ops.augnet.tap_mix.default, torch.ops.augnet.tap_mix_backward.default
-    for _name, padding, color, mask in CALLS:
+    for name, padding, color, mask in CALLS:
+        if only and name not in only:
+            continue
         x, src, affine, col, weight, grad = make_inputs(color)
         for _ in range(REPEATS):
             # Counted: the op call from Python (a few ten thousand instructions of dispatch) and the op.
@@ -184,6 +186,7 @@ def read_profile(path: str) -> tuple[int, dict[str, int]]:
     total = None
     fn = None
     skip_next = False
+    positions = 1  # position columns before the cost ("positions: line", or "instr line" with --dump-instr)
     name_re = re.compile(r"^\((\d+)\)(?: (.*))?$")
 
     def resolve(spec: str) -> str:
@@ -197,7 +200,9 @@ def read_profile(path: str) -> tuple[int, dict[str, int]]:
     with open(path) as f:
         for line in f:
             line = line.rstrip("\n")
-            if line.startswith("fn="):
+            if line.startswith("positions:"):
+                positions = len(line.split()) - 1
+            elif line.startswith("fn="):
                 fn = resolve(line[3:])
             elif line.startswith(("cfn=", "cfi=", "cfl=")):
                 if line.startswith("cfn="):
@@ -211,8 +216,8 @@ def read_profile(path: str) -> tuple[int, dict[str, int]]:
                     skip_next = False
                     continue
                 parts = line.split()
-                if fn is not None and len(parts) >= 2:
-                    self_cost[fn] = self_cost.get(fn, 0) + int(parts[1])
+                if fn is not None and len(parts) > positions:
+                    self_cost[fn] = self_cost.get(fn, 0) + int(parts[positions])
     if total is None:
         total = sum(self_cost.values())
     return total, self_cost
@@ -239,12 +244,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cxxflags", default=None, help=f"compiler flags (default: {' '.join(DEFAULT_FLAGS)})")
     p.add_argument("--keep", type=Path, default=None, help="keep callgrind's output files in this folder")
     p.add_argument("--top", type=int, default=8, help="functions listed per call (default: %(default)s)")
+    p.add_argument("--only", default="", help="comma-separated names of the calls to make (default: all)")
+    p.add_argument(
+        "--valgrind-args",
+        default="",
+        help='more callgrind options, e.g. "--dump-instr=yes" with --cxxflags "... -g" and --keep, for callgrind_annotate',
+    )
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     flags = args.cxxflags.split() if args.cxxflags is not None else DEFAULT_FLAGS
 
+    only = [c for c in args.only.split(",") if c]
+    unknown = sorted(set(only) - {c[0] for c in CALLS})
+    if unknown:
+        p.error(f"unknown calls {unknown}; known: {[c[0] for c in CALLS]}")
     if args.child:
-        child()
+        child(only)
         return 0
 
     valgrind = shutil.which("valgrind")
@@ -260,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     for old in glob.glob(str(workdir / "cg.out*")):
         os.remove(old)
     cmd = [valgrind, "--tool=callgrind", "--collect-atstart=no", f"--callgrind-out-file={workdir / 'cg.out'}"]
-    cmd += [sys.executable, str(Path(__file__).resolve()), "--child"]
+    cmd += args.valgrind_args.split()
+    cmd += [sys.executable, str(Path(__file__).resolve()), "--child", "--only", args.only]
     env = dict(os.environ, OMP_NUM_THREADS="1", OMP_WAIT_POLICY="passive")
     print("running the case under callgrind (a few minutes) ...", file=sys.stderr)
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -274,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         (p for p in glob.glob(str(workdir / "cg.out.*")) if re.search(r"\.\d+$", p)),
         key=lambda p: int(p.rsplit(".", 1)[1]),
     )
-    expected = len(CALLS) * REPEATS
+    calls = [c for c in CALLS if not only or c[0] in only]
+    expected = len(calls) * REPEATS
     if len(dumps) < expected:
         print(f"callgrind_tap_mix: expected {expected} profile dumps, found {len(dumps)}", file=sys.stderr)
         return 1
@@ -283,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     units = n * c["k"] * c["ch"] * c["h"] * c["w"]
     records = []
     print(f"\ninstructions per output pixel x tap x channel ({units} of them per call), one thread:")
-    for i, (name, padding, color, mask) in enumerate(CALLS):
+    for i, (name, padding, color, mask) in enumerate(calls):
         totals = []
         for r in range(REPEATS):
             total, costs = read_profile(dumps[i * REPEATS + r])
