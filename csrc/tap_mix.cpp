@@ -190,10 +190,60 @@ at::Tensor interior(const at::Tensor& buffer, const Geometry& g, int64_t part = 
       .narrow(3, 0, g.ch);
 }
 
+// A buffer of vectors (aligned), for tables and rows of scratch values.
+template <typename T>
+class Scratch {
+ public:
+  explicit Scratch(int64_t values) : data_((values + Vectorized<T>::size() - 1) / Vectorized<T>::size()) {}
+  T* get() { return reinterpret_cast<T*>(data_.data()); }
+
+ private:
+  std::vector<Vectorized<T>> data_;
+};
+
 // x copied into zero-padded, channels-last images (plus some slack at the end).
+// Contiguous x with the pair layout: per image row, blocks of Vec::size() pixels
+// of all channels transposed from (channel, pixel) to (pixel, channel); else ATen's copy.
+template <typename T>
 at::Tensor padded_images(const at::Tensor& x, const Geometry& g) {
-  auto buffer = at::zeros({g.b * g.image + 64}, x.options());
-  interior(buffer, g).copy_(x.permute({0, 2, 3, 1}));
+  using V = Vectorized<T>;
+  constexpr int64_t kV = V::size();
+  if (!(x.is_contiguous() && g.cp == kV / 2)) {
+    auto buffer = at::zeros({g.b * g.image + 64}, x.options());
+    interior(buffer, g).copy_(x.permute({0, 2, 3, 1}));
+    return buffer;
+  }
+  auto buffer = at::empty({g.b * g.image + 64}, x.options());
+  const T* xp = x.data_ptr<T>();
+  T* bp = buffer.data_ptr<T>();
+  const int64_t hw = g.h * g.w, cp = g.cp, right = (g.pw - kPad - g.w) * cp;
+  std::fill(bp + g.b * g.image, bp + g.b * g.image + 64, T(0));
+  at::parallel_for(0, g.b * g.ph, std::max<int64_t>(1, 16384 / g.row), [&](int64_t begin, int64_t end) {
+    Scratch<T> planes(2 * kV * kV);
+    T* plane = planes.get();
+    T* tr = plane + kV * kV;
+    std::fill(plane, plane + kV * kV, T(0));  // rows past ch stay 0: the padded channels
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t b = r / g.ph, y = r % g.ph - kPad;
+      T* dst = bp + b * g.image + (y + kPad) * g.row;
+      if (y < 0 || y >= g.h) {
+        std::fill(dst, dst + g.row, T(0));
+        continue;
+      }
+      std::fill(dst, dst + kPad * cp, T(0));
+      const T* src = xp + b * g.ch * hw + y * g.w;
+      T* out = dst + kPad * cp;
+      for (int64_t x0 = 0; x0 < g.w; x0 += kV) {
+        const int64_t count = std::min<int64_t>(kV, g.w - x0);
+        for (int64_t c = 0; c < g.ch; ++c) V::loadu(src + c * hw + x0, count).store(plane + c * kV);
+        at::vec::transpose_mxn<T, kV, kV>(plane, kV, tr, kV);
+        // Pixel i's cp channels; each store's upper half is overwritten by the next pixel
+        // (the last one's by the right border, written after).
+        for (int64_t i = 0; i < count; ++i) V::loadu(tr + i * kV).store(out + (x0 + i) * cp);
+      }
+      std::fill(dst + (kPad + g.w) * cp, dst + (kPad + g.w) * cp + right, T(0));
+    }
+  });
   return buffer;
 }
 
@@ -211,17 +261,6 @@ template <typename T>
 inline T normalised_row(int64_t y, int64_t h) {
   return (2 * y + 1) / static_cast<T>(h) - 1;
 }
-
-// A buffer of vectors (aligned), for tables and rows of scratch values.
-template <typename T>
-class Scratch {
- public:
-  explicit Scratch(int64_t values) : data_((values + Vectorized<T>::size() - 1) / Vectorized<T>::size()) {}
-  T* get() { return reinterpret_cast<T*>(data_.data()); }
-
- private:
-  std::vector<Vectorized<T>> data_;
-};
 
 // ------------------------------------------------------------------ coordinates
 
@@ -590,7 +629,9 @@ class GradRows {
 
   GradRows(const Geometry& g, int64_t rows)
       : g_(g), per_row_(kPair ? g.wv * kPerPixel * kV : g.wv * g.ch), data_(rows * per_row_),
-        plane_(kV * kV), tr_(kV * kV), sums_(rows * g.ch) {}
+        plane_(kV * kV), tr_(kV * kV), sums_(rows * g.ch) {
+    std::fill(plane_.get(), plane_.get() + kV * kV, T(0));  // rows of channels past ch stay 0
+  }
 
   const T* row(int64_t i) { return data_.get() + i * per_row_; }
   const T* sum(int64_t i) const { return sums_.data() + i * g_.ch; }
@@ -613,23 +654,23 @@ class GradRows {
       return;
     }
     V total[kCp];
-    for (int64_t c = 0; c < kCp; ++c) total[c] = V(0);
+    for (int64_t c = 0; c < kCp; ++c) total[c] = V(0);  // (only c < ch used)
     T* plane = plane_.get();
     T* tr = tr_.get();
     for (int64_t x = 0; x < g_.w; x += kV) {
       const int64_t count = std::min<int64_t>(kV, g_.w - x);
       // plane: row l holds channel l % Cp of the block's pixels (zeros past ch and past w).
-      for (int64_t c = 0; c < kCp; ++c) {
-        V v(0);
-        if (c < ch) {
-          const T* s = src + c * G.s1 + x * G.s3;
-          if (G.s3 == 1) {
-            v = V::loadu(s, count);
-          } else {
-            T lanes[kV] = {};
-            for (int64_t i = 0; i < count; ++i) lanes[i] = s[i * G.s3];
-            v = V::loadu(lanes);
-          }
+      for (int64_t c = 0; c < ch; ++c) {
+        V v;
+        const T* s = src + c * G.s1 + x * G.s3;
+        if (G.s3 == 1) {
+          v = V::loadu(s, count);
+        } else if (G.s3 == 0) {  // an expanded gradient (out.sum()): one value along the row
+          v = V::set(V(0), V(*s), count);
+        } else {
+          T lanes[kV] = {};
+          for (int64_t i = 0; i < count; ++i) lanes[i] = s[i * G.s3];
+          v = V::loadu(lanes);
         }
         v.store(plane + c * kV);
         v.store(plane + (kCp + c) * kV);
@@ -872,8 +913,9 @@ void backward_kernel(const Args<T>& A, const GradView<T>& G, const Geometry& g, 
     GradRows<T, kPair, kColor> grad;
     std::vector<V> mix_t;
     std::vector<T> scalar;  // scalar path: u, the row's and the band's colour sums
+    std::vector<Acc> gsum;  // the band's sum of grad_out per channel
     Work(const Geometry& g, int64_t band)
-        : table(g.wv * kJ), grad(g, band), mix_t(kColor ? kCp : 0), scalar(g.ch + 2 * g.ch * g.ch) {}
+        : table(g.wv * kJ), grad(g, band), mix_t(kColor ? kCp : 0), scalar(g.ch + 2 * g.ch * g.ch), gsum(g.ch) {}
   };
   // Tap `tap` over the rows of band bb (their grad rows loaded), into its slot.
   const auto tap_band = [&](Work& w, int64_t tap, int64_t bb, T* gimg, auto scatter) {
@@ -918,14 +960,16 @@ void backward_kernel(const Args<T>& A, const GradView<T>& G, const Geometry& g, 
     if (!kPair && kColor && needs.color) {
       for (int64_t e = 0; e < ch * ch; ++e) slot[7 + e] += w.scalar[ch + ch * ch + e];
     }
-    for (int64_t y = y0; y < y1; ++y) {
-      const T* s = w.grad.sum(y - y0);
-      for (int64_t c = 0; c < ch; ++c) slot[7 + ch * ch + c] += s[c];
-    }
+    for (int64_t c = 0; c < ch; ++c) slot[7 + ch * ch + c] += w.gsum[c];
   };
   const auto load_band = [&](Work& w, int64_t n, int64_t bb) {
     const int64_t y0 = bb * band, y1 = std::min(g.h, y0 + band);
-    for (int64_t y = y0; y < y1; ++y) w.grad.load(G, n, y, y - y0);
+    std::fill(w.gsum.begin(), w.gsum.end(), Acc(0));
+    for (int64_t y = y0; y < y1; ++y) {
+      w.grad.load(G, n, y, y - y0);
+      const T* s = w.grad.sum(y - y0);
+      for (int64_t c = 0; c < ch; ++c) w.gsum[c] += s[c];
+    }
   };
 
   if (needs.x) {
@@ -1046,7 +1090,7 @@ at::Tensor tap_mix_cpu(const at::Tensor& x_in, const at::Tensor& src_in, const a
   AT_DISPATCH_FLOATING_TYPES(x_in.scalar_type(), "tap_mix_cpu", [&] {
     const bool pair = pair_path<scalar_t>(s.ch);
     const Geometry g = make_geometry<scalar_t>(s, pair);
-    const auto xp = padded_images(x_in, g);
+    const auto xp = padded_images<scalar_t>(x_in, g);
     const auto maps = tap_maps<scalar_t>(affine.data_ptr<scalar_t>(), s.n * s.k, g);
     const Args<scalar_t> A{xp.data_ptr<scalar_t>(), src.data_ptr<int64_t>(), maps.data(),
                            use_color ? color.data_ptr<scalar_t>() : nullptr, weight.data_ptr<scalar_t>()};
@@ -1097,7 +1141,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> tap_mix_backward_cpu(
   AT_DISPATCH_FLOATING_TYPES(x_in.scalar_type(), "tap_mix_backward_cpu", [&] {
     const bool pair = pair_path<scalar_t>(s.ch);
     const Geometry g = make_geometry<scalar_t>(s, pair);
-    const auto xp = padded_images(x_in, g);
+    const auto xp = padded_images<scalar_t>(x_in, g);
     // The gradient of x in the padded layout (what lands in the border is dropped); the
     // pair path scatters into two such sets of images, by the parity of each sample's x0,
     // so that the read-modify-writes of neighbouring pixels never partly overlap (a
