@@ -712,15 +712,12 @@ struct BandSums {
   BandSums() : x(0), xgy(0), xgx(0), y(0), ygy(0), ygx(0), w(0) {
     for (int64_t i = 0; i < kCp; ++i) c[i] = V(0);
   }
-  // signed: the x sums' corner x0 lanes count negatively (d v / d ix = v(x0 + 1) - v(x0)).
-  void into(at::acc_type<T, false>* slot, int64_t ch, bool color, bool signed_x) const {
+  // The x sums' corner x0 lanes count negatively: d v / d ix = v(x0 + 1) - v(x0).
+  void into(at::acc_type<T, false>* slot, int64_t ch, bool color) const {
     const auto sum = [](V& a, V& b) { return a + b; };
-    V sign(1);
-    if (signed_x) {
-      T lanes[V::size()];
-      for (int64_t l = 0; l < V::size(); ++l) lanes[l] = l < kCp ? T(-1) : T(1);
-      sign = V::loadu(lanes);
-    }
+    T lanes[V::size()];
+    for (int64_t l = 0; l < V::size(); ++l) lanes[l] = l < kCp ? T(-1) : T(1);
+    const V sign = V::loadu(lanes);
     slot[0] += at::vec::vec_reduce_all<T>(sum, xgx * sign);
     slot[1] += at::vec::vec_reduce_all<T>(sum, xgy * sign);
     slot[2] += at::vec::vec_reduce_all<T>(sum, x * sign);
@@ -729,7 +726,6 @@ struct BandSums {
     slot[5] += at::vec::vec_reduce_all<T>(sum, y);
     slot[6] += at::vec::vec_reduce_all<T>(sum, w);
     if (color) {
-      T lanes[V::size()];
       for (int64_t i = 0; i < ch; ++i) {
         c[i].store(lanes);
         for (int64_t j = 0; j < ch; ++j) slot[7 + i * ch + j] += lanes[j] + lanes[kCp + j];
@@ -810,11 +806,11 @@ void backward_pair_row(const Geometry& g, const T* table, T gy, const T* img, T 
 }
 
 // The scalar-load path's backward for one tap and one output row (as
-// backward_pair_row, with the row's sums in T, lane 0 of the band's sums).
+// backward_pair_row; the row's sums in T, added to the tap's slot in Acc).
 template <typename T, Padding P, bool kColor, bool kScatter>
 void backward_scalar_row(const Geometry& g, const T* table, T gy, const T* img, T wt, const T* m, const T* grow,
-                         const Needs& needs, T* gimg, BandSums<T>& bs, std::vector<T>& work) {
-  using V = Vectorized<T>;
+                         const Needs& needs, T* gimg, at::acc_type<T, false>* slot, std::vector<T>& work) {
+  using Acc = at::acc_type<T, false>;
   constexpr int64_t kJ = kBackwardSlots;
   const int64_t ch = g.ch, cc = ch + 1, cp = g.cp;
   T* u = work.data();  // ch
@@ -871,23 +867,15 @@ void backward_scalar_row(const Geometry& g, const T* table, T gy, const T* img, 
     }
   });
   if (!needs.sums) return;
-  // Lane 0 of the band's vectors carries the scalar path's sums.
-  const auto add0 = [](V& acc, T v) {
-    T lanes[V::size()];
-    acc.store(lanes);
-    lanes[0] += v;
-    acc = V::loadu(lanes);
-  };
-  add0(bs.x, sx);
-  add0(bs.xgy, sx * gy);
-  add0(bs.xgx, sxg);
-  add0(bs.y, sy);
-  add0(bs.ygy, sy * gy);
-  add0(bs.ygx, syg);
-  add0(bs.w, sw);
+  slot[0] += sxg;
+  slot[1] += static_cast<Acc>(sx) * gy;
+  slot[2] += sx;
+  slot[3] += syg;
+  slot[4] += static_cast<Acc>(sy) * gy;
+  slot[5] += sy;
+  slot[6] += sw;
   if (kColor && needs.color) {
-    // Colour sums go straight to the row's scratch: there are ch * ch of them.
-    for (int64_t e = 0; e < ch * ch; ++e) work[ch + ch * ch + e] += sc[e];
+    for (int64_t e = 0; e < ch * ch; ++e) slot[7 + e] += sc[e];
   }
 }
 
@@ -912,10 +900,10 @@ void backward_kernel(const Args<T>& A, const GradView<T>& G, const Geometry& g, 
     Scratch<T> table;
     GradRows<T, kPair, kColor> grad;
     std::vector<V> mix_t;
-    std::vector<T> scalar;  // scalar path: u, the row's and the band's colour sums
+    std::vector<T> scalar;  // scalar path: u and the row's colour sums
     std::vector<Acc> gsum;  // the band's sum of grad_out per channel
     Work(const Geometry& g, int64_t band)
-        : table(g.wv * kJ), grad(g, band), mix_t(kColor ? kCp : 0), scalar(g.ch + 2 * g.ch * g.ch), gsum(g.ch) {}
+        : table(g.wv * kJ), grad(g, band), mix_t(kColor ? kCp : 0), scalar(g.ch + g.ch * g.ch), gsum(g.ch) {}
   };
   // Tap `tap` over the rows of band bb (their grad rows loaded), into its slot.
   const auto tap_band = [&](Work& w, int64_t tap, int64_t bb, T* gimg, auto scatter) {
@@ -936,7 +924,6 @@ void backward_kernel(const Args<T>& A, const GradView<T>& G, const Geometry& g, 
     BandSums<T> bs;
     Acc* slot = slots.data() + (tap * bands + bb) * ss;
     const bool color_sums = kColor && needs.color;
-    std::fill(w.scalar.begin() + ch + ch * ch, w.scalar.end(), T(0));
     const int64_t y0 = bb * band, y1 = std::min(g.h, y0 + band);
     for (int64_t y = y0; y < y1; ++y) {
       const T gy = normalised_row<T>(y, g.h);
@@ -952,14 +939,11 @@ void backward_kernel(const Args<T>& A, const GradView<T>& G, const Geometry& g, 
         }
       } else {
         backward_scalar_row<T, P, kColor, kScatter>(g, w.table.get(), gy, img, wt, m, w.grad.row(y - y0), needs,
-                                                    gimg, bs, w.scalar);
+                                                    gimg, slot, w.scalar);
       }
     }
     if (!needs.sums) return;
-    bs.into(slot, ch, kPair && color_sums, kPair);
-    if (!kPair && kColor && needs.color) {
-      for (int64_t e = 0; e < ch * ch; ++e) slot[7 + e] += w.scalar[ch + ch * ch + e];
-    }
+    if (kPair) bs.into(slot, ch, color_sums);
     for (int64_t c = 0; c < ch; ++c) slot[7 + ch * ch + c] += w.gsum[c];
   };
   const auto load_band = [&](Work& w, int64_t n, int64_t bb) {
