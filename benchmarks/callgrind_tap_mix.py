@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--valgrind-args",
         default="",
-        help='more callgrind options, e.g. "--dump-instr=yes" with --cxxflags "... -g" and --keep, for callgrind_annotate',
+        help='more callgrind options, e.g. "--dump-instr=yes" (with --cxxflags "... -g", --keep: callgrind_annotate)',
     )
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
