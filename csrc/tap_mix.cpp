@@ -35,14 +35,15 @@
 // * Parallelism uses ATen's parallel_for (OpenMP in PyTorch's Linux builds).
 //   Forward: over (output row n, image row y); every output value is written
 //   once. Backward: every tap's reductions (affine, weight, colour gradients)
-//   are summed per row in registers, per band of rows in double, one slot per
-//   (tap, band), and the slots are added in a fixed order at the end. Without
-//   a gradient for x the work items are (output row n, band): as many as the
-//   hardware can use. With one, each source image b is owned by one work item
-//   that handles every tap reading b, so its gradient has a single writer.
-//   The work of an item never depends on the thread count: the backward is
-//   bitwise the same for any number of threads, and the tap gradients are
-//   bitwise the same with or without the gradient of x.
+//   are summed in registers over a band of about 256 output pixels (float
+//   vectors: each lane one partial sum; the scalar-load path sums each row in
+//   T), one double slot per (tap, band), and the slots are added in a fixed
+//   order at the end. Without a gradient for x the work items are (output row
+//   n, band): as many as the hardware can use. With one, each source image b
+//   is owned by one work item that handles every tap reading b, so its
+//   gradient has a single writer. The work of an item never depends on the
+//   thread count: the backward is bitwise the same for any number of threads,
+//   and each gradient is bitwise the same whatever else is asked for.
 
 // ATen compiles Vectorized for the CPU capability of each of its kernels; an
 // extension says which one it targets. With AVX2 + FMA (-march=native on
@@ -347,32 +348,46 @@ inline Vectorized<T> pad_index(Vectorized<T> ix, const Vectorized<T>& size, Vect
 enum Slot { kOff = 0, kWx0, kWx1, kWy0, kWy1, kDix, kDiy, kGx, kScatterOff };
 constexpr int kForwardSlots = 5, kBackwardSlots = 9;
 
+// The call's constants of fill_table, as vectors (set up once per work item).
+template <typename T>
+struct TableConstants {
+  using V = Vectorized<T>;
+  using VI = Vectorized<Int<T>>;
+  V w, h, one, fcp, frow, forigin;  // forigin: the offset of pixel (0, 0), (kPad pw + kPad) cp
+  VI cp, row, origin, parity, second;
+  bool float_offsets;
+  TableConstants(const Geometry& g, int64_t second_images)
+      : w(static_cast<T>(g.w)), h(static_cast<T>(g.h)), one(1), fcp(static_cast<T>(g.cp)),
+        frow(static_cast<T>(g.row)), forigin(static_cast<T>(kPad * (g.row + g.cp))),
+        cp(static_cast<Int<T>>(g.cp)), row(static_cast<Int<T>>(g.row)),
+        origin(static_cast<Int<T>>(kPad * (g.row + g.cp))), parity(1),
+        second(static_cast<Int<T>>(second_images)), float_offsets(g.float_offsets) {}
+};
+
 template <typename T, Padding P, bool kGrad>
-void fill_table(const TapMap<T>& m, T gy, const Geometry& g, const T* gxs, T scale, T* table,
-                int64_t second = 0) {
+void fill_table(const TapMap<T>& m, T gy, const TableConstants<T>& k, int64_t wv, const T* gxs, T scale, T* table,
+                bool second = false) {
   using V = Vectorized<T>;
   using VI = Vectorized<Int<T>>;
   constexpr int64_t kV = V::size(), kJ = kGrad ? kBackwardSlots : kForwardSlots;
-  const V ax(m.ax), bx(m.bx1 * gy + m.bx0), ay(m.ay), by(m.by1 * gy + m.by0);
-  const V sw(static_cast<T>(g.w)), sh(static_cast<T>(g.h)), one(1), vscale(scale);
-  const int64_t origin = kPad * (g.row + g.cp);
-  // The corner offset ((y0 + 2) pw + x0 + 2) cp, in T when that is exact (fewer instructions).
-  const V frow(static_cast<T>(g.row)), fcp(static_cast<T>(g.cp)), forigin(static_cast<T>(origin));
-  const VI row(static_cast<Int<T>>(g.row)), cp(static_cast<Int<T>>(g.cp)), iorigin(static_cast<Int<T>>(origin));
-  const VI vsecond(static_cast<Int<T>>(second)), parity_one(1);
-  const bool float_offsets = g.float_offsets;
+  const V ax(m.ax), bx(m.bx1 * gy + m.bx0), ay(m.ay), by(m.by1 * gy + m.by0), vscale(scale);
+  // Local copies: the stores below may alias a vector in memory (__m256 is may_alias).
+  const V w = k.w, h = k.h, one = k.one, fcp = k.fcp, frow = k.frow, forigin = k.forigin;
+  const VI cp = k.cp, row = k.row, origin = k.origin, parity = k.parity, other = k.second;
+  const bool float_offsets = k.float_offsets;
   T* block = table;
-  for (int64_t x = 0; x < g.wv; x += kV, block += kJ * kV) {
+  for (int64_t x = 0; x < wv; x += kV, block += kJ * kV) {
     const V gx = V::loadu(gxs + x);
     V dx, dy;
-    const V ix = pad_index<T, P, kGrad>(at::vec::fmadd(ax, gx, bx), sw, &dx);
-    const V iy = pad_index<T, P, kGrad>(at::vec::fmadd(ay, gx, by), sh, &dy);
+    const V ix = pad_index<T, P, kGrad>(at::vec::fmadd(ax, gx, bx), w, &dx);
+    const V iy = pad_index<T, P, kGrad>(at::vec::fmadd(ay, gx, by), h, &dy);
     const V fx = ix.floor(), fy = iy.floor();
     const V wx1 = ix - fx, wy1 = iy - fy;
+    // The corner offset ((y0 + 2) pw + x0 + 2) cp, in T where that is exact (fewer instructions).
     const VI off = float_offsets
                        ? at::vec::convert_to_int_of_same_size(at::vec::fmadd(fy, frow, at::vec::fmadd(fx, fcp, forigin)))
                        : at::vec::convert_to_int_of_same_size(fy) * row + at::vec::convert_to_int_of_same_size(fx) * cp +
-                             iorigin;
+                             origin;
     off.store(block + kOff * kV);
     ((one - wx1) * vscale).store(block + kWx0 * kV);
     (wx1 * vscale).store(block + kWx1 * kV);
@@ -384,10 +399,10 @@ void fill_table(const TapMap<T>& m, T gy, const Geometry& g, const T* gxs, T sca
         dy.store(block + kDiy * kV);
       }
       gx.store(block + kGx * kV);
-      if (second != 0) {
+      if (second) {
         // x0 odd -> the second buffer.
-        const VI odd = at::vec::convert_to_int_of_same_size(fx) & parity_one;
-        (off + odd * vsecond).store(block + kScatterOff * kV);
+        const VI odd = at::vec::convert_to_int_of_same_size(fx) & parity;
+        (off + odd * other).store(block + kScatterOff * kV);
       }
     }
   }
@@ -442,6 +457,7 @@ void forward_pair(const Args<T>& A, const Geometry& g, T* op) {
   const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, g.w * nk * ch));
   at::parallel_for(0, g.n * g.h, grain, [&](int64_t begin, int64_t end) {
     Scratch<T> tables(wv * kJ), sums((kColor ? kCp : 1) * wv * kV), block_t(kV * kV);
+    const TableConstants<T> consts(g, 0);
     T* acc = sums.get();
     T* tr = block_t.get();
     T lanes[kV];
@@ -453,7 +469,7 @@ void forward_pair(const Args<T>& A, const Geometry& g, T* op) {
         for (int64_t k = 0; k < nk; ++k) {
           const int64_t tap = n * nk + k;
           T* table = tables.get();
-          fill_table<T, P, false>(A.maps[tap], gy, g, gxs.data(), A.weight[tap], table);
+          fill_table<T, P, false>(A.maps[tap], gy, consts, wv, gxs.data(), A.weight[tap], table);
           const T* img = A.x + A.src[tap] * g.image;
           const T* img_below = img + row;  // the corners' row y0 + 1
           const auto taps_pixels = [&](auto first_tap) {
@@ -499,7 +515,7 @@ void forward_pair(const Args<T>& A, const Geometry& g, T* op) {
             if (c < ch) bias[c] += wt * m[c * cc + ch];
           }
           T* table = tables.get();
-          fill_table<T, P, false>(A.maps[tap], gy, g, gxs.data(), T(1), table);
+          fill_table<T, P, false>(A.maps[tap], gy, consts, wv, gxs.data(), T(1), table);
           const T* img = A.x + A.src[tap] * g.image;
           const T* img_below = img + row;
           const int64_t plane = wv * kV;  // channel c's sums at acc + c * plane
@@ -546,6 +562,7 @@ void forward_scalar(const Args<T>& A, const Geometry& g, T* op) {
   const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, g.w * nk * ch));
   at::parallel_for(0, g.n * g.h, grain, [&](int64_t begin, int64_t end) {
     Scratch<T> tables(nk * wv * kJ);
+    const TableConstants<T> consts(g, 0);
     std::vector<const T*> images(nk);
     std::vector<T> acc(ch), v(ch), bias(ch);
     for (int64_t r = begin; r < end; ++r) {
@@ -555,7 +572,7 @@ void forward_scalar(const Args<T>& A, const Geometry& g, T* op) {
       for (int64_t k = 0; k < nk; ++k) {
         const int64_t tap = n * nk + k;
         images[k] = A.x + A.src[tap] * g.image;
-        fill_table<T, P, false>(A.maps[tap], gy, g, gxs.data(), kColor ? T(1) : A.weight[tap],
+        fill_table<T, P, false>(A.maps[tap], gy, consts, wv, gxs.data(), kColor ? T(1) : A.weight[tap],
                                 tables.get() + k * wv * kJ);
         if (kColor) {
           for (int64_t c = 0; c < ch; ++c) bias[c] += A.weight[tap] * A.color[(tap * ch + c) * cc + ch];
@@ -925,10 +942,10 @@ void backward_kernel(const Args<T>& A, const GradView<T>& G, const Geometry& g, 
     Acc* slot = slots.data() + (tap * bands + bb) * ss;
     const bool color_sums = kColor && needs.color;
     const int64_t y0 = bb * band, y1 = std::min(g.h, y0 + band);
+    const TableConstants<T> consts(g, g.b * g.image);
     for (int64_t y = y0; y < y1; ++y) {
       const T gy = normalised_row<T>(y, g.h);
-      fill_table<T, P, true>(A.maps[tap], gy, g, gxs.data(), T(1), w.table.get(),
-                             kPair && kScatter ? g.b * g.image : 0);
+      fill_table<T, P, true>(A.maps[tap], gy, consts, g.wv, gxs.data(), T(1), w.table.get(), kPair && kScatter);
       if (kPair) {
         if (needs.sums) {
           backward_pair_row<T, P, kColor, true, kScatter>(g, w.table.get(), gy, img, wt, w.mix_t.data(),
