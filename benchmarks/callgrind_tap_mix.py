@@ -1,6 +1,6 @@
 """Count the instructions of the compiled CPU tap_mix kernel under callgrind.
 
-    python benchmarks/callgrind_tap_mix.py [--out FILE] [--label TEXT] [--cxxflags "..."] [--keep DIR]
+    python benchmarks/callgrind_tap_mix.py [--out FILE] [--label TEXT] [--source FILE] [--cxxflags "..."] [--keep DIR]
 
 Wall-clock timings of the kernel move by +-30 % between runs on a shared
 machine; instruction counts do not. This script builds csrc/tap_mix.cpp of
@@ -26,6 +26,8 @@ about 0.01 %, allocator bookkeeping):
 - ``backward``: its backward for a first layer, whose input is data: gradients
   of affine and weight only (``output_mask = [False, True, False, True]``);
 - ``backward_dx``: the same plus the gradient of x (a layer after another);
+- ``backward_expanded``: as ``backward`` with the expanded gradient of
+  ``out.sum()`` (stride 0), the gradient ``augnet bench`` passes;
 - ``forward_color`` / ``backward_color``: with a colour map, border padding,
   every gradient;
 - ``forward_reflection`` / ``backward_reflection``: reflection padding, no
@@ -70,6 +72,7 @@ CALLS = [
     ("forward", "zeros", False, None),
     ("backward", "zeros", False, [False, True, False, True]),
     ("backward_dx", "zeros", False, [True, True, False, True]),
+    ("backward_expanded", "zeros", False, [False, True, False, True]),
     ("forward_color", "border", True, None),
     ("backward_color", "border", True, [True, True, True, True]),
     ("forward_reflection", "reflection", False, None),
@@ -92,8 +95,8 @@ def build_dir() -> str:
 NAME = "augnet_tap_mix_callgrind"
 
 
-def build_extension(flags: list[str], verbose: bool = False) -> None:
-    """Build (or find up to date) csrc/tap_mix.cpp with ``flags``; also registers torch.ops.augnet.*."""
+def build_extension(flags: list[str], source: Path = CSRC, verbose: bool = False) -> None:
+    """Build (or find up to date) ``source`` with ``flags``; also registers torch.ops.augnet.*."""
     import logging
 
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # the CUDA_HOME warning
@@ -101,7 +104,7 @@ def build_extension(flags: list[str], verbose: bool = False) -> None:
 
     cpp_extension.load(
         name=NAME,
-        sources=[str(CSRC)],
+        sources=[str(source)],
         extra_cflags=flags,
         extra_ldflags=["-fopenmp"],
         build_directory=build_dir(),
@@ -164,6 +167,8 @@ def child(only: list[str]) -> None:
         if only and name not in only:
             continue
         x, src, affine, col, weight, grad = make_inputs(color)
+        if name == "backward_expanded":
+            grad = torch.ones((), dtype=grad.dtype).expand(grad.shape)
         for _ in range(REPEATS):
             # Counted: the op call from Python (a few ten thousand instructions of dispatch) and the op.
             if mask is None:
@@ -241,6 +246,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON file to write (default: %(default)s)")
     p.add_argument("--label", default="", help="a note stored in the JSON (e.g. which kernel)")
+    p.add_argument(
+        "--source",
+        type=Path,
+        default=CSRC,
+        help="the kernel source to measure (default: this checkout's csrc/tap_mix.cpp; e.g. an older version "
+        "from `git show REV:csrc/tap_mix.cpp`)",
+    )
     p.add_argument("--cxxflags", default=None, help=f"compiler flags (default: {' '.join(DEFAULT_FLAGS)})")
     p.add_argument("--keep", type=Path, default=None, help="keep callgrind's output files in this folder")
     p.add_argument("--top", type=int, default=8, help="functions listed per call (default: %(default)s)")
@@ -266,8 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     if valgrind is None:
         print("callgrind_tap_mix: valgrind not found (Debian/Ubuntu: apt-get install valgrind)", file=sys.stderr)
         return 2
-    print(f"building csrc/tap_mix.cpp with {' '.join(flags)} ...", file=sys.stderr)
-    build_extension(flags)  # outside valgrind: the child loads the library built here
+    print(f"building {args.source} with {' '.join(flags)} ...", file=sys.stderr)
+    build_extension(flags, args.source.resolve())  # outside valgrind: the child loads the library built here
     build_bracket()
 
     workdir = Path(tempfile.mkdtemp(prefix="augnet_callgrind_")) if args.keep is None else args.keep
@@ -328,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         "label": args.label,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "case": dict(CASE, n=n, units_per_call=units, threads=1),
+        "source": str(args.source),
         "cxxflags": flags,
         "valgrind": subprocess.run([valgrind, "--version"], capture_output=True, text=True).stdout.strip(),
         "machine": platform.machine(),
