@@ -493,8 +493,13 @@ void forward_pair(const Args<T>& A, const Geometry& g, T* op) {
         for (int64_t x = 0; x < g.w; x += kV) {
           at::vec::transpose_mxn<T, kV, kV>(acc + x * kV, kV, tr, kV);
           const int64_t count = std::min<int64_t>(kV, g.w - x);
-          for (int64_t c = 0; c < ch; ++c) {
-            (V::loadu(tr + c * kV) + V::loadu(tr + (kCp + c) * kV)).store(orow + c * hw + x, count);
+          T* o = orow + x;
+          if (count == kV) {
+            for (int64_t c = 0; c < ch; ++c, o += hw) (V::loadu(tr + c * kV) + V::loadu(tr + (kCp + c) * kV)).store(o);
+          } else {
+            for (int64_t c = 0; c < ch; ++c, o += hw) {
+              (V::loadu(tr + c * kV) + V::loadu(tr + (kCp + c) * kV)).store(o, count);
+            }
           }
         }
       } else {
@@ -677,10 +682,12 @@ class GradRows {
     for (int64_t x = 0; x < g_.w; x += kV) {
       const int64_t count = std::min<int64_t>(kV, g_.w - x);
       // plane: row l holds channel l % Cp of the block's pixels (zeros past ch and past w).
-      for (int64_t c = 0; c < ch; ++c) {
+      const T* s = src + x * G.s3;
+      for (int64_t c = 0; c < ch; ++c, s += G.s1) {
         V v;
-        const T* s = src + c * G.s1 + x * G.s3;
-        if (G.s3 == 1) {
+        if (G.s3 == 1 && count == kV) {
+          v = V::loadu(s);
+        } else if (G.s3 == 1) {
           v = V::loadu(s, count);
         } else if (G.s3 == 0) {  // an expanded gradient (out.sum()): one value along the row
           v = V::set(V(0), V(*s), count);
