@@ -658,6 +658,15 @@ class GradRows {
   const T* row(int64_t i) { return data_.get() + i * per_row_; }
   const T* sum(int64_t i) const { return sums_.data() + i * g_.ch; }
 
+  // count values of a row of grad_out with stride s3 (zeros past count).
+  static V row_values(const T* s, int64_t s3, int64_t count) {
+    if (s3 == 1) return V::loadu(s, count);
+    if (s3 == 0) return V::set(V(0), V(*s), count);  // an expanded gradient (out.sum()): one value
+    T lanes[kV] = {};
+    for (int64_t i = 0; i < count; ++i) lanes[i] = s[i * s3];
+    return V::loadu(lanes);
+  }
+
   // Output row y of sample n into slot i.
   void load(const GradView<T>& G, int64_t n, int64_t y, int64_t i) {
     const int64_t ch = g_.ch;
@@ -682,20 +691,12 @@ class GradRows {
     for (int64_t x = 0; x < g_.w; x += kV) {
       const int64_t count = std::min<int64_t>(kV, g_.w - x);
       // plane: row l holds channel l % Cp of the block's pixels (zeros past ch and past w).
-      const T* s = src + x * G.s3;
-      for (int64_t c = 0; c < ch; ++c, s += G.s1) {
-        V v;
-        if (G.s3 == 1 && count == kV) {
-          v = V::loadu(s);
-        } else if (G.s3 == 1) {
-          v = V::loadu(s, count);
-        } else if (G.s3 == 0) {  // an expanded gradient (out.sum()): one value along the row
-          v = V::set(V(0), V(*s), count);
-        } else {
-          T lanes[kV] = {};
-          for (int64_t i = 0; i < count; ++i) lanes[i] = s[i * G.s3];
-          v = V::loadu(lanes);
-        }
+      const bool whole = G.s3 == 1 && count == kV;  // the common case: contiguous, a whole block
+#pragma GCC unroll 8
+      for (int64_t c = 0; c < kCp; ++c) {  // unrolled: total[] stays in registers
+        if (c >= ch) break;
+        const T* s = src + c * G.s1 + x * G.s3;
+        const V v = whole ? V::loadu(s) : row_values(s, G.s3, count);
         v.store(plane + c * kV);
         v.store(plane + (kCp + c) * kV);
         total[c] = total[c] + v;
