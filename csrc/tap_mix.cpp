@@ -248,6 +248,42 @@ at::Tensor padded_images(const at::Tensor& x, const Geometry& g) {
   return buffer;
 }
 
+// The gradient of x from the pair path's two sets of padded images (see
+// backward_kernel): their sum over the interior, back to (B, Ch, H, W)
+// (contiguous), per image row with transposes of Vec::size() pixels.
+template <typename T>
+at::Tensor unpacked_gradient(const at::Tensor& buffer, const Geometry& g) {
+  using V = Vectorized<T>;
+  constexpr int64_t kV = V::size(), kCp = kV / 2;
+  auto out = at::empty({g.b, g.ch, g.h, g.w}, buffer.options());
+  const T* first = buffer.data_ptr<T>();
+  const T* second = first + g.b * g.image;
+  T* op = out.data_ptr<T>();
+  const int64_t hw = g.h * g.w;
+  at::parallel_for(0, g.b * g.h, std::max<int64_t>(1, 16384 / g.row), [&](int64_t begin, int64_t end) {
+    Scratch<T> scratch(2 * kV * kV + kV);
+    T* sum = scratch.get();       // a block's pixels: kCp values each, then slack
+    T* tr = sum + kV * kV + kV;  // (channel, pixel)
+    std::fill(sum, sum + kV * kV + kV, T(0));
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t b = r / g.h, y = r % g.h;
+      const int64_t at = b * g.image + (y + kPad) * g.row + kPad * kCp;
+      T* o = op + b * g.ch * hw + y * g.w;
+      for (int64_t x = 0; x < g.w; x += kV) {
+        const int64_t count = std::min<int64_t>(kV, g.w - x);
+        // Two pixels per vector; past count the values are the border's (never stored).
+        for (int64_t i = 0; i < kV * kCp; i += kV) {
+          (V::loadu(first + at + x * kCp + i) + V::loadu(second + at + x * kCp + i)).store(sum + i);
+        }
+        // Rows read kV values from pixel i on: lane c < kCp is pixel i's channel c.
+        at::vec::transpose_mxn<T, kV, kV>(sum, kCp, tr, kV);
+        for (int64_t c = 0; c < g.ch; ++c) V::loadu(tr + c * kV).store(o + c * hw + x, count);
+      }
+    }
+  });
+  return out;
+}
+
 // The normalised x of each output column, F.affine_grid's (2 x + 1) / W - 1,
 // for wv columns (those past w are computed and never used).
 template <typename T>
@@ -1126,14 +1162,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> tap_mix_backward_cpu(
   const auto color = use_color ? color_in->contiguous() : at::Tensor();
 
   // Gradients not asked for are zeros of the right shape, and not computed.
-  auto grad_x = at::zeros({s.b, s.ch, s.h, s.w}, x_in.options());
+  const auto zeros_like_x = [&] { return at::zeros({s.b, s.ch, s.h, s.w}, x_in.options()); };
   auto grad_affine = at::zeros_like(affine);
   auto grad_color = use_color ? at::zeros_like(color) : at::empty({0}, x_in.options());
   auto grad_weight = at::zeros_like(weight);
   const Needs needs{output_mask[0], output_mask[1] || output_mask[3] || (use_color && output_mask[2]),
                     use_color && output_mask[2]};
-  if (s.n == 0 || grad_x.numel() == 0 || (!needs.x && !needs.sums)) {
-    return {grad_x, grad_affine, grad_color, grad_weight};
+  if (s.n == 0 || s.b * s.ch * s.h * s.w == 0 || (!needs.x && !needs.sums)) {
+    return {zeros_like_x(), grad_affine, grad_color, grad_weight};
   }
 
   // Taps grouped by source image, in (n, k) order: a counting sort on src.
@@ -1147,6 +1183,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> tap_mix_backward_cpu(
     for (int64_t t = 0; t < taps; ++t) order[fill[sp[t]]++] = t;
   }
 
+  at::Tensor grad_x;
   AT_DISPATCH_FLOATING_TYPES(x_in.scalar_type(), "tap_mix_backward_cpu", [&] {
     const bool pair = pair_path<scalar_t>(s.ch);
     const Geometry g = make_geometry<scalar_t>(s, pair);
@@ -1164,9 +1201,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> tap_mix_backward_cpu(
     AUGNET_BY_CASE(backward_kernel, scalar_t, A, G, g, needs, start, order,
                    needs.x ? gxp.data_ptr<scalar_t>() : nullptr, grad_affine.data_ptr<scalar_t>(),
                    use_color ? grad_color.data_ptr<scalar_t>() : nullptr, grad_weight.data_ptr<scalar_t>())
-    if (needs.x) {
-      grad_x.copy_(interior(gxp, g).permute({0, 3, 1, 2}));
-      if (pair) grad_x.add_(interior(gxp, g, 1).permute({0, 3, 1, 2}));
+    if (needs.x && pair) {
+      grad_x = unpacked_gradient<scalar_t>(gxp, g);
+    } else {
+      grad_x = zeros_like_x();
+      if (needs.x) grad_x.copy_(interior(gxp, g).permute({0, 3, 1, 2}));
     }
   });
   return {grad_x, grad_affine, grad_color, grad_weight};
