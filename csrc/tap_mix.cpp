@@ -301,31 +301,28 @@ inline T normalised_row(int64_t y, int64_t h) {
 
 // ------------------------------------------------------------------ coordinates
 
-// One tap's map from an output pixel (normalised gx, gy) to its sample position in
-// pixels: ix = ax gx + (bx1 gy + bx0), iy = ay gx + (by1 gy + by0), i.e. the
-// normalised coordinate a0 gx + a1 gy + a2 mapped to ((c + 1) W - 1) / 2.
+// One tap's affine map from the normalised output coordinates (gx, gy) to the
+// normalised input ones, a0 gx + a1 gy + a2 and a3 gx + a4 gy + a5 (F.affine_grid),
+// each coefficient bounded to +-2^60: sample positions stay finite for any
+// finite warp (an extreme one overflows otherwise, and inf - inf is NaN), far
+// beyond the +-2^24 pixels where float32 has no sub-pixel resolution left.
 template <typename T>
 struct TapMap {
-  T ax, bx1, bx0, ay, by1, by0;
+  T a0, a1, a2, a3, a4, a5;
 };
 
-// Bounded to +-2^60: sample positions stay finite for any finite warp (an
-// extreme one overflows float otherwise, and inf - inf is NaN), far beyond the
-// +-2^24 pixels where float32 has no sub-pixel resolution left.
 inline double bounded(double v) {
   constexpr double big = 1152921504606846976.0;  // 2^60
   return v > big ? big : (v < -big ? -big : v);
 }
 
 template <typename T>
-std::vector<TapMap<T>> tap_maps(const T* affine, int64_t taps, const Geometry& g) {
+std::vector<TapMap<T>> tap_maps(const T* affine, int64_t taps) {
   std::vector<TapMap<T>> maps(taps);
-  const double hx = 0.5 * static_cast<double>(g.w), hy = 0.5 * static_cast<double>(g.h);
   for (int64_t t = 0; t < taps; ++t) {
     const T* a = affine + t * 6;
-    maps[t] = {static_cast<T>(bounded(a[0] * hx)), static_cast<T>(bounded(a[1] * hx)),
-               static_cast<T>(bounded(a[2] * hx + (hx - 0.5))), static_cast<T>(bounded(a[3] * hy)),
-               static_cast<T>(bounded(a[4] * hy)), static_cast<T>(bounded(a[5] * hy + (hy - 0.5)))};
+    const auto b = [](T v) { return static_cast<T>(bounded(static_cast<double>(v))); };
+    maps[t] = {b(a[0]), b(a[1]), b(a[2]), b(a[3]), b(a[4]), b(a[5])};
   }
   return maps;
 }
@@ -389,11 +386,12 @@ template <typename T>
 struct TableConstants {
   using V = Vectorized<T>;
   using VI = Vectorized<Int<T>>;
-  V w, h, one, fcp, frow, forigin;  // forigin: the offset of pixel (0, 0), (kPad pw + kPad) cp
+  V w, h, half_w, half_h, one, fcp, frow, forigin;  // forigin: the offset of pixel (0, 0), (kPad pw + kPad) cp
   VI cp, row, origin, parity, second;
   bool float_offsets;
   TableConstants(const Geometry& g, int64_t second_images)
-      : w(static_cast<T>(g.w)), h(static_cast<T>(g.h)), one(1), fcp(static_cast<T>(g.cp)),
+      : w(static_cast<T>(g.w)), h(static_cast<T>(g.h)), half_w(static_cast<T>(g.w) / 2),
+        half_h(static_cast<T>(g.h) / 2), one(1), fcp(static_cast<T>(g.cp)),
         frow(static_cast<T>(g.row)), forigin(static_cast<T>(kPad * (g.row + g.cp))),
         cp(static_cast<Int<T>>(g.cp)), row(static_cast<Int<T>>(g.row)),
         origin(static_cast<Int<T>>(kPad * (g.row + g.cp))), parity(1),
@@ -406,17 +404,23 @@ void fill_table(const TapMap<T>& m, T gy, const TableConstants<T>& k, int64_t wv
   using V = Vectorized<T>;
   using VI = Vectorized<Int<T>>;
   constexpr int64_t kV = V::size(), kJ = kGrad ? kBackwardSlots : kForwardSlots;
-  const V ax(m.ax), bx(m.bx1 * gy + m.bx0), ay(m.ay), by(m.by1 * gy + m.by0), vscale(scale);
+  // The row's part of the normalised coordinates, then per pixel the rest.
+  const T cx = m.a1 * gy + m.a2, cy = m.a4 * gy + m.a5;
+  const V a0(m.a0), vcx(cx), a3(m.a3), vcy(cy), minus_half(T(-0.5)), vscale(scale);
   // Local copies: the stores below may alias a vector in memory (__m256 is may_alias).
-  const V w = k.w, h = k.h, one = k.one, fcp = k.fcp, frow = k.frow, forigin = k.forigin;
+  const V w = k.w, h = k.h, half_w = k.half_w, half_h = k.half_h, one = k.one, fcp = k.fcp, frow = k.frow,
+          forigin = k.forigin;
   const VI cp = k.cp, row = k.row, origin = k.origin, parity = k.parity, other = k.second;
   const bool float_offsets = k.float_offsets;
   T* block = table;
   for (int64_t x = 0; x < wv; x += kV, block += kJ * kV) {
     const V gx = V::loadu(gxs + x);
     V dx, dy;
-    const V ix = pad_index<T, P, kGrad>(at::vec::fmadd(ax, gx, bx), w, &dx);
-    const V iy = pad_index<T, P, kGrad>(at::vec::fmadd(ay, gx, by), h, &dy);
+    // In pixels as F.grid_sample (align_corners=False) computes it, ((c + 1) W - 1) / 2, with the
+    // same roundings ((c + 1) (W / 2) - 1 / 2 is that exactly): a translation that lands on whole
+    // pixels there lands on them here.
+    const V ix = pad_index<T, P, kGrad>(at::vec::fmadd(at::vec::fmadd(a0, gx, vcx) + one, half_w, minus_half), w, &dx);
+    const V iy = pad_index<T, P, kGrad>(at::vec::fmadd(at::vec::fmadd(a3, gx, vcy) + one, half_h, minus_half), h, &dy);
     const V fx = ix.floor(), fy = iy.floor();
     const V wx1 = ix - fx, wy1 = iy - fy;
     // The corner offset ((y0 + 2) pw + x0 + 2) cp, in T where that is exact (fewer instructions).
@@ -1136,7 +1140,7 @@ at::Tensor tap_mix_cpu(const at::Tensor& x_in, const at::Tensor& src_in, const a
     const bool pair = pair_path<scalar_t>(s.ch);
     const Geometry g = make_geometry<scalar_t>(s, pair);
     const auto xp = padded_images<scalar_t>(x_in, g);
-    const auto maps = tap_maps<scalar_t>(affine.data_ptr<scalar_t>(), s.n * s.k, g);
+    const auto maps = tap_maps<scalar_t>(affine.data_ptr<scalar_t>(), s.n * s.k);
     const Args<scalar_t> A{xp.data_ptr<scalar_t>(), src.data_ptr<int64_t>(), maps.data(),
                            use_color ? color.data_ptr<scalar_t>() : nullptr, weight.data_ptr<scalar_t>()};
     AUGNET_BY_CASE(forward_kernel, scalar_t, A, g, out.data_ptr<scalar_t>())
@@ -1193,7 +1197,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> tap_mix_backward_cpu(
     // so that the read-modify-writes of neighbouring pixels never partly overlap (a
     // partly overlapping load cannot take its value from the pending store: it stalls).
     const auto gxp = needs.x ? at::zeros({(pair ? 2 : 1) * g.b * g.image + 64}, xp.options()) : at::Tensor();
-    const auto maps = tap_maps<scalar_t>(affine.data_ptr<scalar_t>(), s.n * s.k, g);
+    const auto maps = tap_maps<scalar_t>(affine.data_ptr<scalar_t>(), s.n * s.k);
     const Args<scalar_t> A{xp.data_ptr<scalar_t>(), src.data_ptr<int64_t>(), maps.data(),
                            use_color ? color.data_ptr<scalar_t>() : nullptr, weight.data_ptr<scalar_t>()};
     const GradView<scalar_t> G{grad_in.data_ptr<scalar_t>(), grad_in.stride(0), grad_in.stride(1),
