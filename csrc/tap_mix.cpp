@@ -5,7 +5,8 @@
 //
 // Sampling follows F.affine_grid + F.grid_sample (bilinear, align_corners=False)
 // exactly, including the padding modes. No grid and no per-tap image is ever
-// stored: each output pixel is accumulated over the taps in registers.
+// stored: an output row is accumulated over the taps in a row of scratch
+// vectors (one row per output channel with a colour map) and written once.
 //
 // How the work is laid out (benchmarks/callgrind_tap_mix.py counts it):
 //
@@ -41,9 +42,11 @@
 //   order at the end. Without a gradient for x the work items are (output row
 //   n, band): as many as the hardware can use. With one, each source image b
 //   is owned by one work item that handles every tap reading b, so its
-//   gradient has a single writer. The work of an item never depends on the
-//   thread count: the backward is bitwise the same for any number of threads,
-//   and each gradient is bitwise the same whatever else is asked for.
+//   gradient has a single writer; its pair vectors go to one of two buffers by
+//   the parity of x0 (see tap_mix_backward_cpu). The work of an item never
+//   depends on the thread count: the backward is bitwise the same for any
+//   number of threads, and each gradient is bitwise the same whatever else is
+//   asked for.
 
 // ATen compiles Vectorized for the CPU capability of each of its kernels; an
 // extension says which one it targets. With AVX2 + FMA (-march=native on
