@@ -124,6 +124,147 @@ def test_backward_is_bitwise_deterministic_across_runs_and_thread_counts():
         assert torch.equal(a, b) and torch.equal(a, c)
 
 
+# ------------------------------------------- the kernel's paths (csrc/tap_mix.cpp)
+#
+# The kernel specialises at compile time on the padding mode, the colour map and
+# the channel count: Ch <= Vec::size() / 2 (float: 4, double: 2 with AVX2) takes
+# the pair-vector path, more channels the scalar-load path. Pixels go in blocks of
+# Vec::size() with a scalar tail (W not a multiple of 8), rows in bands of about
+# 256 pixels (several bands below), and the backward has two work layouts: per
+# (output row, band) without the gradient of x, per source image with it.
+
+
+def assert_close_at_scale(actual, expected, dtype, msg):
+    """assert_close relative to the largest value: a float32 sum of large terms that cancel to near 0
+    (an affine gradient entry among others of 100) is only as exact as the terms (either backend)."""
+    scale = expected.abs().max().clamp_min(1)
+    torch.testing.assert_close(actual / scale, expected / scale, **tol("cpp", dtype), msg=msg)
+
+
+def backward_op(args, grad_out, padding, mask):
+    x, src, affine, col, weight = args
+    return torch.ops.augnet.tap_mix_backward(grad_out, x, src, affine, col, weight, padding, mask)
+
+
+@pytest.mark.parametrize(
+    "dtype, ch",
+    [(torch.float32, 1), (torch.float32, 3), (torch.float32, 4), (torch.float32, 5), (torch.float64, 2),
+     (torch.float64, 3)],
+    ids=["f32-ch1-pair", "f32-ch3-pair", "f32-ch4-pair", "f32-ch5-scalar", "f64-ch2-pair", "f64-ch3-scalar"],
+)  # fmt: skip
+@pytest.mark.parametrize("k", [1, 5, 12])
+@pytest.mark.parametrize("color", [True, False])
+def test_every_path_matches_the_reference(dtype, ch, k, color):
+    # W = 13: one block of 8 pixels and a tail of 5; H = 22: two bands of 19 rows (256 // 13).
+    shape = dict(b=3, ch=ch, h=22, w=13, n=5, k=k)
+    args = tap_mix_inputs(color=color, dtype=dtype, spread=0.6, **shape)
+    grad_out = torch.randn(5, ch, 22, 13, generator=gen(1), dtype=dtype)
+    for padding in ("zeros", "border", "reflection"):
+        expected = run("reference", args, padding, grad_out)
+        got = run("cpp", args, padding, grad_out)
+        for name, a, e in zip(["out", "x", "affine", "color", "weight"][: len(got)], got, expected, strict=True):
+            assert_close_at_scale(a, e, dtype, msg=lambda m, name=name, p=padding: f"{p} {name}: {m}")
+
+
+@pytest.mark.parametrize("w", [1, 7, 8, 9, 300])
+def test_widths_around_the_vector_size_and_one_row_bands(w):
+    # 300 columns: bands of one row (256 // 300 < 1); 1 column: only the scalar tail.
+    args = tap_mix_inputs(b=2, ch=3, h=4, w=w, n=3, k=2, dtype=torch.float32, spread=0.5)
+    grad_out = torch.randn(3, 3, 4, w, generator=gen(1))
+    for padding in ("zeros", "reflection"):
+        for a, e in zip(run("cpp", args, padding, grad_out), run("reference", args, padding, grad_out), strict=True):
+            assert_close_at_scale(a, e, torch.float32, msg=lambda m, p=padding: f"{p}: {m}")
+
+
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("color", [True, False])
+@pytest.mark.parametrize("ch", [1, 3])  # double: the pair path, then the scalar-load path
+def test_gradcheck_of_every_path(padding, color, ch):
+    # W = 5: one block of 4 (double) pixels and a tail of 1.
+    x, src, affine, col, weight = tap_mix_inputs(b=2, ch=ch, h=3, w=5, n=3, k=2, color=color, spread=0.6)
+    inputs = tuple(t.requires_grad_() for t in (x, affine, weight) + ((col,) if color else ()))
+
+    def f(x, affine, weight, col=None):
+        return tap_mix(x, src, affine, col, weight, padding=padding, backend="cpp")
+
+    assert torch.autograd.gradcheck(f, inputs)
+
+
+MASKS = {
+    "all": [True, True, True, True],
+    "no-dx": [False, True, True, True],  # a first layer: its input is data
+    "only-dx": [True, False, False, False],
+    "affine": [False, True, False, False],
+}
+
+
+@pytest.mark.parametrize("padding", ["zeros", "reflection"])
+@pytest.mark.parametrize("color", [True, False])
+@pytest.mark.parametrize("dtype, ch", [(torch.float32, 3), (torch.float32, 6), (torch.float64, 2)])
+def test_each_gradient_is_the_same_bits_whatever_else_is_asked_for(padding, color, dtype, ch):
+    """The work layout differs with and without dx (per image vs per output row): the gradients do not."""
+    args = tap_mix_inputs(b=3, ch=ch, h=21, w=19, n=7, k=4, dtype=dtype, color=color)
+    grad_out = torch.randn(7, ch, 21, 19, generator=gen(2), dtype=dtype)
+    full = backward_op(args, grad_out, padding, MASKS["all"])
+    for name, mask in MASKS.items():
+        got = backward_op(args, grad_out, padding, mask)
+        for i, asked in enumerate(mask):
+            if not color and i == 2:
+                assert got[2].numel() == 0
+            elif asked or (i == 3 and mask[1]):  # the weight gradient comes with the affine one
+                assert torch.equal(got[i], full[i]), f"{name}: gradient {i}"
+            elif i in (0, 2):  # not asked for: zeros of the right shape, not computed
+                assert got[i].shape == full[i].shape and not got[i].any(), f"{name}: gradient {i}"
+
+
+@pytest.mark.parametrize("mask", list(MASKS.values()), ids=list(MASKS))
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("dtype, ch", [(torch.float32, 3), (torch.float32, 5), (torch.float64, 1)])
+def test_backward_is_the_same_bits_for_any_thread_count(mask, padding, dtype, ch):
+    # Several bands (h 40, w 16: 16 rows a band), taps of one output row reading several images.
+    args = tap_mix_inputs(b=3, ch=ch, h=40, w=16, n=9, k=5, dtype=dtype, color=True)
+    grad_out = torch.randn(9, ch, 40, 16, generator=gen(3), dtype=dtype)
+    threads = torch.get_num_threads()
+    try:
+        results = []
+        for count in (1, 2, 3, 1):
+            torch.set_num_threads(count)
+            results.append(backward_op(args, grad_out, padding, mask))
+    finally:
+        torch.set_num_threads(threads)
+    for other in results[1:]:
+        for a, b in zip(results[0], other, strict=True):
+            assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("layout", ["channels_last", "strided"])
+def test_the_op_packs_any_layout_of_x_to_the_same_bits(layout):
+    # Contiguous x is packed by the kernel's own transposes, any other layout by ATen's copy.
+    dense = tap_mix_inputs(b=3, ch=3, h=9, w=11, dtype=torch.float32)
+    other = tap_mix_inputs(b=3, ch=3, h=9, w=11, dtype=torch.float32, layout=layout)
+    assert not other[0].is_contiguous()
+    grad_out = torch.randn(8, 3, 9, 11, generator=gen(1))
+    assert torch.equal(torch.ops.augnet.tap_mix(*dense, "zeros"), torch.ops.augnet.tap_mix(*other, "zeros"))
+    for a, b in zip(
+        backward_op(dense, grad_out, "zeros", MASKS["all"]), backward_op(other, grad_out, "zeros", MASKS["all"])
+    ):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("padding", ["zeros", "border"])
+@pytest.mark.parametrize("value", [1e38, -1e38, 1e30])
+def test_extreme_finite_warps_stay_finite(padding, value):
+    x = torch.rand(2, 3, 6, 7, generator=gen(6))
+    aff = torch.eye(2, 3).expand(2, 1, 2, 3).clone()
+    aff[0, 0, 0, 0] = value
+    aff[1, 0, 1, 2] = value
+    leaves = [x.clone().requires_grad_(), aff.requires_grad_(), torch.ones(2, 1, requires_grad=True)]
+    out = tap_mix(leaves[0], torch.arange(2)[:, None], leaves[1], None, leaves[2], padding, "cpp")
+    out.sum().backward()
+    assert torch.isfinite(out).all()
+    assert all(torch.isfinite(t.grad).all() for t in leaves)
+
+
 def test_traces_under_torch_compile():
     args = tap_mix_inputs(dtype=torch.float32)
     x, src, affine, col, weight = args
