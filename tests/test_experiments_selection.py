@@ -73,6 +73,13 @@ def test_presets_say_what_the_paper_and_its_code_use():
     paper = DemoConfig.preset("paper")
     assert (paper.n_train, paper.n_test, paper.epochs, paper.init_magnitude) == (10_000, 5_000, 20, 0.125)
     assert DemoConfig.preset("augnet", epochs=3).epochs == 3
+    # augnet's selection decays the magnitudes alone; the paper's text and code decay them with the rest.
+    assert DemoConfig().magnitude_weight_decay == DemoConfig.preset("augnet").magnitude_weight_decay == 1.0
+    assert paper.magnitude_weight_decay is None and official.magnitude_weight_decay is None
+    # The selection experiment's settings are the paper's method; its candidate is the demo's default.
+    config = tiny_config()
+    assert config.demo_config("sprites", "setting", "T 1", 0).magnitude_weight_decay is None
+    assert config.demo_config("sprites", "candidate", "magnitude decay", 0).magnitude_weight_decay == 1.0
     assert set(PRESETS) == {"augnet", "official", "paper"}
     with pytest.raises(ValueError, match="unknown preset"):
         DemoConfig.preset("fast")
