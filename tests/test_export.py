@@ -257,7 +257,9 @@ def test_every_exact_export_is_compared_at_equal_parameters():
 @pytest.mark.parametrize("key", sorted(EXACT), ids=lambda k: f"{k[0]}-{k[1]}")
 def test_exact_export_computes_augnets_output(key):
     out, want = EXACT[key]()
-    tol = dict(rtol=0, atol=1e-4) if key == ("torchvision", "Gray") else dict(rtol=1e-5, atol=1e-6)
+    # torchvision's red weight is 0.2989, augnet's (and kornia's) 0.299: grey levels differ by 1e-4 times the red
+    # value (at most 1), plus float rounding of the sums.
+    tol = dict(rtol=0, atol=1e-4 + 1e-6) if key == ("torchvision", "Gray") else dict(rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(out.to(want.dtype), want, **tol)
 
 
