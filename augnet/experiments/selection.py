@@ -227,13 +227,14 @@ def plot_selection(rows: list[dict], path: Path) -> Path:
             ax.barh(ys, width, left=left, color=colours[t], label=t, height=0.7)
         for y, n in zip(ys, names, strict=True):
             if n in mine:
-                ax.text(1.02, y, f"acc ≥ {mine[n]['accuracy_min']:.2f}", va="center", fontsize=7)
+                ax.text(1.02, y, f"acc ≥ {mine[n]['accuracy_min']:.3f}", va="center", fontsize=7)
         ax.set_xlim(0, 1.25)
+        ax.set_xticks([0.0, 0.2, 0.4, 0.6, 0.8, 1.0])
         ax.set_yticks(ys, names)
         ax.set_xlabel("fraction of seeds won")
         ax.set_title(f"{data}")
         ax.grid(alpha=0.3, axis="x")
-    axes[0].legend(frameon=False, fontsize=7, loc="lower right")
+    axes[-1].legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the panels
     fig.suptitle("Which transform AugNet selects (largest weight), per setting")
     return save_figure(fig, path)
 
