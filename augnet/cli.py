@@ -21,9 +21,9 @@ RGB_ONLY = ("Saturation", "Hue")
 
 def demo_config(args: argparse.Namespace):
     """The :class:`~augnet.experiments.demo.DemoConfig` of ``augnet demo``'s arguments."""
-    from augnet.experiments.demo import DemoConfig
+    from augnet.experiments.demo import SIZES, DemoConfig
 
-    data = {} if args.data is None else {"data": args.data, "size": 32 if args.data == "sprites" else 28}
+    data = {} if args.data is None else {"data": args.data, "size": SIZES[args.data]}
     base = DemoConfig.preset(args.preset) if args.preset else DemoConfig()
     config = dataclasses.replace(base, seed=args.seed, threads=args.threads, device=args.device, **data)
     if args.quick:

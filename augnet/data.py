@@ -112,16 +112,25 @@ def rotated_glyphs(
         >>> x.shape, y.shape, bool(((0 <= x) & (x <= 1)).all())
         (torch.Size([8, 1, 20, 20]), torch.Size([8]), True)
     """
+    y, glyph, angle = _rotation_labels(n, size, seed, generator)
+    x = render_glyphs(glyph, angle, size)
+    return (x, y, angle) if return_angle else (x, y)
+
+
+def _rotation_labels(n, size, seed: int, generator: torch.Generator | None) -> tuple[Tensor, Tensor, Tensor]:
+    """The rotation task's protocol: labels (n,) in 0..3, the figure (label % 2), angles (radians).
+
+    Label // 2 says "down": the angle is uniform in [-pi/4, pi/4], plus pi for "down".
+    """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
     if isinstance(size, bool) or not isinstance(size, int) or size < 8:
         raise ValueError(f"size must be an int >= 8, got {size!r}")
     g = generator if generator is not None else torch.Generator().manual_seed(seed)
     y = torch.randint(0, 4, (n,), generator=g)
-    glyph, down = y % 2, y // 2
+    figure, down = y % 2, y // 2
     angle = (torch.rand(n, generator=g) * 2 - 1) * (math.pi / 4) + down * math.pi
-    x = render_glyphs(glyph, angle, size)
-    return (x, y, angle) if return_angle else (x, y)
+    return y, figure, angle
 
 
 # --------------------------------------------------------------------------- sprites
@@ -313,15 +322,8 @@ def rotated_sprites(
         >>> x.shape, y.shape, bool(((0 <= x) & (x <= 1)).all())
         (torch.Size([8, 3, 32, 32]), torch.Size([8]), True)
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"n must be a non-negative int, got {n!r}")
-    if isinstance(size, bool) or not isinstance(size, int) or size < 8:
-        raise ValueError(f"size must be an int >= 8, got {size!r}")
-    cells, palettes = make_sprite_pair(pair)
-    g = generator if generator is not None else torch.Generator().manual_seed(seed)
-    y = torch.randint(0, 4, (n,), generator=g)
-    sprite, down = y % 2, y // 2
-    angle = (torch.rand(n, generator=g) * 2 - 1) * (math.pi / 4) + down * math.pi
+    cells, palettes = make_sprite_pair(pair)  # checks pair before anything is drawn from the generator
+    y, sprite, angle = _rotation_labels(n, size, seed, generator)
     x = render_sprites(sprite, angle, cells, palettes, size)
     return (x, y, angle) if return_angle else (x, y)
 

@@ -484,8 +484,7 @@ def transform_classes() -> dict[str, type]:
     return out
 
 
-def _transform_from_entry(entry: dict, layer: int):
-    classes = transform_classes()
+def _transform_from_entry(entry: dict, layer: int, classes: dict[str, type]):
     name = entry.get("transform")
     if name not in classes:
         raise ValueError(f"policy layer {layer}: unknown transform {name!r}; augnet has {sorted(classes)}")
@@ -669,9 +668,9 @@ class AugmentationModule(nn.Module):
                 "this policy has no layer settings (it was not made by AugmentationModule.policy()); "
                 "only a full policy rebuilds a module"
             )
-        layers = []
+        layers, classes = [], transform_classes()
         for i, (entries, settings) in enumerate(zip(policy, policy.settings, strict=True)):
-            transforms = [_transform_from_entry(e, i) for e in entries]
+            transforms = [_transform_from_entry(e, i, classes) for e in entries]
             layer = AugmentationLayer(
                 transforms,
                 temperature=settings["temperature"],

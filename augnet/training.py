@@ -35,6 +35,9 @@ class TrainState:
         loss: the last step's total loss (a float), ``None`` before the first step.
         layers: the model's augmentation layers.
         history: the history :func:`fit` returns, as recorded so far.
+
+    The losses are kept as detached tensors and turned into floats only when a
+    callback reads them, so a training step does not wait for the device.
     """
 
     model: torch.nn.Module
@@ -44,9 +47,17 @@ class TrainState:
     epoch: int = 0
     step: int = 0
     lam: float = 0.0
-    task_loss: float | None = None
-    loss: float | None = None
     history: dict[str, list] = field(default_factory=dict)
+    last_task_loss: Tensor | None = field(default=None, repr=False)
+    last_loss: Tensor | None = field(default=None, repr=False)
+
+    @property
+    def task_loss(self) -> float | None:
+        return None if self.last_task_loss is None else float(self.last_task_loss)
+
+    @property
+    def loss(self) -> float | None:
+        return None if self.last_loss is None else float(self.last_loss)
 
 
 class Callback:
@@ -309,7 +320,6 @@ def fit(
     draws = isinstance(model, AugNet)  # Augerino included: it is an AugNet
     total = epochs * steps_per_epoch if steps_per_epoch is not None else None
     bar = tqdm(total=total, disable=not progress, desc=desc, unit="step")
-    step = 0
     model.train()
     for cb in callbacks:
         cb.on_train_start(state)
@@ -341,11 +351,11 @@ def fit(
                 optimizer.step()
             if scheduler is not None and scheduler_interval == "step":
                 scheduler.step()
-            step += 1
-            state.step, state.task_loss, state.loss = step, float(task.detach()), float(loss.detach())
-            if step == 1 or step % record_every == 0:
+            state.step += 1
+            state.last_task_loss, state.last_loss = task.detach(), loss.detach()
+            if state.step == 1 or state.step % record_every == 0:
                 with torch.no_grad():
-                    history["step"].append(step)
+                    history["step"].append(state.step)
                     history["loss"].append(float(task.detach()))
                     if layers:
                         history["weights"].append([layer.weights.tolist() for layer in layers])
@@ -460,8 +470,6 @@ def accuracy(
     The batches are moved to the device of the model's parameters; an AugNet
     draws its copies from ``generator`` (on that device).
     """
-    if isinstance(x, Tensor) and (not isinstance(batch_size, int) or batch_size < 1):
-        raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
     batches, _ = _batches(x, y, batch_size if isinstance(x, Tensor) else None, shuffle=False)
     device = _training_device(model, None)
     was_training = model.training

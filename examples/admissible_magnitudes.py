@@ -19,7 +19,7 @@ import json
 import torch
 import torch.nn.functional as F
 
-from augnet.experiments.demo import DemoConfig, demo_data, make_trunk
+from augnet.experiments.demo import SIZES, DemoConfig, demo_data, make_trunk
 from augnet.transforms import image as T
 
 
@@ -47,8 +47,7 @@ def main():
     parser.add_argument("--data", choices=("sprites", "glyphs"), default="sprites")
     parser.add_argument("--out", default=None, help="optional JSON file for the table")
     args = parser.parse_args()
-    size = 32 if args.data == "sprites" else 28
-    config = DemoConfig(data=args.data, size=size)  # the demo's data and trunk
+    config = DemoConfig(data=args.data, size=SIZES[args.data])  # the demo's data and trunk
     x_train, y_train = demo_data(config)(4000, 0)
     x_test, y_test = demo_data(config)(1000, 10_000)
     rows = []
@@ -60,7 +59,7 @@ def main():
                 net, g = train_with(t, mu, x_train, y_train, args.epochs, config)
             loss = F.cross_entropy(net(t(x_train, mu, generator=g)), y_train).item()
             acc = (net(t(x_test, mu, generator=g)).argmax(1) == y_test).float().mean().item()
-            rng = str(t.natural_range(mu, (size, size)))
+            rng = str(t.natural_range(mu, (config.size, config.size)))
             rows.append({"transform": cls.__name__, "magnitude": mu, "range": rng, "train_loss": loss, "test_acc": acc})
             print(f"{cls.__name__:<11} {mu:>5.2f} {rng:>12} {loss:>11.4f} {acc:>14.3f}", flush=True)
     if args.out:

@@ -35,6 +35,7 @@ __all__ = [
     "CALIBRATIONS",
     "DATA",
     "PRESETS",
+    "SIZES",
     "TRUNKS",
     "DemoConfig",
     "DemoResult",
@@ -47,6 +48,8 @@ __all__ = [
 
 #: The data sets of the rotation task.
 DATA = ("sprites", "glyphs")
+#: Each data set's image size (height and width) in the demo and the experiments.
+SIZES = {"sprites": 32, "glyphs": 28}
 #: The trunks: the paper's 5-layer CNN (Table A.1), or a smaller three-block CNN.
 TRUNKS = ("paper", "small")
 #: Magnitude calibrations: none, equal change of the inputs, or of the untrained trunk's outputs.

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from augnet.experiments._registry import Report, register
-from augnet.experiments.demo import PRESETS, DemoConfig, run_demo
+from augnet.experiments.demo import PRESETS, SIZES, DemoConfig, run_demo
 
 __all__ = [
     "CANDIDATES",
@@ -109,8 +109,7 @@ class SelectionConfig:
 
     def demo_config(self, data: str, kind: str, name: str, seed: int) -> DemoConfig:
         overrides = (SETTINGS if kind == "setting" else CANDIDATES)[name]
-        size = {"sprites": 32, "glyphs": 28}[data]
-        fields = dict(data=data, size=size, epochs=self.epochs, n_train=self.n_train, n_test=self.n_test)
+        fields = dict(data=data, size=SIZES[data], epochs=self.epochs, n_train=self.n_train, n_test=self.n_test)
         fields.update(width=self.width, threads=self.threads, seed=seed, device=self.device)
         return dataclasses.replace(DemoConfig(), **{**PAPER_METHOD, **fields, **self.base, **overrides})
 
