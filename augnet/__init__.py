@@ -12,10 +12,12 @@ Examples:
     >>> loss = loss + 0.5 * augnet.selective_regularizer(model)
 """
 
+from augnet import export  # noqa: F401 (registers Policy.to_kornia / to_torchvision; kornia loads on use)
 from augnet.augerino import Augerino
-from augnet.layers import AugmentationLayer, AugmentationModule, Policy
+from augnet.layers import AugmentationLayer, AugmentationModule
 from augnet.model import AugNet, aggregate
 from augnet.ops.dispatch import tap_mix
+from augnet.policy import Policy
 from augnet.regularizers import (
     LambdaSchedule,
     augerino_regularizer,

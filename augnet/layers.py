@@ -6,7 +6,6 @@ Axis legend: B samples, C copies, N = B * C output rows (copy-major: row
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,9 +16,11 @@ from torch import Tensor, nn
 from augnet.ops.dispatch import tap_mix
 from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps, select_taps
+from augnet.policy import Policy, layer_specs, transform_classes
 from augnet.transforms.base import KINK_STEP, Transform, at_kink, check_copies, draw, kink_derivative, repeat_rows
 
-__all__ = ["AugmentationLayer", "AugmentationModule", "Policy"]
+# Policy and transform_classes live in augnet.policy; imported here for the names users already import from here.
+__all__ = ["AugmentationLayer", "AugmentationModule", "Policy", "transform_classes"]
 
 EVAL_MODES = ("sample", "mix")
 
@@ -470,128 +471,11 @@ def _magnitude_list(init, q: int) -> list[float]:
     return values
 
 
-def transform_classes() -> dict[str, type]:
-    """Every public augnet transform class by name (image, signal, audio and sensor transforms)."""
-    from augnet.transforms import audio, image, signal
-    from augnet.transforms.base import Transform
-
-    out = {}
-    for module in (image, signal, audio):
-        for name in module.__all__:
-            obj = getattr(module, name)
-            if isinstance(obj, type) and issubclass(obj, Transform):
-                out[name] = obj
-    return out
-
-
-def _transform_from_entry(entry: dict, layer: int, classes: dict[str, type]):
-    name = entry.get("transform")
-    if name not in classes:
-        raise ValueError(f"policy layer {layer}: unknown transform {name!r}; augnet has {sorted(classes)}")
-    if "args" not in entry:
-        raise ValueError(f"policy layer {layer}: the entry of {name} has no 'args' (constructor arguments)")
-    return classes[name](**entry["args"])
-
-
 def _groups_by_padding(transforms) -> dict[str, list[int]]:
     groups: dict[str, list[int]] = {}
     for q, t in enumerate(transforms):
         groups.setdefault(t.padding, []).append(q)
     return groups
-
-
-POLICY_FORMAT = "augnet.policy"
-POLICY_VERSION = 1
-
-
-class Policy(list):
-    """A learned augmentation policy: one list of transform entries per layer.
-
-    Each entry is a dict with ``transform``, ``weight``, ``magnitude`` and
-    ``range`` (a :class:`~augnet.transforms.base.Range` in natural units), and
-    for an :class:`AugmentationLayer` also ``args`` (the transform's
-    constructor arguments) and ``transform_magnitude`` (see
-    :meth:`AugmentationLayer.policy`). ``str(policy)`` is a readable table.
-
-    A policy made by :meth:`AugmentationModule.policy` also holds each layer's
-    settings and exact state (:attr:`settings`), so that :meth:`to_json` is a
-    complete policy file: :meth:`AugmentationModule.from_policy` rebuilds an
-    identical module from it, and :meth:`to_kornia` / :meth:`to_torchvision`
-    hand it on to everyday training.
-
-    Args:
-        layers: per layer, a list of entries.
-        settings: per layer, :meth:`AugmentationLayer.settings` (or ``None``).
-    """
-
-    def __init__(self, layers=(), settings: list[dict] | None = None) -> None:
-        super().__init__(layers)
-        self.settings: list[dict] | None = None if settings is None else list(settings)
-        if self.settings is not None and len(self.settings) != len(self):
-            raise ValueError(f"settings has {len(self.settings)} entries for {len(self)} layers")
-
-    def __str__(self) -> str:
-        lines = []
-        for i, layer in enumerate(self):
-            lines.append(f"layer {i}:")
-            best = max(range(len(layer)), key=lambda q: layer[q]["weight"]) if layer else -1
-            for q, e in enumerate(layer):
-                mark = " <" if q == best else ""
-                lines.append(
-                    f"  {e['transform']:<16} weight {e['weight']:.3f}  magnitude {e['magnitude']:.3f}"
-                    f"  range {e['range']}{mark}"
-                )
-        return "\n".join(lines)
-
-    def layers_json(self) -> list[list[dict]]:
-        """The entries alone, JSON-serialisable: per layer, a list of entries (ranges as ``[low, high, unit]``)."""
-        return [[{**e, "range": list(e["range"])} for e in layer] for layer in self]
-
-    def to_json(self) -> dict:
-        """A JSON-serialisable policy file.
-
-        Returns:
-            ``{"format": "augnet.policy", "version": 1, "layers": [{"transforms": [entries],
-            ...settings}]}``: per layer its entries (ranges as ``[low, high, unit]``)
-            and, when known, its settings and exact state (temperature,
-            evaluation mode, backend, weight logits, raw magnitudes, calibration).
-        """
-        layers = []
-        for i, entries in enumerate(self.layers_json()):
-            settings = self.settings[i] if self.settings is not None else {}
-            layers.append({"transforms": entries, **settings})
-        return {"format": POLICY_FORMAT, "version": POLICY_VERSION, "layers": layers}
-
-    @classmethod
-    def from_json(cls, data: dict) -> Policy:
-        """The policy of a :meth:`to_json` dict (ranges back as :class:`~augnet.transforms.base.Range`)."""
-        from augnet.transforms.base import Range
-
-        if not isinstance(data, dict) or data.get("format") != POLICY_FORMAT:
-            got = f"a dict with format {data.get('format')!r}" if isinstance(data, dict) else type(data).__name__
-            raise ValueError(f"not an augnet policy file: expected a dict with format {POLICY_FORMAT!r}, got {got}")
-        if data.get("version") != POLICY_VERSION:
-            version = data.get("version")
-            raise ValueError(f"unsupported policy file version {version!r}; this augnet reads {POLICY_VERSION}")
-        layers, settings = [], []
-        for i, layer in enumerate(data.get("layers", [])):
-            if not isinstance(layer, dict) or not isinstance(layer.get("transforms"), list):
-                raise ValueError(f"policy layer {i} must be a dict with a 'transforms' list, got {layer!r}")
-            layers.append([{**e, "range": Range(*e["range"])} for e in layer["transforms"]])
-            settings.append({k: v for k, v in layer.items() if k != "transforms"})
-        return cls(layers, settings if all(settings) else None)
-
-    def to_kornia(self, size: tuple[int, int] | None = None):
-        """This policy as a ``kornia.augmentation`` pipeline (see :func:`augnet.export.to_kornia`)."""
-        from augnet.export import to_kornia
-
-        return to_kornia(self, size)
-
-    def to_torchvision(self, size: tuple[int, int] | None = None):
-        """This policy as a ``torchvision.transforms.v2`` pipeline (see :func:`augnet.export.to_torchvision`)."""
-        from augnet.export import to_torchvision
-
-        return to_torchvision(self, size)
 
 
 class AugmentationModule(nn.Module):
@@ -655,22 +539,8 @@ class AugmentationModule(nn.Module):
             >>> again.policy().to_json() == module.policy().to_json()
             True
         """
-        if isinstance(policy, (str, Path)):
-            policy = json.loads(Path(policy).read_text())
-        if isinstance(policy, dict) and "format" not in policy and isinstance(policy.get("policy"), dict):
-            policy = policy["policy"]  # a run's record holding its policy file
-        if isinstance(policy, dict):
-            policy = Policy.from_json(policy)
-        if not isinstance(policy, Policy):
-            raise TypeError(f"policy must be a Policy, its to_json() dict or a file path, got {type(policy).__name__}")
-        if policy.settings is None:
-            raise ValueError(
-                "this policy has no layer settings (it was not made by AugmentationModule.policy()); "
-                "only a full policy rebuilds a module"
-            )
-        layers, classes = [], transform_classes()
-        for i, (entries, settings) in enumerate(zip(policy, policy.settings, strict=True)):
-            transforms = [_transform_from_entry(e, i, classes) for e in entries]
+        layers = []
+        for transforms, settings in layer_specs(policy):
             layer = AugmentationLayer(
                 transforms,
                 temperature=settings["temperature"],

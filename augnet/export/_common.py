@@ -1,0 +1,167 @@
+"""What both exporters share: the export of one transform, the reasons an export is approximate, policy checks."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+
+from augnet.policy import Policy, transform_classes
+from augnet.transforms import image as T
+from augnet.transforms.base import Transform
+
+EXACT, APPROXIMATE, NONE = "exact", "approximate", "none"
+
+
+class _Unsupported(Exception):
+    """Raised by a builder: the transform has no counterpart in the library (the message says why)."""
+
+
+@dataclass
+class _Export:
+    """One transform of a policy, in a library.
+
+    Attributes:
+        ops: ``(probability, op)`` pairs: the library ops that together make the
+            transform (usually one, with probability 1; ``Posterize`` has one per bit count).
+        note: how the export differs from augnet (``None`` when exact).
+    """
+
+    ops: list[tuple[float, Any]]
+    note: str | None = None
+
+
+def _join(*notes: str | None) -> str | None:
+    kept = [n for n in notes if n]
+    return "; ".join(kept) if kept else None
+
+
+def _cap(value: float, limit: float, what: str) -> tuple[float, str | None]:
+    """``value`` capped at ``limit``, and a note when it was."""
+    if value <= limit:
+        return value, None
+    return limit, f"{what} {value:.4g} is capped at {limit:g}"
+
+
+# Why an export is approximate, where two cases share the reason.
+SHEAR = "the shear angle is drawn uniformly, not the shear coefficient (its tangent)"
+SCALE = "the zoom is drawn uniformly in [1/z, z], not log-uniformly"
+CLIPPED = "the library clips the result to [0, 1]; augnet does not"
+HUE = (
+    "the library shifts the HSV hue (and clips to [0, 1]); augnet rotates colours about the grey axis of the RGB "
+    "cube (grey levels kept)"
+)
+
+
+def _why_none(name: str) -> str:
+    if name == "SamplePairing":
+        return "it blends each sample with another sample of the batch, which a per-sample pipeline cannot see"
+    if name in IMAGE_NAMES:
+        return "no counterpart"
+    return "it is not an image transform"
+
+
+def _why_none(name: str) -> str:
+    if name == "SamplePairing":
+        return "it blends each sample with another sample of the batch, which a per-sample pipeline cannot see"
+    if name in IMAGE_NAMES:
+        return "no counterpart"
+    return "it is not an image transform"
+
+
+def unsupported(name: str) -> _Unsupported:
+    """The exception a builder raises for transform ``name``, saying why it has no counterpart."""
+    return _Unsupported(_why_none(name))
+
+
+#: augnet's image transform classes by name.
+IMAGE_NAMES = frozenset(n for n in T.__all__ if isinstance(getattr(T, n), type))
+
+#: A builder: ``(class name, transform, magnitude > 0) -> _Export`` in one library.
+Builder = Callable[[str, Transform, float], _Export]
+
+
+# ----------------------------------------------------------------------- policies
+
+
+def check_size(size) -> tuple[int, int] | None:
+    if size is None:
+        return None
+    if (
+        not isinstance(size, (tuple, list))
+        or len(size) != 2
+        or not all(isinstance(s, int) and not isinstance(s, bool) for s in size)
+    ):
+        raise TypeError(f"size must be None or a pair of ints (H, W), got {size!r}")
+    if min(size) < 1:
+        raise ValueError(f"size must be positive, got {size!r}")
+    return int(size[0]), int(size[1])
+
+
+def _entries(policy) -> list[list[dict]]:
+    """The policy's layers of entries, checked."""
+    if isinstance(policy, dict):
+        policy = Policy.from_json(policy)
+    if not isinstance(policy, list) or isinstance(policy, str):
+        raise TypeError(f"policy must be an augnet Policy (or its to_json() dict), got {type(policy).__name__}")
+    if not policy:
+        raise ValueError("the policy has no layers")
+    for i, layer in enumerate(policy):
+        if not isinstance(layer, list) or not layer:
+            raise ValueError(f"policy layer {i} must be a non-empty list of entries, got {layer!r}")
+        for e in layer:
+            if not isinstance(e, dict) or "transform" not in e or "weight" not in e:
+                raise ValueError(f"policy layer {i}: an entry needs 'transform' and 'weight', got {e!r}")
+            w, m = e["weight"], e.get("transform_magnitude", e.get("magnitude"))
+            if not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
+                raise ValueError(f"policy layer {i}: {e['transform']} has weight {w!r}, not a finite number >= 0")
+            if not isinstance(m, (int, float)) or not 0.0 <= m <= 1.0:
+                raise ValueError(f"policy layer {i}: {e['transform']} has magnitude {m!r}, not in [0, 1]")
+        if sum(e["weight"] for e in layer) <= 0:
+            raise ValueError(f"policy layer {i}: the weights sum to 0")
+    return policy
+
+
+def build(policy, library: str, builder: Builder) -> list[tuple[list[float], list[Any], list[int]]]:
+    """Per layer: the probabilities, the ops (made by ``builder``) and the index of the entry each op comes from."""
+    classes = transform_classes()
+    layers, notes = [], {}
+    for i, layer in enumerate(_entries(policy)):
+        probs, ops, sources = [], [], []
+        for q, e in enumerate(layer):
+            name = e["transform"]
+            if name not in classes:
+                raise ValueError(f"policy layer {i}: unknown transform {name!r}; augnet has {sorted(classes)}")
+            m = float(e.get("transform_magnitude", e["magnitude"]))
+            if m == 0.0:  # the identity, whatever the transform
+                export = _Export([(1.0, _identity(library))])
+            else:
+                t = classes[name](**e.get("args", {}))
+                try:
+                    export = builder(name, t, m)
+                except _Unsupported as why:
+                    raise ValueError(f"augnet.export: {name} cannot be exported to {library}: {why}") from None
+                if export.note is not None:
+                    notes.setdefault(name, export.note)
+            for p, op in export.ops:
+                probs.append(float(e["weight"]) * p)
+                ops.append(op)
+                sources.append(q)
+        layers.append((probs, ops, sources))
+    for name, note in notes.items():
+        warnings.warn(f"augnet.export: {name} is exported to {library} approximately: {note}", UserWarning, 3)
+    return layers
+
+
+def _identity(library: str) -> Any:
+    if library == "torchvision":
+        from torchvision.transforms import v2
+
+        return v2.Identity()
+    return nn.Identity()
+
+

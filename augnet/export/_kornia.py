@@ -1,0 +1,179 @@
+"""The kornia exporter: a policy as an ``nn.Module`` of ``kornia.augmentation`` ops, drawing per sample."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from augnet.export._common import CLIPPED, HUE, SCALE, SHEAR, _cap, _Export, _join, build, check_size, unsupported
+from augnet.transforms.base import Transform
+
+__all__ = ["KorniaChoice", "KorniaPolicy", "builder", "to_kornia"]
+
+
+def _kornia_affine(t: Transform, **kwargs) -> Any:
+    import kornia.augmentation as K
+
+    return K.RandomAffine(padding_mode=t.padding, p=1.0, **{"degrees": 0.0, **kwargs})
+
+
+def builder(name: str, t: Transform, m: float) -> _Export:
+    """The kornia ops of transform ``t`` (class ``name``) at magnitude ``m`` > 0."""
+    import kornia.augmentation as K
+
+    if name in ("TranslateX", "TranslateY"):
+        a, note = _cap(t.max_shift * m, 1.0, "a shift (fraction of the size) of")
+        translate = (a, 0.0) if name == "TranslateX" else (0.0, a)
+        return _Export([(1.0, _kornia_affine(t, translate=translate))], note)
+    if name == "Rotate":
+        d = math.degrees(t.max_angle * m)
+        return _Export([(1.0, _kornia_affine(t, degrees=(-d, d)))])
+    if name in ("ShearX", "ShearY"):
+        d = math.degrees(math.atan(t.max_shear * m))
+        shear = (-d, d, 0.0, 0.0) if name == "ShearX" else (0.0, 0.0, -d, d)
+        return _Export([(1.0, _kornia_affine(t, shear=shear))], SHEAR)
+    if name == "Scale":
+        z = t.max_zoom**m
+        return _Export([(1.0, _kornia_affine(t, scale=(1.0 / z, z)))], SCALE)
+    if name == "HorizontalFlip":
+        return _Export([(1.0, K.RandomHorizontalFlip(p=m))])
+    if name == "VerticalFlip":
+        return _Export([(1.0, K.RandomVerticalFlip(p=m))])
+    if name == "Brightness":
+        s, note = _cap(t.max_shift * m, 1.0, "a brightness shift of")
+        return _Export([(1.0, K.RandomBrightness(brightness=(1.0 - s, 1.0 + s), clip_output=False, p=1.0))], note)
+    if name in ("Contrast", "Saturation"):
+        r = t.max_delta * m
+        low, note = (1.0 - r, None) if r <= 1.0 else (0.0, f"a factor of {1.0 - r:.4g} is raised to 0")
+        jitter = K.ColorJitter(**{name.lower(): (low, 1.0 + r)}, p=1.0)
+        return _Export([(1.0, jitter)], _join(CLIPPED, note))
+    if name == "Hue":
+        h, note = _cap(t.max_angle * m / (2 * math.pi), 0.5, "a hue rotation (turns) of")
+        return _Export([(1.0, K.RandomHue(hue=(-h, h), p=1.0))], _join(HUE, note))
+    if name == "Invert":
+        return _Export([(1.0, K.RandomInvert(p=m))])
+    if name == "Gray":
+        return _Export([(1.0, K.RandomGrayscale(p=m))])
+    if name == "AutoContrast":
+        return _Export(
+            [(1.0, K.RandomAutoContrast(p=m))],
+            "kornia divides by max - min + 1e-6 and turns a constant channel to 0 (augnet leaves it unchanged)",
+        )
+    if name == "Solarize":
+        low = 1.0 - m * (1.0 - t.min_threshold)
+        return _Export([(1.0, K.RandomSolarize(thresholds=(low, 1.0), additions=0.0, p=1.0))])
+    if name == "Posterize":
+        ops = [
+            (p, nn.Identity() if k == 0 else K.RandomPosterize(bits=(8 - k, 8 - k), p=1.0))
+            for k, p in t.bits_distribution(m).items()
+        ]
+        return _Export(ops)
+    if name == "Equalize":
+        return _Export(
+            [(1.0, K.RandomEqualize(p=m))],
+            "kornia bins float values into 256 levels with a histogram of its own (the same on 8-bit images, "
+            "multiples of 1/255)",
+        )
+    if name == "Sharpness":
+        r = t.max_delta * m
+        return _Export([(1.0, K.RandomSharpness(sharpness=(1.0 - r, 1.0 + r), p=1.0))], CLIPPED)
+    raise unsupported(name)
+
+
+def to_kornia(policy, size: tuple[int, int] | None = None) -> KorniaPolicy:
+    """The policy as a :class:`KorniaPolicy` of ``kornia.augmentation`` ops, drawing per sample.
+
+    kornia's containers choose among their ops once per batch
+    (``ImageSequential(random_apply=1, random_apply_weights=...)`` applies one
+    op to the whole batch), so each layer is a :class:`KorniaChoice` that draws
+    one op per sample from the learned weights and runs every op on the samples
+    that drew it.
+
+    Args:
+        policy: a :class:`~augnet.Policy` or its ``to_json()`` dict.
+        size: the (H, W) of the images the policy is for (checked on each call when given).
+
+    Returns:
+        A :class:`KorniaPolicy` (an ``nn.Module``; move it with ``.to(device)``).
+
+    Raises:
+        ValueError: a transform has no kornia counterpart at a magnitude above 0,
+            or the policy is malformed.
+
+    Warns:
+        UserWarning: once per transform exported approximately, saying how it differs.
+    """
+    size = check_size(size)
+    layers = [KorniaChoice(ops, probs, sources) for probs, ops, sources in build(policy, "kornia", builder)]
+    return KorniaPolicy(layers, size)
+
+
+class KorniaChoice(nn.Module):
+    """One layer of an exported policy: each sample draws one op from Categorical(``probs``).
+
+    Args:
+        ops: the kornia ops (each drawing its own per-sample parameters, ``p`` as learned).
+        probs: their probabilities (normalised here).
+        sources: for each op, the index of the policy entry (transform) it comes from.
+
+    Attributes:
+        last_choice: (B,) the entry each sample of the last batch drew (for inspection and tests).
+    """
+
+    def __init__(self, ops: list[nn.Module], probs: list[float], sources: list[int] | None = None) -> None:
+        super().__init__()
+        if len(ops) != len(probs) or not ops:
+            raise ValueError(f"need as many probabilities as ops (at least one), got {len(probs)} and {len(ops)}")
+        self.ops = nn.ModuleList(ops)
+        probs_t = torch.tensor(probs, dtype=torch.float64)
+        self.register_buffer("probs", probs_t / probs_t.sum(), persistent=False)
+        self.sources = list(range(len(ops))) if sources is None else list(sources)
+        self.last_choice: Tensor | None = None
+
+    def forward(self, x: Tensor) -> Tensor:
+        b = x.shape[0]
+        drawn = torch.multinomial(self.probs.float(), b, replacement=True) if b else self.probs.new_zeros(0).long()
+        drawn = drawn.to(x.device)
+        self.last_choice = torch.tensor(self.sources, device=x.device)[drawn]
+        out = x.clone()
+        for j, op in enumerate(self.ops):
+            rows = (drawn == j).nonzero().flatten()
+            if rows.numel():
+                out[rows] = op(x[rows]).to(out.dtype)
+        return out
+
+    def extra_repr(self) -> str:
+        return f"probs={[round(p, 4) for p in self.probs.tolist()]}"
+
+
+class KorniaPolicy(nn.Module):
+    """An exported policy for kornia: its layers (:class:`KorniaChoice`) applied in order.
+
+    Shape:
+        - input: float images :math:`(B, Ch, H, W)` or one image :math:`(Ch, H, W)`, in [0, 1].
+        - output: the same shape and dtype.
+    """
+
+    def __init__(self, layers: list[KorniaChoice], size: tuple[int, int] | None = None) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.size = size
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not isinstance(x, Tensor):
+            raise TypeError(f"expected a tensor image or batch, got {type(x).__name__}")
+        if not x.is_floating_point():
+            raise TypeError(f"kornia pipelines take floating-point images in [0, 1], got dtype {x.dtype}")
+        if x.dim() not in (3, 4):
+            raise ValueError(f"expected (B, Ch, H, W) or (Ch, H, W), got shape {tuple(x.shape)}")
+        got = tuple(x.shape[-2:])
+        if self.size is not None and got != self.size:
+            raise ValueError(f"this augnet policy was exported for images of size {self.size}, got {got}")
+        single = x.dim() == 3
+        out = x[None] if single else x
+        for layer in self.layers:
+            out = layer(out)
+        return out[0] if single else out

@@ -1,0 +1,250 @@
+"""A small training loop for AugNet models, recording the learned policy.
+
+Used by ``augnet demo`` and the examples; written out so it can be read as the
+reference for training an AugNet: task loss of the aggregated prediction plus
+``lam`` times a regulariser of the augmentation layers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from augnet.layers import AugmentationLayer
+from augnet.model import AugNet
+from augnet.regularizers import get_regularizer
+from augnet.training.callbacks import Callback, TrainState, check_callbacks
+from augnet.training.devices import amp_dtype, training_device
+
+__all__ = ["accuracy", "fit"]
+
+
+def fit(
+    model: torch.nn.Module,
+    x: Tensor | Iterable,
+    y: Tensor | None,
+    optimizer: torch.optim.Optimizer,
+    epochs: int,
+    batch_size: int | None = None,
+    lam: float | Callable[[int], float] = 0.5,
+    regularizer: str = "selective",
+    generator: torch.Generator | None = None,
+    loss_fn: Callable[[Tensor, Tensor], Tensor] = F.nll_loss,
+    record_every: int = 5,
+    progress: bool = False,
+    desc: str = "training",
+    record: Callable[[], dict] | None = None,
+    augment_batch: Callable[[Tensor, torch.Generator | None], Tensor] | None = None,
+    callbacks: Callback | Sequence[Callback] | None = None,
+    device: torch.device | str | None = None,
+    amp: bool | torch.dtype = False,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    scheduler_interval: str = "epoch",
+    shuffle: bool = True,
+) -> dict[str, list]:
+    """Train ``model`` on tensors or on a data loader; return the history of its augmentation policy.
+
+    Args:
+        model: the model to train (put in training mode): an AugNet, an
+            :class:`~augnet.Augerino` (both draw their augmentations from
+            ``generator``), or any module, called on the batch alone (use
+            ``regularizer="none"`` for a model without augmentation).
+        x, y: training inputs and targets (tensors); or ``x`` a
+            :class:`~torch.utils.data.DataLoader` (any iterable of ``(inputs,
+            targets)`` batches, re-iterated every epoch) and ``y=None``.
+        optimizer: over the model's parameters (see :func:`augnet.param_groups`).
+        epochs: the number of passes over the data.
+        batch_size: for tensors, the batch size (a loader makes its own batches).
+        lam: weight of the regulariser, or a function of the epoch (e.g. a
+            :class:`~augnet.LambdaSchedule`).
+        regularizer: ``"selective"``, ``"augerino"`` or ``"none"``.
+        generator: source of randomness for the augmentations and, for
+            tensors, the batches; on ``device`` (a CUDA run needs a CUDA generator).
+        loss_fn: task loss of the aggregated output (log-probabilities by default).
+        record_every: record the policy every this many steps (and at the first).
+        progress: show a tqdm progress bar.
+        desc: the progress bar's label.
+        record: called at every record step; each key of the dict it returns
+            gets a list in the history (e.g. an Augerino's widths).
+        augment_batch: a fixed augmentation ``augment_batch(x_batch, generator)``
+            applied to each batch before the model (e.g. an oracle's true
+            transformation for a plain model); it draws from ``generator``.
+        callbacks: :class:`Callback` instances called at the start and end of
+            training, of every epoch and of every step (e.g. the selection
+            schedules of :mod:`augnet.training.callbacks`, or :class:`PolicyLogger`).
+        device: where to train: the batches are moved there (default: where
+            the model's parameters are).
+        amp: mixed precision: ``True`` (bfloat16 on CPU, float16 on CUDA, with
+            a gradient scaler for float16) or a dtype. The augmentation layers
+            compute in float32 inside (see the README, "Mixed precision").
+        scheduler: a learning-rate scheduler, stepped after every epoch
+            (``scheduler_interval="epoch"``) or every step (``"step"``).
+        scheduler_interval: ``"epoch"`` or ``"step"``.
+        shuffle: for tensors, draw the batches by a permutation per epoch (from
+            ``generator``); ``False`` takes them in order (as a loader without
+            shuffling does, so the two give the same run).
+
+    Returns:
+        ``{"step": [...], "loss": [...], "weights": [...], "magnitudes": [...]}``
+        where each record of weights / magnitudes is a list over layers of
+        lists over transforms (only for a model with augmentation layers),
+        plus the keys of ``record``.
+    """
+    from tqdm.auto import tqdm
+
+    reg = get_regularizer(regularizer)
+    callbacks = check_callbacks(callbacks)
+    batches, steps_per_epoch = _batches(x, y, batch_size, shuffle)
+    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 0:
+        raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
+    if scheduler_interval not in ("epoch", "step"):
+        raise ValueError(f"scheduler_interval must be 'epoch' or 'step', got {scheduler_interval!r}")
+    device = training_device(model, device)
+    if generator is not None and torch.device(generator.device).type != device.type:
+        raise ValueError(
+            f"generator is on {generator.device} but training runs on {device}: the augmentations draw on the "
+            f"inputs' device; pass torch.Generator(device={str(device)!r})"
+        )
+    autocast_dtype = amp_dtype(amp, device)
+    scaler = torch.amp.GradScaler(device.type) if autocast_dtype == torch.float16 else None
+    layers = [m for m in model.modules() if isinstance(m, AugmentationLayer)]
+    history: dict[str, list] = {"step": [], "loss": []}
+    if layers:
+        history.update(weights=[], magnitudes=[])
+    state = TrainState(model, optimizer, epochs, layers, history=history)
+    draws = isinstance(model, AugNet)  # Augerino included: it is an AugNet
+    total = epochs * steps_per_epoch if steps_per_epoch is not None else None
+    bar = tqdm(total=total, disable=not progress, desc=desc, unit="step")
+    model.train()
+    for cb in callbacks:
+        cb.on_train_start(state)
+    for epoch in range(epochs):
+        weight = lam(epoch) if callable(lam) else lam
+        state.epoch, state.lam = epoch, float(weight)
+        for cb in callbacks:
+            cb.on_epoch_start(state)
+        for xb, yb in batches(generator):
+            xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
+            if augment_batch is not None:
+                xb = augment_batch(xb, generator)
+            with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+                out = model(xb, generator=generator) if draws else model(xb)
+                task = loss_fn(out, yb)
+                loss = task + weight * reg(model) if weight else task
+            optimizer.zero_grad(set_to_none=True)
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+            else:
+                loss.backward()
+            for cb in callbacks:
+                cb.on_before_optimizer_step(state)
+            if scaler is not None:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
+            if scheduler is not None and scheduler_interval == "step":
+                scheduler.step()
+            state.step += 1
+            state.last_task_loss, state.last_loss = task.detach(), loss.detach()
+            if state.step == 1 or state.step % record_every == 0:
+                with torch.no_grad():
+                    history["step"].append(state.step)
+                    history["loss"].append(float(task.detach()))
+                    if layers:
+                        history["weights"].append([layer.weights.tolist() for layer in layers])
+                        history["magnitudes"].append([layer.magnitudes.tolist() for layer in layers])
+                    for key, value in (record() if record is not None else {}).items():
+                        history.setdefault(key, []).append(value)
+            for cb in callbacks:
+                cb.on_step_end(state)
+            if progress and layers:
+                top = layers[0]
+                w = top.weights.detach()
+                q = int(w.argmax())
+                name = type(top.transforms[q]).__name__
+                bar.set_postfix(loss=f"{float(task.detach()):.3f}", top=f"{name}:{float(w[q]):.2f}")
+            bar.update()
+        if scheduler is not None and scheduler_interval == "epoch":
+            scheduler.step()
+        for cb in callbacks:
+            cb.on_epoch_end(state)
+    for cb in callbacks:
+        cb.on_train_end(state)
+    bar.close()
+    return history
+
+
+def _batches(x, y, batch_size, shuffle):
+    """``(batches(generator) -> iterator of (x, y), steps per epoch or None)`` for tensors or a loader."""
+    if isinstance(x, Tensor):
+        if not isinstance(y, Tensor):
+            raise TypeError(f"with tensor inputs, y must be a tensor of targets, got {type(y).__name__}")
+        if len(x) != len(y):
+            raise ValueError(f"x and y must have the same length, got {len(x)} and {len(y)}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1 for tensor inputs, got {batch_size!r}")
+        n = len(x)
+
+        def tensor_batches(generator):
+            if shuffle:
+                order = torch.randperm(n, generator=generator, device=generator.device if generator else "cpu")
+                order = order.to(x.device)
+            else:
+                order = torch.arange(n, device=x.device)
+            for i in range(0, n, batch_size):
+                idx = order[i : i + batch_size]
+                yield x[idx], y[idx]
+
+        return tensor_batches, -(-n // batch_size)
+    if isinstance(x, (str, bytes)) or not isinstance(x, Iterable):
+        what = type(x).__name__
+        raise TypeError(f"x must be a tensor or a data loader (an iterable of (inputs, targets)), got {what}")
+    if y is not None:
+        raise ValueError("with a data loader, y must be None: the loader yields (inputs, targets)")
+    if batch_size is not None:
+        raise ValueError("with a data loader, batch_size must be None: the loader makes the batches")
+
+    def loader_batches(generator):
+        for i, batch in enumerate(x):
+            if not isinstance(batch, (tuple, list)) or len(batch) < 2:
+                what = type(batch).__name__
+                raise ValueError(f"the data loader's batch {i} is not an (inputs, targets) pair: {what}")
+            yield batch[0], batch[1]
+
+    try:
+        steps = len(x)
+    except TypeError:
+        steps = None
+    return loader_batches, steps
+
+
+@torch.no_grad()
+def accuracy(
+    model: torch.nn.Module, x: Tensor | Iterable, y: Tensor | None = None, batch_size: int = 500, generator=None
+) -> float:
+    """Accuracy of ``model`` (in evaluation mode) on ``(x, y)``, or on a data loader ``x`` (``y=None``).
+
+    The batches are moved to the device of the model's parameters; an AugNet
+    draws its copies from ``generator`` (on that device).
+    """
+    batches, _ = _batches(x, y, batch_size if isinstance(x, Tensor) else None, shuffle=False)
+    device = training_device(model, None)
+    was_training = model.training
+    model.eval()
+    correct = total = 0
+    try:
+        for xb, yb in batches(None):
+            xb, yb = xb.to(device), yb.to(device)
+            out = model(xb, generator=generator) if isinstance(model, AugNet) else model(xb)
+            correct += int((out.argmax(1) == yb).sum())
+            total += len(yb)
+    finally:
+        model.train(was_training)
+    return correct / max(total, 1)
+
+
