@@ -10,7 +10,7 @@ magnitudes over training.
 :data:`PRESETS` name the settings of the paper's rotation experiment: what its
 text states (``"paper"``), what its official code runs (``"official"``), and
 augnet's own (``"augnet"``); :meth:`DemoConfig.preset` builds a config from
-one. The selection schedules of :mod:`augnet.selection` (temperature
+one. The selection schedules of :mod:`augnet.training.callbacks` (temperature
 annealing, a weight warm-up) and calibrated magnitudes
 (:meth:`augnet.AugmentationLayer.calibrate`) are fields of the config.
 """
@@ -28,7 +28,7 @@ from augnet.experiments.runner import ExperimentResult, run_experiment
 from augnet.experiments.trunks import PaperCNN, SmallCNN
 from augnet.layers import AugmentationLayer
 from augnet.model import AugNet
-from augnet.selection import TemperatureAnnealing, WeightWarmup
+from augnet.training import TemperatureAnnealing, WeightWarmup
 from augnet.transforms import image as T
 
 __all__ = [
@@ -113,7 +113,7 @@ class DemoConfig:
     width: int = 8
     train_copies: int = 1
     eval_copies: int = 4
-    # Selection (augnet.selection): anneal the temperature to this value over the run (None: fixed);
+    # Selection (augnet.training.callbacks): anneal the temperature to this value over the run (None: fixed);
     # hold the weights still for this many epochs; calibrate the magnitudes to equal change of the
     # inputs ("input") or of the untrained trunk's outputs ("trunk"), or not (None).
     anneal_to: float | None = None
@@ -193,7 +193,7 @@ def build_model(config: DemoConfig, x_train: Tensor | None = None) -> AugNet:
 
 
 def demo_callbacks(config: DemoConfig) -> list:
-    """The selection schedules the config asks for (:mod:`augnet.selection`)."""
+    """The selection schedules the config asks for (:mod:`augnet.training.callbacks`)."""
     callbacks = []
     if config.anneal_to is not None:
         callbacks.append(TemperatureAnnealing(config.temperature, config.anneal_to))

@@ -14,7 +14,7 @@ code sets: the softmax temperature (1 or the official 0.01) and a weight decay
 of 1.0 (none, on all parameters as in the official code, or on the
 augmentation parameters only), plus the official code's settings as a whole.
 :data:`CANDIDATES` are changes to the selection itself (beyond the paper):
-temperature annealing and a weight warm-up (:mod:`augnet.selection`),
+temperature annealing and a weight warm-up (:mod:`augnet.training.callbacks`),
 magnitudes calibrated to equal change of the inputs or of the untrained
 trunk's outputs (:meth:`augnet.AugmentationLayer.calibrate`), and a weight
 decay on the magnitudes alone (:func:`augnet.param_groups`'

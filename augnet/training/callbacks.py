@@ -1,0 +1,334 @@
+"""Callbacks of :func:`augnet.training.fit`: the hooks, the policy log and the selection schedules.
+
+:class:`Callback` is the base class (override the hooks you need);
+:class:`TrainState` is what every hook sees. :class:`PolicyLogger` writes the
+learned policy and the losses to CSV and TensorBoard.
+
+The selection schedules change how an augmentation layer selects its
+transform during training. The selective regulariser makes each layer promote
+the transform with the highest admissible magnitude. How fast the weights move
+decides how early the selection is made: at a low softmax temperature (the
+AugNet paper's official code uses 0.01) the winner is settled in the first
+epochs, a race; at temperature 1 the weights follow the magnitudes slowly.
+
+- :class:`TemperatureAnnealing`: the layers' softmax temperature goes from
+  ``start`` to ``end`` geometrically over the epochs (1 towards 0.01: the
+  weights move slowly while the magnitudes find their ranges, then sharpen);
+- :class:`WeightWarmup`: the weights are held still for the first epochs,
+  so that every magnitude reaches its admissible range before the weights
+  may move.
+
+Both act on every :class:`~augnet.AugmentationLayer` of the model and leave
+everything else as it is. (Weight decay on the augmentation parameters only is
+:func:`augnet.param_groups`' ``aug_weight_decay``.)
+
+Examples:
+    >>> import torch
+    >>> import augnet
+    >>> from augnet.training import fit
+    >>> from augnet.transforms import image as T
+    >>> layer = augnet.AugmentationLayer([T.Rotate(), T.ShearX()])
+    >>> model = augnet.AugNet(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.LazyLinear(4)), layer)
+    >>> x, y = torch.rand(8, 3, 8, 8), torch.randint(0, 4, (8,))
+    >>> model(x).shape  # initialise the lazy layer
+    torch.Size([8, 4])
+    >>> opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    >>> anneal = TemperatureAnnealing(start=1.0, end=0.01)
+    >>> _ = fit(model, x, y, opt, epochs=3, batch_size=4, callbacks=[anneal, WeightWarmup(1)])
+    >>> layer.temperature
+    0.01
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from augnet.layers import AugmentationLayer
+
+__all__ = ["Callback", "PolicyLogger", "TemperatureAnnealing", "TrainState", "WeightWarmup"]
+
+
+@dataclass
+class TrainState:
+    """What :func:`fit` shows its callbacks.
+
+    Attributes:
+        model, optimizer: what is being trained.
+        epochs: the number of epochs of the run.
+        epoch: the current epoch (0-based).
+        step: optimiser steps taken so far (1 after the first step).
+        lam: the regulariser's weight in this epoch.
+        task_loss: the last step's task loss (a float), ``None`` before the first step.
+        loss: the last step's total loss (a float), ``None`` before the first step.
+        layers: the model's augmentation layers.
+        history: the history :func:`fit` returns, as recorded so far.
+
+    The losses are kept as detached tensors and turned into floats only when a
+    callback reads them, so a training step does not wait for the device.
+    """
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    epochs: int
+    layers: list[AugmentationLayer]
+    epoch: int = 0
+    step: int = 0
+    lam: float = 0.0
+    history: dict[str, list] = field(default_factory=dict)
+    last_task_loss: Tensor | None = field(default=None, repr=False)
+    last_loss: Tensor | None = field(default=None, repr=False)
+
+    @property
+    def task_loss(self) -> float | None:
+        return None if self.last_task_loss is None else float(self.last_task_loss)
+
+    @property
+    def loss(self) -> float | None:
+        return None if self.last_loss is None else float(self.last_loss)
+
+
+class Callback:
+    """Hooks that :func:`fit` calls; subclass and override the ones you need.
+
+    ``on_before_optimizer_step`` runs after ``loss.backward()`` and before
+    ``optimizer.step()``, where gradients can be read or changed (e.g.
+    :class:`WeightWarmup` holds the weights still).
+    """
+
+    def on_train_start(self, state: TrainState) -> None:
+        """Before the first epoch."""
+
+    def on_epoch_start(self, state: TrainState) -> None:
+        """At the start of every epoch (``state.epoch`` is set)."""
+
+    def on_before_optimizer_step(self, state: TrainState) -> None:
+        """After the backward pass of a step, before the optimiser's step."""
+
+    def on_step_end(self, state: TrainState) -> None:
+        """After every optimiser step (``state.step``, ``state.loss`` are updated)."""
+
+    def on_epoch_end(self, state: TrainState) -> None:
+        """At the end of every epoch."""
+
+    def on_train_end(self, state: TrainState) -> None:
+        """After the last epoch."""
+
+
+class PolicyLogger(Callback):
+    """Write the learned policy and the losses to CSV and, optionally, TensorBoard, as :func:`fit` trains.
+
+    Every ``every`` steps (and at the first and the last) it writes one row
+    per record: the step, the epoch, the task and total losses, the
+    regulariser's weight, the optimiser's learning rates, and for every
+    augmentation layer ``i`` and transform ``Name``: its weight, its magnitude
+    and the upper end of its range in natural units (``layer{i}/{Name}/weight``,
+    ``.../magnitude``, ``.../range``; a name that repeats in a layer gets a
+    ``#k`` suffix).
+
+    - CSV: ``log_dir/policy.csv`` (``csv=True``), one column per quantity.
+    - TensorBoard: scalars of the same names in ``log_dir`` (``tensorboard=True``,
+      needs ``pip install "augnet[tensorboard]"``; ``torch.utils.tensorboard``
+      is imported only then).
+
+    Args:
+        log_dir: the folder (created).
+        every: write every this many steps.
+        csv: write the CSV file.
+        tensorboard: write TensorBoard event files.
+        size: the input size for pixel units of the ranges (default: what each layer last saw).
+
+    Examples:
+        >>> import tempfile, torch, augnet
+        >>> from augnet.training import fit
+        >>> from augnet.transforms import image as T
+        >>> model = augnet.AugNet(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(48, 2)),
+        ...                       augnet.AugmentationLayer([T.Rotate(), T.ShearX()]))
+        >>> x, y = torch.rand(8, 3, 4, 4), torch.randint(0, 2, (8,))
+        >>> opt = torch.optim.Adam(model.parameters())
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     _ = fit(model, x, y, opt, epochs=1, batch_size=4, callbacks=PolicyLogger(d, every=1))
+        ...     header = open(f"{d}/policy.csv").readline().strip().split(",")
+        >>> header[:6], header[6]
+        (['step', 'epoch', 'task_loss', 'loss', 'lambda', 'lr0'], 'layer0/Rotate/weight')
+    """
+
+    def __init__(
+        self,
+        log_dir,
+        every: int = 10,
+        csv: bool = True,
+        tensorboard: bool = False,
+        size: tuple[int, ...] | None = None,
+    ) -> None:
+        from pathlib import Path
+
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(f"every must be an int >= 1, got {every!r}")
+        if not (csv or tensorboard):
+            raise ValueError("PolicyLogger writes nothing with csv=False and tensorboard=False")
+        self.log_dir = Path(log_dir)
+        self.every, self.csv, self.tensorboard, self.size = every, csv, tensorboard, size
+        self._writer = None
+        self._file = None
+        self._columns: list[str] | None = None
+        self._last_written = 0
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter  # noqa: F401
+            except ImportError as err:
+                hint = 'PolicyLogger(tensorboard=True) needs tensorboard: pip install "augnet[tensorboard]"'
+                raise ImportError(hint) from err
+
+    def values(self, state: TrainState) -> dict[str, float]:
+        """The quantities written for ``state``, by column name."""
+        out = {
+            "step": float(state.step),
+            "epoch": float(state.epoch),
+            "task_loss": state.task_loss if state.task_loss is not None else float("nan"),
+            "loss": state.loss if state.loss is not None else float("nan"),
+            "lambda": state.lam,
+        }
+        for k, group in enumerate(state.optimizer.param_groups):
+            out[f"lr{k}"] = float(group["lr"])
+        for i, layer in enumerate(state.layers):
+            seen: dict[str, int] = {}
+            for entry in layer.policy(self.size):
+                name = entry["transform"]
+                seen[name] = seen.get(name, 0) + 1
+                key = name if seen[name] == 1 else f"{name}#{seen[name]}"
+                out[f"layer{i}/{key}/weight"] = entry["weight"]
+                out[f"layer{i}/{key}/magnitude"] = entry["magnitude"]
+                out[f"layer{i}/{key}/range"] = float(entry["range"][1])
+        return out
+
+    def on_train_start(self, state: TrainState) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        if self.tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(str(self.log_dir))
+        self._last_written = 0
+
+    def on_step_end(self, state: TrainState) -> None:
+        if state.step == 1 or state.step % self.every == 0:
+            self._write(state)
+
+    def on_train_end(self, state: TrainState) -> None:
+        if state.step and state.step != self._last_written:
+            self._write(state)
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def _write(self, state: TrainState) -> None:
+        values = self.values(state)
+        self._last_written = state.step
+        if self.csv:
+            import csv
+
+            if self._file is None:
+                self._file = (self.log_dir / "policy.csv").open("w", newline="")
+                self._columns = list(values)
+                csv.writer(self._file).writerow(self._columns)
+            csv.writer(self._file).writerow([values.get(c, float("nan")) for c in self._columns])
+            self._file.flush()
+        if self._writer is not None:
+            for name, value in values.items():
+                if name not in ("step", "epoch"):
+                    self._writer.add_scalar(name, value, state.step)
+
+
+def check_callbacks(callbacks) -> list[Callback]:
+    if callbacks is None:
+        return []
+    if isinstance(callbacks, Callback) or not isinstance(callbacks, Sequence):
+        callbacks = [callbacks]
+    bad = [type(c).__name__ for c in callbacks if not isinstance(c, Callback)]
+    if bad:
+        raise TypeError(f"callbacks must be augnet.training.Callback instances, got {bad}")
+    return list(callbacks)
+
+
+def _positive(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be positive and finite, got {value}")
+    return value
+
+
+class TemperatureAnnealing(Callback):
+    """Anneal every layer's softmax temperature from ``start`` to ``end`` over the run.
+
+    In epoch ``e`` of ``E`` the temperature is ``start * (end / start) ** (e / (E' - 1))``
+    with ``E' = epochs`` if given (then it stays at ``end`` after epoch ``E' - 1``),
+    else the run's number of epochs. The layers keep the last temperature
+    after training (so evaluation uses it).
+
+    Args:
+        start: the temperature of the first epoch (> 0).
+        end: the temperature of the last epoch (> 0).
+        epochs: the number of epochs the annealing takes (default: the whole run).
+    """
+
+    def __init__(self, start: float = 1.0, end: float = 0.01, epochs: int | None = None) -> None:
+        self.start = _positive("start", start)
+        self.end = _positive("end", end)
+        if 1.0 / self.end > 3.4e38:
+            raise ValueError(f"end temperature {end} is too small: logits / temperature overflows float32")
+        if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1):
+            raise ValueError(f"epochs must be an int >= 1 or None, got {epochs!r}")
+        self.epochs = epochs
+
+    def temperature(self, epoch: int, epochs: int) -> float:
+        """The temperature of ``epoch`` (0-based) in a run of ``epochs`` epochs."""
+        span = (self.epochs if self.epochs is not None else epochs) - 1
+        if span <= 0:
+            return self.end
+        frac = min(epoch / span, 1.0)
+        return self.start * (self.end / self.start) ** frac
+
+    def on_epoch_start(self, state: TrainState) -> None:
+        t = self.temperature(state.epoch, state.epochs)
+        for layer in state.layers:
+            layer.temperature = t
+
+    def __repr__(self) -> str:
+        return f"TemperatureAnnealing(start={self.start:g}, end={self.end:g}, epochs={self.epochs})"
+
+
+class WeightWarmup(Callback):
+    """Hold every layer's weights still for the first ``epochs`` epochs; the magnitudes train from the start.
+
+    During the warm-up the weight logits get no gradient (``grad`` is set to
+    ``None`` before the optimiser's step, so optimisers that skip such
+    parameters, e.g. Adam and SGD, neither move them nor update their
+    moments). The magnitudes meanwhile rise to what the task loss admits
+    under the uniform blend, so that when the weights may move they compare
+    settled magnitudes rather than the first steps' race.
+
+    Args:
+        epochs: the warm-up's length in epochs (>= 0).
+    """
+
+    def __init__(self, epochs: int = 3) -> None:
+        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
+            raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
+        self.epochs = epochs
+
+    def on_before_optimizer_step(self, state: TrainState) -> None:
+        if state.epoch < self.epochs:
+            for layer in state.layers:
+                layer.weight_logits.grad = None
+
+    def __repr__(self) -> str:
+        return f"WeightWarmup(epochs={self.epochs})"
