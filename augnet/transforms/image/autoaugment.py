@@ -1,0 +1,278 @@
+"""The non-linear AutoAugment operations: Solarize, Posterize, Equalize, Sharpness.
+
+They are not affine maps of the input, so they implement ``apply_transform``
+directly (a layer that holds one runs the generic path), with their helpers
+(``_posterize``, ``_equalize``, ``_smooth``) and constants (``POSTERIZE_SLACK``, ``SMOOTH``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from augnet.transforms.base import Range, positive, relaxed_bernoulli, repeat_rows, uniform
+from augnet.transforms.image._common import _ImageTransform
+
+__all__ = ["Equalize", "Posterize", "Sharpness", "Solarize"]
+
+
+class Solarize(_ImageTransform):
+    """Inversion of the pixels above a threshold drawn in ``[1 - mu * (1 - min_threshold), 1]``.
+
+    ``out = 1 - x`` where ``x > threshold``, else ``x``, per pixel and channel,
+    with ``threshold = 1 - mu * (1 - min_threshold) * u``, ``u ~ U(0, 1)`` per row.
+    Magnitude 1 draws thresholds down to ``min_threshold`` (default 0, where the
+    whole image is inverted); magnitude 0 gives threshold 1, where a row is left
+    unchanged (also its values above 1). torchvision and kornia invert pixels *at*
+    the threshold too; the two differ only for pixels exactly on it.
+
+    The threshold is a step: the output's value is the hard threshold, its
+    gradient in the magnitude that of the relaxation
+    ``x + sigmoid((x - threshold) / temperature) * (1 - 2 x)`` (a straight-through
+    estimate, alive at ``mu = 0``); its gradient in ``x`` is the exact one (+1 or -1).
+
+    Parameters: ``threshold`` (N,).
+    """
+
+    def __init__(self, min_threshold: float = 0.0, temperature: float = 0.1) -> None:
+        super().__init__()
+        if isinstance(min_threshold, bool) or not isinstance(min_threshold, (int, float)):
+            raise TypeError(f"min_threshold must be a number, got {min_threshold!r}")
+        if not 0.0 <= min_threshold < 1.0:
+            raise ValueError(f"min_threshold must lie in [0, 1), got {min_threshold!r}")
+        self.min_threshold = float(min_threshold)
+        self.temperature = positive("temperature", temperature)
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        n = x.shape[0] * copies
+        depth = magnitude * (1.0 - self.min_threshold) * uniform(n, x, generator, 0.0, 1.0)
+        return {"threshold": 1.0 - depth}
+
+    def apply_transform(self, x, params):
+        t = params["threshold"]
+        rows = repeat_rows(x, t.shape[0])
+        t = t.to(rows.dtype)[:, None, None, None]
+        hard = torch.where((rows > t) & (t < 1.0), 1.0 - rows, rows)
+        plain = rows.detach()
+        soft = torch.sigmoid((plain - t) / self.temperature) * (1.0 - 2.0 * plain)
+        return hard + (soft - soft.detach())  # the hard value; the relaxation's gradient in the threshold
+
+    def natural_range(self, magnitude, size=None):
+        return Range(1.0 - float(magnitude) * (1.0 - self.min_threshold), 1.0, "threshold")
+
+    def extra_repr(self):
+        return f"min_threshold={self.min_threshold}, temperature={self.temperature}"
+
+
+#: Slack, in 8-bit levels, under which a value counts as on a level when posterizing (float rounding of k / 255).
+POSTERIZE_SLACK = 1e-3
+
+
+def _posterize(x: Tensor, removed: Tensor) -> Tensor:
+    """``x`` (N, Ch, H, W) with ``removed`` (N,) low bits of its 8-bit levels cleared (0: ``x`` itself).
+
+    On 8-bit images (multiples of 1/255) this is PIL's and torchvision's uint8
+    posterize, ``(255 x) & mask``, back in [0, 1]; other values round down to a
+    multiple of ``2**removed / 255``.
+    """
+    removed = removed.to(x.dtype)[:, None, None, None]
+    scale = torch.exp2(removed)
+    kept = torch.floor((x * 255.0 + POSTERIZE_SLACK) / scale) * scale / 255.0
+    return torch.where(removed > 0, kept, x)
+
+
+class Posterize(_ImageTransform):
+    """Removal of up to ``mu * max_bits`` low bits of the 8-bit levels (default up to 4 of 8 bits).
+
+    Each row draws a continuous bit count ``r = mu * max_bits * u``, ``u ~ U(0, 1)``,
+    and removes ``k`` bits, ``k`` the stochastic rounding of ``r`` (``floor(r) + 1``
+    with probability ``r - floor(r)``, so ``E[k] = r``); removing 0 bits is the
+    identity, so ``mu = 0`` is. On images that are multiples of 1/255 this is
+    torchvision's posterize of the uint8 image keeping ``8 - k`` bits.
+
+    Straight-through estimates: the gradient in the magnitude is that of the
+    linear interpolation between the images with ``floor(r)`` and
+    ``floor(r) + 1`` bits removed (alive at ``mu = 0``); the gradient in ``x`` is
+    the identity (the quantisation itself is a step).
+
+    Parameters: ``bits`` (N,), the continuous bit count ``r``; ``dither`` (N,) in
+    [0, 1), the draw of the stochastic rounding.
+    """
+
+    def __init__(self, max_bits: int = 4) -> None:
+        super().__init__()
+        if isinstance(max_bits, bool) or not isinstance(max_bits, int):
+            raise TypeError(f"max_bits must be an int, got {max_bits!r}")
+        if not 1 <= max_bits <= 8:
+            raise ValueError(f"max_bits must lie in [1, 8] (bits of an 8-bit level), got {max_bits!r}")
+        self.max_bits = max_bits
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        n = x.shape[0] * copies
+        bits = magnitude * self.max_bits * uniform(n, x, generator, 0.0, 1.0)
+        return {"bits": bits, "dither": uniform(n, x, generator, 0.0, 1.0)}
+
+    @staticmethod
+    def removed_bits(params: dict[str, Tensor]) -> Tensor:
+        """(N,) the whole number of bits each row removes (the stochastic rounding of ``bits``)."""
+        r = params["bits"].detach()
+        low = torch.floor(r)
+        return low + (params["dither"] < r - low).to(r.dtype)
+
+    def bits_distribution(self, magnitude: float) -> dict[int, float]:
+        """The probability of removing each whole number of bits at ``magnitude``, ``{bits: probability}``.
+
+        With ``r ~ U(0, R)``, ``R = magnitude * max_bits``, stochastic rounding
+        removes ``k`` bits with probability ``max(0, 1 - |r - k|)`` given ``r``,
+        so ``P(k) = (1 / R) * integral over [0, R] of max(0, 1 - |r - k|) dr``.
+
+        Examples:
+            >>> Posterize(max_bits=4).bits_distribution(0.25)  # r ~ U(0, 1)
+            {0: 0.5, 1: 0.5}
+        """
+
+        def below(t: float) -> float:  # the integral of max(0, 1 - |s|) over s < t
+            if t <= -1.0:
+                return 0.0
+            if t <= 0.0:
+                return (t + 1.0) ** 2 / 2.0
+            if t <= 1.0:
+                return 1.0 - (1.0 - t) ** 2 / 2.0
+            return 1.0
+
+        top = float(magnitude) * self.max_bits
+        if top <= 0.0:
+            return {0: 1.0}
+        return {k: (below(top - k) - below(-k)) / top for k in range(math.ceil(top) + 1)}
+
+    def apply_transform(self, x, params):
+        r = params["bits"]
+        rows = repeat_rows(x, r.shape[0])
+        plain = rows.detach()
+        hard = _posterize(plain, self.removed_bits(params))
+        low = torch.floor(r.detach())
+        below, above = _posterize(plain, low), _posterize(plain, low + 1.0)
+        soft = below + (r - low).to(rows.dtype)[:, None, None, None] * (above - below)
+        # The hard value; the gradient of the interpolation in r, and the identity in x.
+        return hard + (rows - plain) + (soft - soft.detach())
+
+    def natural_range(self, magnitude, size=None):
+        return Range(0.0, float(magnitude) * self.max_bits, "bits removed")
+
+    def extra_repr(self):
+        return f"max_bits={self.max_bits}"
+
+
+def _equalize(x: Tensor) -> Tensor:
+    """Histogram equalisation per image and channel of ``x`` (N, Ch, H, W), as torchvision's ``equalize``.
+
+    The values are binned to 8-bit levels as torchvision converts float images
+    to uint8 (``floor(255.999 x)``, clamped to [0, 255]); the look-up table is
+    PIL's (``(cdf[k - 1] + step // 2) // step`` with ``step`` the pixels outside
+    the highest occupied level, over 255); a channel with ``step == 0`` keeps its
+    levels. The result is the looked-up level over 255. No gradient.
+    """
+    n, ch = x.shape[:2]
+    # (NaN counts as level 0 here; the caller's straight-through term carries it to the output)
+    levels = torch.floor(x.detach().nan_to_num(0.0) * 255.999).clamp(0, 255).long().flatten(2)  # (N, Ch, P)
+    hist = torch.zeros(n, ch, 256, dtype=torch.long, device=x.device)
+    hist = hist.scatter_add(2, levels, torch.ones_like(levels))
+    cdf = hist.cumsum(2)
+    top = cdf.argmax(2, keepdim=True)  # the highest occupied level (the first that reaches the total)
+    step = (levels.shape[2] - hist.gather(2, top)).div(255, rounding_mode="floor")  # (N, Ch, 1)
+    lut = (cdf[..., :-1] + step // 2).div(step.clamp_min(1), rounding_mode="floor").clamp(0, 255)
+    lut = torch.cat([torch.zeros_like(lut[..., :1]), lut], 2)  # level 0 always maps to 0
+    out = torch.where(step > 0, lut.gather(2, levels), levels)
+    return (out.to(x.dtype) / 255.0).view_as(x)
+
+
+class Equalize(_ImageTransform):
+    """Histogram equalisation per image and channel with probability ``mu`` (relaxed Bernoulli gate).
+
+    The equalisation is torchvision's (PIL's) on the image's 8-bit levels
+    (see :func:`_equalize`); on images that are multiples of 1/255 it equals
+    ``torchvision.transforms.v2.functional.equalize`` of the uint8 image. Each
+    row is ``gate * equalize(x) + (1 - gate) * x`` with the straight-through
+    relaxed Bernoulli gate of :class:`HorizontalFlip`, so ``mu = 0`` is the
+    identity and the gradient in the magnitude is ``equalize(x) - x`` times the
+    gate's. Equalisation is a step function of ``x``: the gradient in ``x``
+    through the equalised branch is the straight-through identity.
+
+    Parameters: ``gate`` (N,) in {0, 1}.
+    """
+
+    def __init__(self, temperature: float = 0.1) -> None:
+        super().__init__()
+        self.temperature = positive("temperature", temperature)
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        n = x.shape[0] * copies
+        return {"gate": relaxed_bernoulli((n,), x, magnitude, self.temperature, generator)}
+
+    def apply_transform(self, x, params):
+        g = params["gate"]
+        rows = repeat_rows(x, g.shape[0])
+        equalized = _equalize(rows) + (rows - rows.detach())  # the equalised value, the identity's gradient
+        g = g.to(rows.dtype)[:, None, None, None]
+        return g * equalized + (1.0 - g) * rows
+
+    def natural_range(self, magnitude, size=None):
+        return Range(0.0, float(magnitude), "probability")
+
+    def extra_repr(self):
+        return f"temperature={self.temperature}"
+
+
+#: PIL's smoothing kernel (ImageFilter.SMOOTH), used by PIL's, torchvision's and kornia's sharpness.
+SMOOTH = ((1.0, 1.0, 1.0), (1.0, 5.0, 1.0), (1.0, 1.0, 1.0))
+
+
+def _smooth(x: Tensor) -> Tensor:
+    """``x`` (N, Ch, H, W) filtered by :data:`SMOOTH` / 13 inside, its one-pixel border kept (as PIL does)."""
+    ch, h, w = x.shape[1:]
+    if h < 3 or w < 3:  # no inside
+        return x
+    kernel = torch.tensor(SMOOTH, dtype=x.dtype, device=x.device) / 13.0
+    inside = F.conv2d(x, kernel.expand(ch, 1, 3, 3), groups=ch)  # (N, Ch, H - 2, W - 2)
+    mask = torch.zeros(h, w, dtype=torch.bool, device=x.device)
+    mask[1:-1, 1:-1] = True
+    return torch.where(mask, F.pad(inside, (1, 1, 1, 1)), x)
+
+
+class Sharpness(_ImageTransform):
+    """Sharpness factor in ``[1 - max_delta * mu, 1 + max_delta * mu]`` (default [0.1, 1.9] at mu = 1).
+
+    ``out = f * x + (1 - f) * smooth(x)``, with ``smooth`` PIL's 3x3 filter
+    ``[[1, 1, 1], [1, 5, 1], [1, 1, 1]] / 13`` inside the image and the one-pixel
+    border kept (as PIL, torchvision and kornia do): ``f < 1`` blurs, ``f > 1``
+    sharpens, ``f = 1`` (``mu = 0``) is the identity. Linear in ``x`` and in ``f``,
+    fully differentiable; not clipped (torchvision and kornia clip to [0, 1]).
+
+    Parameters: ``factor`` (N,).
+    """
+
+    def __init__(self, max_delta: float = 0.9) -> None:
+        super().__init__()
+        self.max_delta = positive("max_delta", max_delta)
+        if self.max_delta > 1.0:
+            raise ValueError(f"max_delta must be at most 1 (a factor below 0 is not a sharpness), got {max_delta!r}")
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        n = x.shape[0] * copies
+        return {"factor": 1.0 + magnitude * self.max_delta * uniform(n, x, generator)}
+
+    def apply_transform(self, x, params):
+        f = params["factor"]
+        rows = repeat_rows(x, f.shape[0])
+        f = f.to(rows.dtype)[:, None, None, None]
+        return f * rows + (1.0 - f) * _smooth(rows)
+
+    def natural_range(self, magnitude, size=None):
+        r = float(magnitude) * self.max_delta
+        return Range(1.0 - r, 1.0 + r, "factor")
+
+    def extra_repr(self):
+        return f"max_delta={self.max_delta}"

@@ -1,0 +1,51 @@
+"""Sample pairing: a blend of each sample with another sample of the batch, as two taps of ``tap_mix``."""
+
+from __future__ import annotations
+
+import torch
+
+from augnet.ops.taps import Taps
+from augnet.transforms.base import Range, draw, positive, uniform
+from augnet.transforms.image._common import _ImageTransform
+
+__all__ = ["SamplePairing"]
+
+
+class SamplePairing(_ImageTransform):
+    """Blend with another sample of the batch, with weight up to ``max_blend`` (default 0.5).
+
+    ``out = (1 - l) * x_b + l * x_partner`` with ``l = mu * max_blend * u``,
+    ``u ~ U(0, 1)``, and the partner a uniformly drawn other sample of the
+    batch (the sample itself when the batch has one sample).
+    Parameters: ``blend`` (N,), ``partner`` (N,) int64 index into the batch.
+    """
+
+    mixes_samples = True
+
+    def __init__(self, max_blend: float = 0.5) -> None:
+        super().__init__()
+        self.max_blend = positive("max_blend", max_blend)
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        b = x.shape[0]
+        n = b * copies
+        blend = magnitude * self.max_blend * uniform(n, x, generator, 0.0, 1.0)
+        own = torch.arange(n, device=x.device) % max(b, 1)
+        if b > 1:
+            offset = draw(torch.randint, 1, b, (n,), generator=generator, device=x.device)
+            partner = (own + offset) % b
+        else:
+            partner = own
+        return {"blend": blend, "partner": partner, "own": own}
+
+    def taps(self, params):
+        lam = params["blend"]
+        weight = torch.stack([1.0 - lam, lam], 1)
+        src = torch.stack([params["own"], params["partner"]], 1)
+        return Taps(weight, src=src)
+
+    def natural_range(self, magnitude, size=None):
+        return Range(0.0, float(magnitude) * self.max_blend, "blend")
+
+    def extra_repr(self):
+        return f"max_blend={self.max_blend}"

@@ -1,0 +1,222 @@
+"""Geometric warps and flips: affine maps of the sampling grid, each one or two taps of ``tap_mix``.
+
+Translations, rotation, shears and zoom (one tap each) and the left-right and
+top-bottom flips (two taps, gated by a straight-through relaxed Bernoulli).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from augnet.ops.taps import Taps
+from augnet.transforms.base import Range, positive, relaxed_bernoulli, uniform
+from augnet.transforms.image._common import _affine, _aspect, _ImageTransform, _one_tap
+
+__all__ = ["HorizontalFlip", "Rotate", "Scale", "ShearX", "ShearY", "TranslateX", "TranslateY", "VerticalFlip"]
+
+
+# --------------------------------------------------------------------------- geometric
+
+
+class TranslateX(_ImageTransform):
+    """Horizontal shift by up to ``max_shift`` of the width (default half the width).
+
+    Parameters: ``shift`` (N,), signed fraction of the width; positive moves the
+    content right.
+    """
+
+    axis = 0
+
+    kink_at_zero = True
+
+    def __init__(self, max_shift: float = 0.5, padding: str = "zeros") -> None:
+        super().__init__(padding)
+        self.max_shift = positive("max_shift", max_shift)
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        n = x.shape[0] * copies
+        return {"shift": magnitude * self.max_shift * uniform(n, x, generator)}
+
+    def taps(self, params):
+        t = params["shift"]
+        one, zero = torch.ones_like(t), torch.zeros_like(t)
+        shift = -2.0 * t  # a fraction f of the size is 2f in normalised units; output reads at p - shift
+        if self.axis == 0:
+            return _one_tap(_affine(one, zero, zero, one, tx=shift))
+        return _one_tap(_affine(one, zero, zero, one, ty=shift))
+
+    def natural_range(self, magnitude, size=None):
+        r = float(magnitude) * self.max_shift
+        if size is not None:
+            extent = size[-1] if self.axis == 0 else size[-2]
+            return Range(-r * extent, r * extent, "px")
+        return Range(-100 * r, 100 * r, "% of size")
+
+    def extra_repr(self):
+        return ", ".join(filter(None, [f"max_shift={self.max_shift}", super().extra_repr()]))
+
+
+class TranslateY(TranslateX):
+    """Vertical shift by up to ``max_shift`` of the height (default half the height).
+
+    Parameters: ``shift`` (N,), signed fraction of the height; positive moves the
+    content down.
+    """
+
+    axis = 1
+
+
+class Rotate(_ImageTransform):
+    """Rotation about the image centre by up to ``max_angle`` radians (default ±pi).
+
+    Parameters: ``angle`` (N,) in radians, positive is counter-clockwise on
+    screen; ``aspect`` (N,) the image's H / W.
+    """
+
+    kink_at_zero = True
+
+    def __init__(self, max_angle: float = math.pi, padding: str = "zeros") -> None:
+        super().__init__(padding)
+        self.max_angle = positive("max_angle", max_angle)
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        n = x.shape[0] * copies
+        return {"angle": magnitude * self.max_angle * uniform(n, x, generator), "aspect": _aspect(x, n)}
+
+    def taps(self, params):
+        a, r = params["angle"], params["aspect"]
+        cos, sin = torch.cos(a), torch.sin(a)
+        # Pixel units (y down): input = [[cos, -sin], [sin, cos]] @ output.
+        # Normalised coordinates scale x by 2/W and y by 2/H.
+        return _one_tap(_affine(cos, -sin * r, sin / r, cos))
+
+    def natural_range(self, magnitude, size=None):
+        d = math.degrees(float(magnitude) * self.max_angle)
+        return Range(-d, d, "deg")
+
+    def extra_repr(self):
+        return ", ".join(filter(None, [f"max_angle={self.max_angle:.4g}", super().extra_repr()]))
+
+
+class ShearX(_ImageTransform):
+    """Horizontal shear with coefficient up to ``max_shear`` (default ±0.3).
+
+    The output at pixel ``(x, y)`` (centred) reads the input at ``(x + s * y, y)``.
+    Parameters: ``shear`` (N,), ``aspect`` (N,).
+    """
+
+    axis = 0
+
+    kink_at_zero = True
+
+    def __init__(self, max_shear: float = 0.3, padding: str = "zeros") -> None:
+        super().__init__(padding)
+        self.max_shear = positive("max_shear", max_shear)
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        n = x.shape[0] * copies
+        return {"shear": magnitude * self.max_shear * uniform(n, x, generator), "aspect": _aspect(x, n)}
+
+    def taps(self, params):
+        s, r = params["shear"], params["aspect"]
+        one, zero = torch.ones_like(s), torch.zeros_like(s)
+        if self.axis == 0:
+            return _one_tap(_affine(one, s * r, zero, one))
+        return _one_tap(_affine(one, zero, s / r, one))
+
+    def natural_range(self, magnitude, size=None):
+        r = float(magnitude) * self.max_shear
+        return Range(-r, r, "")
+
+    def extra_repr(self):
+        return ", ".join(filter(None, [f"max_shear={self.max_shear}", super().extra_repr()]))
+
+
+class ShearY(ShearX):
+    """Vertical shear with coefficient up to ``max_shear`` (default ±0.3).
+
+    The output at pixel ``(x, y)`` (centred) reads the input at ``(x, y + s * x)``.
+    """
+
+    axis = 1
+
+
+class Scale(_ImageTransform):
+    """Zoom by a factor drawn log-uniformly in ``[1 / max_zoom**mu, max_zoom**mu]`` (default 2).
+
+    Parameters: ``zoom`` (N,); a zoom above 1 magnifies the content.
+    """
+
+    kink_at_zero = True
+
+    def __init__(self, max_zoom: float = 2.0, padding: str = "zeros") -> None:
+        super().__init__(padding)
+        if positive("max_zoom", max_zoom) <= 1.0:
+            raise ValueError(f"max_zoom must be > 1, got {max_zoom}")
+        self.max_zoom = float(max_zoom)
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        n = x.shape[0] * copies
+        return {"zoom": torch.exp(magnitude * math.log(self.max_zoom) * uniform(n, x, generator))}
+
+    def taps(self, params):
+        inv = 1.0 / params["zoom"]
+        zero = torch.zeros_like(inv)
+        return _one_tap(_affine(inv, zero, zero, inv))
+
+    def natural_range(self, magnitude, size=None):
+        z = self.max_zoom ** float(magnitude)
+        return Range(1.0 / z, z, "x zoom")
+
+    def extra_repr(self):
+        return ", ".join(filter(None, [f"max_zoom={self.max_zoom}", super().extra_repr()]))
+
+
+# --------------------------------------------------------------------------- flips
+
+
+class HorizontalFlip(_ImageTransform):
+    """Left-right flip with probability ``mu`` (a straight-through relaxed Bernoulli).
+
+    Each row draws ``u ~ U(0, 1)`` and flips when ``u < mu``. The forward value
+    of the gate is that hard decision (so a copy is flipped or not, never a
+    blend, and ``mu = 0`` is exactly the identity); its gradient is that of the
+    relaxation ``sigmoid((mu - u) / temperature)``, which stays alive at
+    ``mu = 0`` and ``mu = 1``. Two taps: flipped with weight ``gate``, plain
+    with weight ``1 - gate``.
+
+    Parameters: ``gate`` (N,) in {0, 1} (with a gradient to ``mu``).
+    """
+
+    flip = (-1.0, 1.0)
+
+    def __init__(self, temperature: float = 0.1, padding: str = "zeros") -> None:
+        super().__init__(padding)
+        self.temperature = positive("temperature", temperature)
+
+    def sample(self, x, magnitude, generator=None, copies=1):
+        n = x.shape[0] * copies
+        return {"gate": relaxed_bernoulli((n,), x, magnitude, self.temperature, generator)}
+
+    def taps(self, params):
+        g = params["gate"]
+        n = g.shape[0]
+        eye = torch.eye(2, 3, dtype=g.dtype, device=g.device)
+        flipped = eye.clone()
+        flipped[0, 0], flipped[1, 1] = self.flip
+        affine = torch.stack([flipped, eye]).expand(n, 2, 2, 3)
+        return Taps(torch.stack([g, 1.0 - g], 1), affine)
+
+    def natural_range(self, magnitude, size=None):
+        return Range(0.0, float(magnitude), "probability")
+
+    def extra_repr(self):
+        return ", ".join(filter(None, [f"temperature={self.temperature}", super().extra_repr()]))
+
+
+class VerticalFlip(HorizontalFlip):
+    """Top-bottom flip with probability ``mu`` (see :class:`HorizontalFlip`)."""
+
+    flip = (1.0, -1.0)
