@@ -1,20 +1,89 @@
 """Figures of the probes' results; matplotlib is imported only inside each function.
 
-Here lives :func:`plot_ranking_heatmap` (Yan & Huang, Fig. 5), re-exported by
-:mod:`augnet.probes.ranking` and :mod:`augnet.probes`; this module imports no
-probe module. The equivariance curves are drawn by
-:func:`augnet.probes.equivariance.plot_equivariance_curves`. Needs matplotlib
-(``pip install "augnet[viz]"``).
+Here live :func:`plot_neuron_invariance` (Zaidi et al., Figs. 3-4, 8-9) and
+:func:`plot_ranking_heatmap` (Yan & Huang, Fig. 5), each re-exported by its
+probe's module (:mod:`augnet.probes.neurons`, :mod:`augnet.probes.ranking`) and
+by :mod:`augnet.probes`; this module imports no probe module. The equivariance
+curves are drawn by :func:`augnet.probes.equivariance.plot_equivariance_curves`.
+Needs matplotlib (``pip install "augnet[viz]"``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from pathlib import Path
 
 import torch
 
-__all__ = ["plot_ranking_heatmap"]
+__all__ = [
+    "PLOTTED",
+    "plot_neuron_invariance",
+    "plot_ranking_heatmap",
+]
+
+#: What :func:`plot_neuron_invariance` can draw: the coefficients among units (Figs. 3b-c, 4), the size of
+#: each unit's active set, or how many units each input activates (Fig. 3a).
+PLOTTED = ("invariance", "n_active", "units_per_input")
+
+
+# --------------------------------------------------------------------------- per-unit invariance (Zaidi et al.)
+
+
+def plot_neuron_invariance(
+    distributions: Mapping,
+    path,
+    quantity: str = "invariance",
+    group: str = "all",
+    title: str | None = None,
+) -> Path:
+    """Violin plots of a per-unit (or per-input) quantity, one violin per layer or condition (Zaidi et al., Figs. 3-4).
+
+    Needs matplotlib (``pip install "augnet[viz]"``), imported only here.
+
+    Args:
+        distributions: ``{label: neuron_invariance output}`` (e.g. one per
+            training condition, or seen / unseen), ``{label: values}``, or the
+            output of :func:`layerwise_invariance` (one violin per layer, from
+            ``group``).
+        path: where to write the PNG.
+        quantity: ``"invariance"`` (``I_k`` among units, NaN units left out),
+            ``"n_active"`` (images that activate each unit) or
+            ``"units_per_input"`` (units active per image), see :data:`PLOTTED`.
+        group: for a :func:`layerwise_invariance` result, ``"all"``, ``"seen"``
+            or ``"unseen"``.
+        title: optional figure title.
+
+    Returns:
+        The path written.
+    """
+    if quantity not in PLOTTED:
+        raise ValueError(f"quantity must be one of {PLOTTED}, got {quantity!r}")
+    if not isinstance(distributions, Mapping) or not distributions:
+        raise ValueError("distributions must be a non-empty dict {label: neuron_invariance output or values}")
+    if "groups" in distributions and "layers" in distributions:
+        if group not in distributions["groups"]:
+            raise ValueError(f"group must be one of {sorted(distributions['groups'])}, got {group!r}")
+        distributions = distributions["groups"][group]
+    values = {}
+    for label, entry in distributions.items():
+        if isinstance(entry, Mapping):
+            if quantity not in entry:
+                raise ValueError(f"{label!r} has no {quantity!r}: pass neuron_invariance outputs")
+            entry = entry[quantity]
+        values[label] = entry
+    from augnet.viz import plot_distributions
+
+    labels = {
+        "invariance": "invariance coefficient",
+        "n_active": "inputs per unit",
+        "units_per_input": "units per input",
+    }
+    ylim = (-0.02, 1.02) if quantity == "invariance" else None
+    return plot_distributions(values, path, labels[quantity], kind="violin", title=title, ylim=ylim)
+
+
+# --------------------------------------------------------------------------- ranking (Yan & Huang)
 
 
 def plot_ranking_heatmap(
