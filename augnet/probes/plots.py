@@ -1,9 +1,11 @@
 """Figures of the probes' results; matplotlib is imported only inside each function.
 
-Here live :func:`plot_neuron_invariance` (Zaidi et al., Figs. 3-4, 8-9) and
-:func:`plot_ranking_heatmap` (Yan & Huang, Fig. 5), each re-exported by its
-probe's module (:mod:`augnet.probes.neurons`, :mod:`augnet.probes.ranking`) and
-by :mod:`augnet.probes`; this module imports no probe module. The equivariance
+Here live :func:`plot_neuron_invariance` (Zaidi et al., Figs. 3-4, 8-9),
+:func:`plot_ranking_heatmap` (Yan & Huang, Fig. 5) and
+:func:`plot_similarity_change_distributions` (Bouchacourt et al., Fig. 3A),
+each re-exported by its probe's module (:mod:`augnet.probes.neurons`,
+:mod:`augnet.probes.ranking`, :mod:`augnet.probes.similarity`) and by
+:mod:`augnet.probes`; this module imports no probe module. The equivariance
 curves are drawn by :func:`augnet.probes.equivariance.plot_equivariance_curves`.
 Needs matplotlib (``pip install "augnet[viz]"``).
 """
@@ -20,6 +22,7 @@ __all__ = [
     "PLOTTED",
     "plot_neuron_invariance",
     "plot_ranking_heatmap",
+    "plot_similarity_change_distributions",
 ]
 
 #: What :func:`plot_neuron_invariance` can draw: the coefficients among units (Figs. 3b-c, 4), the size of
@@ -145,3 +148,41 @@ def plot_ranking_heatmap(
     if title:
         ax.set_title(title)
     return save_figure(fig, path)
+
+
+# --------------------------------------------------------------------------- similarity change (Bouchacourt et al.)
+
+
+def plot_similarity_change_distributions(
+    distributions: Mapping,
+    path,
+    statistic: str = "percent_change",
+    title: str | None = None,
+    kind: str = "box",
+):
+    """Box (or violin) plots of per-class similarity changes, one per transformation (Bouchacourt et al., Fig. 3A).
+
+    Needs matplotlib (``pip install "augnet[viz]"``), imported only here.
+
+    Args:
+        distributions: from :func:`similarity_change_distributions`, or any
+            ``{label: values}`` with 1-D values (NaN values are left out).
+        path: where to write the PNG.
+        statistic: the axis label (the statistic the values hold).
+        title: optional figure title.
+        kind: ``"box"`` or ``"violin"``.
+
+    Returns:
+        The path written.
+    """
+    if not isinstance(distributions, Mapping) or not distributions:
+        raise ValueError("distributions must be a non-empty dict from similarity_change_distributions")
+    values = {
+        f"{key[0]} {key[1]:g}" if isinstance(key, tuple) and len(key) == 2 else str(key): (
+            entry["values"] if isinstance(entry, Mapping) else entry
+        )
+        for key, entry in distributions.items()
+    }
+    from augnet.viz import plot_distributions
+
+    return plot_distributions(values, path, f"{statistic} per class", kind=kind, title=title, zero_line=True)
