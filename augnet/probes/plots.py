@@ -1,0 +1,188 @@
+"""Figures of the probes' results; matplotlib is imported only inside each function.
+
+Here live :func:`plot_neuron_invariance` (Zaidi et al., Figs. 3-4, 8-9),
+:func:`plot_ranking_heatmap` (Yan & Huang, Fig. 5) and
+:func:`plot_similarity_change_distributions` (Bouchacourt et al., Fig. 3A),
+each re-exported by its probe's module (:mod:`augnet.probes.neurons`,
+:mod:`augnet.probes.ranking`, :mod:`augnet.probes.similarity`) and by
+:mod:`augnet.probes`; this module imports no probe module. The equivariance
+curves are drawn by :func:`augnet.probes.equivariance.plot_equivariance_curves`.
+Needs matplotlib (``pip install "augnet[viz]"``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+
+__all__ = [
+    "PLOTTED",
+    "plot_neuron_invariance",
+    "plot_ranking_heatmap",
+    "plot_similarity_change_distributions",
+]
+
+#: What :func:`plot_neuron_invariance` can draw: the coefficients among units (Figs. 3b-c, 4), the size of
+#: each unit's active set, or how many units each input activates (Fig. 3a).
+PLOTTED = ("invariance", "n_active", "units_per_input")
+
+
+# --------------------------------------------------------------------------- per-unit invariance (Zaidi et al.)
+
+
+def plot_neuron_invariance(
+    distributions: Mapping,
+    path,
+    quantity: str = "invariance",
+    group: str = "all",
+    title: str | None = None,
+) -> Path:
+    """Violin plots of a per-unit (or per-input) quantity, one violin per layer or condition (Zaidi et al., Figs. 3-4).
+
+    Needs matplotlib (``pip install "augnet[viz]"``), imported only here.
+
+    Args:
+        distributions: ``{label: neuron_invariance output}`` (e.g. one per
+            training condition, or seen / unseen), ``{label: values}``, or the
+            output of :func:`layerwise_invariance` (one violin per layer, from
+            ``group``).
+        path: where to write the PNG.
+        quantity: ``"invariance"`` (``I_k`` among units, NaN units left out),
+            ``"n_active"`` (images that activate each unit) or
+            ``"units_per_input"`` (units active per image), see :data:`PLOTTED`.
+        group: for a :func:`layerwise_invariance` result, ``"all"``, ``"seen"``
+            or ``"unseen"``.
+        title: optional figure title.
+
+    Returns:
+        The path written.
+    """
+    if quantity not in PLOTTED:
+        raise ValueError(f"quantity must be one of {PLOTTED}, got {quantity!r}")
+    if not isinstance(distributions, Mapping) or not distributions:
+        raise ValueError("distributions must be a non-empty dict {label: neuron_invariance output or values}")
+    if "groups" in distributions and "layers" in distributions:
+        if group not in distributions["groups"]:
+            raise ValueError(f"group must be one of {sorted(distributions['groups'])}, got {group!r}")
+        distributions = distributions["groups"][group]
+    values = {}
+    for label, entry in distributions.items():
+        if isinstance(entry, Mapping):
+            if quantity not in entry:
+                raise ValueError(f"{label!r} has no {quantity!r}: pass neuron_invariance outputs")
+            entry = entry[quantity]
+        values[label] = entry
+    from augnet.viz import plot_distributions
+
+    labels = {
+        "invariance": "invariance coefficient",
+        "n_active": "inputs per unit",
+        "units_per_input": "units per input",
+    }
+    ylim = (-0.02, 1.02) if quantity == "invariance" else None
+    return plot_distributions(values, path, labels[quantity], kind="violin", title=title, ylim=ylim)
+
+
+# --------------------------------------------------------------------------- ranking (Yan & Huang)
+
+
+def plot_ranking_heatmap(
+    table: Mapping,
+    path,
+    title: str | None = None,
+    annotate: bool = True,
+    cmap: str = "viridis",
+    vmin: float | None = None,
+    vmax: float | None = None,
+):
+    """Heatmap of a :func:`ranking_table`: layers down, tasks across, as in Yan & Huang's Fig. 5.
+
+    Needs matplotlib (``pip install "augnet[viz]"``), imported only here.
+
+    Args:
+        table: from :func:`ranking_table`.
+        path: where to write the PNG.
+        title: optional figure title.
+        annotate: write each cell's value in it (NaN cells are left blank).
+        cmap: a matplotlib colour map.
+        vmin, vmax: the colour scale; for accuracies it defaults to
+            [min(0.5, lowest), 1] (chance at the bottom), otherwise to the data's range.
+
+    Returns:
+        The path written.
+    """
+    from augnet.viz import require_matplotlib, save_figure
+
+    if not isinstance(table, Mapping) or not {"tasks", "layers", "values"} <= set(table):
+        raise ValueError("table must be a dict from ranking_table, with 'tasks', 'layers' and 'values'")
+    tasks, layers = list(table["tasks"]), list(table["layers"])
+    values = torch.as_tensor(table["values"], dtype=torch.float64)
+    if values.shape != (len(tasks), len(layers)):
+        raise ValueError(f"values must be (tasks, layers) = ({len(tasks)}, {len(layers)}), got {tuple(values.shape)}")
+    what = str(table.get("value", "value"))
+    finite = values[torch.isfinite(values)]
+    if what.endswith("accuracy") and len(finite):
+        vmin = min(0.5, float(finite.min())) if vmin is None else vmin
+        vmax = 1.0 if vmax is None else vmax
+
+    plt = require_matplotlib()
+    grid = values.T.numpy()  # layers down, tasks across
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(tasks) + 2.5), max(3.0, 0.45 * len(layers) + 1.5)))
+    image = ax.imshow(grid, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    ax.set_xticks(range(len(tasks)), tasks, rotation=30, ha="right")
+    ax.set_yticks(range(len(layers)), layers)
+    ax.set_xlabel("task")
+    ax.set_ylabel("layer")
+    fig.colorbar(image, ax=ax, label=what.replace("_", " "))
+    if annotate:
+        lo, hi = image.get_clim()
+        for i in range(len(layers)):
+            for j in range(len(tasks)):
+                v = float(grid[i, j])
+                if math.isfinite(v):
+                    dark = (v - lo) / (hi - lo) < 0.5 if hi > lo else True
+                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8, color="w" if dark else "k")
+    if title:
+        ax.set_title(title)
+    return save_figure(fig, path)
+
+
+# --------------------------------------------------------------------------- similarity change (Bouchacourt et al.)
+
+
+def plot_similarity_change_distributions(
+    distributions: Mapping,
+    path,
+    statistic: str = "percent_change",
+    title: str | None = None,
+    kind: str = "box",
+):
+    """Box (or violin) plots of per-class similarity changes, one per transformation (Bouchacourt et al., Fig. 3A).
+
+    Needs matplotlib (``pip install "augnet[viz]"``), imported only here.
+
+    Args:
+        distributions: from :func:`similarity_change_distributions`, or any
+            ``{label: values}`` with 1-D values (NaN values are left out).
+        path: where to write the PNG.
+        statistic: the axis label (the statistic the values hold).
+        title: optional figure title.
+        kind: ``"box"`` or ``"violin"``.
+
+    Returns:
+        The path written.
+    """
+    if not isinstance(distributions, Mapping) or not distributions:
+        raise ValueError("distributions must be a non-empty dict from similarity_change_distributions")
+    values = {
+        f"{key[0]} {key[1]:g}" if isinstance(key, tuple) and len(key) == 2 else str(key): (
+            entry["values"] if isinstance(entry, Mapping) else entry
+        )
+        for key, entry in distributions.items()
+    }
+    from augnet.viz import plot_distributions
+
+    return plot_distributions(values, path, f"{statistic} per class", kind=kind, title=title, zero_line=True)

@@ -1,0 +1,216 @@
+"""Per-unit invariance on the inputs that activate each unit (Zaidi et al., section 2.2, eq. 1).
+
+Here live what a unit of a layer is (:data:`UNITS`, :func:`layer_units`), each
+unit's normaliser (:func:`unit_scale`) and the invariance coefficients
+:func:`neuron_invariance`, computed from given activations. The measure is
+described in :mod:`augnet.probes.neurons`, which re-exports everything here.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+from torch import Tensor
+
+from augnet.probes._common import summary
+
+__all__ = [
+    "UNITS",
+    "layer_units",
+    "neuron_invariance",
+    "unit_scale",
+]
+
+#: What a unit of a layer is: each element after the batch axis, or each channel (mean over positions).
+UNITS = ("element", "channel")
+
+
+def _check_tau(tau, name: str = "tau") -> float:
+    if isinstance(tau, bool) or not isinstance(tau, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(tau).__name__}")
+    tau = float(tau)
+    if not 0.0 <= tau <= 1.0:
+        raise ValueError(f"{name} must lie in [0, 1] (activities are normalised to a maximum of 1), got {tau}")
+    return tau
+
+
+def _check_units(units) -> str:
+    if units not in UNITS:
+        raise ValueError(f"units must be one of {UNITS}, got {units!r}")
+    return units
+
+
+def _pool(a: Tensor, units: str) -> Tensor:
+    """(B, ...) -> (B, units): flatten every element, or average each channel over its positions."""
+    if units == "channel" and a.dim() > 2:
+        return a.flatten(2).mean(2)
+    return a.flatten(1)
+
+
+def layer_units(a: Tensor, units: str = "element") -> Tensor:
+    """A layer's activity as (B, units) under the chosen reading of a unit (see :mod:`augnet.probes.neurons`).
+
+    ``units="element"`` flattens every axis after the batch axis; ``units="channel"``
+    averages each channel (axis 1) over the remaining axes. A (B, units) input
+    is returned as is by both.
+
+    Shape:
+        - a: (B, C, ...) with B >= 1.
+        - output: (B, C * ...) for ``"element"``, (B, C) for ``"channel"``.
+
+    Examples:
+        >>> a = torch.arange(8.0).reshape(1, 2, 2, 2)
+        >>> layer_units(a).shape, layer_units(a, "channel").tolist()
+        (torch.Size([1, 8]), [[1.5, 5.5]])
+    """
+    _check_units(units)
+    if not isinstance(a, Tensor):
+        raise TypeError(f"a must be a tensor, got {type(a).__name__}")
+    if a.dim() < 2:
+        raise ValueError(f"a must have shape (B, units) or (B, C, ...), got {tuple(a.shape)}")
+    return _pool(a, units)
+
+
+def _check_activations(a, name: str, units: str = "element") -> Tensor:
+    if not isinstance(a, Tensor):
+        raise TypeError(f"{name} must be a tensor, got {type(a).__name__}")
+    if a.dim() < 2:
+        raise ValueError(
+            f"{name} must have shape (B, units) or (B, C, ...) (a layer's output, read with units='element' "
+            f"or 'channel'), got {tuple(a.shape)}"
+        )
+    if a.shape[0] == 0:
+        raise ValueError(f"{name} is an empty batch (shape {tuple(a.shape)})")
+    if a.dtype == torch.bool or a.is_complex():
+        raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
+    a = a.detach().double()
+    bad = ~torch.isfinite(a)
+    if bool(bad.any()):
+        rows = torch.nonzero(bad.flatten(1).any(1)).flatten().tolist()
+        raise ValueError(
+            f"{name} holds non-finite values (NaN or inf) in input(s) {rows[:10]}{' ...' if len(rows) > 10 else ''}; "
+            "they would turn the scale, and so every score, of their units into NaN: drop those inputs first"
+        )
+    low = float(a.min())
+    if low < 0:
+        raise ValueError(
+            f"{name} holds negative activations (minimum {low:.4g}); the measure needs non-negative ones: "
+            "probe a layer after its ReLU, or pass a.clamp_min(0) if that is what the next layer sees"
+        )
+    return _pool(a, units)
+
+
+def unit_scale(a: Tensor, a_t: Tensor | None = None, units: str = "element") -> Tensor:
+    """Each unit's maximum over the clean (and transformed) inputs: the normaliser of the measure.
+
+    Shape:
+        - a, a_t: (B, units) or (B, C, ...), non-negative, read as ``units``
+          (see :func:`layer_units`).
+        - output: (units,) float64; 0 for a unit that is never active.
+
+    Examples:
+        >>> unit_scale(torch.tensor([[1.0, 0.0], [3.0, 0.0]]), torch.tensor([[2.0, 0.0], [0.0, 0.0]]))
+        tensor([3., 0.], dtype=torch.float64)
+    """
+    units = _check_units(units)
+    a = _check_activations(a, "a", units)
+    m = a.amax(0)
+    if a_t is not None:
+        a_t = _check_activations(a_t, "a_t", units)
+        if a_t.shape[1] != a.shape[1]:
+            raise ValueError(f"a and a_t must have the same units, got shapes {tuple(a.shape)} and {tuple(a_t.shape)}")
+        m = torch.maximum(m, a_t.amax(0))
+    return m
+
+
+def neuron_invariance(a: Tensor, a_t: Tensor, tau: float, rows: Tensor | None = None, units: str = "element") -> dict:
+    """Per-unit invariance coefficients ``I_k`` of Zaidi et al. (eq. 1, see :mod:`augnet.probes.neurons`).
+
+    Args:
+        a: activations on the clean inputs, ``f(x)``; non-negative (negative
+            values raise a ValueError: probe the layer after its ReLU; NaN or
+            inf raise a ValueError too).
+        a_t: activations on the transformed inputs, ``f(T(x))``, row ``i`` the
+            transformed version of row ``i`` of ``a``.
+        tau: activity threshold in [0, 1] on the normalised activity (see
+            :func:`select_tau`, which must be given the same ``units``).
+        rows: optional (B,) bool mask of the inputs that enter the units'
+            means, e.g. the samples of the seen-transformed categories; the
+            normalisation still uses every row, so scores of different groups
+            are on the same scale.
+        units: what a unit is, ``"element"`` or ``"channel"`` (see
+            :func:`layer_units`); the same for a (B, units) input.
+
+    Returns:
+        A dict with
+
+        - ``"invariance"``: (units,) float64, ``I_k`` in [0, 1]; NaN for a unit
+          with an empty active set (never above ``tau``, e.g. a dead unit).
+        - ``"scores"``: (B, units) float64, ``h_k(x)`` for every pair where the
+          clean or the transformed activity is non-zero; NaN where both are 0.
+        - ``"active"``: (B, units) bool, ``x in A_k`` (and in ``rows``).
+        - ``"n_active"``: (units,) int64, the size of each active set.
+        - ``"units_per_input"``: (B,) int64, how many units each input activates.
+        - ``"active_fraction"``: the fraction of the normalised activities, of
+          every unit on every clean and every transformed input, above ``tau``
+          (what :func:`select_tau` reports for the same ``tau`` and ``units``).
+        - ``"scale"``: (units,) float64, each unit's maximum (the normaliser).
+        - ``"units"``: the reading of a unit used.
+        - ``"summary"``: :func:`summary` of ``"invariance"`` over the units that
+          are not NaN, plus ``"n_units"`` and ``"n_never_active"``.
+
+    Shape:
+        - a, a_t: (B, units) or (B, C, ...), B >= 1, the same shape.
+        - rows: (B,).
+
+    Examples:
+        >>> a = torch.tensor([[1.0, 0.0], [0.5, 0.0]])
+        >>> out = neuron_invariance(a, torch.tensor([[1.0, 0.0], [0.0, 0.0]]), tau=0.1)
+        >>> out["invariance"]
+        tensor([0.5000,    nan], dtype=torch.float64)
+        >>> out["summary"]["n"], out["summary"]["n_never_active"]
+        (1, 1)
+    """
+    tau = _check_tau(tau)
+    units = _check_units(units)
+    if isinstance(a, Tensor) and isinstance(a_t, Tensor) and a.shape != a_t.shape:
+        raise ValueError(f"a and a_t must have the same shape, got {tuple(a.shape)} and {tuple(a_t.shape)}")
+    a = _check_activations(a, "a", units)
+    a_t = _check_activations(a_t, "a_t", units)
+    if rows is not None:
+        if not isinstance(rows, Tensor) or rows.dtype != torch.bool:
+            raise TypeError(f"rows must be a bool tensor, got {type(rows).__name__} {getattr(rows, 'dtype', '')}")
+        if rows.shape != (a.shape[0],):
+            raise ValueError(f"rows must have shape ({a.shape[0]},), got {tuple(rows.shape)}")
+        rows = rows.to(a.device)
+    scale = torch.maximum(a.amax(0), a_t.amax(0))
+    live = scale > 0
+    div = torch.where(live, scale, torch.ones_like(scale))
+    f, f_t = a / div, a_t / div
+    total = f + f_t
+    nonzero = total > 0
+    scores = torch.where(
+        nonzero, 1.0 - (f_t - f).abs() / torch.where(nonzero, total, torch.ones_like(total)), torch.nan
+    )
+    above, above_t = f > tau, f_t > tau
+    active = above | above_t
+    if rows is not None:
+        active = active & rows[:, None]
+    n_active = active.sum(0)
+    kept = torch.where(active, scores, torch.zeros_like(scores)).sum(0)
+    invariance = torch.where(n_active > 0, kept / n_active.clamp_min(1), torch.nan)
+    stats = summary(invariance)
+    stats["n_units"] = int(invariance.numel())
+    stats["n_never_active"] = int((n_active == 0).sum())
+    return {
+        "invariance": invariance,
+        "scores": scores,
+        "active": active,
+        "n_active": n_active,
+        "units_per_input": active.sum(1),
+        "active_fraction": float((above.double().sum() + above_t.double().sum()) / (2 * above.numel())),
+        "scale": scale,
+        "units": units,
+        "summary": stats,
+    }
