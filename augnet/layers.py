@@ -23,6 +23,7 @@ from augnet.transforms.base import KINK_STEP, Transform, at_kink, check_copies, 
 __all__ = ["AugmentationLayer", "AugmentationModule", "Policy", "transform_classes"]
 
 EVAL_MODES = ("sample", "mix")
+TRAIN_MODES = ("sample", "mix")
 
 
 class _InwardClamp(torch.autograd.Function):
@@ -82,10 +83,18 @@ class AugmentationLayer(nn.Module):
         \mathrm{AugLayer}(x) = \sum_q w_q \, T_q(x; \mu_q), \qquad
         w = \mathrm{softmax}(\mathrm{logits} / \mathrm{temperature})
 
-    In training (and with ``eval_mode="mix"``) each output row is that blend.
-    In evaluation with ``eval_mode="sample"`` (the default) each row draws one
-    transform from Categorical(w), per sample and per copy, so averaged
-    predictions average over real transformations.
+    With ``train_mode="mix"`` (the AugNet paper's training) each training row is
+    that blend. With ``train_mode="sample"`` (augnet's default) each training
+    row draws one transform from Categorical(w), per sample and per copy, and
+    is that transform's output; the weights get the blend's gradient
+    (straight-through), the magnitude of a transform the gradient of the rows
+    that drew it. A blend lets a transform run far past the range the data
+    admit while its weight stays low (the other transforms' near-identity
+    outputs carry the input through); a sampled row shows the transform at
+    full strength, so a magnitude settles where the data stop admitting it,
+    whatever its weight. In evaluation with ``eval_mode="sample"`` (the
+    default) each row draws one transform in the same way, so averaged
+    predictions average over real transformations; ``eval_mode="mix"`` blends.
 
     When every transform has a tap form (all image transforms of
     :mod:`augnet.transforms.image`) the layer runs as one ``tap_mix`` call per
@@ -98,6 +107,7 @@ class AugmentationLayer(nn.Module):
         temperature: softmax temperature of the weights (> 0).
         eval_mode: ``"sample"`` or ``"mix"``, see above.
         backend: ``tap_mix`` backend for tap layers (``"auto"`` by default).
+        train_mode: ``"sample"`` or ``"mix"``, see above.
 
     Shape:
         - input: :math:`(B, ...)`, e.g. :math:`(B, Ch, H, W)` for images.
@@ -119,6 +129,7 @@ class AugmentationLayer(nn.Module):
         temperature: float = 1.0,
         eval_mode: str = "sample",
         backend: str = "auto",
+        train_mode: str = "sample",
     ) -> None:
         super().__init__()
         if isinstance(transforms, Transform) or not isinstance(transforms, Sequence | nn.ModuleList):
@@ -144,17 +155,24 @@ class AugmentationLayer(nn.Module):
             raise ValueError(f"temperature {temperature} is too small: logits / temperature overflows float32")
         if eval_mode not in EVAL_MODES:
             raise ValueError(f"eval_mode must be one of {EVAL_MODES}, got {eval_mode!r}")
+        if train_mode not in TRAIN_MODES:
+            raise ValueError(f"train_mode must be one of {TRAIN_MODES}, got {train_mode!r}")
 
         self.transforms = nn.ModuleList(transforms)
         self.weight_logits = nn.Parameter(torch.zeros(q))
         self.raw_magnitudes = nn.Parameter(torch.tensor(init, dtype=torch.float32))
         self.temperature = float(temperature)
         self.eval_mode = eval_mode
+        self.train_mode = train_mode
         self.backend = backend
         self.last_size: tuple[int, ...] | None = None  # spatial size last seen, for policy()
         # Magnitude calibration (see calibrate()): (Q, K) expected input change at K evenly spaced
         # magnitudes of each transform, or None (the magnitude is each transform's own).
         self.register_buffer("calibration", None)
+        # Each transform's change of the trunk's outputs per unit of magnitude, relative to the others
+        # (augnet.effects; measured by AugNet during training): the units the selective regulariser uses.
+        self.register_buffer("effect", torch.ones(q))
+        self.register_buffer("effect_measured", torch.zeros((), dtype=torch.bool))
 
     # ---------------------------------------------------------------- state
     @property
@@ -280,6 +298,9 @@ class AugmentationLayer(nn.Module):
             self.calibration = torch.empty_like(state_dict[key], device=self.raw_magnitudes.device)
         elif key not in state_dict and self.calibration is not None:
             self.calibration = None
+        # A state saved before the effects existed loads as unmeasured (the first measurement sets them).
+        state_dict.setdefault(prefix + "effect", torch.ones_like(self.effect))
+        state_dict.setdefault(prefix + "effect_measured", torch.zeros_like(self.effect_measured))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def clear_calibration(self) -> None:
@@ -328,10 +349,12 @@ class AugmentationLayer(nn.Module):
         return {
             "temperature": self.temperature,
             "eval_mode": self.eval_mode,
+            "train_mode": self.train_mode,
             "backend": self.backend,
             "weight_logits": self.weight_logits.detach().cpu().tolist(),
             "raw_magnitudes": self.raw_magnitudes.detach().cpu().tolist(),
             "calibration": None if self.calibration is None else self.calibration.cpu().tolist(),
+            "effect": self.effect.cpu().tolist() if bool(self.effect_measured) else None,
         }
 
     def extra_repr(self) -> str:
@@ -341,7 +364,8 @@ class AugmentationLayer(nn.Module):
             f"{type(t).__name__}(w={wq:.3f}, mu={mq:.3f})" for t, wq, mq in zip(self.transforms, w, mu, strict=True)
         )
         calibrated = ", calibrated" if self.calibration is not None else ""
-        return f"temperature={self.temperature:g}, eval_mode={self.eval_mode!r}{calibrated}, policy=[{mix}]"
+        modes = f"train_mode={self.train_mode!r}, eval_mode={self.eval_mode!r}"
+        return f"temperature={self.temperature:g}, {modes}{calibrated}, policy=[{mix}]"
 
     # -------------------------------------------------------------- forward
     def forward(self, x: Tensor, copies: int | None = None, generator: torch.Generator | None = None) -> Tensor:
@@ -377,17 +401,23 @@ class AugmentationLayer(nn.Module):
         w, mu = self.weights, self.transform_magnitudes
         if n == 0:  # an empty batch gives an empty batch, in the graph of x and of the layer's parameters
             return x[:0].clone() + 0 * (w.sum() + mu.sum()).to(x.dtype)
-        mix = self.training or self.eval_mode == "mix"
-        choice = None
-        if not mix:
+        mode = self.train_mode if self.training else self.eval_mode
+        # scales[..., q] multiplies transform q's output: the weights (Q,) for a blend, or per row (N, Q).
+        scales, choice = w, None
+        if mode == "sample":
             # One transform per output row from Categorical(w).
             probs = w.detach().to(x.device).expand(n, -1)
-            choice = draw(torch.multinomial, probs, 1, generator=generator).squeeze(1)
+            drawn = draw(torch.multinomial, probs, 1, generator=generator).squeeze(1)
+            if self.training:  # the drawn transform's output, with the blend's gradient for the weights
+                one_hot = drawn[:, None] == torch.arange(len(self.transforms), device=drawn.device)  # no value read
+                scales = one_hot.to(w.dtype) + (w - w.detach()).to(drawn.device)
+            else:
+                choice = drawn
         if self.uses_taps:
-            return self._forward_taps(x, c, n, w, mu, choice, generator)
-        return self._forward_generic(x, c, n, w, mu, choice, generator)
+            return self._forward_taps(x, c, n, scales, mu, choice, generator)
+        return self._forward_generic(x, c, n, scales, mu, choice, generator)
 
-    def _forward_taps(self, x, c, n, w, mu, choice, generator) -> Tensor:
+    def _forward_taps(self, x, c, n, scales, mu, choice, generator) -> Tensor:
         # Warps at a magnitude of exactly 0 sit on the bilinear kink: their value there is the identity, and
         # their derivative the one-sided finite difference into (0, 1] (transforms.base.kink_derivative).
         kinked = self._kinked(mu) if choice is None else set()
@@ -405,15 +435,16 @@ class AugmentationLayer(nn.Module):
         for padding, members in _groups_by_padding(self.transforms).items():
             group = [taps[q] for q in members]
             if choice is None:
-                src, affine, color, weight = concat_taps(group, x, n, scales=[w[q] for q in members])
+                src, affine, color, weight = concat_taps(group, x, n, scales=[scales[..., q] for q in members])
             else:
                 src, affine, color, weight = select_taps(group, members, len(taps), choice, x, n)
             y = tap_mix(x, src, affine, color, weight, padding=padding, backend=self.backend)
             out = y if out is None else out + y
         if kinked:
             identity = repeat_rows(x.detach(), n)
-            for q in kinked:  # an exact 0 whose derivative in mu_q is w_q times the one-sided slope
-                out = out + w[q].detach().to(x.dtype) * kink_derivative(identity, moved[q], mu[q])
+            for q in kinked:  # an exact 0 whose derivative in mu_q is the row's scale times the one-sided slope
+                scale = _rowwise(scales[..., q].detach().to(x.dtype), out)
+                out = out + scale * kink_derivative(identity, moved[q], mu[q])
         return out
 
     def _kinked(self, mu: Tensor) -> set[int]:
@@ -423,16 +454,21 @@ class AugmentationLayer(nn.Module):
         zero = (mu.detach() == 0).tolist()
         return {q for q, t in enumerate(self.transforms) if t.kink_at_zero and zero[q]}
 
-    def _forward_generic(self, x, c, n, w, mu, choice, generator) -> Tensor:
+    def _forward_generic(self, x, c, n, scales, mu, choice, generator) -> Tensor:
         outs = [t(x, mu[q], generator=generator, copies=c) for q, t in enumerate(self.transforms)]
         if choice is None:
             out = None
             for q, y in enumerate(outs):
-                term = w[q].to(y.dtype) * y
+                term = _rowwise(scales[..., q].to(y.dtype), y) * y
                 out = term if out is None else out + term
             return out
         stacked = torch.stack(outs)  # (Q, N, ...)
         return stacked[choice, torch.arange(n, device=x.device)]
+
+
+def _rowwise(scale: Tensor, like: Tensor) -> Tensor:
+    """A scalar as it is, an (N,) scale as (N, 1, ...) to multiply ``like``'s rows."""
+    return scale if scale.dim() == 0 else scale.reshape(-1, *[1] * (like.dim() - 1))
 
 
 def _invert_change(curves: Tensor, change: Tensor) -> Tensor:
@@ -546,11 +582,16 @@ class AugmentationModule(nn.Module):
                 temperature=settings["temperature"],
                 eval_mode=settings["eval_mode"],
                 backend=settings.get("backend", "auto"),
+                # A file written before train_mode existed comes from a layer trained with the blend.
+                train_mode=settings.get("train_mode", "mix"),
             )
             with torch.no_grad():
                 if settings.get("calibration") is not None:
                     layer.calibration = torch.tensor(settings["calibration"], dtype=torch.float32)
                 layer.weight_logits.copy_(torch.tensor(settings["weight_logits"]))
                 layer.raw_magnitudes.copy_(torch.tensor(settings["raw_magnitudes"]))
+                if settings.get("effect") is not None:
+                    layer.effect.copy_(torch.tensor(settings["effect"]))
+                    layer.effect_measured.fill_(True)
             layers.append(layer)
         return cls(layers)

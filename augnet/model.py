@@ -12,6 +12,7 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
+from augnet.effects import measure_effects
 from augnet.layers import AugmentationLayer, AugmentationModule, Policy
 from augnet.transforms.base import check_copies
 
@@ -116,6 +117,11 @@ class AugNet(nn.Module):
         eval_copies: copies C in evaluation (default 4).
         aggregate: ``"log_softmax"``, ``"softmax"`` or ``"mean"`` (see
             :func:`aggregate`).
+        effect_every: in training, measure every augmentation layer's effects
+            on the trunk (:meth:`measure_effects`) at the first forward pass
+            and then every ``effect_every`` passes; 0 never measures (the
+            selective regulariser then compares magnitudes in the transforms'
+            own units, as the AugNet paper does).
 
     Shape:
         - input: :math:`(B, ...)`
@@ -137,6 +143,7 @@ class AugNet(nn.Module):
         train_copies: int = 1,
         eval_copies: int = 4,
         aggregate: str = "log_softmax",
+        effect_every: int = 10,
     ) -> None:
         super().__init__()
         if not isinstance(trunk, nn.Module):
@@ -146,11 +153,15 @@ class AugNet(nn.Module):
         check_copies(eval_copies)
         if aggregate not in AGGREGATES:
             raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
+        if isinstance(effect_every, bool) or not isinstance(effect_every, int) or effect_every < 0:
+            raise ValueError(f"effect_every must be an int >= 0, got {effect_every!r}")
         self.trunk = trunk
         self.augment = augment
         self.train_copies = train_copies
         self.eval_copies = eval_copies
         self.aggregation = aggregate
+        self.effect_every = effect_every
+        self.passes = 0  # training forward passes so far (saved in the state dict: a resumed run measures alike)
 
     def forward(self, x: Tensor, copies: int | None = None, generator: torch.Generator | None = None) -> Tensor:
         """Aggregated prediction over ``copies`` augmented copies of each sample.
@@ -164,7 +175,11 @@ class AugNet(nn.Module):
             raise TypeError(f"AugNet expects a tensor input, got {type(x).__name__}")
         c = copies if copies is not None else (self.train_copies if self.training else self.eval_copies)
         check_copies(c)
-        rows = self.augment(x, copies=c, generator=generator)
+        rows = self.augment(x, copies=c, generator=generator)  # checks x
+        if self.training and torch.is_grad_enabled() and not torch.compiler.is_compiling():
+            if self.effect_every and self.passes % self.effect_every == 0:
+                self.measure_effects(x)
+            self.passes += 1
         out = self.trunk(rows)
         check_trunk_rows(out, x.shape[0], c)
         return aggregate(out, c, self.aggregation)
@@ -173,5 +188,40 @@ class AugNet(nn.Module):
         """Per layer, each transform's weight, magnitude and range in natural units."""
         return self.augment.policy(size)
 
+    @torch.no_grad()
+    def measure_effects(self, x: Tensor, rows: int = 64) -> None:
+        """Measure how much each augmentation layer's transforms change the trunk's outputs (see :mod:`augnet.effects`).
+
+        :meth:`forward` calls this in training every ``effect_every`` passes;
+        call it yourself where the forward pass does not (a model compiled
+        with ``torch.compile`` does not measure inside the compiled graph).
+        The trunk is evaluated in evaluation mode and restored; the draws come
+        from a generator of their own, so the training's random stream is not
+        touched.
+
+        Args:
+            x: a batch of clean inputs :math:`(B, ...)`.
+            rows: how many of its rows to use.
+        """
+        layers = [m for m in self.augment.modules() if isinstance(m, AugmentationLayer)]
+        if layers:
+            # Draws of their own (a meta tensor draws nothing and takes no generator).
+            generator = None if x.device.type == "meta" else torch.Generator(x.device).manual_seed(self.passes)
+            measure_effects(self.trunk, layers, x, rows=rows, generator=generator)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # A state saved before the pass counter existed loads with the counter at 0.
+        state_dict.setdefault(prefix + "_extra_state", torch.tensor(0))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def get_extra_state(self) -> Tensor:
+        return torch.tensor(self.passes)
+
+    def set_extra_state(self, state) -> None:
+        self.passes = int(state)
+
     def extra_repr(self) -> str:
-        return f"train_copies={self.train_copies}, eval_copies={self.eval_copies}, aggregate={self.aggregation!r}"
+        return (
+            f"train_copies={self.train_copies}, eval_copies={self.eval_copies}, aggregate={self.aggregation!r}, "
+            f"effect_every={self.effect_every}"
+        )

@@ -2,9 +2,14 @@
 
 ``loss = task_loss + lam * R``, with R one of:
 
-- :func:`selective_regularizer`: :math:`R = -\\sum_{layers} \\| w \\odot \\mu \\|_2`
-  (AugNet). Tying each weight to its magnitude makes a layer select the
-  transform with the highest admissible magnitude.
+- :func:`selective_regularizer`: :math:`R = -\\sum_{layers} \\| w \\odot e \\odot \\mu \\|_2`
+  (AugNet's, in augnet's units). Tying each weight to its magnitude makes a
+  layer select the transform with the highest admissible magnitude; the
+  effects :math:`e` measure magnitudes by what the transforms do to the trunk's
+  outputs, and a transform an earlier layer chose costs instead of counting,
+  so stacked layers choose different transforms.
+- :func:`paper_selective_regularizer`: :math:`R = -\\sum_{layers} \\| w \\odot \\mu \\|_2`,
+  the AugNet paper's (magnitudes in each transform's own units).
 - :func:`augerino_regularizer`: :math:`R = -\\sum_{layers} \\| \\mu \\|_2` (Augerino's),
   for ablations.
 - :func:`no_regularizer`: 0.
@@ -17,6 +22,7 @@ fall to 0 can still grow.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Sequence
 
@@ -28,10 +34,12 @@ from augnet.layers import AugmentationLayer
 
 __all__ = [
     "REGULARIZERS",
+    "UNITS",
     "LambdaSchedule",
     "augerino_regularizer",
     "get_regularizer",
     "no_regularizer",
+    "paper_selective_regularizer",
     "param_groups",
     "selective_regularizer",
 ]
@@ -70,12 +78,46 @@ def norm_outward_at_zero(v: Tensor) -> Tensor:
     return norm + at_zero * (toward - toward.detach())
 
 
-def selective_regularizer(module: nn.Module) -> Tensor:
-    """AugNet's regulariser, :math:`-\\sum_{layers} \\| w \\odot \\mu \\|_2`.
+#: The units :func:`selective_regularizer` compares magnitudes in.
+UNITS = ("effect", "magnitude")
+
+
+def _transform_key(t) -> str:
+    """One transform's identity across layers: its class and constructor arguments."""
+    return type(t).__name__ + json.dumps(t.config(), sort_keys=True, default=str)
+
+
+def selective_regularizer(module: nn.Module, units: str = "effect", diverse: bool = True) -> Tensor:
+    """AugNet's selective regulariser in augnet's units, :math:`-\\sum_{layers} \\| w \\odot e \\odot \\mu \\|_2`.
+
+    With ``units="magnitude"`` and ``diverse=False`` it is the AugNet paper's
+    :math:`-\\sum_{layers} \\| w \\odot \\mu \\|_2`, which makes each layer
+    promote the transform with the largest admissible magnitude in that
+    transform's own [0, 1] units. Those units are arbitrary (a harmless
+    transform is admissible up to 1, whatever it does), so augnet's default
+    compares the transforms by what they do:
+
+    - ``units="effect"``: each magnitude counts times the transform's effect
+      :math:`e_q` on the trunk's outputs per unit of magnitude, relative to
+      the layer's other transforms (:mod:`augnet.effects`; measured by
+      :class:`~augnet.AugNet` during training; all 1 until measured, so the
+      paper's units);
+    - ``diverse=True``: stacked layers choose without replacement. In layer
+      :math:`l`, with :math:`h_q = \\max_{k < l} w^{(k)}_q` the largest weight
+      transform :math:`q` already holds in an earlier layer (a constant here),
+      the part :math:`f_q = 1 - h_q` of its term is rewarded as above and the
+      part :math:`h_q` is a cost: the layer's term is
+      :math:`-\\| v \\odot (1 - h) \\|_2 + \\| v \\odot h \\|_2` with
+      :math:`v = w \\odot e \\odot \\mu`. A later layer thus takes another
+      transform, or, when every candidate is taken, lets its magnitudes fall
+      to 0 (the identity). A transform is the same one when its class and
+      arguments are; the first layer has :math:`h = 0`.
 
     Args:
         module: an AugNet, AugmentationModule, AugmentationLayer, or any module
-            containing augmentation layers.
+            containing augmentation layers (in the order they are applied).
+        units: ``"effect"`` (default) or ``"magnitude"`` (the paper's).
+        diverse: discount transforms chosen by earlier layers (default) or not (the paper's).
 
     Returns:
         A differentiable scalar (non-positive).
@@ -83,10 +125,39 @@ def selective_regularizer(module: nn.Module) -> Tensor:
     Examples:
         >>> from augnet.transforms import image as T
         >>> layer = AugmentationLayer([T.Rotate(), T.TranslateX()], init_magnitude=[0.3, 0.4])
-        >>> selective_regularizer(layer)  # -|| (0.5 * 0.3, 0.5 * 0.4) ||
+        >>> selective_regularizer(layer)  # -|| (0.5 * 0.3, 0.5 * 0.4) ||, the effects not yet measured
+        tensor(-0.2500, grad_fn=<NegBackward0>)
+        >>> with torch.no_grad():
+        ...     _ = layer.effect.copy_(torch.tensor([1.5, 0.5]))
+        >>> selective_regularizer(layer)  # -|| (0.5 * 1.5 * 0.3, 0.5 * 0.5 * 0.4) ||
+        tensor(-0.2462, grad_fn=<NegBackward0>)
+        >>> selective_regularizer(layer, units="magnitude")
         tensor(-0.2500, grad_fn=<NegBackward0>)
     """
-    terms = [norm_outward_at_zero(layer.weights * layer.magnitudes) for layer in _augmentations(module, lie=False)]
+    if units not in UNITS:
+        raise ValueError(f"units must be one of {UNITS}, got {units!r}")
+    if not isinstance(diverse, bool):
+        raise TypeError(f"diverse must be a bool, got {type(diverse).__name__}")
+    taken: dict[str, Tensor] = {}  # transform key -> the largest weight an earlier layer gives it
+    terms = []
+    for layer in _augmentations(module, lie=False):
+        w = layer.weights
+        v = w * layer.magnitudes
+        if units == "effect":
+            v = v * layer.effect.to(v)
+        repeat = None
+        if diverse:
+            keys = [_transform_key(t) for t in layer.transforms]
+            held = [taken.get(k) for k in keys]
+            if any(h is not None for h in held):
+                zero = w.new_zeros(())
+                h = torch.stack([zero if h is None else h for h in held])
+                v, repeat = v * (1 - h), v * h
+            for k, wq in zip(keys, w.detach().unbind(), strict=True):
+                taken[k] = wq if k not in taken else torch.maximum(taken[k], wq)
+        terms.append(norm_outward_at_zero(v))
+        if repeat is not None:  # what an earlier layer already chose is a cost, not a reward
+            terms.append(-torch.linalg.vector_norm(repeat))
     return -torch.stack(terms).sum(0)
 
 
@@ -108,13 +179,30 @@ def no_regularizer(module: nn.Module) -> Tensor:
     return layer.raw_magnitudes.new_zeros(())
 
 
-REGULARIZERS = {"selective": selective_regularizer, "augerino": augerino_regularizer, "none": no_regularizer}
+def paper_selective_regularizer(module: nn.Module) -> Tensor:
+    """The AugNet paper's selective regulariser, :math:`-\\sum_{layers} \\| w \\odot \\mu \\|_2`.
+
+    :func:`selective_regularizer` with ``units="magnitude", diverse=False``:
+    magnitudes in the transforms' own units, no discount across layers.
+    """
+    return selective_regularizer(module, units="magnitude", diverse=False)
 
 
-def get_regularizer(name: str):
-    """The regulariser called ``name``: ``"selective"``, ``"augerino"`` or ``"none"``."""
+REGULARIZERS = {
+    "selective": selective_regularizer,
+    "paper": paper_selective_regularizer,
+    "augerino": augerino_regularizer,
+    "none": no_regularizer,
+}
+
+
+def get_regularizer(name):
+    """The regulariser called ``name`` (:data:`REGULARIZERS`: ``"selective"``, ``"paper"``, ``"augerino"``,
+    ``"none"``), or ``name`` itself if it is a callable ``module -> scalar``."""
+    if callable(name):
+        return name
     if name not in REGULARIZERS:
-        raise ValueError(f"unknown regularizer {name!r}; expected one of {sorted(REGULARIZERS)}")
+        raise ValueError(f"unknown regularizer {name!r}; expected one of {sorted(REGULARIZERS)} or a callable")
     return REGULARIZERS[name]
 
 

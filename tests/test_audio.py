@@ -337,7 +337,7 @@ def test_runs_inside_an_augmentation_layer(name, training):
 
 def test_all_waveform_transforms_in_one_layer():
     transforms = [A.AddNoise(), A.Gain(), A.LowPass(SR), A.HighPass(SR), A.BandReject(SR), A.SpeedChange()]
-    layer = augnet.AugmentationLayer(transforms, init_magnitude=0.3)
+    layer = augnet.AugmentationLayer(transforms, init_magnitude=0.3, train_mode="mix")  # every transform on every row
     x = waves(b=4)
     out = layer(x, copies=2, generator=gen(0))
     out.sum().backward()

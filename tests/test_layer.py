@@ -127,6 +127,7 @@ def test_training_output_is_the_weighted_sum_of_the_transforms(copies):
     layer = augnet.AugmentationLayer(
         [T.TranslateX(), T.Rotate(padding="border"), T.HorizontalFlip(), T.Contrast(), T.SamplePairing()],
         init_magnitude=[0.3, 0.4, 0.5, 0.6, 0.7],
+        train_mode="mix",
     )
     with torch.no_grad():
         layer.weight_logits.copy_(torch.tensor([0.3, -0.1, 0.2, 0.0, -0.4]))
@@ -146,7 +147,7 @@ def test_gradcheck_of_the_layer_in_float64():
         T.Hue(),
         T.SamplePairing(),
     ]
-    layer = augnet.AugmentationLayer(transforms).double()
+    layer = augnet.AugmentationLayer(transforms, train_mode="mix").double()
     x = images(b=2, h=5, w=4, dtype=F64).requires_grad_()
     logits = torch.randn(len(transforms), dtype=F64, generator=gen(1)).requires_grad_()
     raw = torch.linspace(0.2, 0.8, len(transforms), dtype=F64).requires_grad_()
@@ -193,7 +194,7 @@ def test_generic_path_matches_the_tap_path():
 
 
 def test_eval_mode_mix_keeps_the_training_blend():
-    layer = augnet.AugmentationLayer([T.Rotate(), T.ShearX()], init_magnitude=0.5, eval_mode="mix")
+    layer = augnet.AugmentationLayer([T.Rotate(), T.ShearX()], init_magnitude=0.5, eval_mode="mix", train_mode="mix")
     x = images()
     train = layer(x, copies=2, generator=gen(1))
     layer.eval()

@@ -1,5 +1,6 @@
 """Regularisers against hand-computed values; lambda schedule; parameter groups."""
 
+import functools
 import math
 
 import pytest
@@ -7,6 +8,7 @@ import torch
 from torch import nn
 
 import augnet
+from augnet.regularizers import paper_selective_regularizer
 from augnet.transforms import image as T
 
 
@@ -22,9 +24,11 @@ def test_selective_regularizer_by_hand():
     b = layer_with([0.9, 0.1], [0.2, 0.6])
     module = augnet.AugmentationModule([a, b])
     expected = -math.hypot(0.5 * 0.4, 0.3 * 1.0, 0.0) - math.hypot(0.9 * 0.2, 0.1 * 0.6)
-    assert math.isclose(augnet.selective_regularizer(module).item(), expected, rel_tol=1e-6)
+    paper = functools.partial(augnet.selective_regularizer, units="magnitude", diverse=False)
+    assert math.isclose(paper(module).item(), expected, rel_tol=1e-6)
     model = augnet.AugNet(nn.Linear(2, 2), module)
-    assert math.isclose(augnet.selective_regularizer(model).item(), expected, rel_tol=1e-6)
+    assert math.isclose(paper(model).item(), expected, rel_tol=1e-6)
+    assert math.isclose(paper_selective_regularizer(model).item(), expected, rel_tol=1e-6)
 
 
 def test_augerino_regularizer_by_hand_ignores_the_weights():

@@ -30,7 +30,7 @@ def fit(
     epochs: int,
     batch_size: int | None = None,
     lam: float | Callable[[int], float] = 0.5,
-    regularizer: str = "selective",
+    regularizer: str | Callable[[torch.nn.Module], Tensor] = "selective",
     generator: torch.Generator | None = None,
     loss_fn: Callable[[Tensor, Tensor], Tensor] = F.nll_loss,
     record_every: int = 5,
@@ -60,7 +60,9 @@ def fit(
         batch_size: for tensors, the batch size (a loader makes its own batches).
         lam: weight of the regulariser, or a function of the epoch (e.g. a
             :class:`~augnet.LambdaSchedule`).
-        regularizer: ``"selective"``, ``"augerino"`` or ``"none"``.
+        regularizer: ``"selective"`` (augnet's :func:`~augnet.selective_regularizer`),
+            ``"paper"`` (the AugNet paper's), ``"augerino"``, ``"none"``, or a
+            callable ``model -> scalar``.
         generator: source of randomness for the augmentations and, for
             tensors, the batches; on ``device`` (a CUDA run needs a CUDA generator).
         loss_fn: task loss of the aggregated output (log-probabilities by default).

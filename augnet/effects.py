@@ -1,0 +1,135 @@
+"""Effects: how much each candidate transform changes a trunk's outputs, the units selection compares in.
+
+The selective regulariser rewards a layer for the transform with the largest
+admissible magnitude. A magnitude in each transform's own [0, 1] units says
+nothing about how much the transform does: noise of 0.1 of the signal's
+standard deviation at magnitude 1 is harmless and useless, a frequency shift
+of ±2 Hz at magnitude 1 changes the class. Measured in its own units, the
+harmless transform wins. augnet measures instead what each transform does to
+the trunk's outputs, per unit of magnitude, while training, and the
+regulariser compares the transforms in those units (see
+:func:`augnet.selective_regularizer`).
+
+For a layer with transforms :math:`T_q` at magnitudes :math:`\\mu_q`, on a batch
+:math:`x` and the trunk :math:`f` (in evaluation mode, without gradients),
+
+.. math::
+    e_q = \\frac{1}{m_q} \\sqrt{\\frac{\\mathbb{E}\\,\\| f(T_q(x; m_q)) - f(x) \\|^2}
+                                     {\\mathbb{E}\\,\\| f(x) - \\bar f(x) \\|^2}},
+    \\qquad m_q = \\max(\\mu_q, m_{\\min}),
+
+the change of the outputs relative to their spread over the batch, per unit of
+magnitude (the secant at the current magnitude, so :math:`e_q \\mu_q` is the
+change the transform makes now). The effects are normalised so that their mean
+under the layer's weights is 1 (the selected transform's effect is then about
+1, and the regulariser's push on its magnitude is the paper's) and smoothed
+over the measurements by an exponential moving average.
+
+:class:`augnet.AugNet` measures every ``effect_every`` training steps on the
+batch it is given (:meth:`augnet.AugNet.measure_effects`); the effects live in
+each layer's ``effect`` buffer (saved in the state dict).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["MIN_MAGNITUDE", "effect_of_layer", "measure_effects", "update_effect"]
+
+#: The smallest magnitude an effect is measured at (the secant of a transform at 0 is taken at this magnitude).
+MIN_MAGNITUDE = 0.05
+
+
+@torch.no_grad()
+def effect_of_layer(
+    trunk: nn.Module, layer: nn.Module, x: Tensor, base: Tensor, generator: torch.Generator | None = None
+) -> Tensor:
+    """The (Q,) effects of ``layer``'s transforms on ``trunk``'s outputs (unnormalised).
+
+    Args:
+        trunk: the model whose outputs are compared (called on augmented ``x``).
+        layer: an :class:`~augnet.AugmentationLayer`.
+        x: the inputs, :math:`(B, ...)`.
+        base: ``trunk(x)``, :math:`(B, ...)`.
+        generator: draws the transforms' parameters.
+
+    Returns:
+        The change of the outputs relative to their spread, per unit of
+        magnitude, for each transform; all NaN when the outputs do not vary
+        over the batch (nothing to compare against) or are not finite.
+    """
+    base = base.float()
+    spread = (base - base.mean(0, keepdim=True)).pow(2).mean()
+    magnitudes = layer.transform_magnitudes.detach()
+    at = magnitudes.clamp_min(MIN_MAGNITUDE)
+    changes = []
+    for q, t in enumerate(layer.transforms):
+        moved = trunk(t(x, at[q], generator=generator)).float()
+        changes.append((moved - base).pow(2).mean())
+    change = torch.stack(changes)
+    effect = (change / spread).sqrt() / at.to(change)
+    usable = torch.isfinite(effect).all() & (spread > 0)
+    return torch.where(usable, effect, torch.full_like(effect, float("nan")))
+
+
+def update_effect(layer: nn.Module, effect: Tensor, momentum: float) -> None:
+    """Normalise ``effect`` (mean 1 under the layer's weights) and move ``layer.effect`` towards it.
+
+    The first measurement replaces the initial effects (all 1); later ones
+    enter a moving average. A measurement that is not finite (see
+    :func:`effect_of_layer`) leaves the layer as it is. No value is read on
+    the host (no device synchronisation).
+    """
+    old, measured = layer.effect, layer.effect_measured
+    if effect.device != old.device and "meta" in (effect.device.type, old.device.type):
+        return  # shapes only on one side: nothing to measure into the layer
+    with torch.no_grad():
+        effect = effect.to(old)
+        scale = (layer.weights.detach().to(old) * effect).sum()
+        normalised = effect / scale
+        valid = torch.isfinite(normalised).all() & (scale > 0)
+        blended = torch.where(measured, (1 - momentum) * old + momentum * normalised, normalised)
+        old.copy_(torch.where(valid, blended, old))
+        measured.copy_(measured | valid)
+
+
+@torch.no_grad()
+def measure_effects(
+    trunk: nn.Module,
+    layers: list[nn.Module],
+    x: Tensor,
+    rows: int = 64,
+    momentum: float = 0.3,
+    generator: torch.Generator | None = None,
+) -> None:
+    """Measure every layer's effects on ``trunk`` with (up to ``rows`` of) the clean batch ``x``; update them.
+
+    The trunk runs in evaluation mode (batch norm on its running statistics,
+    no dropout) and is put back in the mode it was in: measuring does not
+    change the model. Each layer's transforms are applied to the clean inputs
+    (for a stack, every layer is measured where the first one sits).
+
+    Args:
+        trunk: the model the layers feed.
+        layers: the :class:`~augnet.AugmentationLayer` instances to measure.
+        x: a batch of clean inputs :math:`(B, ...)`.
+        rows: how many rows of ``x`` to use.
+        momentum: weight of the new measurement in the moving average.
+        generator: draws the transforms' parameters (default: one seeded with 0 on x's device).
+    """
+    x = x[:rows].detach()
+    if len(x) < 2:
+        return
+    if generator is None and x.device.type != "meta":
+        generator = torch.Generator(x.device).manual_seed(0)
+    was_training = trunk.training
+    trunk.eval()
+    try:
+        base = trunk(x)
+        if not isinstance(base, Tensor) or base.shape[:1] != x.shape[:1]:
+            return
+        for layer in layers:
+            update_effect(layer, effect_of_layer(trunk, layer, x, base, generator), momentum)
+    finally:
+        trunk.train(was_training)

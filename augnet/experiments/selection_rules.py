@@ -1,0 +1,260 @@
+"""The rules a selection must meet, how a run is read against them, and the selection experiment's report.
+
+:data:`RULES` were written before the runs of ``augnet reproduce selection``
+(:mod:`augnet.experiments.selection`) and are checked on its records:
+
+- **images**: on the sprites and the glyphs together, Rotate is selected (the
+  layer's largest weight, at least 0.5) with a range within ±35° to ±60° in at
+  least 9 of the 10 seeds;
+- **sinusoids**: for every stack depth (1, 2 and 4 layers), FrequencyShift is
+  learned (weight at least 0.5 in some layer, range within ±0.3 to ±0.8 Hz) in at
+  least 4 of 5 seeds, and, with 2 or more layers, the layers hold different
+  transforms or collapse to the identity in those seeds;
+- **capacity**: AugNet with the three candidates reaches a median invariance to
+  ±0.5 Hz shifts (pooled over the seeds) of at least 0.9 on at least 7 of the 9
+  trunks, and a test accuracy at least the oracle augmentation's on the three
+  trunks of width 4;
+- **accuracy**: on no task is the mean test accuracy more than 0.01 below the
+  paper's method's.
+
+A layer *holds* a transform when that transform's weight is at least 0.5 and
+its magnitude at least 0.05; it *is the identity* when the expected magnitude
+of what a row gets, :math:`\\sum_q w_q \\mu_q`, is at most 0.05; otherwise it
+chose nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import statistics
+from collections import Counter
+from pathlib import Path
+
+import torch
+
+from augnet.experiments._registry import Report
+from augnet.probes import summary
+
+__all__ = [
+    "ORACLE",
+    "RULES",
+    "check_rules",
+    "layer_choice",
+    "plot_selection",
+    "selection_report",
+    "succeeds",
+    "summarize",
+]
+
+RULES = {
+    "images": {"wins": 9, "of": 10, "rotate_range_deg": (35.0, 60.0)},
+    "sinusoids": {"wins": 4, "of": 5, "shift_range_hz": (0.3, 0.8)},
+    "capacity": {"invariance": 0.9, "trunks": 7, "narrow_width": 4},
+    "accuracy": {"below_paper": 0.01},
+}
+
+HOLD_WEIGHT, HOLD_MAGNITUDE, IDENTITY = 0.5, 0.05, 0.05
+
+#: The capacity experiment's reference setting: the plain trunk trained on the true ±0.5 Hz shifts.
+ORACLE = "oracle (true shifts)"
+
+
+def layer_choice(entries: list[dict]) -> str:
+    """The transform a layer holds, ``"identity"``, or ``"none"`` (see the module docstring)."""
+    top = max(entries, key=lambda e: e["weight"])
+    magnitude = top.get("transform_magnitude", top["magnitude"])
+    if top["weight"] >= HOLD_WEIGHT and magnitude >= HOLD_MAGNITUDE:
+        return top["transform"]
+    if sum(e["weight"] * e.get("transform_magnitude", e["magnitude"]) for e in entries) <= IDENTITY:
+        return "identity"
+    return "none"
+
+
+def _in(value: float, bounds: tuple[float, float]) -> bool:
+    return bounds[0] <= value <= bounds[1]
+
+
+def succeeds(record: dict) -> bool | None:
+    """Whether an image or sinusoid run meets its task's rule (None for the capacity task)."""
+    task, layers = record["task"], record.get("layers")
+    if task == "capacity" or not layers:
+        return None
+    if task in ("sprites", "glyphs"):
+        rotate = next((e for e in layers[0] if e["transform"] == "Rotate"), None)
+        bounds = RULES["images"]["rotate_range_deg"]
+        return layer_choice(layers[0]) == "Rotate" and rotate is not None and _in(rotate["range"][1], bounds)
+    bounds = RULES["sinusoids"]["shift_range_hz"]
+    learned = any(
+        e["transform"] == "FrequencyShift" and e["weight"] >= HOLD_WEIGHT and _in(e["range"][1], bounds)
+        for layer in layers
+        for e in layer
+    )
+    if len(layers) == 1:
+        return learned
+    choices = [layer_choice(layer) for layer in layers]
+    held = [c for c in choices if c not in ("identity", "none")]
+    return learned and "none" not in choices and len(held) == len(set(held))
+
+
+def _describe(record: dict) -> str:
+    """A run in a few words: the choice of each layer, and the learned range of the task's transform."""
+    layers = record["layers"]
+    choices = ", ".join(layer_choice(layer) for layer in layers)
+    if record["task"] in ("sprites", "glyphs"):
+        rotate = next((e for e in layers[0] if e["transform"] == "Rotate"), None)
+        return f"{choices} (Rotate ±{rotate['range'][1]:.0f}°)" if rotate else choices
+    shifts = [e["range"][1] for layer in layers for e in layer if e["transform"] == "FrequencyShift"]
+    weights = [e["weight"] for layer in layers for e in layer if e["transform"] == "FrequencyShift"]
+    best = max(range(len(weights)), key=weights.__getitem__) if weights else None
+    return f"{choices} (FS ±{shifts[best]:.2f} Hz)" if best is not None else choices
+
+
+def _capacity_summary(runs: list[dict]) -> dict:
+    """Per trunk (depth, width): invariance pooled over the seeds, mean accuracy, and what the layer chose."""
+    by_trunk: dict[tuple[int, int], list[dict]] = {}
+    for run in runs:
+        for t in run["trunks"]:
+            by_trunk.setdefault((t["depth"], t["width"]), []).append(t)
+    out = {}
+    for (depth, width), trunks in sorted(by_trunk.items()):
+        pooled = summary(torch.tensor([s for t in trunks for s in t["scores"]]))
+        choices = Counter(layer_choice(t["layers"][0]) for t in trunks if t["layers"])
+        out[f"{depth}x{width}"] = {
+            "depth": depth,
+            "width": width,
+            "invariance_median": pooled["median"],
+            "accuracy": statistics.fmean(t["accuracy"] for t in trunks),
+            "choices": dict(choices.most_common()),
+        }
+    return out
+
+
+def summarize(records: list[dict]) -> list[dict]:
+    """One row per (task, setting): successes, choices and accuracies (capacity: per-trunk figures)."""
+    keys = list(dict.fromkeys((r["task"], r["setting"]) for r in records))
+    rows = []
+    for task, setting in keys:
+        runs = [r for r in records if (r["task"], r["setting"]) == (task, setting)]
+        accuracy = [r["accuracy"] for r in runs]
+        row = {"task": task, "setting": setting, "runs": len(runs), "accuracy": accuracy,
+               "accuracy_mean": statistics.fmean(accuracy), "accuracy_min": min(accuracy)}  # fmt: skip
+        if task == "capacity":
+            row["trunks"] = _capacity_summary(runs)
+        else:
+            row["successes"] = sum(bool(succeeds(r)) for r in runs)
+            row["runs_described"] = [_describe(r) for r in runs]
+            row["choices"] = dict(Counter(layer_choice(r["layers"][0]) for r in runs).most_common())
+        rows.append(row)
+    return rows
+
+
+def check_rules(rows: list[dict], setting: str, paper: str = "paper", oracle: str | None = None) -> dict:
+    """Each rule's verdict for ``setting``: ``{rule: (passed or None when not run, what was measured)}``."""
+    mine = {r["task"]: r for r in rows if r["setting"] == setting}
+    out: dict[str, tuple[bool | None, str]] = {}
+    images = [mine[t] for t in ("sprites", "glyphs") if t in mine]
+    if images:
+        wins, runs = sum(r["successes"] for r in images), sum(r["runs"] for r in images)
+        need = RULES["images"]["wins"] / RULES["images"]["of"]
+        out["images"] = (wins >= need * runs, f"Rotate at ±35-60° in {wins} of {runs} seeds (need {need:.0%})")
+    sines = [mine[t] for t in ("sinusoids-1", "sinusoids-2", "sinusoids-4") if t in mine]
+    if sines:
+        need = RULES["sinusoids"]["wins"] / RULES["sinusoids"]["of"]
+        ok = all(r["successes"] >= need * r["runs"] for r in sines)
+        what = ", ".join(f"{r['task'].split('-')[1]} layer(s) {r['successes']} of {r['runs']}" for r in sines)
+        out["sinusoids"] = (ok, f"FrequencyShift learned (and layers distinct): {what} (need {need:.0%} each)")
+    if "capacity" in mine:
+        trunks = mine["capacity"]["trunks"]
+        rule = RULES["capacity"]
+        invariant = sum(t["invariance_median"] >= rule["invariance"] for t in trunks.values())
+        ok = invariant >= rule["trunks"] * len(trunks) / 9
+        what = f"median invariance >= {rule['invariance']} on {invariant} of {len(trunks)} trunks"
+        reference = next((r for r in rows if r["task"] == "capacity" and r["setting"] == oracle), None)
+        if reference is not None:
+            narrow = [k for k, t in trunks.items() if t["width"] == rule["narrow_width"]]
+            beaten = [k for k in narrow if trunks[k]["accuracy"] >= reference["trunks"][k]["accuracy"]]
+            ok = ok and len(beaten) == len(narrow)
+            what += f"; accuracy >= the oracle's on {len(beaten)} of {len(narrow)} width-4 trunks"
+        out["capacity"] = (ok, what)
+    paper_rows = {r["task"]: r for r in rows if r["setting"] == paper}
+    worst = [(mine[t]["accuracy_mean"] - paper_rows[t]["accuracy_mean"], t) for t in mine if t in paper_rows]
+    if worst:
+        gap, task = min(worst)
+        limit = RULES["accuracy"]["below_paper"]
+        out["accuracy"] = (gap >= -limit, f"mean accuracy at worst {gap:+.3f} against the paper's ({task})")
+    return out
+
+
+def _cell(row: dict | None) -> str:
+    if row is None:
+        return "-"
+    if row["task"] == "capacity":
+        rule = RULES["capacity"]["invariance"]
+        good = sum(t["invariance_median"] >= rule for t in row["trunks"].values())
+        return f"inv>={rule} on {good}/{len(row['trunks'])} (acc {row['accuracy_mean']:.3f})"
+    return f"{row['successes']}/{row['runs']} (acc {row['accuracy_mean']:.3f})"
+
+
+def _table(rows: list[dict]) -> list[str]:
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    settings = list(dict.fromkeys(r["setting"] for r in rows))
+    index = {(r["task"], r["setting"]): r for r in rows}
+    width = max(len(s) for s in settings) + 2
+    lines = [f"{'setting':<{width}}" + "".join(f"{t:<32}" for t in tasks)]
+    for s in settings:
+        lines.append(f"{s:<{width}}" + "".join(f"{_cell(index.get((t, s))):<32}" for t in tasks))
+    return lines
+
+
+def plot_selection(rows: list[dict], path: Path) -> Path:
+    """A settings x tasks heatmap of the fraction of seeds (capacity: of trunks) meeting the task's rule."""
+    from augnet.viz import require_matplotlib, save_figure
+
+    plt = require_matplotlib()
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    settings = list(dict.fromkeys(r["setting"] for r in rows))
+    index = {(r["task"], r["setting"]): r for r in rows}
+    grid = torch.full((len(settings), len(tasks)), float("nan"))
+    for i, s in enumerate(settings):
+        for j, t in enumerate(tasks):
+            row = index.get((t, s))
+            if row is None:
+                continue
+            if t == "capacity":
+                inv = [v["invariance_median"] >= RULES["capacity"]["invariance"] for v in row["trunks"].values()]
+                grid[i, j] = sum(inv) / len(inv)
+            else:
+                grid[i, j] = row["successes"] / row["runs"]
+    fig, ax = plt.subplots(figsize=(1.6 * len(tasks) + 3.5, 0.5 * len(settings) + 1.6))
+    im = ax.imshow(grid.numpy(), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+    for i in range(len(settings)):
+        for j in range(len(tasks)):
+            row = index.get((tasks[j], settings[i]))
+            if row is not None:
+                ax.text(j, i, _cell(row).split(" (")[0].replace("inv>=0.9 on ", ""), ha="center", va="center",
+                        color="white" if grid[i, j] < 0.6 else "black", fontsize=8)  # fmt: skip
+    ax.set_xticks(range(len(tasks)), tasks, rotation=20)
+    ax.set_yticks(range(len(settings)), settings)
+    fig.colorbar(im, ax=ax, label="seeds (capacity: trunks) meeting the rule")
+    ax.set_title("Selection per task and setting (rules in augnet.experiments.selection_rules)")
+    return save_figure(fig, path)
+
+
+def selection_report(config, records: list[dict], out_dir: Path, seconds: float) -> Report:
+    """The report of ``records`` (from :func:`~augnet.experiments.selection.run_selection`): table, verdicts, figure."""
+    rows = summarize(records)
+    settings = list(dict.fromkeys(r["setting"] for r in rows if r["setting"] != ORACLE))
+    lines = [f"{len(records)} runs, {config.seeds} seed(s) per task and setting ({seconds:.0f} s)", *_table(rows), ""]
+    verdicts = {}
+    for s in settings:
+        verdicts[s] = check_rules(rows, s, oracle=ORACLE)
+        passed = [ok for ok, _ in verdicts[s].values() if ok is not None]
+        lines.append(f"{s}: {'meets every rule' if passed and all(passed) else 'misses a rule'}")
+        lines += [f"  {'pass' if ok else 'MISS'} {rule}: {what}" for rule, (ok, what) in verdicts[s].items()]
+    figures = []
+    with contextlib.suppress(ImportError):  # no matplotlib: numbers only
+        figures.append(plot_selection(rows, Path(out_dir) / "selection.png"))
+    numbers = {"config": dataclasses.asdict(config), "rules": RULES, "summary": rows, "verdicts": verdicts,
+               "runs": records}  # fmt: skip
+    return Report("selection", "\n".join(lines), numbers, figures)
