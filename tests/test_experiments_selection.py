@@ -1,67 +1,138 @@
-"""`augnet reproduce selection`: win rates of the transforms per setting and candidate; the demo's presets."""
+"""`augnet reproduce selection`: every task under every setting, against rules; the demo's presets."""
 
 import json
-import math
 
 import pytest
 
 import augnet.experiments.selection as S
+import augnet.experiments.selection_rules as R
 from augnet.experiments import reproduce
 from augnet.experiments.demo import PRESETS, DemoConfig, build_model, run_demo
+from augnet.experiments.sinusoids import SinusoidsConfig
 
 
 def tiny_config(**kwargs):
-    fields = dict(seeds=2, epochs=1, n_train=64, n_test=32, width=2, threads=2)
+    fields = dict(seeds=2, quick=True, tasks=("sprites", "sinusoids-2", "capacity"))
     fields.update(kwargs)
     return S.SelectionConfig(**fields)
 
 
-def test_runs_cover_every_data_setting_candidate_and_seed():
-    config = tiny_config(settings=("T 1", "official"), candidates=("magnitude decay",), seed=3)
+def test_runs_cover_every_task_setting_and_seed_and_the_oracle_once():
+    config = tiny_config(settings=("paper", S.DEFAULT_SETTING), seed=3)
     runs = config.runs()
-    assert len(runs) == 2 * 3 * 2
-    assert runs[0] == ("sprites", "setting", "T 1", 3) and runs[-1] == ("glyphs", "candidate", "magnitude decay", 4)
-    demo = config.demo_config("glyphs", "setting", "official", 4)
-    assert (demo.data, demo.size, demo.seed, demo.width) == ("glyphs", 28, 4, 2)  # the experiment's width wins
-    assert (demo.temperature, demo.weight_decay, demo.aug_weight_decay, demo.aug_lr) == (0.01, 1.0, 1.0, None)
-    cand = config.demo_config("sprites", "candidate", "magnitude decay", 3)
-    assert cand.magnitude_weight_decay == 1.0 and cand.temperature == 1.0 and cand.weight_decay == 0.0
-    with pytest.raises(ValueError, match="unknown settings or candidates"):
+    assert len(runs) == 3 * 2 * 2 + 2  # the oracle on the capacity task only
+    assert runs[0] == ("sprites", "paper", 3) and runs[-1] == ("capacity", S.ORACLE, 4)
+    with pytest.raises(ValueError, match="unknown tasks or settings"):
         S.run_selection(tiny_config(settings=("T 2",)))
 
 
-def test_summary_counts_wins_and_keeps_rotates_range_and_accuracies():
-    def rec(name, winner, deg, acc, weight=0.9):
-        return {"data": "sprites", "kind": "setting", "name": name, "seed": 0, "winner": winner,
-                "winner_weight": weight, "rotate_range_deg": deg, "accuracy": acc}  # fmt: skip
+def test_each_setting_configures_each_task():
+    config = S.SelectionConfig()
+    paper = config.task_config("glyphs", "paper", 4)
+    assert (paper.data, paper.size, paper.seed, paper.epochs, paper.threads) == ("glyphs", 28, 4, 10, 1)
+    assert (paper.regularizer, paper.train_mode, paper.effect_every, paper.magnitude_weight_decay) == (
+        "paper", "mix", 0, None)  # fmt: skip
+    official = config.task_config("sinusoids-4", "official", 0)
+    assert (official.layers, official.temperature, official.init_magnitude, official.train_copies) == (4, 0.01, 0.0, 1)
+    assert (official.aug_weight_decay, official.eval_copies, official.regularizer) == (1e-4, 4, "paper")
+    image = config.task_config("sprites", "official", 0)
+    assert (image.temperature, image.weight_decay, image.aug_weight_decay, image.aug_lr) == (0.01, 1.0, 1.0, None)
+    decay = config.task_config("capacity", "magnitude decay (previous default)", 0)
+    assert decay.magnitude_weight_decay == 1.0 and decay.methods == ("augnet",) and decay.train_mode == "mix"
+    assert config.task_config("capacity", S.ORACLE, 0).methods == ("oracle",)
+    calibrated = config.task_config("sinusoids-1", "calibrated to the trunk, once", 0)
+    assert calibrated.calibrate == "trunk" and calibrated.regularizer == "paper"
+    effect = config.task_config("sinusoids-2", "effect units", 0)
+    assert (effect.train_mode, effect.effect_every, effect.units, effect.diverse) == ("mix", 10, "effect", False)
+    sampled = config.task_config("sprites", "sampled training", 0)
+    assert (sampled.train_mode, sampled.regularizer, sampled.effect_every) == ("sample", "paper", 0)
+    # augnet's default row is the library's defaults, nothing else.
+    default = config.task_config("sinusoids-2", S.DEFAULT_SETTING, 0)
+    fresh = SinusoidsConfig()
+    for name in ("regularizer", "units", "diverse", "train_mode", "effect_every", "magnitude_weight_decay"):
+        assert getattr(default, name) == getattr(fresh, name), name
 
-    records = [rec("a", "Rotate", 44.0, 1.0), rec("a", "ShearX", 10.0, 0.75), rec("a", "Rotate", 50.0, 0.99)]
-    records.append(rec("b", "none", 20.0, 1.0))
-    rows = S.summarize_selection(records)
-    a = rows[0]
-    assert (a["runs"], a["rotate_wins"], a["wins"]) == (3, 2, {"Rotate": 2, "ShearX": 1})
-    assert a["rotate_range_deg"] == [44.0, 50.0] and a["rotate_range_median"] == 47.0
-    assert (a["accuracy_min"], a["accuracy_median"]) == (0.75, 0.99)  # a broken trunk shows
-    assert rows[1]["wins"] == {"none": 1} and math.isnan(rows[1]["rotate_range_median"])
-    assert any("2 of 3" in line for line in S._table(rows))
+
+def entry(name, weight, magnitude, high):
+    return {"transform": name, "weight": weight, "magnitude": magnitude, "transform_magnitude": magnitude,
+            "range": [-high, high, "unit"]}  # fmt: skip
 
 
-def test_registered_experiment_writes_numbers_and_figure(tmp_path, monkeypatch):
+def sine_layer(fs, fts=(0.0, 0.0), noise=(0.0, 0.0), hz=None):
+    fs_w, fs_m = fs
+    return [entry("FrequencyShift", fs_w, fs_m, 2.0 * fs_m if hz is None else hz),
+            entry("FTSurrogate", *fts, fts[1] * 36), entry("GaussianNoise", *noise, noise[1] * 0.1)]  # fmt: skip
+
+
+def test_a_layer_holds_a_transform_is_the_identity_or_chose_nothing():
+    assert R.layer_choice(sine_layer((0.9, 0.25), (0.05, 1.0), (0.05, 1.0))) == "FrequencyShift"
+    assert R.layer_choice(sine_layer((0.9, 0.01), (0.05, 0.0), (0.05, 0.3))) == "identity"  # sum w mu <= 0.05
+    assert R.layer_choice(sine_layer((0.4, 0.25), (0.3, 1.0), (0.3, 1.0))) == "none"
+
+
+@pytest.mark.parametrize(
+    "layers, ok",
+    [
+        ([sine_layer((0.97, 0.2))], True),
+        ([sine_layer((0.97, 0.5))], False),  # ±1 Hz: twice the data's range
+        ([sine_layer((0.4, 0.2), (0.6, 1.0))], False),  # FrequencyShift not selected
+        ([sine_layer((0.97, 0.2)), sine_layer((0.0, 0.0), (0.99, 1.0))], True),
+        ([sine_layer((0.97, 0.2)), sine_layer((0.97, 0.2))], False),  # the same transform twice
+        ([sine_layer((0.97, 0.2)), sine_layer((0.0, 0.0), (0.9, 1.0)), sine_layer((0.3, 0.0), (0.3, 0.0))], True),
+        ([sine_layer((0.97, 0.2)), sine_layer((0.0, 0.0), (0.45, 1.0), (0.55, 0.0))], False),  # chose nothing
+    ],
+)
+def test_a_sinusoid_run_succeeds_when_frequency_shift_is_learned_and_layers_differ(layers, ok):
+    assert R.succeeds({"task": f"sinusoids-{len(layers)}", "layers": layers}) is ok
+
+
+@pytest.mark.parametrize("rotate, weight, ok", [(45.0, 0.9, True), (70.0, 0.9, False), (45.0, 0.3, False)])
+def test_an_image_run_succeeds_when_rotate_is_selected_within_the_range(rotate, weight, ok):
+    rest = (1 - weight) / 4
+    layer = [entry("Rotate", weight, rotate / 180, rotate)] + [entry(n, rest, 0.1, 1.0) for n in "ABCD"]
+    assert R.succeeds({"task": "sprites", "layers": [layer]}) is ok
+
+
+def capacity_run(setting, seed, invariance, accuracy):
+    trunks = [{"depth": d, "width": w, "accuracy": accuracy[(d, w)], "invariance": {}, "layers": [],
+               "scores": [invariance[(d, w)]] * 3} for (d, w) in invariance]  # fmt: skip
+    return {"task": "capacity", "setting": setting, "seed": seed, "trunks": trunks,
+            "accuracy": sum(accuracy.values()) / len(accuracy)}  # fmt: skip
+
+
+def test_rules_are_checked_with_what_they_measured():
+    grid = [(d, w) for d in (1, 2, 3) for w in (4, 16, 64)]
+    good = {k: (0.95 if k != (1, 4) else 0.5) for k in grid}
+    records = [
+        capacity_run("mine", 0, good, {k: 0.9 for k in grid}),
+        capacity_run(S.ORACLE, 0, {k: 0.5 for k in grid}, {k: (0.95 if k == (2, 4) else 0.8) for k in grid}),
+        capacity_run("paper", 0, {k: 0.5 for k in grid}, {k: 0.905 for k in grid}),
+    ]
+    rows = R.summarize(records)
+    verdict = R.check_rules(rows, "mine", oracle=S.ORACLE)
+    ok, what = verdict["capacity"]
+    assert not ok and "on 8 of 9 trunks" in what and "on 2 of 3 width-4 trunks" in what  # (2, 4) below the oracle
+    assert verdict["accuracy"][0] and "-0.005" in verdict["accuracy"][1]
+    assert R.check_rules(rows, "paper", oracle=S.ORACLE)["capacity"][0] is False
+
+
+def test_registered_experiment_writes_the_table_the_verdicts_and_the_figure(tmp_path, monkeypatch):
     real = S.run_selection
 
     def small(config, progress=False, log=None):
-        return real(tiny_config(seeds=1, settings=("T 1",), candidates=("magnitude decay",)), progress, log)
+        config = tiny_config(seeds=1, tasks=("glyphs", "sinusoids-1", "capacity"), settings=("paper",))
+        config.base = {"epochs": 1}
+        return real(config, progress, log)
 
     monkeypatch.setattr(S, "run_selection", small)
     report = reproduce("selection", quick=True, out=tmp_path, progress=False)
     payload = json.loads((tmp_path / "selection" / "selection.json").read_text())
     runs = payload["numbers"]["runs"]
-    assert len(runs) == 4 and {r["data"] for r in runs} == {"sprites", "glyphs"}
-    for r in runs:
-        assert r["winner"] in ("none", "TranslateX", "TranslateY", "Rotate", "ShearX", "ShearY")
-        assert r["winner"] == "none" or r["winner_weight"] >= S.SELECTED
-        assert 0 <= r["accuracy"] <= 1 and len(r["policy"]) == 5
-    assert "magnitude decay" in report.verdict and "Rotate wins" in report.verdict
+    assert [(r["task"], r["setting"]) for r in runs] == [
+        ("glyphs", "paper"), ("sinusoids-1", "paper"), ("capacity", "paper"), ("capacity", S.ORACLE)]  # fmt: skip
+    assert len(runs[0]["layers"][0]) == 5 and len(runs[2]["trunks"]) == 2
+    assert "paper: misses a rule" in report.verdict or "paper: meets every rule" in report.verdict
+    assert payload["numbers"]["rules"] == json.loads(json.dumps(R.RULES))
     pytest.importorskip("matplotlib")
     assert (tmp_path / "selection" / "selection.png").exists()
 
@@ -73,13 +144,13 @@ def test_presets_say_what_the_paper_and_its_code_use():
     paper = DemoConfig.preset("paper")
     assert (paper.n_train, paper.n_test, paper.epochs, paper.init_magnitude) == (10_000, 5_000, 20, 0.125)
     assert DemoConfig.preset("augnet", epochs=3).epochs == 3
-    # augnet's selection decays the magnitudes alone; the paper's text and code decay them with the rest.
-    assert DemoConfig().magnitude_weight_decay == DemoConfig.preset("augnet").magnitude_weight_decay == 1.0
-    assert paper.magnitude_weight_decay is None and official.magnitude_weight_decay is None
-    # The selection experiment's settings are the paper's method; its candidate is the demo's default.
-    config = tiny_config()
-    assert config.demo_config("sprites", "setting", "T 1", 0).magnitude_weight_decay is None
-    assert config.demo_config("sprites", "candidate", "magnitude decay", 0).magnitude_weight_decay == 1.0
+    # The demo's default is augnet's selection; the paper's text and its code select as the paper does.
+    augnet_preset = DemoConfig.preset("augnet")
+    for name in ("regularizer", "units", "diverse", "train_mode", "effect_every", "magnitude_weight_decay"):
+        assert getattr(DemoConfig(), name) == getattr(augnet_preset, name), name
+    for preset in (paper, official):
+        assert (preset.regularizer, preset.train_mode, preset.effect_every) == ("paper", "mix", 0)
+        assert preset.magnitude_weight_decay is None
     assert set(PRESETS) == {"augnet", "official", "paper"}
     with pytest.raises(ValueError, match="unknown preset"):
         DemoConfig.preset("fast")

@@ -39,6 +39,7 @@ from torch import Tensor, nn
 
 from augnet.data import sinusoids
 from augnet.experiments._registry import Report, register
+from augnet.experiments.runner import calibrate_layers, regularizer_of
 from augnet.experiments.sinusoids import SinusoidsConfig, sinusoid_layer
 from augnet.experiments.trunks import MLP
 from augnet.model import AugNet
@@ -78,6 +79,14 @@ class CapacityConfig:
     lr: float = 1e-2
     weight_decay: float = 1e-4
     lam: float = 0.8
+    regularizer: str = "selective"
+    units: str = "effect"  # the selective regulariser's units ("magnitude": the paper's)
+    diverse: bool = True  # stacked layers choose without replacement (False: the paper's)
+    calibrate: str | None = None  # calibrate the layer before training: None, "input" or "trunk"
+    temperature: float = 1.0
+    aug_weight_decay: float = 0.0  # weight decay of the augmentation parameters
+    train_mode: str = "sample"  # the layer's training mode ("mix": the paper's blend)
+    effect_every: int = 10  # AugNet measures the transforms' effects every this many steps (0: never, the paper)
     magnitude_weight_decay: float | None = None  # a weight decay on the magnitudes alone (param_groups)
     init_magnitude: float = 0.05
     train_copies: int = 1  # the official code's default (--ncopies-tr 1)
@@ -211,11 +220,17 @@ def train_capacity_model(
             loss_fn=F.cross_entropy, augment_batch=oracle)  # fmt: skip
         return trunk.eval()
     transforms = ("FrequencyShift",) if method == "augnet_fs" else SinusoidsConfig.transforms
-    layer = sinusoid_layer(SinusoidsConfig(transforms=transforms, init_magnitude=config.init_magnitude), SFREQ)
-    model = AugNet(trunk, layer, train_copies=config.train_copies, eval_copies=config.eval_copies).to(x.device)
-    groups = param_groups(model, config.weight_decay, 0.0, magnitude_weight_decay=config.magnitude_weight_decay)
+    layer_config = SinusoidsConfig(transforms=transforms, init_magnitude=config.init_magnitude)
+    layer_config = dataclasses.replace(layer_config, train_mode=config.train_mode, temperature=config.temperature)
+    layer = sinusoid_layer(layer_config, SFREQ)
+    model = AugNet(trunk, layer, config.train_copies, config.eval_copies, effect_every=config.effect_every).to(x.device)
+    calibrate_layers(model, x, config.calibrate)
+    groups = param_groups(
+        model, config.weight_decay, config.aug_weight_decay, magnitude_weight_decay=config.magnitude_weight_decay
+    )
     opt = torch.optim.Adam(groups, lr=config.lr)
-    fit(model, x, y, opt, epochs=config.epochs, batch_size=config.batch_size, lam=config.lam, generator=generator)
+    fit(model, x, y, opt, epochs=config.epochs, batch_size=config.batch_size, lam=config.lam, generator=generator,
+        regularizer=regularizer_of(config))  # fmt: skip
     return model.eval()
 
 

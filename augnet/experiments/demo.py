@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from augnet.data import rotated_glyphs, rotated_sprites
-from augnet.experiments.runner import ExperimentResult, run_experiment
+from augnet.experiments.runner import CALIBRATIONS, ExperimentResult, calibrate_layers, run_experiment
 from augnet.experiments.trunks import PaperCNN, SmallCNN
 from augnet.layers import AugmentationLayer
 from augnet.model import AugNet
@@ -53,7 +53,6 @@ SIZES = {"sprites": 32, "glyphs": 28}
 #: The trunks: the paper's 5-layer CNN (Table A.1), or a smaller three-block CNN.
 TRUNKS = ("paper", "small")
 #: Magnitude calibrations: none, equal change of the inputs, or of the untrained trunk's outputs.
-CALIBRATIONS = (None, "input", "trunk")
 
 #: Named settings of the rotation experiment (fields of :class:`DemoConfig`).
 #:
@@ -67,22 +66,28 @@ CALIBRATIONS = (None, "input", "trunk")
 #:   Adam with learning rate 5e-4 and weight decay 1.0 on *all* parameters (augmentation included),
 #:   lambda 0.5, magnitudes initialised at 1/8, batches of 128, 1 training copy, the 5-layer CNN of
 #:   width 32 (4,000 training images here).
-#: - ``"augnet"``: augnet's defaults: temperature 1, no weight decay on the trunk or the weight logits, a
-#:   weight decay of 1.0 on the magnitudes alone (the selection of ``augnet reproduce selection``'s
-#:   "magnitude decay" candidate: a transform that is harmless at any range no longer wins by its range
-#:   alone), a learning rate of 5e-3 for the augmentation parameters (5e-4 for the trunk).
+#: - ``"augnet"``: augnet's defaults: temperature 1, no weight decay, a learning rate of 5e-3 for the
+#:   augmentation parameters (5e-4 for the trunk), and augnet's selection (the selective regulariser in
+#:   effect units with layers chosen without replacement, sampled training rows: ``augnet reproduce
+#:   selection`` and the README's "Selection").
+#: The AugNet paper's selection: the blend in training, magnitudes in the transforms' own units, no
+#: discount across layers (augnet's default measures effects, samples and discounts; see README).
+PAPER_SELECTION: dict = dict(regularizer="paper", train_mode="mix", effect_every=0)
+
 PRESETS: dict[str, dict] = {
     "paper": dict(
         temperature=1.0, lr=5e-4, aug_lr=None, weight_decay=1.0, aug_weight_decay=1.0, lam=0.5,
         init_magnitude=0.125, batch_size=128, n_train=10_000, n_test=5_000, epochs=20, width=32,
-        magnitude_weight_decay=None,
+        magnitude_weight_decay=None, **PAPER_SELECTION,
     ),
     "official": dict(
         temperature=0.01, lr=5e-4, aug_lr=None, weight_decay=1.0, aug_weight_decay=1.0, lam=0.5,
         init_magnitude=0.125, batch_size=128, train_copies=1, width=32, magnitude_weight_decay=None,
+        **PAPER_SELECTION,
     ),
     "augnet": dict(
-        temperature=1.0, lr=5e-4, aug_lr=5e-3, weight_decay=0.0, aug_weight_decay=0.0, magnitude_weight_decay=1.0,
+        temperature=1.0, lr=5e-4, aug_lr=5e-3, weight_decay=0.0, aug_weight_decay=0.0, magnitude_weight_decay=None,
+        regularizer="selective", units="effect", diverse=True, train_mode="sample", effect_every=10,
     ),
 }  # fmt: skip
 
@@ -103,12 +108,16 @@ class DemoConfig:
     aug_lr: float | None = 5e-3
     lam: float = 0.5
     regularizer: str = "selective"
+    units: str = "effect"  # the selective regulariser's units ("magnitude": the paper's)
+    diverse: bool = True  # stacked layers choose without replacement (False: the paper's)
+    train_mode: str = "sample"  # the layer's training mode ("mix": the paper's blend)
+    effect_every: int = 10  # AugNet measures the transforms' effects every this many steps (0: never, the paper)
     init_magnitude: float = 0.125
     temperature: float = 1.0
     weight_decay: float = 0.0
     aug_weight_decay: float = 0.0
     # A weight decay on the magnitudes alone (augnet.param_groups); None: they decay with aug_weight_decay.
-    magnitude_weight_decay: float | None = 1.0
+    magnitude_weight_decay: float | None = None
     trunk: str = "paper"
     width: int = 8
     train_copies: int = 1
@@ -177,19 +186,17 @@ def build_model(config: DemoConfig, x_train: Tensor | None = None) -> AugNet:
         [getattr(T, name)() for name in config.transforms],
         init_magnitude=config.init_magnitude,
         temperature=config.temperature,
+        train_mode=config.train_mode,
     )
     trunk = make_trunk(config)
+    model = AugNet(
+        trunk, layer, train_copies=config.train_copies, eval_copies=config.eval_copies, effect_every=config.effect_every
+    )
     if config.calibrate is not None:
         if x_train is None:
             raise ValueError("calibrate needs the training images to measure the transforms' change")
-        features = None
-        if config.calibrate == "trunk":
-            trunk.eval()  # the untrained trunk, batch norm on its initial statistics
-            features = trunk
-        with torch.no_grad():
-            layer.calibrate(x_train[:256], features=features)
-        trunk.train()
-    return AugNet(trunk, layer, train_copies=config.train_copies, eval_copies=config.eval_copies)
+        calibrate_layers(model, x_train, config.calibrate)
+    return model
 
 
 def demo_callbacks(config: DemoConfig) -> list:

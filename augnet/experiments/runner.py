@@ -13,6 +13,7 @@ the model and the generators go there; default the CPU).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,10 +23,43 @@ from torch import Tensor, nn
 
 from augnet.layers import Policy
 from augnet.model import AugNet
-from augnet.regularizers import param_groups
+from augnet.regularizers import param_groups, selective_regularizer
 from augnet.training import accuracy, fit, resolve_device
 
-__all__ = ["ExperimentResult", "run_experiment"]
+__all__ = ["CALIBRATIONS", "ExperimentResult", "calibrate_layers", "regularizer_of", "run_experiment"]
+
+#: How a config may calibrate its layers before training (:meth:`augnet.AugmentationLayer.calibrate`):
+#: not at all, to equal change of the inputs, or of the untrained trunk's outputs.
+CALIBRATIONS = (None, "input", "trunk")
+
+
+def regularizer_of(config):
+    """The regulariser a config asks for: its ``regularizer`` name, with ``units`` and ``diverse`` when selective.
+
+    A config without ``units`` / ``diverse`` gets :func:`augnet.selective_regularizer`'s defaults.
+    """
+    name = config.regularizer
+    units, diverse = getattr(config, "units", "effect"), getattr(config, "diverse", True)
+    if name != "selective" or (units, diverse) == ("effect", True):
+        return name
+    return functools.partial(selective_regularizer, units=units, diverse=diverse)
+
+
+@torch.no_grad()
+def calibrate_layers(model: AugNet, x: Tensor, how: str | None, rows: int = 256) -> None:
+    """Calibrate every layer of ``model`` on (up to ``rows`` of) ``x`` (see :data:`CALIBRATIONS`)."""
+    if how not in CALIBRATIONS:
+        raise ValueError(f"calibrate must be one of {CALIBRATIONS}, got {how!r}")
+    if how is None:
+        return
+    trunk = model.trunk
+    was_training = trunk.training
+    trunk.eval()  # the untrained trunk, batch norm on its initial statistics
+    try:
+        for layer in model.augment.layers:
+            layer.calibrate(x[:rows], features=trunk if how == "trunk" else None)
+    finally:
+        trunk.train(was_training)
 
 
 @dataclass
@@ -110,7 +144,7 @@ def run_experiment(
         epochs=config.epochs,
         batch_size=config.batch_size,
         lam=config.lam,
-        regularizer=config.regularizer,
+        regularizer=regularizer_of(config),
         generator=torch.Generator(device).manual_seed(config.seed + 1),
         progress=progress,
         desc=desc,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from augnet.data import sinusoids
 from augnet.experiments._registry import Report, register
-from augnet.experiments.runner import ExperimentResult, run_experiment
+from augnet.experiments.runner import ExperimentResult, calibrate_layers, run_experiment
 from augnet.experiments.trunks import Conv1dNet
 from augnet.layers import AugmentationLayer
 from augnet.model import AugNet
@@ -38,6 +38,11 @@ class SinusoidsConfig:
     magnitude_weight_decay: float | None = None  # None: the magnitudes decay with aug_weight_decay
     lam: float = 0.2
     regularizer: str = "selective"
+    units: str = "effect"  # the selective regulariser's units ("magnitude": the paper's)
+    diverse: bool = True  # stacked layers choose without replacement (False: the paper's)
+    calibrate: str | None = None  # calibrate the layers before training: None, "input" or "trunk"
+    train_mode: str = "sample"  # the layers' training mode ("mix": the paper's blend)
+    effect_every: int = 10  # AugNet measures the transforms' effects every this many steps (0: never, the paper)
     train_copies: int = 4
     eval_copies: int = 10
     init_magnitude: float = 0.5
@@ -62,7 +67,9 @@ def sinusoid_layer(config: SinusoidsConfig, sfreq: float = 100.0) -> Augmentatio
     if unknown:
         raise ValueError(f"unknown sinusoid candidates {unknown}; choose from {sorted(make)}")
     transforms = [make[name]() for name in config.transforms]
-    return AugmentationLayer(transforms, init_magnitude=config.init_magnitude, temperature=config.temperature)
+    return AugmentationLayer(
+        transforms, init_magnitude=config.init_magnitude, temperature=config.temperature, train_mode=config.train_mode
+    )
 
 
 def run_sinusoids(config: SinusoidsConfig | None = None, progress: bool = False) -> ExperimentResult:
@@ -71,7 +78,10 @@ def run_sinusoids(config: SinusoidsConfig | None = None, progress: bool = False)
 
     def build(x_train) -> AugNet:
         layers = [sinusoid_layer(config) for _ in range(config.layers)]
-        return AugNet(Conv1dNet(1, 4, config.width), layers, config.train_copies, config.eval_copies)
+        trunk = Conv1dNet(1, 4, config.width)
+        model = AugNet(trunk, layers, config.train_copies, config.eval_copies, effect_every=config.effect_every)
+        calibrate_layers(model, x_train, config.calibrate)
+        return model
 
     return run_experiment(config, lambda n, seed: sinusoids(n, seed=seed), build, desc="sinusoids", progress=progress)
 
