@@ -22,6 +22,7 @@ from augnet.regularizers import (
     LambdaSchedule,
     augerino_regularizer,
     no_regularizer,
+    paper_selective_regularizer,
     param_groups,
     selective_regularizer,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "aggregate",
     "augerino_regularizer",
     "no_regularizer",
+    "paper_selective_regularizer",
     "param_groups",
     "selective_regularizer",
     "tap_mix",

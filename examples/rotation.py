@@ -5,7 +5,7 @@ your own trunk and data:
 
     python examples/rotation.py
     python examples/rotation.py --transforms Rotate   # learn the rotation range alone
-    python examples/rotation.py --magnitude-decay 0    # the paper's method without the magnitude decay
+    python examples/rotation.py --paper                # the AugNet paper's selection (README, "Selection")
 """
 
 import argparse
@@ -24,18 +24,22 @@ def main():
     parser.add_argument("--transforms", nargs="+", default=["TranslateX", "TranslateY", "Rotate", "ShearX", "ShearY"])
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--lam", type=float, default=0.5, help="weight of the selective regulariser")
-    parser.add_argument("--magnitude-decay", type=float, default=1.0, help="weight decay of the magnitudes alone")
+    parser.add_argument("--paper", action="store_true", help="the paper's selection: the blend, own units")
     args = parser.parse_args()
 
     torch.manual_seed(0)
     x_train, y_train = rotated_sprites(4000, seed=0)
     x_test, y_test = rotated_sprites(1000, seed=10_000)
 
-    layer = augnet.AugmentationLayer([getattr(T, name)() for name in args.transforms], init_magnitude=0.125)
-    model = augnet.AugNet(PaperCNN(in_channels=3, classes=4, width=8), layer, train_copies=1, eval_copies=4)
-    # The augmentation parameters get their own groups: a higher learning rate, and a weight decay on the
-    # magnitudes alone, so that a transform keeps its magnitude only while it holds weight (README).
-    groups = augnet.param_groups(model, aug_lr=5e-3, magnitude_weight_decay=args.magnitude_decay)
+    transforms = [getattr(T, name)() for name in args.transforms]
+    # augnet's selection by default: sampled training rows, transforms compared by their effect on the trunk
+    # (measured by AugNet every 10 steps); --paper: the paper's blend and magnitudes in the transforms' own units.
+    layer = augnet.AugmentationLayer(transforms, init_magnitude=0.125, train_mode="mix" if args.paper else "sample")
+    trunk = PaperCNN(in_channels=3, classes=4, width=8)
+    model = augnet.AugNet(trunk, layer, train_copies=1, eval_copies=4, effect_every=0 if args.paper else 10)
+    regularizer = augnet.paper_selective_regularizer if args.paper else augnet.selective_regularizer
+    # The augmentation parameters get their own group, with a higher learning rate.
+    groups = augnet.param_groups(model, aug_lr=5e-3)
     opt = torch.optim.Adam(groups, lr=5e-4)
     gen = torch.Generator().manual_seed(1)
 
@@ -45,7 +49,7 @@ def main():
         for i in range(0, len(x_train), 128):
             idx = order[i : i + 128]
             log_probs = model(x_train[idx], generator=gen)  # (B, classes), averaged over copies
-            loss = F.nll_loss(log_probs, y_train[idx]) + args.lam * augnet.selective_regularizer(model)
+            loss = F.nll_loss(log_probs, y_train[idx]) + args.lam * regularizer(model)
             opt.zero_grad()
             loss.backward()
             opt.step()

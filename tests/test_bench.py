@@ -97,7 +97,8 @@ def test_bench_bad_arguments(tmp_path, capsys):
 
 def test_eager_path_gives_the_layer_images_for_translations_and_rotations():
     layer = AugmentationLayer(
-        [T.TranslateX(), T.TranslateY(), T.Rotate()], init_magnitude=[0.3, 0.6, 0.5], backend="reference"
+        [T.TranslateX(), T.TranslateY(), T.Rotate()], init_magnitude=[0.3, 0.6, 0.5], backend="reference",
+        train_mode="mix",  # the blend the eager path computes
     )
     layer.weight_logits.data = torch.tensor([0.5, -1.0, 0.2])
     x = torch.rand(3, 3, 10, 14)

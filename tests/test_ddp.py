@@ -33,7 +33,9 @@ def make_model() -> AugNet:
         nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(128, 4)
     )
     layer = AugmentationLayer([T.Rotate(), T.TranslateX(), T.ShearX()], init_magnitude=[0.3, 0.2, 0.1])
-    return AugNet(trunk, layer, train_copies=2)
+    # No effect measurements: each rank would measure on its own half (DDP then broadcasts rank 0's buffers
+    # at the next forward), the one-process reference on both halves, and the two runs would differ by that.
+    return AugNet(trunk, layer, train_copies=2, effect_every=0)
 
 
 def data():

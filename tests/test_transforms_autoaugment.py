@@ -253,7 +253,7 @@ def test_magnitudes_leave_zero_in_a_layer(cls):
 
 def test_layer_of_every_operation_in_eval_draws_real_operations():
     ops = [T.Invert(), T.Gray(), T.AutoContrast(), T.Solarize(), T.Posterize(), T.Equalize(), T.Sharpness()]
-    layer = augnet.AugmentationLayer(ops, init_magnitude=0.7).eval()
+    layer = augnet.AugmentationLayer(ops, init_magnitude=0.7, train_mode="mix").eval()  # mix: every op on every row
     x = images(b=4, h=8, w=8)
     out = layer(x, copies=3, generator=gen(0))
     assert out.shape == (12, 3, 8, 8) and torch.isfinite(out).all()
