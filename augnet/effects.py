@@ -20,7 +20,9 @@ For a layer with transforms :math:`T_q` at magnitudes :math:`\\mu_q`, on a batch
 
 the change of the outputs relative to their spread over the batch, per unit of
 magnitude (the secant at the current magnitude, so :math:`e_q \\mu_q` is the
-change the transform makes now). The effects are normalised so that their mean
+change the transform makes now; for a calibrated layer :math:`\\mu_q` is in the
+layer's calibrated units and :math:`T_q` runs at the matching magnitude of its
+own). The effects are normalised so that their mean
 under the layer's weights is 1 (the selected transform's effect is then about
 1, and the regulariser's push on its magnitude is the paper's) and smoothed
 over the measurements by an exponential moving average.
@@ -61,11 +63,11 @@ def effect_of_layer(
     """
     base = base.float()
     spread = (base - base.mean(0, keepdim=True)).pow(2).mean()
-    magnitudes = layer.transform_magnitudes.detach()
-    at = magnitudes.clamp_min(MIN_MAGNITUDE)
+    at = layer.magnitudes.detach().clamp_min(MIN_MAGNITUDE)  # the layer's magnitudes, which the regulariser weighs
+    run = layer.transform_magnitude_of(at)  # what each transform runs at (its own units; the same uncalibrated)
     changes = []
     for q, t in enumerate(layer.transforms):
-        moved = trunk(t(x, at[q], generator=generator)).float()
+        moved = trunk(t(x, run[q], generator=generator)).float()
         changes.append((moved - base).pow(2).mean())
     change = torch.stack(changes)
     effect = (change / spread).sqrt() / at.to(change)

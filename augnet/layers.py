@@ -216,7 +216,10 @@ class AugmentationLayer(nn.Module):
         change of any candidate (piecewise-linear inverse of the measured curve,
         differentiable).
         """
-        mu = self.magnitudes
+        return self.transform_magnitude_of(self.magnitudes)
+
+    def transform_magnitude_of(self, mu: Tensor) -> Tensor:
+        """(Q,) the transforms' own magnitudes for layer magnitudes ``mu`` (Q,) (the same without calibration)."""
         if self.calibration is None:
             return mu
         return _invert_change(self.calibration.to(mu), mu * self.calibration[:, -1].max().to(mu))

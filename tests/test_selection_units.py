@@ -114,6 +114,19 @@ def test_effect_is_the_relative_output_change_per_unit_of_magnitude():
     torch.testing.assert_close(effect, expected[None])
 
 
+def test_a_calibrated_layers_effect_is_per_unit_of_its_own_magnitude():
+    trunk = nn.Identity()
+    layer = augnet.AugmentationLayer([T.Brightness(max_shift=0.5), T.Rotate()], init_magnitude=0.4)
+    x = images(32)
+    layer.calibrate(x)
+    mu = layer.magnitudes.detach()
+    effect = effect_of_layer(trunk, layer, x, x, gen(5))
+    run = layer.transform_magnitudes.detach()
+    moved = T.Brightness(max_shift=0.5)(x, run[0], generator=gen(5))
+    expected = ((moved - x).pow(2).mean() / (x - x.mean(0)).pow(2).mean()).sqrt() / mu[0]
+    torch.testing.assert_close(effect[0], expected)
+
+
 def test_measuring_changes_neither_the_model_nor_the_random_stream():
     trunk = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.LazyLinear(2))
     model = augnet.AugNet(trunk, augnet.AugmentationLayer([T.Rotate(), T.TranslateX()]))
