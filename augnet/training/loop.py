@@ -7,6 +7,7 @@ reference for training an AugNet: task loss of the aggregated prediction plus
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
@@ -130,7 +131,7 @@ def fit(
             xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
             if augment_batch is not None:
                 xb = augment_batch(xb, generator)
-            with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+            with autocast(device, autocast_dtype):
                 out = model(xb, generator=generator) if draws else model(xb)
                 task = loss_fn(out, yb)
                 loss = task + weight * reg(model) if weight else task
@@ -177,6 +178,11 @@ def fit(
         cb.on_train_end(state)
     bar.close()
     return history
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None):
+    """``torch.autocast`` on ``device`` to ``dtype``, or nothing when ``dtype`` is None (any device, meta included)."""
+    return contextlib.nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
 
 
 def _batches(x, y, batch_size, shuffle):
