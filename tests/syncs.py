@@ -83,6 +83,10 @@ def _on_host(t) -> bool:
     return isinstance(t, torch.Tensor) and t.device.type == "cpu"
 
 
+def _is_mask(index) -> bool:
+    return isinstance(index, torch.Tensor) and index.dtype == torch.bool
+
+
 def _stand_in_read(t: torch.Tensor):
     if t.dtype == torch.bool:
         return True
@@ -102,10 +106,10 @@ class _Dispatch(TorchDispatchMode):
         if func in _DATA_DEPENDENT and any(_off_host(a) for a in args):
             self.record("data-dependent output size: " + _DATA_DEPENDENT[func], func)
             return self._stand_in_shape(func, args, kwargs)
-        if func in (aten.index.Tensor, aten.index_put_.default, aten.index_put.default) and _off_host(args[0]):
-            if any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in args[1] if i is not None):
-                self.record("boolean-mask indexing (a nonzero inside)", func)
-                return self._stand_in_shape(func, args, kwargs)
+        indexing = func in (aten.index.Tensor, aten.index_put_.default, aten.index_put.default)
+        if indexing and _off_host(args[0]) and any(_is_mask(i) for i in args[1]):
+            self.record("boolean-mask indexing (a nonzero inside)", func)
+            return self._stand_in_shape(func, args, kwargs)
         if func is aten._to_copy.default:
             src, dst = args[0].device, kwargs.get("device", args[0].device)
             if src.type != "cpu" and dst.type == "cpu":
@@ -190,6 +194,42 @@ class SyncRecorder:
         """One line per distinct place, with its count."""
         counts = Counter(str(s) for s in self.syncs)
         return "\n".join(f"{n} x {line}" for line, n in sorted(counts.items()))
+
+
+class PretendCuda(TorchFunctionMode):
+    """CPU tensors that say they are on ``cuda:0``: runs, on the CPU, the code path a CUDA tensor takes.
+
+    ``t.device`` answers ``cuda:0`` and ``t.is_cuda`` ``True``, so every
+    ``device.type == "cpu"`` shortcut is skipped as on a GPU; a ``device``
+    argument naming CUDA (keyword or positional, e.g. ``torch.zeros(2,
+    device=x.device)``, ``t.to(x.device)``) is turned back into the CPU, so the
+    values are computed and can be compared with a plain CPU run. Use explicit
+    ``backend="reference"`` for ``tap_mix`` (``auto`` would pick a GPU kernel).
+
+    Examples:
+        >>> with PretendCuda():
+        ...     t = torch.zeros(2, device=torch.ones(1).device)
+        ...     t.device, t.is_cuda, float(t.sum())
+        (device(type='cuda', index=0), True, 0.0)
+    """
+
+    _CUDA = torch.device("cuda", 0)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        owner = getattr(func, "__self__", None)
+        if owner is torch._C.TensorBase.device:
+            return self._CUDA
+        if owner is torch._C.TensorBase.is_cuda:
+            return True
+        kwargs = {k: self._host(v) if k == "device" else v for k, v in (kwargs or {}).items()}
+        args = tuple(self._host(a) if isinstance(a, torch.device) or str(a).startswith("cuda") else a for a in args)
+        return func(*args, **kwargs)
+
+    @staticmethod
+    def _host(device):
+        if isinstance(device, (str, torch.device)) and torch.device(device).type == "cuda":
+            return torch.device("cpu")
+        return device
 
 
 # ------------------------------------------------------------------ training steps of every layer kind
@@ -302,13 +342,14 @@ def count(device: str = "meta") -> dict[str, SyncRecorder]:
 
 def fit_syncs(steps: int, record_every: int, progress: bool, device: str = "meta") -> SyncRecorder:
     """The synchronisations of ``fit()`` over ``steps`` steps (one epoch) of an AugNet of two image layers."""
+    import contextlib
     import io
+
+    from transform_cases import images
 
     import augnet
     from augnet.training import fit
     from augnet.transforms import image as T
-
-    from transform_cases import images
 
     x = images(b=4 * steps, h=8, w=8)
     y = torch.arange(4 * steps) % 3
@@ -319,7 +360,6 @@ def fit_syncs(steps: int, record_every: int, progress: bool, device: str = "meta
     model = augnet.AugNet(_trunk(x), layers, train_copies=2).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     xd, yd = x.to(device), y.to(device)
-    import contextlib
 
     with SyncRecorder() as rec, contextlib.redirect_stderr(io.StringIO()):
         fit(model, xd, yd, opt, epochs=1, batch_size=4, record_every=record_every, progress=progress)
