@@ -221,6 +221,8 @@ class PretendCuda(TorchFunctionMode):
             return self._CUDA
         if owner is torch._C.TensorBase.is_cuda:
             return True
+        if func is torch.device:  # naming a device is not using it
+            return func(*args, **(kwargs or {}))
         kwargs = {k: self._host(v) if k == "device" else v for k, v in (kwargs or {}).items()}
         args = tuple(self._host(a) if isinstance(a, torch.device) or str(a).startswith("cuda") else a for a in args)
         return func(*args, **kwargs)

@@ -149,3 +149,68 @@ def test_fit_synchronises_only_at_record_steps(progress):
     assert len(four.syncs) == len(one.syncs) and not extra, "\n".join(map(str, extra)) or four.summary()
     # A record step costs one read of everything it records.
     assert len(one.syncs) <= 2, one.summary()
+
+
+# ------------------------------------------------------------ bad input on the GPU path (ops/bad_input.py)
+
+
+@pytest.fixture
+def fresh_flags():
+    """The bad-input flags, emptied before and after (PretendCuda keeps a CPU tensor under cuda:0)."""
+    from augnet.ops import bad_input
+
+    saved = dict(bad_input._flags)
+    bad_input._flags.clear()
+    yield bad_input
+    bad_input._flags.clear()
+    bad_input._flags.update(saved)
+
+
+def _bad_taps():
+    x = torch.rand(3, 2, 5, 6, generator=gen(0))
+    src = torch.tensor([[0, 1], [1, 2], [2, 0], [0, 0]])
+    affine = torch.eye(2, 3).repeat(4, 2, 1, 1) + 0.1 * torch.randn(4, 2, 2, 3, generator=gen(1))
+    weight = torch.rand(4, 2, generator=gen(2))
+    affine[1, 0, 0, 2] = float("nan")
+    src[2, 1] = 3  # B = 3
+    return x, src, affine, weight
+
+
+def test_dispatch_on_an_accelerator_makes_bad_rows_nan_and_raises_at_the_check(fresh_flags):
+    x, src, affine, weight = _bad_taps()
+    leaves = [t.clone().requires_grad_() for t in (x, affine, weight)]
+    with PretendCuda():
+        out = augnet.tap_mix(leaves[0], src, leaves[1], None, leaves[2], backend="reference")
+        out.sum().backward()
+    nan_rows = [bool(out[i].isnan().all()) for i in range(4)]
+    assert nan_rows == [False, True, True, False]
+    assert bool(torch.isfinite(out[[0, 3]]).all())
+    for t in leaves:  # the bad rows send no gradient: every gradient is finite
+        assert bool(torch.isfinite(t.grad).all())
+    assert int(fresh_flags.flag(torch.device("cuda", 0))) == 1 | 8
+    with pytest.raises(ValueError, match=r"affine contains NaN or infinite values; src indices must lie in"):
+        fresh_flags.check_bad_input("cuda:0")
+    fresh_flags.check_bad_input("cuda:0")  # cleared: raises once
+    # The good rows are what the CPU gives for them.
+    torch.testing.assert_close(out[[0, 3]], augnet.tap_mix(x, src[[0, 3]], affine[[0, 3]], None, weight[[0, 3]]))
+
+
+def test_the_cpu_still_refuses_bad_input_at_once():
+    x, src, affine, weight = _bad_taps()
+    with pytest.raises(ValueError, match="affine contains NaN"):
+        augnet.tap_mix(x, src, affine, None, weight)
+
+
+def test_fit_on_an_accelerator_stops_at_the_record_step_after_a_bad_input(fresh_flags):
+    # A NaN magnitude on a GPU: no check on the host (it would synchronise), NaN warps, NaN rows, the flag, and
+    # fit() raises the CPU's error at its next record step.
+    from augnet.training import fit
+
+    x, y = torch.rand(8, 3, 6, 6, generator=gen(0)), torch.arange(8) % 2
+    layer = augnet.AugmentationLayer([T.Rotate()], init_magnitude=0.3, backend="reference")
+    model = augnet.AugNet(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(108, 2)), layer)
+    with torch.no_grad():
+        layer.raw_magnitudes.fill_(float("nan"))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with PretendCuda(), pytest.raises(ValueError, match=r"tap_mix: affine contains NaN .*seen on cuda:0"):
+        fit(model, x, y, opt, epochs=1, batch_size=4, record_every=1)

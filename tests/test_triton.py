@@ -52,6 +52,14 @@ def test_output_and_gradients_match_the_reference(dtype):
 
 
 @needs_triton
+def test_bad_taps_follow_the_accelerator_contract():
+    # NaN warps and weights, sources outside [0, B) and a NaN colour entry: the rows they are in are NaN, their
+    # gradient is dropped, the rest matches the guarded reference, and the flag has the bit of each (bad_input.py).
+    output = run_parity_script("bad")
+    assert "3 of 3 cases passed" in output, output
+
+
+@needs_triton
 def test_gradcheck_float64():
     output = run_parity_script("gradcheck")
     assert "2 of 2 cases passed" in output, output
@@ -117,7 +125,15 @@ def test_kernels_compile_for_an_nvidia_gpu(dtype, padding, color, ones):
         names = kernel.arg_names
         kc = {k: v for k, v in consts.items() if k in names}
         sig = {
-            a: "constexpr" if a in kc else "*i64" if a == "src_ptr" else f"*{dtype}" if a.endswith("_ptr") else "i32"
+            a: "constexpr"
+            if a in kc
+            else "*i64"
+            if a == "src_ptr"
+            else "*i32"
+            if a == "flag_ptr"
+            else f"*{dtype}"
+            if a.endswith("_ptr")
+            else "i32"
             for a in names
         }
         compiled = triton.compile(ASTSource(kernel, sig, constexprs=kc), target=GPUTarget("cuda", 90, 32))

@@ -147,6 +147,72 @@ def run_gradcheck(padding: str, color: bool) -> list[str]:
     return []
 
 
+# ------------------------------------------------------------------ bad inputs (ops/bad_input.py)
+
+
+def guarded_reference(x, src, affine, color, weight, padding):
+    """The contract of the accelerators' backends, in torch ops: rows with a bad tap NaN, their gradient dropped."""
+    from augnet.ops.bad_input import guard_reference
+
+    src, affine, color, weight, bad_row = guard_reference(x, src, affine, color, weight)
+    out = tap_mix_reference(x, src, affine, color, weight, padding)
+    return torch.where(bad_row[:, None, None, None], torch.nan, out)
+
+
+#: Each bad value and the flag bit it must raise: (what, row, tap, bit).
+BAD = [("affine-nan", 1, 0, 1), ("weight-inf", 2, 1, 4), ("src-high", 3, 2, 8), ("src-negative", 0, 0, 8)]
+
+
+def run_bad_case(padding: str, color: bool, dtype: torch.dtype, seed: int) -> list[str]:
+    """Bad taps in some rows: the Triton op's output, gradients and flag against the guarded reference."""
+    from augnet.ops.bad_input import flag
+
+    case = Case(dtype, padding, color, k=3, b=3, ch=3, h=5, w=6, n=6)
+    x, src, affine, col, weight, grad_out = make_inputs(case, seed)
+    affine, weight, src = affine.clone(), weight.clone(), src.clone()
+    expected_bits = 0
+    for what, row, tap, bit in BAD:
+        if what == "affine-nan":
+            affine[row, tap, 0, 1] = float("nan")
+        elif what == "weight-inf":
+            weight[row, tap] = float("inf")
+        elif what == "src-high":
+            src[row, tap] = case.b
+        else:
+            src[row, tap] = -1
+        expected_bits |= bit
+    if color:
+        col = col.clone()
+        col[4, 1, 2, 3] = float("nan")  # the bias of the last channel
+        expected_bits |= 2
+    bad_rows = {0, 1, 2, 3} | ({4} if color else set())
+    failures = []
+    results = []
+    for fn in (tap_mix_triton, guarded_reference):
+        f = flag(x.device)
+        f.zero_()
+        leaves = [t.detach().clone().requires_grad_() if t is not None else None for t in (x, affine, col, weight)]
+        out = fn(leaves[0], src, leaves[1], leaves[2], leaves[3], padding)
+        out.backward(grad_out)
+        results.append((out.detach(), [t.grad if t is not None else None for t in leaves], int(f.item())))
+    (out, grads, bits), (ref, ref_grads, ref_bits) = results
+    nan_rows = {i for i in range(case.n) if bool(out[i].isnan().all())}
+    if nan_rows != bad_rows:
+        failures.append(f"NaN rows {sorted(nan_rows)}, expected {sorted(bad_rows)}")
+    if bits != expected_bits or ref_bits != expected_bits:
+        failures.append(f"flag {bits} (triton) and {ref_bits} (reference), expected {expected_bits}")
+    try:
+        torch.testing.assert_close(out, ref, equal_nan=True, **tol("triton", dtype))
+        for name, g, r in zip(("x", "affine", "color", "weight"), grads, ref_grads):
+            if g is not None:
+                if not bool(torch.isfinite(g).all()):
+                    failures.append(f"grad {name} is not finite")
+                torch.testing.assert_close(g, r, **tol("triton", dtype), msg=f"grad {name}")
+    except AssertionError as e:
+        failures.append(str(e))
+    return failures
+
+
 def main(group: str) -> int:
     if os.environ.get("TRITON_INTERPRET") != "1":
         print("set TRITON_INTERPRET=1 to run the Triton kernels on CPU")
@@ -155,7 +221,13 @@ def main(group: str) -> int:
         if supports(torch.zeros(1, dtype=dtype)) != expected:
             print(f"FAIL supports(CPU {dtype} tensor) is not {expected} under the interpreter")
             return 1
-    if group == "gradcheck":
+    if group == "bad":
+        bad = [("zeros", True, F64), ("border", False, F64), ("reflection", True, torch.float32)]
+        work = [
+            (f"bad taps {dt} {p} color={c}", lambda p=p, c=c, dt=dt, i=i: run_bad_case(p, c, dt, i))
+            for i, (p, c, dt) in enumerate(bad)
+        ]
+    elif group == "gradcheck":
         work = [
             (f"gradcheck float64 {p} {'color' if c else 'no-color'}", lambda p=p, c=c: run_gradcheck(p, c))
             for p, c in (("reflection", True), ("zeros", False))

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import torch
 
+from augnet.ops.bad_input import flag
+
 __all__ = ["cpp_hint", "cuda_hint", "load", "tap_mix_compiled"]
 
 _PACKAGE = Path(__file__).resolve().parent.parent
@@ -136,8 +138,11 @@ def load() -> bool:
     return _state["error"] is None
 
 
-def _has_kernel(key: str) -> bool:
-    return torch._C._dispatch_has_kernel_for_dispatch_key("augnet::tap_mix", key)
+def _has_kernel(key: str, op: str = "augnet::tap_mix") -> bool:
+    try:
+        return torch._C._dispatch_has_kernel_for_dispatch_key(op, key)
+    except RuntimeError:  # the op is not defined (an extension built before it existed)
+        return False
 
 
 def cpp_hint() -> str | None:
@@ -164,6 +169,8 @@ def tap_mix_compiled(x, src, affine, color, weight, padding):
     """``augnet::tap_mix`` on contiguous inputs (differentiable); loads the op if needed."""
     if not load():
         raise RuntimeError(f"tap_mix: {cpp_hint()}")
+    if x.is_cuda and not torch.compiler.is_compiling():
+        _register_bad_input_flag(x.device)
     return torch.ops.augnet.tap_mix(
         x.contiguous(),
         src.contiguous(),
@@ -172,6 +179,17 @@ def tap_mix_compiled(x, src, affine, color, weight, padding):
         weight.contiguous(),
         padding,
     )
+
+
+_flag_devices: set[torch.device] = set()
+
+
+def _register_bad_input_flag(device: torch.device) -> None:
+    """Give the CUDA kernels of ``device`` the address of its bad-input flag (once per device; no sync)."""
+    if device in _flag_devices or not _has_kernel("CUDA", "augnet::_set_bad_input_flag"):
+        return
+    torch.ops.augnet._set_bad_input_flag(flag(device))
+    _flag_devices.add(device)
 
 
 # ------------------------------------------------------------------ registration

@@ -15,8 +15,11 @@ not bitwise deterministic). The per-tap reductions (``affine``, ``color``,
 ``weight``) are written as per-program partial sums to a buffer that torch then
 sums, which is deterministic.
 
-Out-of-range ``src`` indices are never dereferenced: such taps read zeros (and,
-with Triton's debug mode on, trip a device assertion).
+Bad taps (``src`` outside [0, B), a NaN or infinite warp, colour map or weight)
+follow the contract of :mod:`augnet.ops.bad_input`, the same as the CUDA kernels':
+the forward pass makes each row that has one NaN and ORs what was wrong into the
+device's flag (no device-side assert, nothing read outside ``x``); the backward
+pass sends no gradient from such a row.
 
 Triton is optional: importing this module never fails, :func:`unavailable_hint`
 says how to install it, and :func:`supports` tells which tensors the kernels
@@ -32,6 +35,8 @@ import os
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
+
+from augnet.ops.bad_input import flag
 
 try:  # triton is an optional dependency: pip install "augnet[triton]"
     import triton
@@ -107,15 +112,48 @@ if triton is not None:
         return i, d
 
     @triton.jit
-    def _tap_setup(aff_ptr, src_ptr, nk, gx, gy, pmask, B, H, W, PADDING: tl.constexpr):
-        """Source row, bilinear corner offsets / masks / weights and coordinate derivatives of one tap."""
+    def _finite(v):
+        return tl.abs(v) < float("inf")  # False for NaN too
+
+    @triton.jit
+    def _tap_params(src_ptr, aff_ptr, w_ptr, nk, B):
+        """One tap's source row, warp and weight, and the bad-input bits of what is wrong with them.
+
+        A bad tap (``src`` outside [0, B), a NaN or infinite warp or weight) comes back harmless (row 0, the
+        identity warp, weight 0) so that nothing is read outside ``x``; its row is made NaN by the caller.
+        """
         s = tl.load(src_ptr + nk)
-        s_ok = (s >= 0) & (s < B)
-        tl.device_assert(s_ok, "tap_mix: src index out of range")
-        s = tl.where(s_ok, s, 0)
         a = aff_ptr + nk * 6
-        sx = tl.load(a + 0) * gx + tl.load(a + 1) * gy + tl.load(a + 2)
-        sy = tl.load(a + 3) * gx + tl.load(a + 4) * gy + tl.load(a + 5)
+        a0 = tl.load(a + 0)
+        a1 = tl.load(a + 1)
+        a2 = tl.load(a + 2)
+        a3 = tl.load(a + 3)
+        a4 = tl.load(a + 4)
+        a5 = tl.load(a + 5)
+        wk = tl.load(w_ptr + nk)
+        a_ok = _finite(a0) & _finite(a1) & _finite(a2) & _finite(a3) & _finite(a4) & _finite(a5)
+        bits = tl.where((s >= 0) & (s < B), 0, 8) | tl.where(a_ok, 0, 1) | tl.where(_finite(wk), 0, 4)
+        good = bits == 0
+        s = tl.where(good, s, 0)
+        a0 = tl.where(good, a0, 1.0)
+        a1 = tl.where(good, a1, 0.0)
+        a2 = tl.where(good, a2, 0.0)
+        a3 = tl.where(good, a3, 0.0)
+        a4 = tl.where(good, a4, 1.0)
+        a5 = tl.where(good, a5, 0.0)
+        wk = tl.where(good, wk, 0.0)
+        return s, a0, a1, a2, a3, a4, a5, wk, bits
+
+    @triton.jit
+    def _color_bits(v):
+        """The colour bit (2) where any entry of ``v`` is NaN or infinite, else 0."""
+        return tl.max(tl.where(_finite(v), 0, 2), axis=0)
+
+    @triton.jit
+    def _tap_setup(a0, a1, a2, a3, a4, a5, gx, gy, pmask, H, W, PADDING: tl.constexpr):
+        """Bilinear corner offsets / masks / weights and coordinate derivatives of one (good) tap."""
+        sx = a0 * gx + a1 * gy + a2
+        sy = a3 * gx + a4 * gy + a5
         ix, dix = _source_index(sx, W, PADDING)
         iy, diy = _source_index(sy, H, PADDING)
         x0f = tl.floor(ix)
@@ -128,15 +166,12 @@ if triton is not None:
         y0 = y0f.to(tl.int32)
         x1 = x0 + 1
         y1 = y0 + 1
-        # A block mask from the scalar check by tl.where, not `pmask & s_ok`: a scalar int1 broadcast
-        # by `&` is not a boolean mask to every Triton (3.9's interpreter refuses it in tl.load).
-        ok = tl.where(s_ok, pmask, False)
         mx0 = (x0 >= 0) & (x0 < W)
         mx1 = (x1 >= 0) & (x1 < W)
-        my0 = ok & (y0 >= 0) & (y0 < H)
-        my1 = ok & (y1 >= 0) & (y1 < H)
+        my0 = pmask & (y0 >= 0) & (y0 < H)
+        my1 = pmask & (y1 >= 0) & (y1 < H)
         o00 = y0 * W + x0
-        return s, o00, my0 & mx0, my0 & mx1, my1 & mx0, my1 & mx1, wx0, wx1, wy0, wy1, dix, diy
+        return o00, my0 & mx0, my0 & mx1, my1 & mx0, my1 & mx1, wx0, wx1, wy0, wy1, dix, diy
 
     @triton.jit
     def _fwd_kernel(
@@ -146,6 +181,7 @@ if triton is not None:
         col_ptr,
         w_ptr,
         out_ptr,
+        flag_ptr,
         B,
         CH,
         H,
@@ -169,12 +205,14 @@ if triton is not None:
         cidx = tl.arange(0, BLOCK_C)
         cmask = cidx < CH
         acc = tl.zeros((BLOCK_C, BLOCK_P), dtype=dt)
+        row_bits = tl.full((), 0, tl.int32)  # bad-input bits of this row's taps (ops/bad_input.py)
         for k in range(K):
             nk = n * K + k
-            s, o00, m00, m01, m10, m11, wx0, wx1, wy0, wy1, _dix, _diy = _tap_setup(
-                aff_ptr, src_ptr, nk, gx, gy, pmask, B, H, W, PADDING
+            s, a0, a1, a2, a3, a4, a5, wk, bits = _tap_params(src_ptr, aff_ptr, w_ptr, nk, B)
+            row_bits = row_bits | bits
+            o00, m00, m01, m10, m11, wx0, wx1, wy0, wy1, _dix, _diy = _tap_setup(
+                a0, a1, a2, a3, a4, a5, gx, gy, pmask, H, W, PADDING
             )
-            wk = tl.load(w_ptr + nk)
             xb = x_ptr + s * CH * hw
             if HAS_COLOR:
                 cb = col_ptr + nk * CH * (CH + 1) + cidx * (CH + 1)
@@ -186,8 +224,10 @@ if triton is not None:
                     v11 = tl.load(p + W + 1, mask=m11, other=0.0)
                     v = wy0 * (wx0 * v00 + wx1 * v01) + wy1 * (wx0 * v10 + wx1 * v11)
                     mj = tl.load(cb + j, mask=cmask, other=0.0)
+                    row_bits = row_bits | _color_bits(mj)
                     acc += (wk * mj)[:, None] * v[None, :]
                 bias = tl.load(cb + CH, mask=cmask, other=0.0)
+                row_bits = row_bits | _color_bits(bias)
                 acc += (wk * bias)[:, None]
             else:
                 p = xb + cidx[:, None] * hw + o00[None, :]
@@ -200,6 +240,9 @@ if triton is not None:
                     wx0[None, :] * v10 + wx1[None, :] * v11
                 )
                 acc += wk * v
+        # A row with a bad tap is NaN, and its bits go to the device's flag (once per row).
+        acc = tl.where(row_bits == 0, acc, float("nan"))
+        tl.atomic_or(flag_ptr, row_bits, mask=(row_bits != 0) & (pb == 0), sem="relaxed")
         optr = out_ptr + n * CH * hw + cidx[:, None] * hw + offs[None, :]
         tl.store(optr, acc, mask=cmask[:, None] & pmask[None, :])
 
@@ -242,13 +285,35 @@ if triton is not None:
         # The output gradient tile of this program, read once for all taps.
         g = tl.load(g_ptr + n * CH * hw + cidx[:, None] * hw + offs[None, :], mask=cm & pmask[None, :], other=0.0)
         gsum = tl.sum(g, axis=1)
+        # A row with a bad tap (ops/bad_input.py) was NaN in the forward pass and sends no gradient: its taps'
+        # slots get zeros and nothing is scattered into x's gradient. Checked first, over all its taps.
+        row_bits = tl.full((), 0, tl.int32)
         for k in range(K):
             nk = n * K + k
+            _s, _a0, _a1, _a2, _a3, _a4, _a5, _wk, bits = _tap_params(src_ptr, aff_ptr, w_ptr, nk, B)
+            row_bits = row_bits | bits
+            if HAS_COLOR:
+                cb = col_ptr + nk * CH * (CH + 1) + cidx * (CH + 1)
+                for j in range(CH + 1):
+                    row_bits = row_bits | _color_bits(tl.load(cb + j, mask=cmask, other=0.0))
+        k_run = tl.where(row_bits == 0, K, 0)
+        for k in range(k_run, K):
+            part = (n * NPB + pb) * K + k
+            ga = gaff_ptr + part * 6
+            for i in range(6):
+                tl.store(ga + i, 0.0)
+            tl.store(gw_ptr + part, 0.0)
+            if HAS_COLOR:
+                gcb = gcol_ptr + part * CH * (CH + 1) + cidx * (CH + 1)
+                for j in range(CH + 1):
+                    tl.store(gcb + j, tl.zeros((BLOCK_C,), dtype=dt), mask=cmask)
+        for k in range(k_run):
+            nk = n * K + k
             part = (n * NPB + pb) * K + k  # this program's slot in the partial-sum buffers
-            s, o00, m00, m01, m10, m11, wx0, wx1, wy0, wy1, dix, diy = _tap_setup(
-                aff_ptr, src_ptr, nk, gx, gy, pmask, B, H, W, PADDING
+            s, a0, a1, a2, a3, a4, a5, wk, _bits = _tap_params(src_ptr, aff_ptr, w_ptr, nk, B)
+            o00, m00, m01, m10, m11, wx0, wx1, wy0, wy1, dix, diy = _tap_setup(
+                a0, a1, a2, a3, a4, a5, gx, gy, pmask, H, W, PADDING
             )
-            wk = tl.load(w_ptr + nk)
             xb = x_ptr + s * CH * hw
             gxb = gx_ptr + s * CH * hw
             if HAS_COLOR:
@@ -361,6 +426,7 @@ def _forward(x, src, affine, color, weight, padding, block_p):
             color if color is not None else weight,  # a placeholder pointer, never read without colour
             weight,
             out,
+            flag(x.device),
             b,
             ch,
             h,

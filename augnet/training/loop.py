@@ -16,6 +16,8 @@ from torch import Tensor
 
 from augnet.layers import AugmentationLayer
 from augnet.model import AugNet
+from augnet.ops.bad_input import check_bad_input, raise_bad_input
+from augnet.ops.bad_input import flag as bad_input_flag
 from augnet.regularizers import get_regularizer
 from augnet.training.callbacks import Callback, TrainState, check_callbacks
 from augnet.training.devices import amp_dtype, training_device
@@ -158,7 +160,7 @@ def fit(
             # and neither does the progress bar, which shows what the last record step read.
             if state.step == 1 or state.step % record_every == 0:
                 with torch.no_grad():
-                    loss_value, weights, magnitudes = _read_back(task, layers)
+                    loss_value, weights, magnitudes = _read_back(task, layers, device)
                     history["step"].append(state.step)
                     history["loss"].append(loss_value)
                     if layers:
@@ -175,19 +177,30 @@ def fit(
             scheduler.step()
         for cb in callbacks:
             cb.on_epoch_end(state)
+    check_bad_input(device)  # what the steps after the last record step may have flagged (no-op on CPU)
     for cb in callbacks:
         cb.on_train_end(state)
     bar.close()
     return history
 
 
-def _read_back(task: Tensor, layers: list[AugmentationLayer]) -> tuple[float, list, list]:
-    """The task loss, and every layer's weights and magnitudes, as Python numbers, in one copy from the device."""
+def _read_back(task: Tensor, layers: list[AugmentationLayer], device: torch.device) -> tuple[float, list, list]:
+    """The task loss, and every layer's weights and magnitudes, as Python numbers, in one copy from the device.
+
+    The same copy reads the device's bad-input flag (:mod:`augnet.ops.bad_input`): a ``tap_mix`` call that
+    saw NaN warps or out-of-range sources since the last record step raises its ``ValueError`` here.
+    """
     parts = [task.detach().reshape(1)]
     for layer in layers:
         parts += [layer.weights.detach(), layer.magnitudes.detach()]
     dtype = torch.float64 if any(p.dtype == torch.float64 for p in parts) else torch.float32  # exact for each part
+    checks = device.type not in ("cpu", "meta")  # on CPU bad inputs were refused at once; meta has no values
+    if checks:
+        parts.append(bad_input_flag(device))
     values = torch.cat([p.to(parts[0].device, dtype) for p in parts]).tolist()
+    if checks and values[-1]:
+        bad_input_flag(device).zero_()
+        raise_bad_input(int(values[-1]), device)
     loss, at = values[0], 1
     weights, magnitudes = [], []
     for layer in layers:
@@ -279,6 +292,7 @@ def accuracy(
             total += len(yb)
     finally:
         model.train(was_training)
+    check_bad_input(device)
     return correct / max(total, 1)
 
 
