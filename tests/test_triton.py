@@ -52,6 +52,22 @@ def test_output_and_gradients_match_the_reference(dtype):
 
 
 @needs_triton
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_parity_at_the_gpu_launch_configurations(dtype):
+    # The block sizes the GPU launcher picks (not the interpreter's whole images): 5 to 64 channels (BLOCK_C 8
+    # to 64, BLOCK_P 256 down to 16), several pixel blocks per row, K = 1, B = 1, and N = 96 rows that are 32
+    # copies of the batch (the program order groups the copies of a source row).
+    output = run_parity_script(f"gpu-{dtype}")
+    assert "8 of 8 cases passed" in output, output
+
+
+@needs_triton
+def test_program_order_puts_the_copies_of_a_source_row_side_by_side():
+    output = run_parity_script("order")
+    assert "1 of 1 cases passed" in output, output
+
+
+@needs_triton
 def test_bad_taps_follow_the_accelerator_contract():
     # NaN warps and weights, sources outside [0, B) and a NaN colour entry: the rows they are in are NaN, their
     # gradient is dropped, the rest matches the guarded reference, and the flag has the bit of each (bad_input.py).

@@ -18,10 +18,13 @@ import traceback
 from dataclasses import dataclass
 
 import torch
+import triton
+import triton.language as tl
 from helpers import gen, tap_mix_inputs, tol
 
 from augnet.ops import tap_mix_reference
-from augnet.ops._triton import supports, tap_mix_triton
+from augnet.ops._triton import _layout, supports, tap_mix_triton
+from augnet.ops._triton_kernels import _program_row
 
 F64 = torch.float64
 
@@ -42,6 +45,9 @@ class Case:
     spread: float = 0.4  # std of the random part of the affine maps; large values sample far outside
     src: str = "random"  # or "last": every tap reads the last sample (offsets of s > 0, colliding atomics)
     grad_x: bool = True  # whether x requires grad (False: the kernel skips the scatter)
+    # Compare by ||actual - expected|| / ||expected|| <= this instead of element by element: float32 sums over
+    # many channels and pixels, whose elementwise error is large where terms cancel (a sum near 0).
+    norm_tol: float | None = None
 
     def __str__(self) -> str:
         dt = str(self.dtype).removeprefix("torch.")
@@ -98,6 +104,11 @@ def run_case(case: Case, seed: int) -> list[str]:
         if actual.dtype != like.dtype or actual.shape != like.shape:
             failures.append(f"{what}: got {actual.dtype} {tuple(actual.shape)}, expected {like.dtype} {like.shape}")
             return
+        if case.norm_tol is not None:
+            err = float((actual.to(F64) - want).norm() / want.norm().clamp_min(1e-300))
+            if not err <= case.norm_tol:  # NaN fails too
+                failures.append(f"{what}: relative error {err:.3g} over {case.norm_tol:g}")
+            return
         try:
             torch.testing.assert_close(actual.to(F64), want, **tol("triton", case.dtype))
         except AssertionError as e:
@@ -127,6 +138,65 @@ def parity_cases(dtype: torch.dtype) -> list[Case]:
     # x not requiring grad (the kernel skips the scatter); a one-row image.
     cases.append(Case(dtype, "zeros", True, k=2, ch=2, h=1, w=7, n=2, grad_x=False))
     return cases
+
+
+def gpu_cases(dtype: torch.dtype) -> list[Case]:
+    """Launch configurations the GPU launcher picks (not the interpreter's whole images).
+
+    5 to 64 channels (BLOCK_C 8 to 64, so BLOCK_P 256 down to 16), several pixel blocks per row, K = 1,
+    and rows that are whole copies of the batch (N = C * B), which the program order groups by source row.
+    """
+    from augnet.ops._triton import gpu_block_p
+
+    def gpu(ch: int, h: int, w: int) -> int:
+        return gpu_block_p(h * w, 1 << (ch - 1).bit_length(), dtype)
+
+    specs = [
+        # (padding, colour, ch, h, w, n, k, b)
+        ("zeros", False, 5, 20, 17, 12, 3, 3),  # BLOCK_C 8, N = 4 copies of 3
+        ("border", True, 8, 21, 13, 6, 2, 3),
+        ("reflection", False, 13, 11, 19, 8, 1, 4),  # K = 1, BLOCK_C 16
+        ("zeros", True, 16, 9, 23, 4, 2, 2),
+        ("reflection", True, 32, 7, 13, 4, 1, 2),  # BLOCK_C 32: BLOCK_P 64 (float32) or 32 (float64)
+        ("border", False, 64, 5, 9, 6, 2, 3),  # BLOCK_C 64: BLOCK_P 32 or 16
+        ("zeros", True, 64, 6, 7, 2, 1, 1),  # B = 1, N = 2 copies, K = 1
+        ("zeros", False, 3, 16, 36, 96, 1, 3),  # large N: 32 copies of 3 rows, BLOCK_P 256, 3 blocks per row
+    ]
+    norm = 1e-5 if dtype == torch.float32 else None  # float64: element by element, as the other cases
+    return [
+        Case(dtype, p, c, k=k, b=b, ch=ch, h=h, w=w, n=n, block_p=gpu(ch, h, w), norm_tol=norm)
+        for p, c, ch, h, w, n, k, b in specs
+    ]
+
+
+@triton.jit
+def _order(out_ptr, NPB, ROWS, COPIES):
+    pid = tl.program_id(0)
+    n, pb = _program_row(pid, NPB, ROWS, COPIES)
+    tl.store(out_ptr + 2 * pid, n)
+    tl.store(out_ptr + 2 * pid + 1, pb.to(tl.int64))
+
+
+def run_program_order() -> list[str]:
+    """The kernels' program order (``_program_row``): a bijection onto (row, block), copies side by side."""
+    failures = []
+    for b, n, hw in ((3, 12, 600), (5, 5, 300), (4, 6, 70), (2, 64, 256)):
+        lay, programs = _layout((b, 3, 1, hw), n, torch.float32, None)
+        got = torch.empty(programs, 2, dtype=torch.long)
+        _order[(programs,)](got, lay["NPB"], lay["ROWS"], lay["COPIES"])
+        pairs = [tuple(p) for p in got.tolist()]
+        expected = {(r, p) for r in range(n) for p in range(lay["NPB"])}
+        if set(pairs) != expected or len(pairs) != len(expected):
+            failures.append(f"B={b} N={n}: programs do not cover each (row, block) once")
+        c = lay["COPIES"]
+        if n % b == 0 and c != n // b:
+            failures.append(f"B={b} N={n}: {c} copies, expected {n // b}")
+        for start in range(0, programs, c):  # each group of C consecutive programs: one source row and block
+            group = pairs[start : start + c]
+            if {(row % b, blk) for row, blk in group} != {(group[0][0] % b, group[0][1])} or len(group) != c:
+                failures.append(f"B={b} N={n}: programs {start}..{start + c - 1} are {group}")
+                break
+    return failures
 
 
 def run_gradcheck(padding: str, color: bool) -> list[str]:
@@ -227,6 +297,11 @@ def main(group: str) -> int:
             (f"bad taps {dt} {p} color={c}", lambda p=p, c=c, dt=dt, i=i: run_bad_case(p, c, dt, i))
             for i, (p, c, dt) in enumerate(bad)
         ]
+    elif group == "order":
+        work = [("program order", run_program_order)]
+    elif group in ("gpu-float32", "gpu-float64"):
+        dtype = torch.float32 if group == "gpu-float32" else F64
+        work = [(str(c), lambda c=c, i=i: run_case(c, seed=100 + i)) for i, c in enumerate(gpu_cases(dtype))]
     elif group == "gradcheck":
         work = [
             (f"gradcheck float64 {p} {'color' if c else 'no-color'}", lambda p=p, c=c: run_gradcheck(p, c))
