@@ -6,9 +6,11 @@ object file does not need). The parity tests JIT-build the extension and run
 only where ``torch.cuda.is_available()``.
 """
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -90,6 +92,77 @@ def test_cuda_source_compiles_with_nvcc(tmp_path):
         pytest.fail(f"nvcc failed ({seconds:.0f} s):\n{' '.join(cmd)}\n{result.stderr[-20000:]}")
     assert obj.is_file() and obj.stat().st_size > 0
     print(f"compiled {CUDA_SOURCE.name} in {seconds:.1f} s")
+
+
+# ---------------------------------------------------------------------------
+# The toolkit torch builds with, and a build that loads (no GPU needed)
+# ---------------------------------------------------------------------------
+
+ROOT = CSRC.parent
+
+
+def _run_python(code: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    cmd = [sys.executable, "-c", code]
+    return subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+_TOOLKIT_CHECK = """
+import json
+import torch.utils.benchmark  # imports torch.utils.cpp_extension, which reads CUDA_HOME now, once
+from torch.utils import cpp_extension
+from augnet.ops import _cpp
+before = cpp_extension.CUDA_HOME
+with _cpp.cuda_toolkit() as root:
+    inside, nvcc = cpp_extension.CUDA_HOME, cpp_extension._join_cuda_home("bin", "nvcc")
+print(json.dumps(dict(before=before, root=root, inside=inside, nvcc=nvcc, after=cpp_extension.CUDA_HOME)))
+"""
+
+
+def test_the_cuda_build_takes_a_complete_toolkit_even_after_torch_utils_benchmark():
+    # cpp_extension keeps the CUDA_HOME it found when first imported (torch.utils.benchmark imports it): here
+    # /usr/local, from the nvcc wrapper in /usr/local/bin, which has no CUDA headers. Setting the environment
+    # variable afterwards, as augnet did, changed nothing; cuda_toolkit() sets the module's value for the build.
+    if _cuda_toolkit() is None:
+        pytest.skip("no nvcc with the CUDA headers (set CUDA_HOME to a CUDA toolkit to run this check)")
+    result = _run_python(_TOOLKIT_CHECK)
+    assert result.returncode == 0, result.stderr
+    got = json.loads(result.stdout.strip().splitlines()[-1])
+    assert got["root"] is not None and (Path(got["root"]) / "include" / "cuda_runtime.h").is_file()
+    assert got["inside"] == got["root"] and Path(got["nvcc"]).is_file()
+    assert got["after"] == got["before"]  # restored: the user's own builds are left as they were
+
+
+_BUILD_AND_LOAD = """
+import json, os, sys
+import torch.utils.benchmark  # as a user's script may have: the CUDA_HOME trap above
+import torch
+from augnet.ops import _cpp
+os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
+_cpp.build_and_load("augnet_tap_mix_cuda_check", cuda=True, cxx_flags=["-O0"], build_directory=sys.argv[1])
+has = torch._C._dispatch_has_kernel_for_dispatch_key
+keys = {op: {k: has("augnet::" + op, k) for k in ("CPU", "CUDA")} for op in ("tap_mix", "tap_mix_backward")}
+keys["_set_bad_input_flag"] = {"CUDA": has("augnet::_set_bad_input_flag", "CUDA")}
+print(json.dumps(keys))
+"""
+
+
+def test_the_cuda_extension_builds_and_loads_without_a_gpu(tmp_path_factory):
+    # The whole extension (csrc/tap_mix.cpp at -O0, the CUDA kernels for sm_90), built through augnet's own
+    # build function and loaded into a fresh process: the CUDA kernels register their dispatch keys.
+    if _cuda_toolkit() is None:
+        pytest.skip("no nvcc with the CUDA headers (set CUDA_HOME to a CUDA toolkit to run this check)")
+    build = Path(os.environ.get("AUGNET_TEST_BUILD_DIR", str(Path.home() / ".cache" / "augnet" / "cuda_check")))
+    build.mkdir(parents=True, exist_ok=True)
+    result = _run_python(_BUILD_AND_LOAD.replace("sys.argv[1]", repr(str(build))))
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-20000:]
+    keys = json.loads(result.stdout.strip().splitlines()[-1])
+    assert keys == {
+        "tap_mix": {"CPU": True, "CUDA": True},
+        "tap_mix_backward": {"CPU": True, "CUDA": True},
+        "_set_bad_input_flag": {"CUDA": True},
+    }
 
 
 # ---------------------------------------------------------------------------
