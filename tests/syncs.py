@@ -328,6 +328,26 @@ def scenarios(device: str = "meta", zero: bool = True) -> dict[str, object]:
     return out
 
 
+def evaluations(device: str = "meta") -> dict[str, object]:
+    """Per layer kind, ``prepare()`` returning an evaluation forward of an AugNet (3 copies, one transform drawn
+    per copy) on ``device``."""
+    import augnet
+
+    out = {}
+    for name, (transforms, make) in _layer_kinds().items():
+        x = make(4)
+        layer = augnet.AugmentationLayer(transforms, init_magnitude=0.3)
+        model = augnet.AugNet(_trunk(x), layer, eval_copies=3)
+
+        def prepare(model=model, x=x):
+            model.to(device).eval()
+            xd = x.to(device)
+            return lambda: model(xd)
+
+        out[name] = prepare
+    return out
+
+
 def count(device: str = "meta") -> dict[str, SyncRecorder]:
     """The synchronisations of one training step of each kind (the model and data moved before recording)."""
     results = {}
@@ -372,6 +392,13 @@ if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     for name, rec in count().items():
         print(f"== {name}: {len(rec.syncs)} synchronisations")
+        if rec.syncs:
+            print("   " + rec.summary().replace("\n", "\n   "))
+    for name, prepare in evaluations().items():
+        step = prepare()
+        with torch.no_grad(), SyncRecorder() as rec:
+            step()
+        print(f"== evaluation, {name}: {len(rec.syncs)} synchronisations")
         if rec.syncs:
             print("   " + rec.summary().replace("\n", "\n   "))
     for steps, every, progress in ((1, 100, False), (4, 100, False), (4, 100, True), (4, 2, True)):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 from helpers import gen
-from syncs import PretendCuda, SyncRecorder, count, fit_syncs, scenarios
+from syncs import PretendCuda, SyncRecorder, count, evaluations, fit_syncs, scenarios
 
 import augnet
 from augnet.transforms import image as T
@@ -105,6 +105,15 @@ def test_a_training_step_makes_no_host_synchronisation(kind):
     with SyncRecorder() as rec:
         step()
     assert not rec.syncs, f"{kind}: {len(rec.syncs)} synchronisations per training step:\n{rec.summary()}"
+
+
+@pytest.mark.parametrize("kind", list(evaluations()))
+def test_an_evaluation_forward_makes_no_host_synchronisation(kind):
+    # Each copy draws one transform (select_taps' index lists used to be copied from the host on every call).
+    forward = evaluations()[kind]()
+    with torch.no_grad(), SyncRecorder() as rec:
+        forward()
+    assert not rec.syncs, f"{kind}: {len(rec.syncs)} synchronisations per evaluation call:\n{rec.summary()}"
 
 
 def test_count_covers_every_kind_and_runs():
