@@ -76,37 +76,43 @@ def _require_triton() -> None:
         raise RuntimeError(f"augnet tap_mix triton backend: {hint}")
 
 
-def gpu_block_p(hw: int, block_c: int, dtype: torch.dtype) -> int:
-    """Pixels per program on a GPU: tiles of about 2048 (float32) or 1024 (float64) elements.
+def gpu_block_p(hw: int, block_c: int, dtype: torch.dtype, backward: bool = False) -> int:
+    """Pixels per program on a GPU: tiles of ``BLOCK_C x BLOCK_P`` of at most 2048 float32 or 1024 float64
+    values in the forward kernel, half that (and at most 128 pixels) in the backward one, whose live values
+    per pixel are about twice as many; never more pixels than the image has, never under 16.
 
-    That keeps both kernels free of register spills up to 64 channels (checked for
-    sm_80 and sm_90 by :mod:`augnet.bench.gpu_compile`; not tuned on a GPU): 256
-    pixels up to 8 channels in float32, then 2048 / channels; never more than the
-    image needs, never under 16.
+    With these (and the backward kernel's ``maxnreg``), neither kernel spills a register in any specialisation
+    of :mod:`augnet.bench.gpu_compile`'s matrix, for sm_80 and sm_90; chosen by compiling (the backward's
+    full tiles spilled 4 to 24 bytes in 12 of them, and ran fewer warps per SM), not tuned on a GPU.
     """
-    tile = 2048 if dtype == torch.float32 else 1024
-    return max(16, min(max(16, min(256, tile // block_c)), triton.next_power_of_2(hw)))
+    tile = (2048 if dtype == torch.float32 else 1024) // (2 if backward else 1)
+    cap = 128 if backward else 256
+    return max(16, min(max(16, min(cap, tile // block_c)), triton.next_power_of_2(hw)))
 
 
-def _block_p(hw: int, block_c: int, dtype: torch.dtype) -> int:
+def _block_p(hw: int, block_c: int, dtype: torch.dtype, backward: bool) -> int:
     """Pixels per program: :func:`gpu_block_p`, or in the interpreter whole images (fewer programs)."""
     if _interpreting():
         return max(16, min(1024, triton.next_power_of_2(hw)))
-    return gpu_block_p(hw, block_c, dtype)
+    return gpu_block_p(hw, block_c, dtype, backward)
 
 
 def _device_ctx(x: Tensor):
     return torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext()
 
 
-def _config(ch: int, hw: int, dtype: torch.dtype, block_p: int | None) -> tuple[int, int, int]:
-    """``(BLOCK_C, BLOCK_P, programs per row)`` for ``ch`` channels of ``hw`` pixels."""
+def _config(ch: int, hw: int, dtype: torch.dtype, block_p, backward: bool) -> tuple[int, int, int]:
+    """``(BLOCK_C, BLOCK_P, programs per row)`` for ``ch`` channels of ``hw`` pixels; ``block_p`` overrides
+    the launcher's choice (``"gpu"``: what it picks on a GPU, also in the interpreter)."""
     block_c = triton.next_power_of_2(max(ch, 1))
-    bp = block_p if block_p is not None else _block_p(hw, block_c, dtype)
+    if block_p == "gpu":
+        bp = gpu_block_p(hw, block_c, dtype, backward)
+    else:
+        bp = block_p if block_p is not None else _block_p(hw, block_c, dtype, backward)
     return block_c, bp, triton.cdiv(hw, bp)
 
 
-def _layout(x_shape, n: int, dtype: torch.dtype, block_p: int | None) -> tuple[dict, int]:
+def _layout(x_shape, n: int, dtype: torch.dtype, block_p, backward: bool = False) -> tuple[dict, int]:
     """The integer arguments and block sizes of a launch over ``n`` rows, and its number of programs.
 
     Programs are ordered so that the C copies of one source row's pixel block are neighbours (see the
@@ -114,7 +120,7 @@ def _layout(x_shape, n: int, dtype: torch.dtype, block_p: int | None) -> tuple[d
     the order is row by row, as for any ``src``; the result never depends on the order).
     """
     b, ch, h, w = x_shape
-    block_c, bp, npb = _config(ch, h * w, dtype, block_p)
+    block_c, bp, npb = _config(ch, h * w, dtype, block_p, backward)
     copies = n // b if b > 0 and n % b == 0 else 1
     ints = dict(B=b, CH=ch, H=h, W=w, NPB=npb, ROWS=n // copies, COPIES=copies)
     return {**ints, "BLOCK_C": block_c, "BLOCK_P": bp}, n * npb
@@ -145,7 +151,7 @@ def backward_launch(grad_out, x, src, affine, color, weight, grads, padding, nee
     """``(grid, positional arguments, constexpr keywords)`` of the backward kernel; ``grads`` are
     ``(grad_x or None, grad_affine, grad_color or None, grad_weight)`` partial-sum buffers."""
     grad_x, grad_affine, grad_color, grad_weight = grads
-    lay, programs = _layout(x.shape, src.shape[0], x.dtype, block_p)
+    lay, programs = _layout(x.shape, src.shape[0], x.dtype, block_p, backward=True)
     args = (
         grad_out,
         x,
@@ -167,6 +173,9 @@ def backward_launch(grad_out, x, src, affine, color, weight, grads, padding, nee
         NEED_X=need_x,
         BLOCK_C=lay["BLOCK_C"],
         BLOCK_P=lay["BLOCK_P"],
+        # The whole register file may be used: without this ptxas trades a few bytes of spill for occupancy
+        # in some specialisations (gpu_block_p's smaller backward tiles keep the registers moderate anyway).
+        maxnreg=255,
     )
     return (programs,), args, consts
 
@@ -189,7 +198,7 @@ def _backward(grad_out, x, src, affine, color, weight, padding, need_x, block_p)
     if grad_out.numel() == 0:
         grad_color = torch.zeros_like(color) if color is not None else None
         return grad_x, torch.zeros_like(affine), grad_color, torch.zeros_like(weight)
-    npb = _config(ch, x.shape[2] * x.shape[3], x.dtype, block_p)[2]
+    npb = _config(ch, x.shape[2] * x.shape[3], x.dtype, block_p, backward=True)[2]
     grad_affine = x.new_empty((n, npb, k, 2, 3))
     grad_weight = x.new_empty((n, npb, k))
     grad_color = x.new_empty((n, npb, k, ch, ch + 1)) if color is not None else None
@@ -236,7 +245,7 @@ def tap_mix_triton(
     weight: Tensor,
     padding: str = "zeros",
     *,
-    block_p: int | None = None,
+    block_p: int | str | None = None,
 ) -> Tensor:
     """``tap_mix`` with the fused Triton kernels (same arguments and result as ``tap_mix_reference``).
 
@@ -245,8 +254,9 @@ def tap_mix_triton(
     of ``x`` is accumulated with atomic adds and so is not bitwise
     deterministic on a GPU; the other gradients are. Inputs are made contiguous
     here; they must be float32 or float64 tensors of one dtype on one device,
-    ``src`` int64. ``block_p`` (pixels per program, a power of two >= 16)
-    overrides the launch heuristic, for tests.
+    ``src`` int64. ``block_p`` (pixels per program, a power of two >= 16, or
+    ``"gpu"`` for what the launcher picks on a GPU, in each kernel) overrides the
+    launch heuristic, for tests.
     """
     _require_triton()
     if x.dtype not in _DTYPES:
@@ -263,8 +273,10 @@ def tap_mix_triton(
         raise TypeError(f"tap_mix triton backend: src must be int64, got {src.dtype}")
     if padding not in _PADDING_CODE:
         raise ValueError(f"tap_mix: padding must be one of {tuple(_PADDING_CODE)}, got {padding!r}")
-    if block_p is not None and (block_p < 16 or block_p & (block_p - 1)):
-        raise ValueError(f"block_p must be a power of two >= 16, got {block_p}")
+    if block_p is not None and block_p != "gpu" and (
+        not isinstance(block_p, int) or block_p < 16 or block_p & (block_p - 1)
+    ):
+        raise ValueError(f"block_p must be a power of two >= 16 or 'gpu', got {block_p!r}")
     color = color.contiguous() if color is not None else None
     return _TapMix.apply(
         x.contiguous(), src.contiguous(), affine.contiguous(), color, weight.contiguous(), padding, block_p
