@@ -1,4 +1,4 @@
-"""The GPU code path, checked on the CPU: gradients at the kink, host synchronisations.
+"""The GPU code path, checked on the CPU: gradients at the kink, host synchronisations, bad input.
 
 Two tools of ``tests/syncs.py`` make the GPU path run here: :class:`PretendCuda`
 (CPU tensors that say they are on ``cuda:0``: every CPU-only shortcut is
@@ -56,7 +56,8 @@ def test_transform_gradient_at_zero_is_one_sided_on_the_gpu_path(cls, monkeypatc
 
 @pytest.mark.parametrize("backend", ["reference", "cpp"])
 def test_layer_gradient_at_zero_is_one_sided_on_the_gpu_path(backend):
-    # The layer's fused path: five warps at exactly 0 (and a colour map away from it) in one tap_mix call.
+    # The layer's fused path: five warps at exactly 0 (and a colour map away from it) in one tap_mix call. The
+    # compiled CPU kernel cannot take a tensor that says it is on CUDA: with it, the CPU run is checked alone.
     x = _images()
     r = torch.randn(6, 2, 9, 11, generator=gen(1), dtype=F64)
     warps = [T.TranslateX(), T.TranslateY(), T.Rotate(), T.ShearX(), T.ShearY()]
