@@ -18,19 +18,21 @@ import platform
 from setuptools import setup
 
 
-def _prefer_a_complete_cuda_toolkit():
+def _prefer_a_complete_cuda_toolkit(cpp_extension):
     # torch finds CUDA_HOME from the nvcc on PATH first; where nvcc is linked
     # into /usr/local/bin that gives /usr/local, which has neither the CUDA
     # headers nor libcudart. A toolkit in /usr/local/cuda is the complete one.
+    # cpp_extension read CUDA_HOME when it was first imported (possibly before
+    # this script ran): its module-level value is the one its builds use.
     complete_toolkit = os.path.exists("/usr/local/cuda/include/cuda_runtime.h")
     if "CUDA_HOME" not in os.environ and "CUDA_PATH" not in os.environ and complete_toolkit:
         os.environ["CUDA_HOME"] = "/usr/local/cuda"
+        cpp_extension.CUDA_HOME = "/usr/local/cuda"
 
 
 def extensions():
     if os.environ.get("AUGNET_BUILD_EXT", "") != "1":
         return {}
-    _prefer_a_complete_cuda_toolkit()
     try:
         from torch.utils import cpp_extension
     except ImportError as err:
@@ -38,6 +40,7 @@ def extensions():
             "AUGNET_BUILD_EXT=1 needs torch at build time: "
             "run `AUGNET_BUILD_EXT=1 pip install -e . --no-build-isolation`"
         ) from err
+    _prefer_a_complete_cuda_toolkit(cpp_extension)
     # As for the build on first use (augnet/ops/_cpp.py): OpenMP, and code tuned
     # for this CPU on x86-64; AUGNET_CXXFLAGS replaces the flags.
     cxx = os.environ.get("AUGNET_CXXFLAGS", "").split() or ["-O3", "-fopenmp"] + (

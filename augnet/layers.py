@@ -17,7 +17,7 @@ from augnet.ops.dispatch import tap_mix
 from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps, select_taps
 from augnet.policy import Policy, layer_specs, transform_classes
-from augnet.transforms.base import KINK_STEP, Transform, at_kink, check_copies, draw, kink_derivative, repeat_rows
+from augnet.transforms.base import Transform, check_copies, draw, kink_gate, wants_kink_gradient
 
 # Policy and transform_classes live in augnet.policy; imported here for the names users already import from here.
 __all__ = ["AugmentationLayer", "AugmentationModule", "Policy", "transform_classes"]
@@ -421,41 +421,32 @@ class AugmentationLayer(nn.Module):
         return self._forward_generic(x, c, n, scales, mu, choice, generator)
 
     def _forward_taps(self, x, c, n, scales, mu, choice, generator) -> Tensor:
-        # Warps at a magnitude of exactly 0 sit on the bilinear kink: their value there is the identity, and
-        # their derivative the one-sided finite difference into (0, 1] (transforms.base.kink_derivative).
-        kinked = self._kinked(mu) if choice is None else set()
+        # Warps at a magnitude of exactly 0 sit on the bilinear kink: there they are drawn at KINK_STEP and mixed
+        # with one identity tap by a gate (transforms.base.kink_gate), which gives the identity's value and the
+        # one-sided derivative into (0, 1]. No branch on the magnitudes' values: the same on every device.
+        gates = self._kink_gates(mu) if choice is None else {}
         taps = []
         for q, t in enumerate(self.transforms):
-            params = t.sample(x, torch.full_like(mu[q], KINK_STEP) if q in kinked else mu[q], generator, c)
+            params = t.sample(x, gates[q][0] if q in gates else mu[q], generator, c)
             taps.append(t.taps(params))
-        moved = {}
-        for q in kinked:
-            with torch.no_grad():
-                moved[q] = tap_mix(x, *concat_taps([taps[q]], x, n), padding=self.transforms[q].padding,
-                                   backend=self.backend)  # fmt: skip
-            taps[q] = Taps(weight=torch.ones(n, 1, dtype=x.dtype, device=x.device))  # the identity, the value at 0
         out = None
         for padding, members in _groups_by_padding(self.transforms).items():
             group = [taps[q] for q in members]
             if choice is None:
-                src, affine, color, weight = concat_taps(group, x, n, scales=[scales[..., q] for q in members])
+                per = [scales[..., q] for q in members]  # each transform's mixture scale (a scalar, or (N,) per row)
+                group, per = _with_kink_identity(group, per, [gates.get(q) for q in members], x, n)
+                src, affine, color, weight = concat_taps(group, x, n, scales=per)
             else:
                 src, affine, color, weight = select_taps(group, members, len(taps), choice, x, n)
             y = tap_mix(x, src, affine, color, weight, padding=padding, backend=self.backend)
             out = y if out is None else out + y
-        if kinked:
-            identity = repeat_rows(x.detach(), n)
-            for q in kinked:  # an exact 0 whose derivative in mu_q is the row's scale times the one-sided slope
-                scale = _rowwise(scales[..., q].detach().to(x.dtype), out)
-                out = out + scale * kink_derivative(identity, moved[q], mu[q])
         return out
 
-    def _kinked(self, mu: Tensor) -> set[int]:
-        """The warps with a kink at 0 whose magnitude is exactly 0 (checked on CPU only; elsewhere it would sync)."""
-        if not any(t.kink_at_zero for t in self.transforms) or not at_kink(mu):
-            return set()
-        zero = (mu.detach() == 0).tolist()
-        return {q for q, t in enumerate(self.transforms) if t.kink_at_zero and zero[q]}
+    def _kink_gates(self, mu: Tensor) -> dict[int, tuple[Tensor, Tensor]]:
+        """``{q: kink_gate(mu[q])}`` for the warps with a kink at 0, when a derivative in ``mu`` is taken."""
+        if not any(t.kink_at_zero for t in self.transforms) or not wants_kink_gradient(mu):
+            return {}
+        return {q: kink_gate(mu[q]) for q, t in enumerate(self.transforms) if t.kink_at_zero}
 
     def _forward_generic(self, x, c, n, scales, mu, choice, generator) -> Tensor:
         outs = [t(x, mu[q], generator=generator, copies=c) for q, t in enumerate(self.transforms)]
@@ -508,6 +499,20 @@ def _magnitude_list(init, q: int) -> list[float]:
         if not math.isfinite(v) or not 0.0 <= v <= 1.0:
             raise ValueError(f"init_magnitude values must lie in [0, 1], got {v}")
     return values
+
+
+def _with_kink_identity(group: list[Taps], scales: list, gates: list, x: Tensor, n: int) -> tuple[list[Taps], list]:
+    """A padding group's taps and scales, the kinked warps' gates applied and their identity tap added.
+
+    ``scales[i]`` is transform ``i``'s mixture scale (a 0-d tensor or an (N,) one), ``gates[i]`` its
+    ``kink_gate`` or ``None``. A warp's taps are scaled by ``scale * gate``; one identity tap carries
+    ``sum of scale * (1 - gate)`` over the group's warps (an exact 0 unless a magnitude is exactly 0).
+    """
+    if all(g is None for g in gates):
+        return group, scales
+    scaled = [s if g is None else s * g[1] for s, g in zip(scales, gates, strict=True)]
+    identity = sum(s * (1.0 - g[1]) for s, g in zip(scales, gates, strict=True) if g is not None)
+    return [*group, Taps(weight=torch.ones(n, 1, dtype=x.dtype, device=x.device))], [*scaled, identity]
 
 
 def _groups_by_padding(transforms) -> dict[str, list[int]]:

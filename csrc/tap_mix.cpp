@@ -1225,6 +1225,9 @@ TORCH_LIBRARY(augnet, m) {
   m.def(
       "tap_mix_backward(Tensor grad_out, Tensor x, Tensor src, Tensor affine, Tensor? color, Tensor weight, "
       "str padding, bool[4] output_mask) -> (Tensor, Tensor, Tensor, Tensor)");
+  // The CUDA kernels' bad-input flag (augnet/ops/bad_input.py): an int32 tensor on a device, kept alive by
+  // Python, whose address the kernels on that device OR their findings into. Implemented for CUDA only.
+  m.def("_set_bad_input_flag(Tensor flag) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(augnet, CPU, m) {

@@ -17,6 +17,14 @@
 // kernel adds the chunks of each tap in order: those three gradients are
 // deterministic on a given GPU.
 //
+// Bad inputs (augnet/ops/bad_input.py): a tap whose src is outside [0, B) or
+// whose warp, colour map or weight is NaN or infinite is never sampled (nothing
+// is read outside x, and there is no device-side assert, which would poison the
+// CUDA context); the forward kernel writes NaN to every pixel of its row and
+// ORs what was wrong into the device's flag (registered from Python through
+// augnet::_set_bad_input_flag); the backward kernels send no gradient from such
+// a row. The Triton kernels do the same.
+//
 // Output coordinates are computed as (2x + 1) / W - 1, not with
 // F.affine_grid's linspace, so they can differ from it in the last bit. Where
 // a sample falls exactly on a pixel (identity or flip taps) bilinear
@@ -54,6 +62,25 @@ constexpr int kFixedSums = 7;                           // 6 affine + 1 weight, 
 constexpr int kMainSums = kFixedSums + kTileSums;       // main pass: fixed sums + a fused colour tile
 
 enum Padding : int { kZeros = 0, kBorder = 1, kReflection = 2 };
+
+// Bits of the bad-input flag (augnet/ops/bad_input.py BITS).
+enum BadInput : int { kBadAffine = 1, kBadColor = 2, kBadWeight = 4, kBadSrc = 8 };
+
+// Per device index: the address of its bad-input flag, or nullptr (then nothing is recorded).
+constexpr int kMaxDevices = 64;
+std::array<int*, kMaxDevices> g_bad_input_flag{};
+
+template <typename T>
+__device__ __forceinline__ bool finite(T v) {
+  return ::isfinite(v);
+}
+
+// What is wrong with tap nk's source, warp and weight (0: nothing).
+template <typename T>
+__device__ __forceinline__ int tap_bits(int64_t s, int64_t B, const T* a, T wk) {
+  const bool a_ok = finite(a[0]) && finite(a[1]) && finite(a[2]) && finite(a[3]) && finite(a[4]) && finite(a[5]);
+  return (s >= 0 && s < B ? 0 : kBadSrc) | (a_ok ? 0 : kBadAffine) | (finite(wk) ? 0 : kBadWeight);
+}
 
 // ---------------------------------------------------------------------------
 // Sampling (grid_sample, bilinear, align_corners=False)
@@ -252,6 +279,7 @@ __global__ void __launch_bounds__(kThreads) tap_mix_forward_kernel(
     const T* __restrict__ color,  // nullptr: identity colour map
     const T* __restrict__ weight,
     T* __restrict__ out,
+    int* __restrict__ bad_flag,  // nullptr: do not record bad inputs
     int64_t B,
     int64_t N,
     int64_t K,
@@ -270,6 +298,7 @@ __global__ void __launch_bounds__(kThreads) tap_mix_forward_kernel(
     const T gx = base_coordinate<T>(px, W);
     const T gy = base_coordinate<T>(py, H);
     T* out_p = out + n * C * HW + p;
+    int bits = 0;  // what is wrong with this row's taps: every thread of the row finds the same
 
     for (int c0 = 0; c0 < C; c0 += kTile) {
       T acc[kTile];
@@ -280,15 +309,24 @@ __global__ void __launch_bounds__(kThreads) tap_mix_forward_kernel(
       for (int64_t k = 0; k < K; ++k) {
         const int64_t nk = n * K + k;
         const int64_t s = src[nk];
-        CUDA_KERNEL_ASSERT(s >= 0 && s < B);
-        if (s < 0 || s >= B) {
-          continue;  // only reached where device asserts are compiled out
-        }
         const T* a = affine + nk * 6;
+        const T wk = weight[nk];
+        int tap = tap_bits(s, B, a, wk);
+        if (color != nullptr) {  // the colour entries this tile reads, checked even for an otherwise bad tap
+          const T* m = color + nk * C * (C + 1);
+          for (int t = 0; t < kTile && c0 + t < C; ++t) {
+            for (int j = 0; j <= C; ++j) {
+              tap |= finite(m[(c0 + t) * (C + 1) + j]) ? 0 : kBadColor;
+            }
+          }
+        }
+        bits |= tap;
+        if (tap != 0) {
+          continue;  // never sampled; the row is NaN below
+        }
         const T sx = a[0] * gx + a[1] * gy + a[2];
         const T sy = a[3] * gx + a[4] * gy + a[5];
         const Corners<T> cr = locate(sx, sy, H, W, padding);
-        const T wk = weight[nk];
         const T* xs = x + s * C * HW;
         if (color == nullptr) {
 #pragma unroll
@@ -324,6 +362,14 @@ __global__ void __launch_bounds__(kThreads) tap_mix_forward_kernel(
         if (c0 + t < C) {
           out_p[(c0 + t) * HW] = acc[t];
         }
+      }
+    }
+    if (bits != 0) {  // a bad tap: the whole row is NaN (over the tiles already written), and it is recorded
+      for (int c = 0; c < C; ++c) {
+        out_p[c * HW] = static_cast<T>(NAN);
+      }
+      if (p == 0 && bad_flag != nullptr) {
+        atomicOr(bad_flag, bits);
       }
     }
   }
@@ -367,9 +413,33 @@ __global__ void __launch_bounds__(kThreads) tap_mix_backward_kernel(
   const int64_t p_end = p_begin + chunk_len < HW ? p_begin + chunk_len : HW;
   T* part = partial + (nk * gridDim.y + blockIdx.y) * R;
 
+  // A row with a bad tap sends no gradient (augnet/ops/bad_input.py): the block checks all K taps of its
+  // row together, and every thread leaves at once (before any barrier) with zeros in the partial sums.
+  {
+    const int64_t per_tap = 8 + (color == nullptr ? 0 : static_cast<int64_t>(C) * (C + 1));
+    bool bad = false;
+    for (int64_t i = threadIdx.x; i < K * per_tap; i += blockDim.x) {
+      const int64_t t = n * K + i / per_tap;
+      const int64_t e = i % per_tap;
+      if (e == 0) {
+        bad |= src[t] < 0 || src[t] >= B;
+      } else if (e < 7) {
+        bad |= !finite(affine[t * 6 + e - 1]);
+      } else if (e == 7) {
+        bad |= !finite(weight[t]);
+      } else {
+        bad |= !finite(color[t * C * (C + 1) + e - 8]);
+      }
+    }
+    if (__syncthreads_or(bad)) {
+      for (int i = threadIdx.x; i < R; i += blockDim.x) {
+        part[i] = T(0);
+      }
+      return;
+    }
+  }
   const int64_t s = src[nk];
-  CUDA_KERNEL_ASSERT(s >= 0 && s < B);
-  const bool s_ok = s >= 0 && s < B;  // the same for the whole block
+  const bool s_ok = s >= 0 && s < B;  // always true here; kept so that no index can leave x
 
   T a[6];
 #pragma unroll
@@ -585,7 +655,9 @@ __global__ void __launch_bounds__(kThreads) tap_mix_backward_finish_kernel(
     } else if (r == 6) {
       grad_weight[nk] = sum;
     } else {
-      grad_color[nk * C * (C + 1) + (r - kFixedSums)] = weight[nk] * sum;
+      // A non-finite weight belongs to a bad row, whose sums are all 0: its colour gradient is 0 too.
+      const T wk = weight[nk];
+      grad_color[nk * C * (C + 1) + (r - kFixedSums)] = finite(wk) ? wk * sum : T(0);
     }
   }
 }
@@ -600,6 +672,21 @@ int64_t ceil_div(int64_t a, int64_t b) {
 
 unsigned int grid_size(int64_t work) {
   return static_cast<unsigned int>(std::min<int64_t>(std::max<int64_t>(ceil_div(work, kThreads), 1), 1 << 30));
+}
+
+int* bad_input_flag(const at::Tensor& x) {
+  const int index = x.device().index();
+  return index >= 0 && index < kMaxDevices ? g_bad_input_flag[index] : nullptr;
+}
+
+void set_bad_input_flag(const at::Tensor& flag) {
+  TORCH_CHECK(
+      flag.is_cuda() && flag.scalar_type() == at::kInt && flag.numel() >= 1 && flag.is_contiguous(),
+      "_set_bad_input_flag: flag must be a contiguous int32 CUDA tensor, got ", flag.scalar_type(), " on ",
+      flag.device());
+  const int index = flag.device().index();
+  TORCH_CHECK(index >= 0 && index < kMaxDevices, "_set_bad_input_flag: device index ", index, " out of range");
+  g_bad_input_flag[index] = flag.data_ptr<int>();
 }
 
 int parse_padding(const char* op, c10::string_view padding) {
@@ -713,6 +800,7 @@ at::Tensor tap_mix_cuda(
         col.has_value() ? col->data_ptr<scalar_t>() : nullptr,
         weight.data_ptr<scalar_t>(),
         out.data_ptr<scalar_t>(),
+        bad_input_flag(x),
         B,
         N,
         K,
@@ -830,4 +918,5 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> tap_mix_backward_cuda
 TORCH_LIBRARY_IMPL(augnet, CUDA, m) {
   m.impl("tap_mix", &augnet_tap_mix_cuda::tap_mix_cuda);
   m.impl("tap_mix_backward", &augnet_tap_mix_cuda::tap_mix_backward_cuda);
+  m.impl("_set_bad_input_flag", &augnet_tap_mix_cuda::set_bad_input_flag);
 }

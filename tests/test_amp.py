@@ -9,6 +9,8 @@ relative for bfloat16); the trunk itself runs under autocast as usual.
 """
 
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -173,3 +175,64 @@ def test_augerino_under_autocast():
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
     assert got16.dtype == torch.bfloat16
     torch.testing.assert_close(got16.float(), expected, rtol=0, atol=ROUNDING[torch.bfloat16])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float16_autocast_with_a_grad_scaler(backend):
+    """What a CUDA user's fp16 step does (autocast float16 and a GradScaler), here on CPU: the augmentation
+    gradients, unscaled, are within float16 error of float32; a step that overflows is skipped and the scale
+    backs off, the augmentation parameters included."""
+    torch.manual_seed(0)
+    model = AugNet(Trunk(), image_layer(backend), train_copies=2)
+    x, y = torch.rand(8, 3, 12, 12, generator=gen(9)), torch.randint(0, 5, (8,), generator=gen(10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def backward(scaler):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.float16, enabled=scaler is not None):
+            out = model(x, generator=gen(11))
+            loss = F.nll_loss(out, y) + 0.5 * selective_regularizer(model)
+        if scaler is None:
+            loss.backward()
+        else:
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+        return loss, [p.grad.clone() for p in model.augment.parameters()]
+
+    loss32, grads32 = backward(None)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
+    loss16, grads16 = backward(scaler)
+    assert model.trunk.dtypes[-1] == torch.float16  # autocast reached the trunk
+    torch.testing.assert_close(loss16.float(), loss32, rtol=0, atol=0.02)
+    for g16, g32 in zip(grads16, grads32, strict=True):
+        assert g16.dtype == torch.float32 and torch.isfinite(g16).all()
+        torch.testing.assert_close(g16, g32, rtol=0.1, atol=0.02)
+    before = [p.detach().clone() for p in model.augment.parameters()]
+    scaler.step(opt)
+    scaler.update()
+    assert scaler.get_scale() == 2.0**10  # no overflow: the scale stays
+    assert any(not torch.equal(p, q) for p, q in zip(model.augment.parameters(), before, strict=True))
+    # A scale that overflows float16 in the trunk's backward: the step is skipped, the scale halves.
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**40)
+    backward(scaler)
+    before = [p.detach().clone() for p in model.parameters()]
+    scaler.step(opt)
+    scaler.update()
+    assert scaler.get_scale() == 2.0**39
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before, strict=True))
+
+
+def test_fit_with_float16_and_its_grad_scaler():
+    # fit(amp=torch.float16) makes the GradScaler a CUDA run would; on CPU it runs the same code.
+    from augnet.training import fit
+
+    torch.manual_seed(0)
+    layer = image_layer("reference", [T.Rotate(), T.TranslateX(), T.Brightness()])
+    model = AugNet(Trunk(), layer, train_copies=2)
+    x, y = torch.rand(16, 3, 12, 12, generator=gen(9)), torch.randint(0, 5, (16,), generator=gen(10))
+    start = layer.raw_magnitudes.detach().clone()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    history = fit(model, x, y, opt, epochs=2, batch_size=8, amp=torch.float16, record_every=1)
+    assert model.trunk.dtypes[-1] == torch.float16
+    assert all(math.isfinite(v) for v in history["loss"]) and len(history["loss"]) == 4
+    assert not torch.equal(layer.raw_magnitudes.detach(), start)

@@ -365,8 +365,9 @@ def test_layer_uses_the_compiled_backend_straight_from_x(monkeypatch):
     layer = augnet.AugmentationLayer([cls() for cls in T.GEOMETRIC], init_magnitude=0.5)
     x = torch.rand(6, 3, 8, 8)
     layer(x, copies=4)
-    # Training: one call reading x itself (6 rows, not 24), Q = 5 taps per copy.
-    assert spy.calls == [((6, 3, 8, 8), (24, 5), x.data_ptr())]
+    # Training: one call reading x itself (6 rows, not 24), Q = 5 taps per copy and the warps' identity tap
+    # (the kink gate's, weighted by an exact 0 while no magnitude is 0; transforms.base.kink_gate).
+    assert spy.calls == [((6, 3, 8, 8), (24, 6), x.data_ptr())]
     layer.eval()
     layer(x, copies=4)
     # Evaluation: one tap per copy.

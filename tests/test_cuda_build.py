@@ -6,9 +6,11 @@ object file does not need). The parity tests JIT-build the extension and run
 only where ``torch.cuda.is_available()``.
 """
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -44,52 +46,93 @@ def _cuda_toolkit() -> tuple[Path, Path] | None:
     return None
 
 
-def _torch_include_paths() -> list[str]:
-    try:
-        paths = cpp_extension.include_paths(device_type="cuda")
-    except TypeError:  # torch < 2.6: include_paths(cuda=True)
-        paths = cpp_extension.include_paths(cuda=True)
-    return [p for p in paths if Path(p).is_dir()]
-
-
-def _gencode(nvcc: Path) -> list[str]:
-    """An architecture this nvcc accepts: sm_90 (H100/H200) when it can, else the newest it lists."""
-    listed = subprocess.run([str(nvcc), "--list-gpu-arch"], capture_output=True, text=True, timeout=60)
-    archs = [a.strip() for a in listed.stdout.split() if a.strip().startswith("compute_")]
-    arch = "compute_90" if "compute_90" in archs or not archs else archs[-1]
-    return ["-gencode", f"arch={arch},code=sm_{arch.removeprefix('compute_')}"]
-
-
-def test_cuda_source_compiles_with_nvcc(tmp_path):
-    toolkit = _cuda_toolkit()
-    if toolkit is None:
+def test_cuda_source_compiles_for_sm80_and_sm90_without_spills():
+    # nvcc --resource-usage for A100 and H100 (no GPU needed): every kernel compiles, with no stack frame and no
+    # spill (the float forward spilled a little on sm_80 before its rewrite for the bad-input contract).
+    if _cuda_toolkit() is None:
         pytest.skip("no nvcc with the CUDA headers (set CUDA_HOME to a CUDA toolkit to run this check)")
-    nvcc, cuda_include = toolkit
-    obj = tmp_path / "tap_mix_cuda.o"
-    cmd = [
-        str(nvcc),
-        "-c",
-        str(CUDA_SOURCE),
-        "-o",
-        str(obj),
-        # The headers of this torch need C++20 (cpp_extension builds with it too).
-        "-std=c++20",
-        *(f"-I{p}" for p in _torch_include_paths()),
-        f"-I{cuda_include}",
-        f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
-        "-DTORCH_EXTENSION_NAME=augnet_tap_mix_cuda",
-        *cpp_extension.COMMON_NVCC_FLAGS,
-        *_gencode(nvcc),
-        "-Xcompiler",
-        "-fPIC",
-    ]
+    from augnet.bench.gpu_compile import cuda_resources
+
     start = time.perf_counter()
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    seconds = time.perf_counter() - start
-    if result.returncode != 0:
-        pytest.fail(f"nvcc failed ({seconds:.0f} s):\n{' '.join(cmd)}\n{result.stderr[-20000:]}")
-    assert obj.is_file() and obj.stat().st_size > 0
-    print(f"compiled {CUDA_SOURCE.name} in {seconds:.1f} s")
+    records = cuda_resources((80, 90))
+    kinds = {(r["kernel"], r["dtype"], r["arch"]) for r in records}
+    kernels, dtypes, archs = ("forward", "backward", "backward_finish"), ("float32", "float64"), ("sm_80", "sm_90")
+    assert kinds == {(k, d, a) for k in kernels for d in dtypes for a in archs}
+    spilled = [r for r in records if r["spills"]]
+    assert not spilled, spilled
+    assert all(r["registers"] <= 255 for r in records)
+    print(f"compiled {CUDA_SOURCE.name} for sm_80 and sm_90 in {time.perf_counter() - start:.1f} s")
+
+
+# ---------------------------------------------------------------------------
+# The toolkit torch builds with, and a build that loads (no GPU needed)
+# ---------------------------------------------------------------------------
+
+ROOT = CSRC.parent
+
+
+def _run_python(code: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    cmd = [sys.executable, "-c", code]
+    return subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+_TOOLKIT_CHECK = """
+import json
+import torch.utils.benchmark  # imports torch.utils.cpp_extension, which reads CUDA_HOME now, once
+from torch.utils import cpp_extension
+from augnet.ops import _cpp
+before = cpp_extension.CUDA_HOME
+with _cpp.cuda_toolkit() as root:
+    inside, nvcc = cpp_extension.CUDA_HOME, cpp_extension._join_cuda_home("bin", "nvcc")
+print(json.dumps(dict(before=before, root=root, inside=inside, nvcc=nvcc, after=cpp_extension.CUDA_HOME)))
+"""
+
+
+def test_the_cuda_build_takes_a_complete_toolkit_even_after_torch_utils_benchmark():
+    # cpp_extension keeps the CUDA_HOME it found when first imported (torch.utils.benchmark imports it): here
+    # /usr/local, from the nvcc wrapper in /usr/local/bin, which has no CUDA headers. Setting the environment
+    # variable afterwards, as augnet did, changed nothing; cuda_toolkit() sets the module's value for the build.
+    if _cuda_toolkit() is None:
+        pytest.skip("no nvcc with the CUDA headers (set CUDA_HOME to a CUDA toolkit to run this check)")
+    result = _run_python(_TOOLKIT_CHECK)
+    assert result.returncode == 0, result.stderr
+    got = json.loads(result.stdout.strip().splitlines()[-1])
+    assert got["root"] is not None and (Path(got["root"]) / "include" / "cuda_runtime.h").is_file()
+    assert got["inside"] == got["root"] and Path(got["nvcc"]).is_file()
+    assert got["after"] == got["before"]  # restored: the user's own builds are left as they were
+
+
+_BUILD_AND_LOAD = """
+import json, os, sys
+import torch.utils.benchmark  # as a user's script may have: the CUDA_HOME trap above
+import torch
+from augnet.ops import _cpp
+os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
+_cpp.build_and_load("augnet_tap_mix_cuda_check", cuda=True, cxx_flags=["-O0"], build_directory=sys.argv[1])
+has = torch._C._dispatch_has_kernel_for_dispatch_key
+keys = {op: {k: has("augnet::" + op, k) for k in ("CPU", "CUDA")} for op in ("tap_mix", "tap_mix_backward")}
+keys["_set_bad_input_flag"] = {"CUDA": has("augnet::_set_bad_input_flag", "CUDA")}
+print(json.dumps(keys))
+"""
+
+
+def test_the_cuda_extension_builds_and_loads_without_a_gpu(tmp_path_factory):
+    # The whole extension (csrc/tap_mix.cpp at -O0, the CUDA kernels for sm_90), built through augnet's own
+    # build function and loaded into a fresh process: the CUDA kernels register their dispatch keys.
+    if _cuda_toolkit() is None:
+        pytest.skip("no nvcc with the CUDA headers (set CUDA_HOME to a CUDA toolkit to run this check)")
+    build = Path(os.environ.get("AUGNET_TEST_BUILD_DIR", str(Path.home() / ".cache" / "augnet" / "cuda_check")))
+    build.mkdir(parents=True, exist_ok=True)
+    result = _run_python(_BUILD_AND_LOAD.replace("sys.argv[1]", repr(str(build))))
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-20000:]
+    keys = json.loads(result.stdout.strip().splitlines()[-1])
+    assert keys == {
+        "tap_mix": {"CPU": True, "CUDA": True},
+        "tap_mix_backward": {"CPU": True, "CUDA": True},
+        "_set_bad_input_flag": {"CUDA": True},
+    }
 
 
 # ---------------------------------------------------------------------------

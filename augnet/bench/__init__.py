@@ -4,10 +4,13 @@
 - :mod:`augnet.bench.eager`: the eager baseline, with kornia;
 - :mod:`augnet.bench.machine`: the machine and its load;
 - :mod:`augnet.bench.inference`: AugNet's forward time with C copies against C times its trunk's;
-- :mod:`augnet.bench.report`: the table, the plot, the saved files and the command (:func:`run_from_args`).
+- :mod:`augnet.bench.report`: the table, the plot, the saved files and the command (:func:`run_from_args`);
+- :mod:`augnet.bench.gpu_compile`: the GPU kernels compiled for sm_80 / sm_90 without a GPU (registers, spills);
+- :mod:`augnet.bench.gpu_model`: the layer's GPU cost on paper (:func:`on_paper`), a model, not a measurement.
 """
 
 from augnet.bench.eager import EAGER, eager_augment, kornia_warp
+from augnet.bench.gpu_model import format_on_paper, on_paper
 from augnet.bench.harness import (
     MODES,
     BenchConfig,
@@ -30,11 +33,13 @@ __all__ = [
     "default_providers",
     "eager_augment",
     "format_inference",
+    "format_on_paper",
     "format_table",
     "geometric_layer",
     "inference_cost",
     "kornia_warp",
     "machine_info",
+    "on_paper",
     "plot_results",
     "run_benchmark",
     "run_from_args",

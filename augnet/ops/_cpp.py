@@ -23,6 +23,7 @@ import hashlib
 import logging
 import os
 import platform
+import shutil
 import sys
 import threading
 import time
@@ -30,7 +31,9 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["cpp_hint", "cuda_hint", "load", "tap_mix_compiled"]
+from augnet.ops.bad_input import flag
+
+__all__ = ["build_and_load", "cpp_hint", "cuda_hint", "cuda_toolkit", "find_cuda_toolkit", "load", "tap_mix_compiled"]
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 _CSRC = _PACKAGE.parent / "csrc"
@@ -73,6 +76,52 @@ def quiet_cpp_extension_log():
         logger.setLevel(level)
 
 
+def find_cuda_toolkit() -> str | None:
+    """The root of a complete CUDA toolkit (``bin/nvcc`` and ``include/cuda_runtime.h``), or None.
+
+    Looked up in ``CUDA_HOME``, ``CUDA_PATH``, the parents of the ``nvcc`` on
+    ``PATH`` (as a link and resolved), then ``/usr/local/cuda``: torch takes
+    the ``nvcc`` on ``PATH`` first, which may be a wrapper in ``/usr/local/bin``
+    whose parent has no CUDA headers or libraries.
+    """
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    on_path = shutil.which("nvcc")
+    if on_path:
+        roots += [str(Path(on_path).parent.parent), str(Path(on_path).resolve().parent.parent)]
+    roots.append("/usr/local/cuda")
+    for root in filter(None, roots):
+        if (Path(root) / "bin" / "nvcc").is_file() and (Path(root) / "include" / "cuda_runtime.h").is_file():
+            return root
+    return None
+
+
+@contextlib.contextmanager
+def cuda_toolkit():
+    """Build with :func:`find_cuda_toolkit`'s toolkit; yields its root (or None).
+
+    ``torch.utils.cpp_extension`` reads ``CUDA_HOME`` once, when it is first
+    imported (``torch.utils.benchmark`` imports it, for one), into its
+    module-level ``CUDA_HOME``, which its builds use; setting the environment
+    variable later changes nothing. Both are set for the block and restored after.
+    """
+    with quiet_cpp_extension_log():
+        from torch.utils import cpp_extension
+
+    root = find_cuda_toolkit()
+    saved_module, saved_env = cpp_extension.CUDA_HOME, os.environ.get("CUDA_HOME")
+    if root is not None:
+        cpp_extension.CUDA_HOME = root
+        os.environ["CUDA_HOME"] = root
+    try:
+        yield root
+    finally:
+        cpp_extension.CUDA_HOME = saved_module
+        if saved_env is None:
+            os.environ.pop("CUDA_HOME", None)
+        else:
+            os.environ["CUDA_HOME"] = saved_env
+
+
 def _load_prebuilt() -> bool:
     for path in sorted(glob.glob(str(_PACKAGE / "_C*.so")) + glob.glob(str(_PACKAGE / "_C*.pyd"))):
         torch.ops.load_library(path)
@@ -81,41 +130,51 @@ def _load_prebuilt() -> bool:
 
 
 def _build_now() -> None:
-    # torch takes CUDA_HOME from the nvcc on PATH first, which may be a link in
-    # /usr/local/bin whose parent has no CUDA headers or libcudart.
-    complete_toolkit = Path("/usr/local/cuda/include/cuda_runtime.h").exists()
-    if "CUDA_HOME" not in os.environ and "CUDA_PATH" not in os.environ and complete_toolkit:
-        os.environ["CUDA_HOME"] = "/usr/local/cuda"
-    with quiet_cpp_extension_log():
-        from torch.utils import cpp_extension
-
-    cpp = str(_CSRC / "tap_mix.cpp")
-    if not Path(cpp).exists():
-        raise RuntimeError(f"the csrc/ sources are not next to this installation ({_CSRC})")
     cxx = os.environ.get("AUGNET_CXXFLAGS", "").split() or CXX_FLAGS
     name = f"augnet_tap_mix_{_cpu_tag()}"
     start = time.perf_counter()
-    cu = _CSRC / "tap_mix_cuda.cu"
     built = False
-    if torch.cuda.is_available() and cpp_extension.CUDA_HOME is not None and cu.exists():
+    if torch.cuda.is_available() and (_CSRC / "tap_mix_cuda.cu").exists():
         try:
-            cpp_extension.load(
-                name=name + "_cuda",
-                sources=[cpp, str(cu)],
-                extra_cflags=cxx,
-                extra_ldflags=LD_FLAGS,
-                extra_cuda_cflags=["-O3"],
-                is_python_module=False,
-                verbose=False,
-            )
+            build_and_load(name + "_cuda", cuda=True, cxx_flags=cxx)
             built = True
         except Exception as err:  # keep the CPU kernel even when the CUDA build fails
             _state["cuda_error"] = f"{type(err).__name__}: {err}"
     if not built:
-        cpp_extension.load(name=name, sources=[cpp], extra_cflags=cxx, extra_ldflags=LD_FLAGS, is_python_module=False)
+        build_and_load(name, cuda=False, cxx_flags=cxx)
     seconds = time.perf_counter() - start
     if seconds > 3:  # it compiled rather than loaded from the cache
         print(f"augnet: built the tap_mix extension in {seconds:.0f} s (cached for later runs)", file=sys.stderr)
+
+
+def build_and_load(name: str, cuda: bool, cxx_flags: list[str], build_directory: str | None = None) -> None:
+    """Compile csrc/ (with the CUDA kernels when ``cuda``) as extension ``name`` and load it into this process.
+
+    The CUDA build takes its toolkit from :func:`cuda_toolkit`, and its
+    architectures from ``TORCH_CUDA_ARCH_LIST`` (torch's rule: the visible
+    GPUs' otherwise). It needs no GPU: a machine without one can build and load
+    the CUDA kernels (``tests/test_cuda_build.py`` does). A process can load
+    only one extension that defines the ``augnet`` op library.
+    """
+    with quiet_cpp_extension_log():
+        from torch.utils import cpp_extension
+
+    cpp = _CSRC / "tap_mix.cpp"
+    if not cpp.exists():
+        raise RuntimeError(f"the csrc/ sources are not next to this installation ({_CSRC})")
+    sources = [str(cpp)]
+    options = dict(extra_cflags=cxx_flags, extra_ldflags=LD_FLAGS, is_python_module=False, verbose=False)
+    if build_directory is not None:
+        options["build_directory"] = build_directory
+    if not cuda:
+        cpp_extension.load(name=name, sources=sources, **options)
+        return
+    with cuda_toolkit() as root:
+        if root is None:
+            raise RuntimeError("no CUDA toolkit (nvcc and include/cuda_runtime.h) found; set CUDA_HOME")
+        cpp_extension.load(
+            name=name, sources=[*sources, str(_CSRC / "tap_mix_cuda.cu")], extra_cuda_cflags=["-O3"], **options
+        )
 
 
 def load() -> bool:
@@ -136,8 +195,11 @@ def load() -> bool:
     return _state["error"] is None
 
 
-def _has_kernel(key: str) -> bool:
-    return torch._C._dispatch_has_kernel_for_dispatch_key("augnet::tap_mix", key)
+def _has_kernel(key: str, op: str = "augnet::tap_mix") -> bool:
+    try:
+        return torch._C._dispatch_has_kernel_for_dispatch_key(op, key)
+    except RuntimeError:  # the op is not defined (an extension built before it existed)
+        return False
 
 
 def cpp_hint() -> str | None:
@@ -164,6 +226,8 @@ def tap_mix_compiled(x, src, affine, color, weight, padding):
     """``augnet::tap_mix`` on contiguous inputs (differentiable); loads the op if needed."""
     if not load():
         raise RuntimeError(f"tap_mix: {cpp_hint()}")
+    if x.is_cuda and not torch.compiler.is_compiling():
+        _register_bad_input_flag(x.device)
     return torch.ops.augnet.tap_mix(
         x.contiguous(),
         src.contiguous(),
@@ -172,6 +236,17 @@ def tap_mix_compiled(x, src, affine, color, weight, padding):
         weight.contiguous(),
         padding,
     )
+
+
+_flag_devices: set[torch.device] = set()
+
+
+def _register_bad_input_flag(device: torch.device) -> None:
+    """Give the CUDA kernels of ``device`` the address of its bad-input flag (once per device; no sync)."""
+    if device in _flag_devices or not _has_kernel("CUDA", "augnet::_set_bad_input_flag"):
+        return
+    torch.ops.augnet._set_bad_input_flag(flag(device))
+    _flag_devices.add(device)
 
 
 # ------------------------------------------------------------------ registration

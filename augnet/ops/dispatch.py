@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from augnet.ops.bad_input import guard_reference
 from augnet.ops.precision import LOW_PRECISION, full_precision
 
 __all__ = [
@@ -210,14 +211,14 @@ def _check_inputs(x, src, affine, color, weight, padding) -> None:
     if b == 0 and n > 0:
         raise ValueError("tap_mix: x is an empty batch but src asks for source rows")
     # Non-finite warps, colour maps or weights would give NaN in one backend and 0 in another, and a
-    # NaN grid crashes grid_sample's backward with border/reflection padding: refuse them first (on CPU;
-    # on accelerators the check would synchronise).
+    # NaN grid crashes grid_sample's backward with border/reflection padding: refuse them first on CPU.
+    # On accelerators the check would synchronise: there the backends make each row with a bad tap NaN
+    # and flag it on the device, and check_bad_input() raises this error later (see ops/bad_input.py).
     if x.device.type == "cpu" and not _compiling():
         for name, t in (("affine", affine), ("color", color), ("weight", weight)):
             if t is not None and t.numel() and not bool(torch.isfinite(t).all()):
                 raise ValueError(f"tap_mix: {name} contains NaN or infinite values")
-    # Range check of src: cheap on CPU; on accelerators it would synchronise, so
-    # it is left to the kernels there (they check their own indices).
+    # Range check of src: cheap on CPU; on accelerators it would synchronise (see above).
     if src.device.type == "cpu" and n > 0 and not _compiling():
         lo, hi = int(src.min()), int(src.max())
         if lo < 0 or hi >= b:
@@ -295,7 +296,13 @@ def tap_mix(
         if dtype != x.dtype:
             affine, color, weight = (None if t is None else t.to(dtype) for t in (affine, color, weight))
         y = x.to(dtype)
-        return _BACKENDS[resolve_backend(backend, y)].fn(y, src, affine, color, weight, padding).to(x.dtype)
+        name = resolve_backend(backend, y)
+        if y.device.type == "cpu" or name in _SELF_CHECKING:
+            return _BACKENDS[name].fn(y, src, affine, color, weight, padding).to(x.dtype)
+        # An accelerator and a backend that does not check its taps: the same contract in torch ops.
+        src, affine, color, weight, bad_row = guard_reference(y, src, affine, color, weight)
+        out = _BACKENDS[name].fn(y, src, affine, color, weight, padding)
+        return torch.where(bad_row[:, None, None, None], torch.nan, out).to(x.dtype)
 
 
 # ------------------------------------------------------------------ the backends
@@ -305,6 +312,8 @@ def tap_mix(
 from augnet.ops import _cpp, _triton  # noqa: E402
 
 _FLOATS = (torch.float32, torch.float64)
+#: Backends whose kernels apply the bad-input contract themselves on accelerators (ops/bad_input.py).
+_SELF_CHECKING = ("cuda", "triton")
 register_backend("cpp", _cpp.tap_mix_compiled, lambda x: x.device.type == "cpu" and x.dtype in _FLOATS, _cpp.cpp_hint)
 register_backend("cuda", _cpp.tap_mix_compiled, lambda x: x.is_cuda and x.dtype in _FLOATS, _cpp.cuda_hint)
 register_backend("triton", _triton.tap_mix_triton, _triton.supports, _triton.unavailable_hint)

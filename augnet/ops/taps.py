@@ -17,6 +17,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from augnet.ops.constants import device_constant
 from augnet.ops.precision import compute_dtype
 
 __all__ = ["Taps", "concat_taps", "identity_affine", "identity_color", "select_taps"]
@@ -121,12 +122,12 @@ def select_taps(
     """
     src, affine, color, weight = concat_taps(group, x, n)
     dev = x.device
-    counts = torch.tensor([t.weight.shape[1] for t in group], device=dev)
+    counts = device_constant([t.weight.shape[1] for t in group], torch.long, dev)
     kmax = int(max(t.weight.shape[1] for t in group))
     offsets = torch.cumsum(counts, 0) - counts
     # Position of the drawn transform inside the group, -1 when outside it.
     pos = torch.full((q,), -1, dtype=torch.long, device=dev)
-    pos[torch.tensor(members, device=dev)] = torch.arange(len(members), device=dev)
+    pos[device_constant(members, torch.long, dev)] = torch.arange(len(members), device=dev)
     local = pos[choice]
     inside = local >= 0
     local = local.clamp_min(0)

@@ -7,6 +7,7 @@ reference for training an AugNet: task loss of the aggregated prediction plus
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
@@ -15,6 +16,8 @@ from torch import Tensor
 
 from augnet.layers import AugmentationLayer
 from augnet.model import AugNet
+from augnet.ops.bad_input import check_bad_input, raise_bad_input
+from augnet.ops.bad_input import flag as bad_input_flag
 from augnet.regularizers import get_regularizer
 from augnet.training.callbacks import Callback, TrainState, check_callbacks
 from augnet.training.devices import amp_dtype, training_device
@@ -66,8 +69,10 @@ def fit(
         generator: source of randomness for the augmentations and, for
             tensors, the batches; on ``device`` (a CUDA run needs a CUDA generator).
         loss_fn: task loss of the aggregated output (log-probabilities by default).
-        record_every: record the policy every this many steps (and at the first).
-        progress: show a tqdm progress bar.
+        record_every: record the policy every this many steps (and at the first). Only these steps read
+            values back from the device (one copy each); the steps between them never wait for it.
+        progress: show a tqdm progress bar; its loss and leading transform are those of the last record
+            step (``record_every`` sets how often they change), so the bar makes no read of its own.
         desc: the progress bar's label.
         record: called at every record step; each key of the dict it returns
             gets a list in the history (e.g. an Augerino's widths).
@@ -132,7 +137,7 @@ def fit(
             xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
             if augment_batch is not None:
                 xb = augment_batch(xb, generator)
-            with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+            with autocast(device, autocast_dtype):
                 out = model(xb, generator=generator) if draws else model(xb)
                 task = loss_fn(out, yb)
                 loss = task + weight * reg(model) if weight else task
@@ -153,32 +158,74 @@ def fit(
                 scheduler.step()
             state.step += 1
             state.last_task_loss, state.last_loss = task.detach(), loss.detach()
+            # Record steps read the device (one copy for everything they record); the steps between them do not,
+            # and neither does the progress bar, which shows what the last record step read.
             if state.step == 1 or state.step % record_every == 0:
                 with torch.no_grad():
+                    loss_value, weights, magnitudes = _read_back(task, layers, device)
                     history["step"].append(state.step)
-                    history["loss"].append(float(task.detach()))
+                    history["loss"].append(loss_value)
                     if layers:
-                        history["weights"].append([layer.weights.tolist() for layer in layers])
-                        history["magnitudes"].append([layer.magnitudes.tolist() for layer in layers])
+                        history["weights"].append(weights)
+                        history["magnitudes"].append(magnitudes)
                     for key, value in (record() if record is not None else {}).items():
                         history.setdefault(key, []).append(value)
+                if progress:
+                    bar.set_postfix(_progress_fields(loss_value, layers, weights), refresh=False)
             for cb in callbacks:
                 cb.on_step_end(state)
-            if progress and layers:
-                top = layers[0]
-                w = top.weights.detach()
-                q = int(w.argmax())
-                name = type(top.transforms[q]).__name__
-                bar.set_postfix(loss=f"{float(task.detach()):.3f}", top=f"{name}:{float(w[q]):.2f}")
             bar.update()
         if scheduler is not None and scheduler_interval == "epoch":
             scheduler.step()
         for cb in callbacks:
             cb.on_epoch_end(state)
+    check_bad_input(device)  # what the steps after the last record step may have flagged (no-op on CPU)
     for cb in callbacks:
         cb.on_train_end(state)
     bar.close()
     return history
+
+
+def _read_back(task: Tensor, layers: list[AugmentationLayer], device: torch.device) -> tuple[float, list, list]:
+    """The task loss, and every layer's weights and magnitudes, as Python numbers, in one copy from the device.
+
+    The same copy reads the device's bad-input flag (:mod:`augnet.ops.bad_input`): a ``tap_mix`` call that
+    saw NaN warps or out-of-range sources since the last record step raises its ``ValueError`` here.
+    """
+    parts = [task.detach().reshape(1)]
+    for layer in layers:
+        parts += [layer.weights.detach(), layer.magnitudes.detach()]
+    dtype = torch.float64 if any(p.dtype == torch.float64 for p in parts) else torch.float32  # exact for each part
+    checks = device.type not in ("cpu", "meta")  # on CPU bad inputs were refused at once; meta has no values
+    if checks:
+        parts.append(bad_input_flag(device))
+    values = torch.cat([p.to(parts[0].device, dtype) for p in parts]).tolist()
+    if checks and values[-1]:
+        bad_input_flag(device).zero_()
+        raise_bad_input(int(values[-1]), device)
+    loss, at = values[0], 1
+    weights, magnitudes = [], []
+    for layer in layers:
+        q = len(layer.transforms)
+        weights.append(values[at : at + q])
+        magnitudes.append(values[at + q : at + 2 * q])
+        at += 2 * q
+    return loss, weights, magnitudes
+
+
+def _progress_fields(loss: float, layers: list[AugmentationLayer], weights: list[list[float]]) -> dict[str, str]:
+    """The progress bar's fields: the loss, and the first layer's leading transform and its weight."""
+    fields = {"loss": f"{loss:.3f}"}
+    if layers:
+        w = weights[0]
+        q = max(range(len(w)), key=w.__getitem__)
+        fields["top"] = f"{type(layers[0].transforms[q]).__name__}:{w[q]:.2f}"
+    return fields
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None):
+    """``torch.autocast`` on ``device`` to ``dtype``, or nothing when ``dtype`` is None (any device, meta included)."""
+    return contextlib.nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
 
 
 def _batches(x, y, batch_size, shuffle):
@@ -195,7 +242,7 @@ def _batches(x, y, batch_size, shuffle):
         def tensor_batches(generator):
             if shuffle:
                 order = torch.randperm(n, generator=generator, device=generator.device if generator else "cpu")
-                order = order.to(x.device)
+                order = order.to(x.device, non_blocking=True)  # once per epoch, without waiting for the device
             else:
                 order = torch.arange(n, device=x.device)
             for i in range(0, n, batch_size):
@@ -247,6 +294,7 @@ def accuracy(
             total += len(yb)
     finally:
         model.train(was_training)
+    check_bad_input(device)
     return correct / max(total, 1)
 
 

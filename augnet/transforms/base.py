@@ -70,7 +70,7 @@ class Transform(nn.Module):
         mixes_samples: ``True`` when an output row reads other samples of the
             batch (sample pairing), so a batch is not its samples one by one.
         padding: for tap transforms, the ``tap_mix`` padding mode.
-        kink_at_zero: a warp with a bilinear kink at magnitude 0 (see :func:`kink_derivative`).
+        kink_at_zero: a warp with a bilinear kink at magnitude 0 (see :func:`kink_gate`).
     """
 
     input_ndim: int = 4
@@ -78,7 +78,7 @@ class Transform(nn.Module):
     padding: str = "zeros"
     #: True for warps whose samples sit exactly on pixel centres at magnitude 0, where bilinear
     #: interpolation has a kink: there the derivative in the magnitude is taken one-sided, into
-    #: (0, 1], by a finite difference of step :data:`KINK_STEP` (see :func:`kink_derivative`).
+    #: (0, 1], by a finite difference of step :data:`KINK_STEP` (see :func:`kink_gate`).
     kink_at_zero: bool = False
 
     # ----------------------------------------------------------------- API
@@ -132,13 +132,16 @@ class Transform(nn.Module):
             magnitude = self.check_magnitude(magnitude, x)
             if x.shape[0] == 0:  # an empty batch: nothing to draw, nothing to transform
                 return x[:0].clone()
-            if self.kink_at_zero and at_kink(magnitude):
-                step = torch.full_like(magnitude, KINK_STEP)
-                params = self.sample(x, step, generator=generator, copies=copies)  # the draws of magnitude 0
-                with torch.no_grad(), full_precision(x) as dtype:
+            if self.kink_at_zero and wants_kink_gradient(magnitude):
+                # At exactly 0: the identity, with the one-sided derivative (see kink_gate). No branch on the
+                # value, so the same code runs on every device without reading the magnitude back.
+                sampled, gate = kink_gate(magnitude)
+                params = self.sample(x, sampled, generator=generator, copies=copies)
+                with full_precision(x) as dtype:
                     moved = self.apply_transform(x.to(dtype), params).to(x.dtype)
-                identity = repeat_rows(x, moved.shape[0])  # the value at 0, with its derivative in x
-                return identity + kink_derivative(identity.detach(), moved, magnitude)
+                identity = repeat_rows(x, moved.shape[0])
+                kinked = identity + gate.to(moved.dtype) * (moved - identity)
+                return torch.where(magnitude == 0, kinked, moved)
             params = self.sample(x, magnitude, generator=generator, copies=copies)
         elif _rows(params) != x.shape[0] * copies:
             raise ValueError(
@@ -241,35 +244,54 @@ class SignalTransform(Transform):
 KINK_STEP = 1e-4
 
 
-def at_kink(magnitude: Tensor) -> bool:
-    """Whether ``magnitude`` asks for a gradient and has an entry exactly 0.
+def wants_kink_gradient(magnitude) -> bool:
+    """Whether a derivative in ``magnitude`` is being taken (a tensor that requires grad, grad mode on).
 
-    Read on CPU only (on an accelerator the read would synchronise); not while compiling.
+    Reads only metadata: no value, so no synchronisation on an accelerator.
     """
-    return (
-        isinstance(magnitude, Tensor)
-        and magnitude.requires_grad
-        and torch.is_grad_enabled()
-        and magnitude.device.type == "cpu"
-        and not torch.compiler.is_compiling()
-        and bool((magnitude.detach() == 0).any())
-    )
+    return isinstance(magnitude, Tensor) and magnitude.requires_grad and torch.is_grad_enabled()
 
 
-def kink_derivative(identity: Tensor, moved: Tensor, magnitude: Tensor) -> Tensor:
-    """An exact 0 whose derivative in ``magnitude`` (exactly 0) is the one-sided slope into (0, 1].
+def kink_gate(magnitude: Tensor) -> tuple[Tensor, Tensor]:
+    """``(sampled, gate)``: how a warp with a kink at magnitude 0 is run, the same on every device.
 
     At magnitude 0 a warp samples every pixel at its centre, where bilinear
-    interpolation has a kink: the backends' gradients there depend on how the
-    coordinates round, and may even have the wrong sign. Added to the
-    transform's value at 0 (the identity), this term gives it the derivative
-    ``(moved - identity) / KINK_STEP``, the finite difference toward the
-    magnitudes the layer can move to, where ``moved`` is the transform at
-    magnitude :data:`KINK_STEP` with the same draws (no gradient flows
-    through ``moved`` or ``identity`` here).
+    interpolation has a kink: a backend's gradient there depends on how the
+    coordinates round, and may even have the wrong sign. The derivative the
+    layer needs is the one-sided one, into (0, 1]. Without reading the
+    magnitude back (which would stop the host on an accelerator), the
+    transform draws its parameters at ``sampled`` (:data:`KINK_STEP` where the
+    magnitude is exactly 0, else the magnitude itself: the same draws either
+    way) and its output is mixed with the identity ``I`` as
+
+        ``gate * T(sampled) + (1 - gate) * I``
+
+    where ``gate`` is exactly 1 off the kink (value and gradient of ``T``
+    unchanged, ``I`` weighted by an exact 0) and, at the kink, exactly 0 with
+    derivative ``1 / KINK_STEP``: the value is the identity and the derivative
+    ``(T(KINK_STEP) - I) / KINK_STEP``, the one-sided finite difference with the
+    same draws. A layer runs ``I`` as one more tap of ``tap_mix``.
+
+    Args:
+        magnitude: a 0-d (or per-row) magnitude tensor.
+
+    Returns:
+        ``sampled`` (no gradient at the kink, the magnitude's elsewhere) and
+        ``gate``, both shaped like ``magnitude``.
+
+    Examples:
+        >>> mu = torch.tensor(0.0, dtype=torch.float64, requires_grad=True)
+        >>> sampled, gate = kink_gate(mu)
+        >>> sampled.item(), gate.item()
+        (0.0001, 0.0)
+        >>> gate.backward()
+        >>> mu.grad.item()
+        10000.0
     """
-    slope = ((moved - identity) / KINK_STEP).detach()
-    return (magnitude - magnitude.detach()).to(slope.dtype) * slope
+    at = magnitude.detach() == 0
+    sampled = torch.where(at, torch.full_like(magnitude, KINK_STEP), magnitude)
+    gate = torch.where(at, (magnitude - magnitude.detach()) / KINK_STEP, torch.ones_like(magnitude))
+    return sampled, gate
 
 
 def positive(name: str, value: float) -> float:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from augnet.ops.constants import device_constant
 from augnet.ops.dispatch import PADDING_MODES
 from augnet.ops.taps import Taps
 from augnet.transforms.base import Transform, param_dtype
@@ -46,7 +47,7 @@ def _color(m: Tensor, bias: Tensor) -> Tensor:
 def _gray(x: Tensor) -> Tensor:
     """Grey level (B, H, W): luma for RGB, the channel mean otherwise."""
     if x.shape[1] == 3:
-        w = torch.tensor(LUMA, dtype=x.dtype, device=x.device)
+        w = device_constant(LUMA, x.dtype, x.device)
         return torch.einsum("c,bchw->bhw", w, x)
     return x.mean(1)
 

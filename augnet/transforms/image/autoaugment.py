@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from augnet.ops.constants import device_constant
 from augnet.transforms.base import Range, positive, relaxed_bernoulli, repeat_rows, uniform
 from augnet.transforms.image._common import _ImageTransform
 
@@ -235,7 +236,7 @@ def _smooth(x: Tensor) -> Tensor:
     ch, h, w = x.shape[1:]
     if h < 3 or w < 3:  # no inside
         return x
-    kernel = torch.tensor(SMOOTH, dtype=x.dtype, device=x.device) / 13.0
+    kernel = device_constant(SMOOTH, x.dtype, x.device) / 13.0
     inside = F.conv2d(x, kernel.expand(ch, 1, 3, 3), groups=ch)  # (N, Ch, H - 2, W - 2)
     mask = torch.zeros(h, w, dtype=torch.bool, device=x.device)
     mask[1:-1, 1:-1] = True

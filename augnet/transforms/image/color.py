@@ -11,6 +11,7 @@ import math
 import torch
 from torch import Tensor
 
+from augnet.ops.constants import device_constant
 from augnet.ops.taps import Taps, identity_color
 from augnet.transforms.base import Range, positive, relaxed_bernoulli, uniform
 from augnet.transforms.image._common import LUMA, _color, _gray, _ImageTransform, _one_tap, _RGBTransform
@@ -98,7 +99,7 @@ class Saturation(_RGBTransform):
     def taps(self, params):
         f = params["factor"]
         eye = torch.eye(3, dtype=f.dtype, device=f.device)
-        gray = torch.tensor(LUMA, dtype=f.dtype, device=f.device).expand(3, 3)  # every row = luma
+        gray = device_constant(LUMA, f.dtype, f.device).expand(3, 3)  # every row = luma
         m = f[:, None, None] * eye + (1.0 - f)[:, None, None] * gray
         return _one_tap(color=_color(m, torch.zeros_like(m[..., 0])))
 
@@ -108,6 +109,10 @@ class Saturation(_RGBTransform):
 
     def extra_repr(self):
         return f"max_delta={self.max_delta}"
+
+
+#: The cross-product matrix of the grey diagonal (1, 1, 1) (times sqrt(3)): Hue's rotation generator.
+_CROSS = ((0.0, -1.0, 1.0), (1.0, 0.0, -1.0), (-1.0, 1.0, 0.0))
 
 
 class Hue(_RGBTransform):
@@ -130,8 +135,7 @@ class Hue(_RGBTransform):
         a = params["angle"]
         dt, dev = a.dtype, a.device
         eye = torch.eye(3, dtype=dt, device=dev)
-        cross = torch.tensor([[0.0, -1.0, 1.0], [1.0, 0.0, -1.0], [-1.0, 1.0, 0.0]], dtype=dt, device=dev)
-        cross = cross / math.sqrt(3.0)
+        cross = device_constant(_CROSS, dt, dev) / math.sqrt(3.0)
         outer = torch.full((3, 3), 1.0 / 3.0, dtype=dt, device=dev)
         c, s = torch.cos(a)[:, None, None], torch.sin(a)[:, None, None]
         m = c * eye + s * cross + (1.0 - c) * outer
@@ -218,7 +222,7 @@ class Gray(_GatedColor, _RGBTransform):
 
     def _color_map(self, params):
         g = params["gate"]
-        luma = torch.tensor(LUMA, dtype=g.dtype, device=g.device).expand(g.shape[0], 3, 3)  # every row = luma
+        luma = device_constant(LUMA, g.dtype, g.device).expand(g.shape[0], 3, 3)  # every row = luma
         return _color(luma, torch.zeros_like(luma[..., 0]))
 
 
