@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from augnet.magnitudes import invert_change, inward_clamp
 from augnet.ops.dispatch import tap_mix
 from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps, select_taps
@@ -24,33 +25,6 @@ __all__ = ["AugmentationLayer", "AugmentationModule", "Policy", "transform_class
 
 EVAL_MODES = ("sample", "mix")
 TRAIN_MODES = ("sample", "mix")
-
-
-class _InwardClamp(torch.autograd.Function):
-    """Clamp to [0, 1] whose gradient survives at the bounds when it points inside.
-
-    A plain clamp has zero gradient outside [0, 1], so a magnitude that reaches
-    a bound can never come back. Here the gradient passes unchanged, except
-    the part that would push a value already at or beyond a bound further out
-    (which would let it drift away while the clamped value stays put).
-    """
-
-    @staticmethod
-    def forward(ctx, raw: Tensor) -> Tensor:
-        ctx.save_for_backward(raw)
-        return raw.clamp(0.0, 1.0)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor) -> Tensor:
-        (raw,) = ctx.saved_tensors
-        # Gradient descent moves raw by -grad: outward at 0 is grad > 0, at 1 grad < 0.
-        outward = ((raw <= 0.0) & (grad > 0)) | ((raw >= 1.0) & (grad < 0))
-        return torch.where(outward, torch.zeros_like(grad), grad)
-
-
-def inward_clamp(raw: Tensor) -> Tensor:
-    """Clamp ``raw`` to [0, 1], keeping the gradient that points back inside."""
-    return _InwardClamp.apply(raw)
 
 
 def check_generator(generator) -> None:
@@ -222,7 +196,7 @@ class AugmentationLayer(nn.Module):
         """(Q,) the transforms' own magnitudes for layer magnitudes ``mu`` (Q,) (the same without calibration)."""
         if self.calibration is None:
             return mu
-        return _invert_change(self.calibration.to(mu), mu * self.calibration[:, -1].max().to(mu))
+        return invert_change(self.calibration.to(mu), mu * self.calibration[:, -1].max().to(mu))
 
     @torch.no_grad()
     def calibrate(
@@ -463,22 +437,6 @@ class AugmentationLayer(nn.Module):
 def _rowwise(scale: Tensor, like: Tensor) -> Tensor:
     """A scalar as it is, an (N,) scale as (N, 1, ...) to multiply ``like``'s rows."""
     return scale if scale.dim() == 0 else scale.reshape(-1, *[1] * (like.dim() - 1))
-
-
-def _invert_change(curves: Tensor, change: Tensor) -> Tensor:
-    """Per row q, the magnitude in [0, 1] at which the monotone curve ``curves[q]`` reaches ``change[q]``.
-
-    ``curves`` (Q, K) holds values at K evenly spaced magnitudes; the inverse is
-    piecewise linear (flat stretches give their first magnitude) and
-    differentiable in ``change``.
-    """
-    k = curves.shape[1]
-    idx = torch.searchsorted(curves.detach().contiguous(), change.detach()[:, None], right=True).clamp(1, k - 1)
-    y0, y1 = curves.gather(1, idx - 1).squeeze(1), curves.gather(1, idx).squeeze(1)
-    step = 1.0 / (k - 1)
-    x0 = (idx.squeeze(1) - 1).to(change.dtype) * step
-    slope = step / (y1 - y0).clamp_min(1e-12)
-    return (x0 + (change - y0) * slope).clamp(0.0, 1.0)
 
 
 def _magnitude_list(init, q: int) -> list[float]:

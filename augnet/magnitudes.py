@@ -1,0 +1,54 @@
+"""Magnitudes in [0, 1]: the clamp whose gradient survives at the bounds, and the inverse of calibration curves."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["invert_change", "inward_clamp"]
+
+
+class _InwardClamp(torch.autograd.Function):
+    """Clamp to [0, 1] whose gradient survives at the bounds when it points inside.
+
+    A plain clamp has zero gradient outside [0, 1], so a magnitude that reaches
+    a bound can never come back. Here the gradient passes unchanged, except
+    the part that would push a value already at or beyond a bound further out
+    (which would let it drift away while the clamped value stays put).
+    """
+
+    @staticmethod
+    def forward(ctx, raw: Tensor) -> Tensor:
+        ctx.save_for_backward(raw)
+        return raw.clamp(0.0, 1.0)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> Tensor:
+        (raw,) = ctx.saved_tensors
+        # Gradient descent moves raw by -grad: outward at 0 is grad > 0, at 1 grad < 0.
+        outward = ((raw <= 0.0) & (grad > 0)) | ((raw >= 1.0) & (grad < 0))
+        return torch.where(outward, torch.zeros_like(grad), grad)
+
+
+def inward_clamp(raw: Tensor) -> Tensor:
+    """Clamp ``raw`` to [0, 1], keeping the gradient that points back inside."""
+    return _InwardClamp.apply(raw)
+
+
+def invert_change(curves: Tensor, change: Tensor) -> Tensor:
+    """Per row q, the magnitude in [0, 1] at which the monotone curve ``curves[q]`` reaches ``change[q]``.
+
+    ``curves`` (Q, K) holds values at K evenly spaced magnitudes; the inverse is
+    piecewise linear (flat stretches give their first magnitude) and
+    differentiable in ``change``.
+    """
+    k = curves.shape[1]
+    idx = torch.searchsorted(curves.detach().contiguous(), change.detach()[:, None], right=True).clamp(1, k - 1)
+    y0, y1 = curves.gather(1, idx - 1).squeeze(1), curves.gather(1, idx).squeeze(1)
+    step = 1.0 / (k - 1)
+    x0 = (idx.squeeze(1) - 1).to(change.dtype) * step
+    slope = step / (y1 - y0).clamp_min(1e-12)
+    return (x0 + (change - y0) * slope).clamp(0.0, 1.0)
+
+
+
