@@ -13,10 +13,11 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from augnet.ops import dispatch
 from augnet.ops.dispatch import tap_mix
 from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps, select_taps
-from augnet.policy import Policy, layer_specs, transform_classes
+from augnet.policy import Policy, rebuild_layers, register_layer_builder, transform_classes
 from augnet.transforms.base import KINK_STEP, Transform, at_kink, check_copies, draw, kink_derivative, repeat_rows
 
 # Policy and transform_classes live in augnet.policy; imported here for the names users already import from here.
@@ -157,6 +158,9 @@ class AugmentationLayer(nn.Module):
             raise ValueError(f"eval_mode must be one of {EVAL_MODES}, got {eval_mode!r}")
         if train_mode not in TRAIN_MODES:
             raise ValueError(f"train_mode must be one of {TRAIN_MODES}, got {train_mode!r}")
+        if not isinstance(backend, str) or backend not in {"auto", *dispatch._BACKENDS}:
+            error = ValueError if isinstance(backend, str) else TypeError
+            raise error(f"backend must be 'auto' or a tap_mix backend {sorted(dispatch._BACKENDS)}, got {backend!r}")
 
         self.transforms = nn.ModuleList(transforms)
         self.weight_logits = nn.Parameter(torch.zeros(q))
@@ -344,8 +348,12 @@ class AugmentationLayer(nn.Module):
             for t, wq, mq, mt in zip(self.transforms, w, mu, m, strict=True)
         ]
 
-    def settings(self) -> dict:
-        """The layer's settings and exact state, for a policy file (see :meth:`Policy.to_json`)."""
+    def settings(self, size: tuple[int, ...] | None = None) -> dict:
+        """The layer's settings and exact state, for a policy file (see :meth:`Policy.to_json`).
+
+        ``size`` is the input size of the ranges in :meth:`policy` (default: the last input the layer saw).
+        """
+        size = size if size is not None else self.last_size
         return {
             "temperature": self.temperature,
             "eval_mode": self.eval_mode,
@@ -355,6 +363,7 @@ class AugmentationLayer(nn.Module):
             "raw_magnitudes": self.raw_magnitudes.detach().cpu().tolist(),
             "calibration": None if self.calibration is None else self.calibration.cpu().tolist(),
             "effect": self.effect.cpu().tolist() if bool(self.effect_measured) else None,
+            "size": None if size is None else [int(s) for s in size],
         }
 
     def extra_repr(self) -> str:
@@ -553,7 +562,7 @@ class AugmentationModule(nn.Module):
 
     def policy(self, size: tuple[int, ...] | None = None) -> Policy:
         """The learned policy of every layer, with their settings (see :class:`Policy`)."""
-        return Policy([layer.policy(size) for layer in self.layers], [layer.settings() for layer in self.layers])
+        return Policy([layer.policy(size) for layer in self.layers], [layer.settings(size) for layer in self.layers])
 
     @classmethod
     def from_policy(cls, policy: Policy | dict | str | Path) -> AugmentationModule:
@@ -575,23 +584,30 @@ class AugmentationModule(nn.Module):
             >>> again.policy().to_json() == module.policy().to_json()
             True
         """
-        layers = []
-        for transforms, settings in layer_specs(policy):
-            layer = AugmentationLayer(
-                transforms,
-                temperature=settings["temperature"],
-                eval_mode=settings["eval_mode"],
-                backend=settings.get("backend", "auto"),
-                # A file written before train_mode existed comes from a layer trained with the blend.
-                train_mode=settings.get("train_mode", "mix"),
-            )
-            with torch.no_grad():
-                if settings.get("calibration") is not None:
-                    layer.calibration = torch.tensor(settings["calibration"], dtype=torch.float32)
-                layer.weight_logits.copy_(torch.tensor(settings["weight_logits"]))
-                layer.raw_magnitudes.copy_(torch.tensor(settings["raw_magnitudes"]))
-                if settings.get("effect") is not None:
-                    layer.effect.copy_(torch.tensor(settings["effect"]))
-                    layer.effect_measured.fill_(True)
-            layers.append(layer)
-        return cls(layers)
+        return cls(rebuild_layers(policy))
+
+
+def _layer_from_settings(transforms: list[Transform], settings: dict) -> AugmentationLayer:
+    """The layer of a policy file's checked settings (see :func:`augnet.policy.check_policy`)."""
+    layer = AugmentationLayer(
+        transforms,
+        temperature=settings["temperature"],
+        eval_mode=settings["eval_mode"],
+        backend=settings.get("backend", "auto"),
+        # A file written before train_mode existed comes from a layer trained with the blend.
+        train_mode=settings.get("train_mode", "mix"),
+    )
+    with torch.no_grad():
+        if settings.get("calibration") is not None:
+            layer.calibration = torch.tensor(settings["calibration"], dtype=torch.float32)
+        layer.weight_logits.copy_(torch.tensor(settings["weight_logits"], dtype=layer.weight_logits.dtype))
+        layer.raw_magnitudes.copy_(torch.tensor(settings["raw_magnitudes"], dtype=layer.raw_magnitudes.dtype))
+        if settings.get("effect") is not None:
+            layer.effect.copy_(torch.tensor(settings["effect"], dtype=layer.effect.dtype))
+            layer.effect_measured.fill_(True)
+    if settings.get("size") is not None:  # the ranges of policy() are at the size the file's ranges are
+        layer.last_size = tuple(int(s) for s in settings["size"])
+    return layer
+
+
+register_layer_builder(_layer_from_settings)
