@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from augnet._calibration import change_curves
 from augnet.ops import dispatch
 from augnet.ops.dispatch import tap_mix
 from augnet.ops.precision import full_precision
@@ -255,39 +256,18 @@ class AugmentationLayer(nn.Module):
             x: a batch of training inputs, :math:`(B, ...)` with ``B >= 1``.
             points: grid size (>= 2).
             generator: draws the transforms' parameters (default: seeded with 0).
+            features: a map of the inputs, e.g. a trunk (a module, or its bound method, is
+                evaluated in evaluation mode and restored: measuring does not change it).
 
         Returns:
             The (Q, points) curves, also in :attr:`calibration`.
+
+        Raises:
+            ValueError, TypeError: inputs or features that are not finite, features that are
+                not a tensor of one shape, transforms that change nothing; the layer is then
+                left as it was.
         """
-        if not isinstance(x, Tensor) or x.dim() < 2 or len(x) == 0:
-            raise ValueError(
-                f"calibrate needs a non-empty batch of inputs, got {getattr(x, 'shape', type(x).__name__)}"
-            )
-        if isinstance(points, bool) or not isinstance(points, int) or points < 2:
-            raise ValueError(f"points must be an int >= 2, got {points!r}")
-        for t in self.transforms:
-            t.check_input(x)
-        if features is not None and not callable(features):
-            raise TypeError(f"features must be a callable (inputs -> features), got {type(features).__name__}")
-        x = x.float()
-        measure = features if features is not None else (lambda inputs: inputs)
-        base = measure(x).float()
-        scale = base.pow(2).mean()
-        if not bool(scale > 0):
-            raise ValueError("calibrate needs inputs (features) that are not all zero: the change is relative to them")
-        generator = generator if generator is not None else torch.Generator(device=x.device).manual_seed(0)
-        state = generator.get_state()
-        grid = torch.linspace(0, 1, points).tolist()
-        curves = torch.zeros(len(self.transforms), points)
-        for q, t in enumerate(self.transforms):
-            for k, m in enumerate(grid):
-                generator.set_state(state)  # the same draws at every magnitude: a smooth curve
-                moved = measure(t(x, m, generator=generator)).float()
-                curves[q, k] = ((moved - base).pow(2).mean() / scale).sqrt()
-        curves = curves.cummax(1).values
-        if bool((curves[:, -1] <= 0).any()):
-            dead = [type(self.transforms[q]).__name__ for q in (curves[:, -1] <= 0).nonzero().flatten().tolist()]
-            raise ValueError(f"cannot calibrate {dead}: they do not change these inputs at any magnitude")
+        curves = change_curves(self.transforms, x, points, generator, features)  # checked; nothing changed yet
         before = self.magnitudes.detach().clone()
         self.calibration = curves.to(self.raw_magnitudes.device)
         caps = self.magnitude_caps

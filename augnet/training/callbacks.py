@@ -283,8 +283,9 @@ class TemperatureAnnealing(Callback):
     def __init__(self, start: float = 1.0, end: float = 0.01, epochs: int | None = None) -> None:
         self.start = _positive("start", start)
         self.end = _positive("end", end)
-        if 1.0 / self.end > 3.4e38:
-            raise ValueError(f"end temperature {end} is too small: logits / temperature overflows float32")
+        for name, value in (("start", self.start), ("end", self.end)):
+            if 1.0 / value > 3.4e38:
+                raise ValueError(f"{name} temperature {value} is too small: logits / temperature overflows float32")
         if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1):
             raise ValueError(f"epochs must be an int >= 1 or None, got {epochs!r}")
         self.epochs = epochs
