@@ -331,9 +331,10 @@ class AugmentationLayer(nn.Module):
     def settings(self, size: tuple[int, ...] | None = None) -> dict:
         """The layer's settings and exact state, for a policy file (see :meth:`Policy.to_json`).
 
-        ``size`` is the input size of the ranges in :meth:`policy` (default: the last input the layer saw).
+        ``last_size`` is the input size the layer last saw (restored by ``from_policy``);
+        ``range_size`` the size the ranges of :meth:`policy` are at (``size``, default ``last_size``).
         """
-        size = size if size is not None else self.last_size
+        last = None if self.last_size is None else [int(s) for s in self.last_size]
         return {
             "temperature": self.temperature,
             "eval_mode": self.eval_mode,
@@ -343,7 +344,8 @@ class AugmentationLayer(nn.Module):
             "raw_magnitudes": self.raw_magnitudes.detach().cpu().tolist(),
             "calibration": None if self.calibration is None else self.calibration.cpu().tolist(),
             "effect": self.effect.cpu().tolist() if bool(self.effect_measured) else None,
-            "size": None if size is None else [int(s) for s in size],
+            "last_size": last,
+            "range_size": last if size is None else [int(s) for s in size],
         }
 
     def extra_repr(self) -> str:
@@ -585,8 +587,8 @@ def _layer_from_settings(transforms: list[Transform], settings: dict) -> Augment
         if settings.get("effect") is not None:
             layer.effect.copy_(torch.tensor(settings["effect"], dtype=layer.effect.dtype))
             layer.effect_measured.fill_(True)
-    if settings.get("size") is not None:  # the ranges of policy() are at the size the file's ranges are
-        layer.last_size = tuple(int(s) for s in settings["size"])
+    if settings.get("last_size") is not None:  # policy() then gives its ranges at the same size as before
+        layer.last_size = tuple(int(s) for s in settings["last_size"])
     return layer
 
 

@@ -8,13 +8,14 @@ is a complete *policy file*::
     {"format": "augnet.policy", "version": 1,
      "layers": [{"transforms": [entry, ...], "temperature": ..., "eval_mode": ..., "train_mode": ...,
                  "backend": ..., "weight_logits": [...], "raw_magnitudes": [...],
-                 "calibration": null | [[...], ...], "effect": null | [...], "size": null | [H, W]}]}
+                 "calibration": null | [[...], ...], "effect": null | [...],
+                 "last_size": null | [H, W], "range_size": null | [H, W]}]}
 
 A file means one thing everywhere. The **state** (``weight_logits``,
 ``raw_magnitudes``, ``temperature``, ``calibration``) is the truth: it is what
 :meth:`augnet.AugmentationModule.from_policy` loads, and what the exporters
 export. The entries' ``weight``, ``magnitude``, ``transform_magnitude`` and
-``range`` are derived from it (``range`` at the stored ``size``); they must
+``range`` are derived from it (``range`` at ``range_size``); they must
 agree with it (within ``rtol=1e-5, atol=1e-6``) or every reader refuses the
 file, naming the entry and the field (:func:`check_policy`). To change a
 policy, rebuild the module, change its parameters and write
@@ -287,12 +288,13 @@ def check_policy(policy: Policy, ranges: bool = False) -> list | None:
     ``raw_magnitudes`` (one finite float32 per entry), optionally ``train_mode``,
     ``backend``, ``calibration`` (one non-decreasing curve of at least 2
     non-negative points per entry, rising above 0), ``effect`` (one number >= 0
-    per entry) and ``size``; every entry's transform must be a concrete augnet
-    transform built from its ``args``; and the entries must agree with the
-    state: the layer rebuilt from the state reports each entry's weight,
-    magnitude, transform magnitude and range (at ``size``) within
-    ``rtol=1e-5, atol=1e-6`` (a file written without ``size`` has its ranges
-    checked only where their unit does not depend on the size).
+    per entry), ``last_size`` and ``range_size`` (input sizes); every entry's
+    transform must be a concrete augnet transform built from its ``args``; and
+    the entries must agree with the state: the layer rebuilt from the state
+    reports each entry's weight, magnitude, transform magnitude and range (at
+    ``range_size``) within ``rtol=1e-5, atol=1e-6`` (a file written without
+    ``range_size`` has its ranges checked only where their unit does not depend
+    on the size).
 
     Raises:
         ValueError: a missing field or a bad value, naming the layer, the entry and the field.
@@ -322,10 +324,10 @@ def check_policy(policy: Policy, ranges: bool = False) -> list | None:
             layer = _LAYER_BUILDER[0](transforms, layer_settings)
         except (TypeError, ValueError) as err:
             raise type(err)(f"{where}: {err}") from None
-        size = layer_settings.get("size")
+        size = layer_settings.get("range_size")
         derived = layer.policy(None if size is None else tuple(size))
         for q, (e, d) in enumerate(zip(entries, derived, strict=True)):
-            _check_agreement(e, d, f"{where}, entry {q} ({d['transform']})", sized="size" in layer_settings)
+            _check_agreement(e, d, f"{where}, entry {q} ({d['transform']})", sized="range_size" in layer_settings)
         layers.append(layer)
     return layers
 
@@ -397,13 +399,15 @@ def _check_settings(settings: dict, q: int, where: str) -> None:
         _vector(settings["effect"], "effect", q, where, low=0.0)
     if settings.get("calibration") is not None:
         _check_calibration(settings["calibration"], q, where)
-    size = settings.get("size")
-    if size is not None:
+    for key in ("last_size", "range_size"):
+        size = settings.get(key)
+        if size is None:
+            continue
         if not isinstance(size, (list, tuple)) or not size or not all(_is_number(s) and float(s).is_integer()
                                                                      for s in size):  # fmt: skip
-            raise TypeError(f"{where}: size must be null or a list of whole numbers (the input's size), got {size!r}")
+            raise TypeError(f"{where}: {key} must be null or a list of whole numbers (an input size), got {size!r}")
         if min(size) < 1:
-            raise ValueError(f"{where}: size must be positive, got {size!r}")
+            raise ValueError(f"{where}: {key} must be positive, got {size!r}")
 
 
 def _check_calibration(curves, q: int, where: str) -> None:

@@ -160,9 +160,12 @@ BAD_FILES = [
     ("effect-length", (*L0, "effect"), [1.0], ValueError, "effect"),
     ("effect-string", (*L0, "effect"), "1", TypeError, "effect"),
     ("effect-negative", (*L0, "effect"), [-1.0, 1.0, 1.0], ValueError, "effect"),
-    ("size-string", (*L0, "size"), "12x12", TypeError, "size"),
-    ("size-zero", (*L0, "size"), [0, 12], ValueError, "size"),
-    ("size-float", (*L0, "size"), [12.5, 12], TypeError, "size"),
+    ("last_size-string", (*L0, "last_size"), "12x12", TypeError, "last_size"),
+    ("last_size-zero", (*L0, "last_size"), [0, 12], ValueError, "last_size"),
+    ("last_size-float", (*L0, "last_size"), [12.5, 12], TypeError, "last_size"),
+    ("range_size-string", (*L0, "range_size"), "12x12", TypeError, "range_size"),
+    ("range_size-negative", (*L0, "range_size"), [-3, 12], ValueError, "range_size"),
+    ("range_size-other", (*L0, "range_size"), [40, 40], ValueError, "range"),
     # transforms
     ("abstract-SignalTransform", (*E00, "transform"), "SignalTransform", ValueError, "SignalTransform"),
     ("base-Transform", (*E00, "transform"), "Transform", ValueError, "Transform"),
@@ -227,7 +230,8 @@ def test_a_policy_with_an_explicit_size_round_trips():
     module = good_module()
     policy = module.policy((32, 20))
     again = augnet.AugmentationModule.from_policy(policy.to_json())
-    assert again.policy().to_json() == policy.to_json()
+    assert again.policy((32, 20)).to_json() == policy.to_json()
+    assert again.policy().to_json() == module.policy().to_json()  # the size the layers saw (12 x 12) is kept
 
 
 @pytest.mark.parametrize("what", ["weight", "magnitude"])
@@ -269,7 +273,7 @@ def _fix_ranges(data):
     for layer in data["layers"]:
         entries = layer["transforms"]
         classes = augnet.policy.transform_classes()
-        size = layer.get("size")
+        size = layer.get("range_size")
         for e in entries:
             t = classes[e["transform"]](**e["args"])
             e["range"] = list(t.natural_range(e["transform_magnitude"], None if size is None else tuple(size)))

@@ -113,7 +113,7 @@ def _entries(policy) -> list[list[dict]]:
             raise ValueError(f"policy layer {i} must be a non-empty list of entries, got {layer!r}")
     rebuilt = check_policy(policy)
     if rebuilt is not None:
-        sizes = [None if s.get("size") is None else tuple(s["size"]) for s in policy.settings]
+        sizes = [None if s.get("range_size") is None else tuple(s["range_size"]) for s in policy.settings]
         policy = [layer.policy(size) for layer, size in zip(rebuilt, sizes, strict=True)]
     for i, layer in enumerate(policy):
         for e in layer:
