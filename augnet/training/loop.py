@@ -15,19 +15,20 @@ from torch import Tensor
 
 from augnet.layers import AugmentationLayer
 from augnet.model import AugNet
-from augnet.regularizers import get_regularizer
+from augnet.training import _checks
+from augnet.training._checks import NonFiniteLossError, checked_pair
 from augnet.training.callbacks import Callback, TrainState, check_callbacks
 from augnet.training.devices import amp_dtype, training_device
 
-__all__ = ["accuracy", "fit"]
+__all__ = ["NonFiniteLossError", "accuracy", "fit"]
 
 
 def fit(
     model: torch.nn.Module,
     x: Tensor | Iterable,
-    y: Tensor | None,
-    optimizer: torch.optim.Optimizer,
-    epochs: int,
+    y: Tensor | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    epochs: int | None = None,
     batch_size: int | None = None,
     lam: float | Callable[[int], float] = 0.5,
     regularizer: str | Callable[[torch.nn.Module], Tensor] = "selective",
@@ -47,6 +48,14 @@ def fit(
 ) -> dict[str, list]:
     """Train ``model`` on tensors or on a data loader; return the history of its augmentation policy.
 
+    Called as ``fit(model, x, y, optimizer, epochs, batch_size)`` on tensors, and
+    as ``fit(model, loader, optimizer=opt, epochs=E)`` or ``fit(model, loader, opt, E)``
+    on a data loader (``fit(model, loader, None, opt, E)`` works too).
+
+    Every argument is checked before anything changes (the model, its device,
+    its mode, the optimiser, the files of the callbacks); the first batch is
+    drawn and checked then too.
+
     Args:
         model: the model to train (put in training mode): an AugNet, an
             :class:`~augnet.Augerino` (both draw their augmentations from
@@ -54,12 +63,13 @@ def fit(
             ``regularizer="none"`` for a model without augmentation).
         x, y: training inputs and targets (tensors); or ``x`` a
             :class:`~torch.utils.data.DataLoader` (any iterable of ``(inputs,
-            targets)`` batches, re-iterated every epoch) and ``y=None``.
-        optimizer: over the model's parameters (see :func:`augnet.param_groups`).
-        epochs: the number of passes over the data.
+            targets)`` tensor batches, re-iterated every epoch) and ``y=None``
+            (or left out: the optimiser may take its place).
+        optimizer: over the model's parameters (see :func:`augnet.param_groups`); required.
+        epochs: the number of passes over the data; required.
         batch_size: for tensors, the batch size (a loader makes its own batches).
-        lam: weight of the regulariser, or a function of the epoch (e.g. a
-            :class:`~augnet.LambdaSchedule`).
+        lam: weight of the regulariser (finite, >= 0), or a function of the epoch
+            (e.g. a :class:`~augnet.LambdaSchedule`), asked for every epoch before training.
         regularizer: ``"selective"`` (augnet's :func:`~augnet.selective_regularizer`),
             ``"paper"`` (the AugNet paper's), ``"augerino"``, ``"none"``, or a
             callable ``model -> scalar``.
@@ -94,23 +104,30 @@ def fit(
         where each record of weights / magnitudes is a list over layers of
         lists over transforms (only for a model with augmentation layers),
         plus the keys of ``record``.
+
+    Raises:
+        TypeError, ValueError: a bad argument or batch, naming it, before the first step.
+        NonFiniteLossError: a step's loss is NaN or infinite (a ValueError): training stops
+            before that step's update, so the model holds the last finite state; the
+            error names the step and holds the history so far.
     """
     from tqdm.auto import tqdm
 
-    reg = get_regularizer(regularizer)
+    y, optimizer, epochs = _checks.call_form(x, y, optimizer, epochs, batch_size)
+    weights = _checks.lam_weights(lam, epochs)
+    reg = _checks.check_regularizer(model, regularizer, weights)
     callbacks = check_callbacks(callbacks)
+    _checks.check_record_every(record_every)
+    _checks.check_callables(loss_fn=loss_fn, record=record, augment_batch=augment_batch)
+    _checks.check_bool("shuffle", shuffle)
+    _checks.check_scheduler(scheduler, optimizer, scheduler_interval)
     batches, steps_per_epoch = _batches(x, y, batch_size, shuffle)
-    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 0:
-        raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
-    if scheduler_interval not in ("epoch", "step"):
-        raise ValueError(f"scheduler_interval must be 'epoch' or 'step', got {scheduler_interval!r}")
-    device = training_device(model, device)
-    if generator is not None and torch.device(generator.device).type != device.type:
-        raise ValueError(
-            f"generator is on {generator.device} but training runs on {device}: the augmentations draw on the "
-            f"inputs' device; pass torch.Generator(device={str(device)!r})"
-        )
-    autocast_dtype = amp_dtype(amp, device)
+    target = _checks.check_device(model, device)
+    _checks.check_generator(generator, target)
+    autocast_dtype = amp_dtype(amp, target)
+    _checks.check_optimizer(model, optimizer)
+    first_epoch = _checks.first_pass(x, batches, generator, epochs)  # draws and checks the first batch
+    device = training_device(model, device)  # everything checked: the model moves only now
     scaler = torch.amp.GradScaler(device.type) if autocast_dtype == torch.float16 else None
     layers = [m for m in model.modules() if isinstance(m, AugmentationLayer)]
     history: dict[str, list] = {"step": [], "loss": []}
@@ -120,28 +137,34 @@ def fit(
     draws = isinstance(model, AugNet)  # Augerino included: it is an AugNet
     total = epochs * steps_per_epoch if steps_per_epoch is not None else None
     bar = tqdm(total=total, disable=not progress, desc=desc, unit="step")
-    model.train()
-    for cb in callbacks:
+    for cb in callbacks:  # before model.train(): a callback that refuses the run (PolicyLogger) changes nothing
         cb.on_train_start(state)
+    model.train()
     for epoch in range(epochs):
-        weight = lam(epoch) if callable(lam) else lam
-        state.epoch, state.lam = epoch, float(weight)
+        weight = weights[epoch]
+        state.epoch, state.lam = epoch, weight
         for cb in callbacks:
             cb.on_epoch_start(state)
-        for xb, yb in batches(generator):
+        steps_before = state.step
+        for xb, yb in first_epoch if epoch == 0 else batches(generator):
             xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
             if augment_batch is not None:
                 xb = augment_batch(xb, generator)
             with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
                 out = model(xb, generator=generator) if draws else model(xb)
                 task = loss_fn(out, yb)
-                loss = task + weight * reg(model) if weight else task
+                loss = task + weight * reg(model) if weight and reg is not None else task
             optimizer.zero_grad(set_to_none=True)
             if scaler is not None:
                 scaler.scale(loss).backward()
                 scaler.unscale_(optimizer)
             else:
                 loss.backward()
+            if not bool(torch.isfinite(loss.detach())):  # before the update: the model keeps its last finite state
+                optimizer.zero_grad(set_to_none=True)
+                bar.close()
+                message = _checks.nonfinite_message(state.step + 1, epoch, loss.detach(), task.detach(), model)
+                raise NonFiniteLossError(message, history)
             for cb in callbacks:
                 cb.on_before_optimizer_step(state)
             if scaler is not None:
@@ -171,6 +194,9 @@ def fit(
                 name = type(top.transforms[q]).__name__
                 bar.set_postfix(loss=f"{float(task.detach()):.3f}", top=f"{name}:{float(w[q]):.2f}")
             bar.update()
+        if state.step == steps_before:
+            bar.close()
+            raise ValueError(f"epoch {epoch} gave no batches (a data loader that yields nothing after epoch 0?)")
         if scheduler is not None and scheduler_interval == "epoch":
             scheduler.step()
         for cb in callbacks:
@@ -178,6 +204,7 @@ def fit(
     for cb in callbacks:
         cb.on_train_end(state)
     bar.close()
+    _checks.check_finite_parameters(model, state.step, history)
     return history
 
 
@@ -213,10 +240,7 @@ def _batches(x, y, batch_size, shuffle):
 
     def loader_batches(generator):
         for i, batch in enumerate(x):
-            if not isinstance(batch, (tuple, list)) or len(batch) < 2:
-                what = type(batch).__name__
-                raise ValueError(f"the data loader's batch {i} is not an (inputs, targets) pair: {what}")
-            yield batch[0], batch[1]
+            yield checked_pair(batch, i)
 
     try:
         steps = len(x)
