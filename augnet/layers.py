@@ -349,11 +349,14 @@ class AugmentationLayer(nn.Module):
         }
 
     def extra_repr(self) -> str:
-        with torch.no_grad():
-            w, mu = self.weights.tolist(), self.magnitudes.tolist()
-        mix = ", ".join(
-            f"{type(t).__name__}(w={wq:.3f}, mu={mq:.3f})" for t, wq, mq in zip(self.transforms, w, mu, strict=True)
-        )
+        if self.weight_logits.is_meta:  # a meta tensor has no values: the transforms alone
+            mix = ", ".join(f"{type(t).__name__}(w=?, mu=?)" for t in self.transforms)
+        else:
+            with torch.no_grad():
+                w, mu = self.weights.tolist(), self.magnitudes.tolist()
+            mix = ", ".join(
+                f"{type(t).__name__}(w={wq:.3f}, mu={mq:.3f})" for t, wq, mq in zip(self.transforms, w, mu, strict=True)
+            )
         calibrated = ", calibrated" if self.calibration is not None else ""
         modes = f"train_mode={self.train_mode!r}, eval_mode={self.eval_mode!r}"
         return f"temperature={self.temperature:g}, {modes}{calibrated}, policy=[{mix}]"
