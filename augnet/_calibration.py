@@ -72,6 +72,8 @@ def change_curves(
         raise ValueError(f"points must be an int >= 2, got {points!r}")
     for t in transforms:
         t.check_input(x)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"calibrate: generator must be a torch.Generator or None, got {type(generator).__name__}")
     if features is not None and not callable(features):
         raise TypeError(f"features must be a callable (inputs -> features), got {type(features).__name__}")
     if not bool(torch.isfinite(x).all()):

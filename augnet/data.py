@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+import numbers
+from collections.abc import Iterable
 
 import torch
 from torch import Tensor
@@ -119,8 +120,19 @@ def rotated_glyphs(
     return (x, y, angle) if return_angle else (x, y)
 
 
+try:
+    from numpy import bool_ as np_bool
+except ImportError:  # numpy is optional
+
+    class np_bool:  # stands for numpy.bool_
+        pass
+
+
 def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A real number: int, float, numpy scalar or 0-d real tensor (not a bool)."""
+    if isinstance(value, Tensor):
+        return value.dim() == 0 and value.dtype != torch.bool and not value.dtype.is_complex
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np_bool))
 
 
 def _rotation_labels(n, size, seed: int, generator: torch.Generator | None) -> tuple[Tensor, Tensor, Tensor]:
@@ -397,14 +409,17 @@ def sinusoids(
             raise ValueError(f"sfreq and duration must be positive and finite, got {name}={value!r}")
         if not positive and not (math.isfinite(value) and value >= 0):
             raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
-    if isinstance(freqs, (str, bytes)) or not isinstance(freqs, Sequence):
+    if isinstance(freqs, (str, bytes)) or not isinstance(freqs, Iterable) or getattr(freqs, "ndim", 1) != 1:
         raise TypeError(f"freqs must be a sequence of frequencies in Hz, got {freqs!r}")
+    freqs = list(freqs)
     if not freqs:
         raise ValueError("freqs must hold at least one frequency (one class each)")
     if not all(_is_number(f) for f in freqs):
         raise TypeError(f"freqs must be numbers (Hz), got {list(freqs)!r}")
+    freqs = [float(f) for f in freqs]
     if not all(math.isfinite(f) for f in freqs):
         raise ValueError(f"freqs must be finite, got {list(freqs)!r}")
+    sfreq, duration, jitter, noise = float(sfreq), float(duration), float(jitter), float(noise)
     samples = round(sfreq * duration)
     if samples < 1:
         raise ValueError(f"duration {duration} s at sfreq {sfreq} Hz gives {samples} samples; a signal needs >= 1")

@@ -393,3 +393,22 @@ def test_temperature_annealing_refuses_a_start_whose_reciprocal_overflows():
     for start in (1e-39, 1e-300):
         with pytest.raises(ValueError, match="start"):
             TemperatureAnnealing(start=start, end=0.01)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (dict(size="32"), ValueError, "size"),
+        (dict(size=(0, 32)), ValueError, "size"),
+        (dict(size=(32.0, 32)), ValueError, "size"),
+        (dict(csv="yes"), TypeError, "csv"),
+        (dict(tensorboard=1), TypeError, "tensorboard"),
+        (dict(overwrite="no"), TypeError, "overwrite"),
+        (dict(log_dir=3.5), TypeError, "log_dir"),
+    ],
+)
+def test_policy_logger_checks_its_arguments_at_construction(tmp_path, kwargs, error, match):
+    kwargs.setdefault("log_dir", tmp_path / "log")
+    with pytest.raises(error, match=match):
+        PolicyLogger(**kwargs)
+    assert not (tmp_path / "log").exists()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 from collections.abc import Callable, Iterator
 
 import torch
@@ -52,8 +53,6 @@ def call_form(x, y, optimizer, epochs, batch_size):
             optimizer, epochs = y, optimizer
         else:
             optimizer = y
-        if batch_size is not None:
-            raise TypeError("with a data loader, pass the arguments after epochs by keyword (batch_size is not one)")
         y = None
     if optimizer is None:
         raise TypeError("fit() needs an optimizer: fit(model, loader, optimizer=opt, epochs=...)")
@@ -102,13 +101,17 @@ def check_regularizer(model: torch.nn.Module, regularizer, weights: list[float])
 def lam_weights(lam, epochs: int) -> list[float]:
     """The regulariser's weight in every epoch (a callable is asked for each epoch, before training)."""
     values = [lam(epoch) for epoch in range(epochs)] if callable(lam) else [lam] * max(epochs, 1)
+    out = []
     for epoch, v in enumerate(values):
         where = f"lam({epoch})" if callable(lam) else "lam"
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
+        if isinstance(v, Tensor) and v.dim() == 0 and not v.dtype.is_complex and v.dtype != torch.bool:
+            v = float(v)
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
             raise TypeError(f"{where} must be a number (the regulariser's weight), got {v!r}")
         if not math.isfinite(v) or v < 0:
             raise ValueError(f"{where} must be finite and >= 0, got {v!r}")
-    return [float(v) for v in values]
+        out.append(float(v))
+    return out
 
 
 def check_callables(**named) -> None:
@@ -118,7 +121,7 @@ def check_callables(**named) -> None:
 
 
 def check_record_every(record_every) -> None:
-    if isinstance(record_every, bool) or not isinstance(record_every, int) or record_every < 1:
+    if isinstance(record_every, bool) or not isinstance(record_every, numbers.Integral) or record_every < 1:
         raise ValueError(f"record_every must be an int >= 1, got {record_every!r}")
 
 

@@ -177,8 +177,15 @@ class PolicyLogger(Callback):
     ) -> None:
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise ValueError(f"every must be an int >= 1, got {every!r}")
+        for name, flag in (("csv", csv), ("tensorboard", tensorboard), ("overwrite", overwrite)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"PolicyLogger: {name} must be True or False, got {flag!r}")
         if not (csv or tensorboard):
             raise ValueError("PolicyLogger writes nothing with csv=False and tensorboard=False")
+        if size is not None and (
+            not isinstance(size, (tuple, list)) or not size or not all(isinstance(s, int) and s >= 1 for s in size)
+        ):
+            raise ValueError(f"PolicyLogger: size must be None or a tuple of positive ints (H, W), got {size!r}")
         self.log_dir = _usable_log_dir(log_dir)
         if csv:
             path = self.log_dir / "policy.csv"
