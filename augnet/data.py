@@ -144,6 +144,8 @@ def _rotation_labels(n, size, seed: int, generator: torch.Generator | None) -> t
         raise ValueError(f"n must be a non-negative int, got {n!r}")
     if isinstance(size, bool) or not isinstance(size, int) or size < 8:
         raise ValueError(f"size must be an int >= 8, got {size!r}")
+    if 48 * max(n, 1) * size * size > 2**62:  # 3 channels of 4 x 4 points per pixel: past any memory
+        raise ValueError(f"n={n} images of size {size} are too large to render")
     g = generator if generator is not None else torch.Generator().manual_seed(_seed(seed))
     y = torch.randint(0, 4, (n,), generator=g)
     figure, down = y % 2, y // 2
@@ -421,6 +423,8 @@ def sinusoids(
         raise ValueError(f"freqs must be finite, got {list(freqs)!r}")
     sfreq, duration, jitter, noise = float(sfreq), float(duration), float(jitter), float(noise)
     samples = round(sfreq * duration)
+    if samples > 2**62 // max(n, 1):
+        raise ValueError(f"{n} signals of {samples} samples (sfreq {sfreq} x duration {duration}) are too large")
     if samples < 1:
         raise ValueError(f"duration {duration} s at sfreq {sfreq} Hz gives {samples} samples; a signal needs >= 1")
     g = generator if generator is not None else torch.Generator().manual_seed(_seed(seed))

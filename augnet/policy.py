@@ -393,7 +393,9 @@ def _check_settings(settings: dict, q: int, where: str) -> None:
     for key in ("eval_mode", "train_mode", "backend"):
         if key in settings and not isinstance(settings[key], str):
             raise TypeError(f"{where}: {key} must be a string, got {settings[key]!r}")
-    _vector(settings["weight_logits"], "weight_logits", q, where)
+    logits = _vector(settings["weight_logits"], "weight_logits", q, where)
+    if max(abs(v) for v in logits) / t > _FLOAT32_MAX:
+        raise ValueError(f"{where}: weight_logits / temperature overflows float32 (temperature {t!r}, logits {logits})")
     _vector(settings["raw_magnitudes"], "raw_magnitudes", q, where)
     if settings.get("effect") is not None:
         _vector(settings["effect"], "effect", q, where, low=0.0)

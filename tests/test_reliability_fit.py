@@ -201,6 +201,8 @@ BAD_KWARGS = {
     "augment_batch-not-callable": (dict(augment_batch="flip"), TypeError, "augment_batch"),
     "regularizer-unknown": (dict(regularizer="l2"), ValueError, "regularizer"),
     "shuffle-string": (dict(shuffle="yes"), TypeError, "shuffle"),
+    "progress-tensor": (dict(progress=torch.tensor([1.0, 2.0])), TypeError, "progress"),
+    "lam-tensor-of-two": (dict(lam=torch.tensor([0.5, 0.5])), TypeError, "lam"),
     "epochs-float": (dict(epochs=1.5), ValueError, "epochs"),
 }  # fmt: skip
 
@@ -412,3 +414,16 @@ def test_policy_logger_checks_its_arguments_at_construction(tmp_path, kwargs, er
     with pytest.raises(error, match=match):
         PolicyLogger(**kwargs)
     assert not (tmp_path / "log").exists()
+
+
+@pytest.mark.parametrize("lam", [torch.tensor(0.5), np.float32(0.5), lambda epoch: torch.tensor(0.1)])
+def test_lam_as_a_tensor_or_numpy_number_trains(lam):
+    model, opt = model_and_opt()
+    history = fit(model, loader(), optimizer=opt, epochs=1, lam=lam)
+    assert history["step"]
+
+
+def test_a_model_that_is_not_a_module_is_refused():
+    _, opt = model_and_opt()
+    with pytest.raises(TypeError, match="model"):
+        fit("model", loader(), optimizer=opt, epochs=1)

@@ -281,6 +281,12 @@ def test_rotated_sprites_takes_any_non_negative_pair(pair):
     assert not torch.equal(x, rotated_sprites(4, pair=0)[0])
 
 
+@pytest.mark.parametrize("kwargs", [dict(size=10**30), dict(n=10**20)])
+def test_rotated_images_too_large_to_render_are_refused(kwargs):
+    with pytest.raises(ValueError, match="too large"):
+        rotated_sprites(**{"n": 4, **kwargs})
+
+
 def test_rotated_sprites_keeps_the_pairs_it_had():
     from augnet.data import make_sprite_pair
 
@@ -309,6 +315,8 @@ def test_rotated_sprites_keeps_the_pairs_it_had():
         (dict(sfreq=10.0, duration=0.04), ValueError, "duration"),
         (dict(sfreq=True), TypeError, "sfreq"),
         (dict(seed=1.5), TypeError, "seed"),
+        (dict(sfreq=1e30), ValueError, "too large"),
+        (dict(freqs=[[2.0]]), TypeError, "freqs"),
     ],
 )
 def test_sinusoids_refuse_what_makes_no_signal(kwargs, error, match):

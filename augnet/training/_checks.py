@@ -83,35 +83,59 @@ def check_optimizer(model: torch.nn.Module, optimizer) -> None:
         )
 
 
-def check_regularizer(model: torch.nn.Module, regularizer, weights: list[float]):
+def check_regularizer(model: torch.nn.Module, regularizer, weights: LamWeights):
     """The regulariser to add (``None`` for ``"none"``, or when every epoch's weight is 0)."""
     reg = get_regularizer(regularizer)
     if isinstance(regularizer, str) and regularizer == "none":
         return None
-    if isinstance(regularizer, str) and any(weights):
+    if isinstance(regularizer, str) and weights.any():
         kinds = (AugmentationLayer,) if regularizer in ("selective", "paper") else (AugmentationLayer, LieAugmentation)
         if not any(isinstance(m, kinds) for m in model.modules()):
             raise ValueError(
                 f"regularizer {regularizer!r} needs augmentation layers, and {type(model).__name__} has none: "
                 f"pass regularizer='none' (or lam=0) for a model without augmentation"
             )
-    return reg if any(weights) else None
+    return reg if weights.any() else None
 
 
-def lam_weights(lam, epochs: int) -> list[float]:
-    """The regulariser's weight in every epoch (a callable is asked for each epoch, before training)."""
-    values = [lam(epoch) for epoch in range(epochs)] if callable(lam) else [lam] * max(epochs, 1)
-    out = []
-    for epoch, v in enumerate(values):
-        where = f"lam({epoch})" if callable(lam) else "lam"
+#: How many epochs of a callable ``lam`` are asked for before training (the rest are asked for as they come).
+LAM_AHEAD = 10_000
+
+
+class LamWeights:
+    """The regulariser's weight per epoch: ``lam`` checked (finite, >= 0) before training, for every epoch.
+
+    A callable is asked for each epoch once: before training for the first
+    :data:`LAM_AHEAD` epochs, then at the start of each later epoch.
+    """
+
+    def __init__(self, lam, epochs: int) -> None:
+        self.lam = lam
+        if callable(lam):
+            self.known = [self._checked(lam(e), f"lam({e})") for e in range(min(epochs, LAM_AHEAD))]
+        else:
+            self.known = [self._checked(lam, "lam")]
+
+    @staticmethod
+    def _checked(v, where: str) -> float:
         if isinstance(v, Tensor) and v.dim() == 0 and not v.dtype.is_complex and v.dtype != torch.bool:
             v = float(v)
         if isinstance(v, bool) or not isinstance(v, numbers.Real):
             raise TypeError(f"{where} must be a number (the regulariser's weight), got {v!r}")
         if not math.isfinite(v) or v < 0:
             raise ValueError(f"{where} must be finite and >= 0, got {v!r}")
-        out.append(float(v))
-    return out
+        return float(v)
+
+    def __getitem__(self, epoch: int) -> float:
+        if not callable(self.lam):
+            return self.known[0]
+        if epoch < len(self.known):
+            return self.known[epoch]
+        return self._checked(self.lam(epoch), f"lam({epoch})")
+
+    def any(self) -> bool:
+        """Whether some epoch (of those known) weighs the regulariser."""
+        return any(self.known) or (callable(self.lam) and len(self.known) == LAM_AHEAD)
 
 
 def check_callables(**named) -> None:
@@ -144,10 +168,9 @@ def check_scheduler(scheduler, optimizer, interval: str) -> None:
 
 def check_device(model: torch.nn.Module, device) -> torch.device:
     """Where training runs (checked; the model is not moved here)."""
-    device = resolve_device(device) if device is not None else model_device(model)
-    if device.type == "meta":
-        raise ValueError("the model's parameters are on meta, which holds no values: move it to a real device")
-    return device
+    if model_device(model).type == "meta":
+        raise ValueError("the model's parameters are on meta, which holds no values: nothing to train or move")
+    return resolve_device(device) if device is not None else model_device(model)
 
 
 def check_generator(generator, device: torch.device) -> None:

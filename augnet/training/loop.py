@@ -113,13 +113,16 @@ def fit(
     """
     from tqdm.auto import tqdm
 
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     y, optimizer, epochs = _checks.call_form(x, y, optimizer, epochs, batch_size)
-    weights = _checks.lam_weights(lam, epochs)
+    weights = _checks.LamWeights(lam, epochs)
     reg = _checks.check_regularizer(model, regularizer, weights)
     callbacks = check_callbacks(callbacks)
     _checks.check_record_every(record_every)
     _checks.check_callables(loss_fn=loss_fn, record=record, augment_batch=augment_batch)
     _checks.check_bool("shuffle", shuffle)
+    _checks.check_bool("progress", progress)
     _checks.check_scheduler(scheduler, optimizer, scheduler_interval)
     batches, steps_per_epoch = _batches(x, y, batch_size, shuffle)
     target = _checks.check_device(model, device)
