@@ -256,16 +256,12 @@ class AugmentationLayer(nn.Module):
             x: a batch of training inputs, :math:`(B, ...)` with ``B >= 1``.
             points: grid size (>= 2).
             generator: draws the transforms' parameters (default: seeded with 0).
-            features: a map of the inputs, e.g. a trunk (a module, or its bound method, is
-                evaluated in evaluation mode and restored: measuring does not change it).
+            features: a map of the inputs, e.g. a trunk (a module, or its bound method, runs in
+                evaluation mode, then is restored: measuring does not change it).
 
         Returns:
-            The (Q, points) curves, also in :attr:`calibration`.
-
-        Raises:
-            ValueError, TypeError: inputs or features that are not finite, features that are
-                not a tensor of one shape, transforms that change nothing; the layer is then
-                left as it was.
+            The (Q, points) curves, also in :attr:`calibration`. Bad input (see
+            :func:`augnet._calibration.change_curves`) raises before anything changes.
         """
         curves = change_curves(self.transforms, x, points, generator, features)  # checked; nothing changed yet
         before = self.magnitudes.detach().clone()

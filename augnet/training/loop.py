@@ -69,7 +69,8 @@ def fit(
         epochs: the number of passes over the data; required.
         batch_size: for tensors, the batch size (a loader makes its own batches).
         lam: weight of the regulariser (finite, >= 0), or a function of the epoch
-            (e.g. a :class:`~augnet.LambdaSchedule`), asked for every epoch before training.
+            (e.g. a :class:`~augnet.LambdaSchedule`), asked for every epoch before training
+            (the first 10,000; later ones as they come).
         regularizer: ``"selective"`` (augnet's :func:`~augnet.selective_regularizer`),
             ``"paper"`` (the AugNet paper's), ``"augerino"``, ``"none"``, or a
             callable ``model -> scalar``.
