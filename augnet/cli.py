@@ -45,6 +45,7 @@ def _demo(args: argparse.Namespace) -> int:
         f"augnet demo: learning the invariance of the {task} task "
         f"({config.n_train} images, {config.epochs} epochs, candidates: {', '.join(config.transforms)})"
     )
+    build_extension_first()
     result = run_demo(config, progress=not args.no_progress)
     print("\nlearned policy (< marks the selected transform):")
     print(result.policy)
@@ -159,6 +160,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     print(f"augnet reproduce {args.name}{' (quick)' if args.quick else ''}")
+    build_extension_first()
     report = reproduce(
         args.name, quick=args.quick, out=args.out, seed=args.seed, progress=not args.no_progress, device=args.device
     )
@@ -166,6 +168,36 @@ def _reproduce(args: argparse.Namespace) -> int:
     saved = [str(p) for p in report.figures] + [str(Path(args.out) / args.name / f"{args.name}.json")]
     print(f"saved {', '.join(saved)}  ({report.seconds:.0f} s)")
     return 0
+
+
+def build_extension_first() -> None:
+    """Load the tap_mix C++ extension before a progress bar starts (its first step would hold the whole build).
+
+    A first run compiles it (about a minute), which is said in one line first.
+    """
+    from augnet.ops import _cpp
+
+    if _cpp._state["tried"] or os.environ.get("AUGNET_BACKEND", "auto") not in ("auto", "cpp"):
+        return
+    if not extension_cached():
+        print("augnet: compiling the tap_mix C++ extension first (once, about a minute)...", flush=True)
+    _cpp.load()
+
+
+def extension_cached() -> bool:
+    """Whether the tap_mix extension is prebuilt or in torch's extension cache (loading it is then quick)."""
+    from augnet.ops import _cpp
+
+    if list(_cpp._PACKAGE.glob("_C*.so")) + list(_cpp._PACKAGE.glob("_C*.pyd")):
+        return True
+    try:
+        with _cpp.quiet_cpp_extension_log():
+            from torch.utils.cpp_extension import _get_build_directory
+
+        name = f"augnet_tap_mix_{_cpp._cpu_tag()}"
+        return (Path(_get_build_directory(name, verbose=False)) / f"{name}.so").exists()
+    except Exception:  # a torch without the helper: say so, to be safe
+        return False
 
 
 def _usable_folder(path: str) -> str | None:

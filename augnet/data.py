@@ -21,7 +21,10 @@ rendered image), so there is no interpolation blur in the data.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import numbers
+from collections.abc import Iterable
 
 import torch
 from torch import Tensor
@@ -117,6 +120,21 @@ def rotated_glyphs(
     return (x, y, angle) if return_angle else (x, y)
 
 
+try:
+    from numpy import bool_ as np_bool
+except ImportError:  # numpy is optional
+
+    class np_bool:  # stands for numpy.bool_
+        pass
+
+
+def _is_number(value) -> bool:
+    """A real number: int, float, numpy scalar or 0-d real tensor (not a bool)."""
+    if isinstance(value, Tensor):
+        return value.dim() == 0 and value.dtype != torch.bool and not value.dtype.is_complex
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np_bool))
+
+
 def _rotation_labels(n, size, seed: int, generator: torch.Generator | None) -> tuple[Tensor, Tensor, Tensor]:
     """The rotation task's protocol: labels (n,) in 0..3, the figure (label % 2), angles (radians).
 
@@ -126,7 +144,9 @@ def _rotation_labels(n, size, seed: int, generator: torch.Generator | None) -> t
         raise ValueError(f"n must be a non-negative int, got {n!r}")
     if isinstance(size, bool) or not isinstance(size, int) or size < 8:
         raise ValueError(f"size must be an int >= 8, got {size!r}")
-    g = generator if generator is not None else torch.Generator().manual_seed(seed)
+    if 48 * max(n, 1) * size * size > 2**62:  # 3 channels of 4 x 4 points per pixel: past any memory
+        raise ValueError(f"n={n} images of size {size} are too large to render")
+    g = generator if generator is not None else torch.Generator().manual_seed(_seed(seed))
     y = torch.randint(0, 4, (n,), generator=g)
     figure, down = y % 2, y // 2
     angle = (torch.rand(n, generator=g) * 2 - 1) * (math.pi / 4) + down * math.pi
@@ -198,6 +218,21 @@ def _palette(g: torch.Generator, colours: int) -> Tensor:
     return rgb
 
 
+def _pair_seed(pair: int) -> int:
+    """The generator seed of sprite pair ``pair``: ``7919 * pair + 17``, or a 64-bit hash of ``pair`` beyond 2^64."""
+    seed = 7919 * pair + 17
+    if seed < 2**64:
+        return seed
+    return int.from_bytes(hashlib.blake2b(str(pair).encode(), digest_size=8).digest(), "little")
+
+
+def _seed(seed) -> int:
+    """A generator seed: any int (one beyond torch's 64-bit range is reduced modulo 2^64)."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {seed!r}")
+    return seed if -(2**63) <= seed < 2**64 else seed % 2**64
+
+
 def make_sprite_pair(pair: int = 0) -> tuple[Tensor, Tensor]:
     """The two sprites of ``pair``: (2, G, G) int64 cells (0 empty, k > 0 colour k) and (2, K + 1, 3) palettes.
 
@@ -218,7 +253,7 @@ def make_sprite_pair(pair: int = 0) -> tuple[Tensor, Tensor]:
     """
     if isinstance(pair, bool) or not isinstance(pair, int) or pair < 0:
         raise ValueError(f"pair must be a non-negative int, got {pair!r}")
-    g = torch.Generator().manual_seed(7919 * pair + 17)
+    g = torch.Generator().manual_seed(_pair_seed(pair))
     grid, parts = SPRITE_GRID, 5
     sprites, palettes = [], []
     while len(sprites) < 2:
@@ -368,15 +403,35 @@ def sinusoids(
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
-    if not sfreq > 0 or not duration > 0:
-        raise ValueError(f"sfreq and duration must be positive, got {sfreq} and {duration}")
-    if jitter < 0 or noise < 0:
-        raise ValueError(f"jitter and noise must be non-negative, got {jitter} and {noise}")
-    g = generator if generator is not None else torch.Generator().manual_seed(seed)
+    for name, value, positive in (("sfreq", sfreq, True), ("duration", duration, True), ("jitter", jitter, False),
+                                  ("noise", noise, False)):  # fmt: skip
+        if not _is_number(value):
+            raise TypeError(f"{name} must be a number, got {value!r}")
+        if positive and not (math.isfinite(value) and value > 0):
+            raise ValueError(f"sfreq and duration must be positive and finite, got {name}={value!r}")
+        if not positive and not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
+    if isinstance(freqs, (str, bytes)) or not isinstance(freqs, Iterable) or getattr(freqs, "ndim", 1) != 1:
+        raise TypeError(f"freqs must be a sequence of frequencies in Hz, got {freqs!r}")
+    freqs = list(freqs)
+    if not freqs:
+        raise ValueError("freqs must hold at least one frequency (one class each)")
+    if not all(_is_number(f) for f in freqs):
+        raise TypeError(f"freqs must be numbers (Hz), got {list(freqs)!r}")
+    freqs = [float(f) for f in freqs]
+    if not all(math.isfinite(f) for f in freqs):
+        raise ValueError(f"freqs must be finite, got {list(freqs)!r}")
+    sfreq, duration, jitter, noise = float(sfreq), float(duration), float(jitter), float(noise)
+    samples = round(sfreq * duration)
+    if samples > 2**62 // max(n, 1):
+        raise ValueError(f"{n} signals of {samples} samples (sfreq {sfreq} x duration {duration}) are too large")
+    if samples < 1:
+        raise ValueError(f"duration {duration} s at sfreq {sfreq} Hz gives {samples} samples; a signal needs >= 1")
+    g = generator if generator is not None else torch.Generator().manual_seed(_seed(seed))
     y = torch.randint(0, len(freqs), (n,), generator=g)
     f = torch.tensor(freqs, dtype=torch.float64)[y] + (torch.rand(n, generator=g, dtype=torch.float64) * 2 - 1) * jitter
     phase = torch.rand(n, generator=g, dtype=torch.float64) * 2 * math.pi
-    t = torch.arange(round(sfreq * duration), dtype=torch.float64) / sfreq
+    t = torch.arange(samples, dtype=torch.float64) / sfreq
     x = torch.sin(2 * math.pi * f[:, None] * t + phase[:, None])
     x = x + noise * torch.randn(x.shape, generator=g, dtype=torch.float64)
     x = x.float()[:, None, :]

@@ -13,11 +13,13 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from augnet._calibration import change_curves
 from augnet.magnitudes import invert_change, inward_clamp
+from augnet.ops import dispatch
 from augnet.ops.dispatch import tap_mix
 from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps, select_taps
-from augnet.policy import Policy, layer_specs, transform_classes
+from augnet.policy import Policy, rebuild_layers, register_layer_builder, transform_classes
 from augnet.transforms.base import Transform, check_copies, draw, kink_gate, wants_kink_gradient
 
 # Policy and transform_classes live in augnet.policy; imported here for the names users already import from here.
@@ -131,6 +133,9 @@ class AugmentationLayer(nn.Module):
             raise ValueError(f"eval_mode must be one of {EVAL_MODES}, got {eval_mode!r}")
         if train_mode not in TRAIN_MODES:
             raise ValueError(f"train_mode must be one of {TRAIN_MODES}, got {train_mode!r}")
+        if not isinstance(backend, str) or backend not in {"auto", *dispatch._BACKENDS}:
+            error = ValueError if isinstance(backend, str) else TypeError
+            raise error(f"backend must be 'auto' or a tap_mix backend {sorted(dispatch._BACKENDS)}, got {backend!r}")
 
         self.transforms = nn.ModuleList(transforms)
         self.weight_logits = nn.Parameter(torch.zeros(q))
@@ -228,39 +233,14 @@ class AugmentationLayer(nn.Module):
             x: a batch of training inputs, :math:`(B, ...)` with ``B >= 1``.
             points: grid size (>= 2).
             generator: draws the transforms' parameters (default: seeded with 0).
+            features: a map of the inputs, e.g. a trunk (a module, or its bound method, runs in
+                evaluation mode, then is restored: measuring does not change it).
 
         Returns:
-            The (Q, points) curves, also in :attr:`calibration`.
+            The (Q, points) curves, also in :attr:`calibration`. Bad input (see
+            :func:`augnet._calibration.change_curves`) raises before anything changes.
         """
-        if not isinstance(x, Tensor) or x.dim() < 2 or len(x) == 0:
-            raise ValueError(
-                f"calibrate needs a non-empty batch of inputs, got {getattr(x, 'shape', type(x).__name__)}"
-            )
-        if isinstance(points, bool) or not isinstance(points, int) or points < 2:
-            raise ValueError(f"points must be an int >= 2, got {points!r}")
-        for t in self.transforms:
-            t.check_input(x)
-        if features is not None and not callable(features):
-            raise TypeError(f"features must be a callable (inputs -> features), got {type(features).__name__}")
-        x = x.float()
-        measure = features if features is not None else (lambda inputs: inputs)
-        base = measure(x).float()
-        scale = base.pow(2).mean()
-        if not bool(scale > 0):
-            raise ValueError("calibrate needs inputs (features) that are not all zero: the change is relative to them")
-        generator = generator if generator is not None else torch.Generator(device=x.device).manual_seed(0)
-        state = generator.get_state()
-        grid = torch.linspace(0, 1, points).tolist()
-        curves = torch.zeros(len(self.transforms), points)
-        for q, t in enumerate(self.transforms):
-            for k, m in enumerate(grid):
-                generator.set_state(state)  # the same draws at every magnitude: a smooth curve
-                moved = measure(t(x, m, generator=generator)).float()
-                curves[q, k] = ((moved - base).pow(2).mean() / scale).sqrt()
-        curves = curves.cummax(1).values
-        if bool((curves[:, -1] <= 0).any()):
-            dead = [type(self.transforms[q]).__name__ for q in (curves[:, -1] <= 0).nonzero().flatten().tolist()]
-            raise ValueError(f"cannot calibrate {dead}: they do not change these inputs at any magnitude")
+        curves = change_curves(self.transforms, x, points, generator, features)  # checked; nothing changed yet
         before = self.magnitudes.detach().clone()
         self.calibration = curves.to(self.raw_magnitudes.device)
         caps = self.magnitude_caps
@@ -321,8 +301,13 @@ class AugmentationLayer(nn.Module):
             for t, wq, mq, mt in zip(self.transforms, w, mu, m, strict=True)
         ]
 
-    def settings(self) -> dict:
-        """The layer's settings and exact state, for a policy file (see :meth:`Policy.to_json`)."""
+    def settings(self, size: tuple[int, ...] | None = None) -> dict:
+        """The layer's settings and exact state, for a policy file (see :meth:`Policy.to_json`).
+
+        ``last_size`` is the input size the layer last saw (restored by ``from_policy``);
+        ``range_size`` the size the ranges of :meth:`policy` are at (``size``, default ``last_size``).
+        """
+        last = None if self.last_size is None else [int(s) for s in self.last_size]
         return {
             "temperature": self.temperature,
             "eval_mode": self.eval_mode,
@@ -332,14 +317,19 @@ class AugmentationLayer(nn.Module):
             "raw_magnitudes": self.raw_magnitudes.detach().cpu().tolist(),
             "calibration": None if self.calibration is None else self.calibration.cpu().tolist(),
             "effect": self.effect.cpu().tolist() if bool(self.effect_measured) else None,
+            "last_size": last,
+            "range_size": last if size is None else [int(s) for s in size],
         }
 
     def extra_repr(self) -> str:
-        with torch.no_grad():
-            w, mu = self.weights.tolist(), self.magnitudes.tolist()
-        mix = ", ".join(
-            f"{type(t).__name__}(w={wq:.3f}, mu={mq:.3f})" for t, wq, mq in zip(self.transforms, w, mu, strict=True)
-        )
+        if self.weight_logits.is_meta:  # a meta tensor has no values: the transforms alone
+            mix = ", ".join(f"{type(t).__name__}(w=?, mu=?)" for t in self.transforms)
+        else:
+            with torch.no_grad():
+                w, mu = self.weights.tolist(), self.magnitudes.tolist()
+            mix = ", ".join(
+                f"{type(t).__name__}(w={wq:.3f}, mu={mq:.3f})" for t, wq, mq in zip(self.transforms, w, mu, strict=True)
+            )
         calibrated = ", calibrated" if self.calibration is not None else ""
         modes = f"train_mode={self.train_mode!r}, eval_mode={self.eval_mode!r}"
         return f"temperature={self.temperature:g}, {modes}{calibrated}, policy=[{mix}]"
@@ -519,7 +509,7 @@ class AugmentationModule(nn.Module):
 
     def policy(self, size: tuple[int, ...] | None = None) -> Policy:
         """The learned policy of every layer, with their settings (see :class:`Policy`)."""
-        return Policy([layer.policy(size) for layer in self.layers], [layer.settings() for layer in self.layers])
+        return Policy([layer.policy(size) for layer in self.layers], [layer.settings(size) for layer in self.layers])
 
     @classmethod
     def from_policy(cls, policy: Policy | dict | str | Path) -> AugmentationModule:
@@ -541,23 +531,30 @@ class AugmentationModule(nn.Module):
             >>> again.policy().to_json() == module.policy().to_json()
             True
         """
-        layers = []
-        for transforms, settings in layer_specs(policy):
-            layer = AugmentationLayer(
-                transforms,
-                temperature=settings["temperature"],
-                eval_mode=settings["eval_mode"],
-                backend=settings.get("backend", "auto"),
-                # A file written before train_mode existed comes from a layer trained with the blend.
-                train_mode=settings.get("train_mode", "mix"),
-            )
-            with torch.no_grad():
-                if settings.get("calibration") is not None:
-                    layer.calibration = torch.tensor(settings["calibration"], dtype=torch.float32)
-                layer.weight_logits.copy_(torch.tensor(settings["weight_logits"]))
-                layer.raw_magnitudes.copy_(torch.tensor(settings["raw_magnitudes"]))
-                if settings.get("effect") is not None:
-                    layer.effect.copy_(torch.tensor(settings["effect"]))
-                    layer.effect_measured.fill_(True)
-            layers.append(layer)
-        return cls(layers)
+        return cls(rebuild_layers(policy))
+
+
+def _layer_from_settings(transforms: list[Transform], settings: dict) -> AugmentationLayer:
+    """The layer of a policy file's checked settings (see :func:`augnet.policy.check_policy`)."""
+    layer = AugmentationLayer(
+        transforms,
+        temperature=settings["temperature"],
+        eval_mode=settings["eval_mode"],
+        backend=settings.get("backend", "auto"),
+        # A file written before train_mode existed comes from a layer trained with the blend.
+        train_mode=settings.get("train_mode", "mix"),
+    )
+    with torch.no_grad():
+        if settings.get("calibration") is not None:
+            layer.calibration = torch.tensor(settings["calibration"], dtype=torch.float32)
+        layer.weight_logits.copy_(torch.tensor(settings["weight_logits"], dtype=layer.weight_logits.dtype))
+        layer.raw_magnitudes.copy_(torch.tensor(settings["raw_magnitudes"], dtype=layer.raw_magnitudes.dtype))
+        if settings.get("effect") is not None:
+            layer.effect.copy_(torch.tensor(settings["effect"], dtype=layer.effect.dtype))
+            layer.effect_measured.fill_(True)
+    if settings.get("last_size") is not None:  # policy() then gives its ranges at the same size as before
+        layer.last_size = tuple(int(s) for s in settings["last_size"])
+    return layer
+
+
+register_layer_builder(_layer_from_settings)

@@ -6,8 +6,20 @@ also holds each layer's settings and exact state, so that :meth:`Policy.to_json`
 is a complete *policy file*::
 
     {"format": "augnet.policy", "version": 1,
-     "layers": [{"transforms": [entry, ...], "temperature": ..., "eval_mode": ..., "backend": ...,
-                 "weight_logits": [...], "raw_magnitudes": [...], "calibration": null | [[...], ...]}]}
+     "layers": [{"transforms": [entry, ...], "temperature": ..., "eval_mode": ..., "train_mode": ...,
+                 "backend": ..., "weight_logits": [...], "raw_magnitudes": [...],
+                 "calibration": null | [[...], ...], "effect": null | [...],
+                 "last_size": null | [H, W], "range_size": null | [H, W]}]}
+
+A file means one thing everywhere. The **state** (``weight_logits``,
+``raw_magnitudes``, ``temperature``, ``calibration``) is the truth: it is what
+:meth:`augnet.AugmentationModule.from_policy` loads, and what the exporters
+export. The entries' ``weight``, ``magnitude``, ``transform_magnitude`` and
+``range`` are derived from it (``range`` at ``range_size``); they must
+agree with it (within ``rtol=1e-5, atol=1e-6``) or every reader refuses the
+file, naming the entry and the field (:func:`check_policy`). To change a
+policy, rebuild the module, change its parameters and write
+``module.policy().to_json()`` again (or change the state and the entries together).
 
 :func:`read_policy` reads such a file (a path, the dict or a :class:`Policy`),
 :func:`layer_specs` turns it into what each layer is built from, and
@@ -22,7 +34,9 @@ import it, it imports neither (the exporters register themselves with
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,9 +45,12 @@ __all__ = [
     "POLICY_FORMAT",
     "POLICY_VERSION",
     "Policy",
+    "check_policy",
     "layer_specs",
     "read_policy",
+    "rebuild_layers",
     "register_exporter",
+    "register_layer_builder",
     "transform_classes",
 ]
 
@@ -42,11 +59,21 @@ POLICY_VERSION = 1
 
 #: Exporters by library name, ``fn(policy, size) -> pipeline`` (filled by :mod:`augnet.export`).
 _EXPORTERS: dict[str, Callable[..., Any]] = {}
+#: Builds one layer from ``(transforms, settings)`` (registered by :mod:`augnet.layers`, which imports this module).
+_LAYER_BUILDER: list[Callable[[list, dict], Any]] = []
+#: How closely an entry must agree with the value its layer's state gives.
+RTOL, ATOL = 1e-5, 1e-6
+_FLOAT32_MAX = 3.4028234663852886e38
 
 
 def register_exporter(library: str, fn: Callable[..., Any]) -> None:
     """Make ``Policy.to_<library>(size)`` call ``fn(policy, size)`` (how :mod:`augnet.export` plugs in)."""
     _EXPORTERS[library] = fn
+
+
+def register_layer_builder(fn: Callable[[list, dict], Any]) -> None:
+    """Make ``fn(transforms, settings) -> layer`` the way a policy file's layers are rebuilt (:mod:`augnet.layers`)."""
+    _LAYER_BUILDER[:] = [fn]
 
 
 def _exporter(library: str) -> Callable[..., Any]:
@@ -57,7 +84,11 @@ def _exporter(library: str) -> Callable[..., Any]:
 
 
 def transform_classes() -> dict[str, type]:
-    """Every public augnet transform class by name (image, signal, audio and sensor transforms)."""
+    """Every public augnet transform class by name (image, signal, audio and sensor transforms).
+
+    Only transforms that can be built and used: base classes (``Transform``,
+    ``SignalTransform``), which draw nothing, are not among them.
+    """
     from augnet.transforms import audio, image, signal
     from augnet.transforms.base import Transform
 
@@ -65,7 +96,7 @@ def transform_classes() -> dict[str, type]:
     for module in (image, signal, audio):
         for name in module.__all__:
             obj = getattr(module, name)
-            if isinstance(obj, type) and issubclass(obj, Transform):
+            if isinstance(obj, type) and issubclass(obj, Transform) and obj.sample is not Transform.sample:
                 out[name] = obj
     return out
 
@@ -121,7 +152,14 @@ class Policy(list):
             ...settings}]}``: per layer its entries (ranges as ``[low, high, unit]``)
             and, when known, its settings and exact state (temperature,
             evaluation mode, backend, weight logits, raw magnitudes, calibration).
+
+        Raises:
+            ValueError, TypeError: the policy is not one a reader would take (a
+                missing field, a value that is not finite, entries that disagree
+                with the state; see :func:`check_policy`): nothing is written that
+                cannot be read back.
         """
+        check_policy(self, ranges=True)
         layers = []
         for i, entries in enumerate(self.layers_json()):
             settings = self.settings[i] if self.settings is not None else {}
@@ -130,22 +168,36 @@ class Policy(list):
 
     @classmethod
     def from_json(cls, data: dict) -> Policy:
-        """The policy of a :meth:`to_json` dict (ranges back as :class:`~augnet.transforms.base.Range`)."""
+        """The policy of a :meth:`to_json` dict (ranges back as :class:`~augnet.transforms.base.Range`).
+
+        Raises:
+            ValueError, TypeError: not a policy file, or one that no reader would
+                take (see :func:`check_policy`), naming the layer, entry and field.
+        """
         from augnet.transforms.base import Range
 
         if not isinstance(data, dict) or data.get("format") != POLICY_FORMAT:
             got = f"a dict with format {data.get('format')!r}" if isinstance(data, dict) else type(data).__name__
             raise ValueError(f"not an augnet policy file: expected a dict with format {POLICY_FORMAT!r}, got {got}")
-        if data.get("version") != POLICY_VERSION:
-            version = data.get("version")
+        version = data.get("version")
+        if isinstance(version, bool) or version != POLICY_VERSION:
             raise ValueError(f"unsupported policy file version {version!r}; this augnet reads {POLICY_VERSION}")
+        if not isinstance(data.get("layers"), list) or not data["layers"]:
+            raise ValueError(f"a policy file's 'layers' must be a non-empty list, got {data.get('layers')!r}")
         layers, settings = [], []
-        for i, layer in enumerate(data.get("layers", [])):
+        for i, layer in enumerate(data["layers"]):
             if not isinstance(layer, dict) or not isinstance(layer.get("transforms"), list):
                 raise ValueError(f"policy layer {i} must be a dict with a 'transforms' list, got {layer!r}")
+            for q, e in enumerate(layer["transforms"]):
+                _check_entry(e, f"policy layer {i}, entry {q}", ranges=True)
             layers.append([{**e, "range": Range(*e["range"])} for e in layer["transforms"]])
             settings.append({k: v for k, v in layer.items() if k != "transforms"})
-        return cls(layers, settings if all(settings) else None)
+        if any(settings) and not all(settings):
+            bare = next(i for i, s in enumerate(settings) if not s)
+            raise ValueError(f"policy layer {bare} has no settings (temperature, weight_logits, ...) while others do")
+        policy = cls(layers, settings if all(settings) else None)
+        check_policy(policy, ranges=True)
+        return policy
 
     def to_kornia(self, size: tuple[int, int] | None = None):
         """This policy as a ``kornia.augmentation`` pipeline (see :func:`augnet.export.to_kornia`)."""
@@ -160,16 +212,17 @@ def read_policy(policy: Policy | dict | str | Path) -> Policy:
     """A :class:`Policy` from a policy, its :meth:`Policy.to_json` dict, or a JSON file holding that dict.
 
     A file (or dict) may also hold the policy under the key ``"policy"``, as
-    ``augnet demo``'s ``demo.json`` does.
+    ``augnet demo``'s ``demo.json`` does. The policy is checked (:func:`check_policy`).
     """
     if isinstance(policy, (str, Path)):
         policy = json.loads(Path(policy).read_text())
     if isinstance(policy, dict) and "format" not in policy and isinstance(policy.get("policy"), dict):
         policy = policy["policy"]  # a run's record holding its policy file
     if isinstance(policy, dict):
-        policy = Policy.from_json(policy)
+        return Policy.from_json(policy)
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a Policy, its to_json() dict or a file path, got {type(policy).__name__}")
+    check_policy(policy)
     return policy
 
 
@@ -179,25 +232,224 @@ def layer_specs(policy: Policy | dict | str | Path) -> list[tuple[list, dict]]:
     Raises:
         ValueError: the policy has no layer settings (it was not made by
             :meth:`augnet.AugmentationModule.policy`), or an entry names an
-            unknown transform or has no constructor arguments.
+            unknown transform or has no constructor arguments, or the policy is
+            not one a reader would take (see :func:`check_policy`).
     """
     policy = read_policy(policy)
+    _require_settings(policy)
+    classes = transform_classes()
+    return [
+        ([_transform_from_entry(e, f"policy layer {i}, entry {q}", classes) for q, e in enumerate(entries)], settings)
+        for i, (entries, settings) in enumerate(zip(policy, policy.settings, strict=True))
+    ]
+
+
+def rebuild_layers(policy: Policy | dict | str | Path) -> list:
+    """The layers a full policy describes (what :meth:`augnet.AugmentationModule.from_policy` holds), checked."""
+    policy = read_policy(policy)
+    _require_settings(policy)
+    return check_policy(policy)
+
+
+def _require_settings(policy: Policy) -> None:
     if policy.settings is None:
         raise ValueError(
             "this policy has no layer settings (it was not made by AugmentationModule.policy()); "
             "only a full policy rebuilds a module"
         )
-    classes = transform_classes()
-    return [
-        ([_transform_from_entry(e, i, classes) for e in entries], settings)
-        for i, (entries, settings) in enumerate(zip(policy, policy.settings, strict=True))
-    ]
 
 
-def _transform_from_entry(entry: dict, layer: int, classes: dict[str, type]):
+def _transform_from_entry(entry: dict, where: str, classes: dict[str, type]):
     name = entry.get("transform")
     if name not in classes:
-        raise ValueError(f"policy layer {layer}: unknown transform {name!r}; augnet has {sorted(classes)}")
+        raise ValueError(f"{where}: unknown transform {name!r}; augnet has {sorted(classes)}")
     if "args" not in entry:
-        raise ValueError(f"policy layer {layer}: the entry of {name} has no 'args' (constructor arguments)")
-    return classes[name](**entry["args"])
+        raise ValueError(f"{where}: the entry of {name} has no 'args' (constructor arguments)")
+    args = entry["args"]
+    if not isinstance(args, dict) or not all(isinstance(k, str) for k in args):
+        raise TypeError(f"{where}: the 'args' of {name} must be a dict of constructor arguments, got {args!r}")
+    try:
+        return classes[name](**args)
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"{where}: {name}(**{args!r}) cannot be built: {err}") from None
+
+
+# ----------------------------------------------------------------------------------------------- checks
+
+
+def check_policy(policy: Policy, ranges: bool = False) -> list | None:
+    """Check that ``policy`` means one thing to every reader; return its rebuilt layers (``None`` without settings).
+
+    Every entry needs ``transform`` (a name), ``weight`` and ``magnitude``
+    (finite numbers; ``transform_magnitude`` too when present) and, with
+    ``ranges`` (a file), ``range`` (``[low, high, unit]``). A policy with layer
+    settings (a full policy, made by :meth:`augnet.AugmentationModule.policy`)
+    also needs, per layer, ``temperature``, ``eval_mode``, ``weight_logits`` and
+    ``raw_magnitudes`` (one finite float32 per entry), optionally ``train_mode``,
+    ``backend``, ``calibration`` (one non-decreasing curve of at least 2
+    non-negative points per entry, rising above 0), ``effect`` (one number >= 0
+    per entry), ``last_size`` and ``range_size`` (input sizes); every entry's
+    transform must be a concrete augnet transform built from its ``args``; and
+    the entries must agree with the state: the layer rebuilt from the state
+    reports each entry's weight, magnitude, transform magnitude and range (at
+    ``range_size``) within ``rtol=1e-5, atol=1e-6`` (a file written without
+    ``range_size`` has its ranges checked only where their unit does not depend
+    on the size).
+
+    Raises:
+        ValueError: a missing field or a bad value, naming the layer, the entry and the field.
+        TypeError: a field of the wrong type.
+    """
+    if not isinstance(policy, list) or isinstance(policy, str):
+        raise TypeError(f"policy must be an augnet Policy, got {type(policy).__name__}")
+    for i, layer in enumerate(policy):
+        if not isinstance(layer, list):
+            raise ValueError(f"policy layer {i} must be a list of entries, got {layer!r}")
+        for q, e in enumerate(layer):
+            _check_entry(e, f"policy layer {i}, entry {q}", ranges)
+    settings = getattr(policy, "settings", None)
+    if settings is None:
+        return None
+    if not policy:
+        raise ValueError("the policy has no layers")
+    classes = transform_classes()
+    layers = []
+    for i, (entries, layer_settings) in enumerate(zip(policy, settings, strict=True)):
+        where = f"policy layer {i}"
+        if not entries:
+            raise ValueError(f"{where} has no transforms")
+        _check_settings(layer_settings, len(entries), where)
+        transforms = [_transform_from_entry(e, f"{where}, entry {q}", classes) for q, e in enumerate(entries)]
+        try:
+            layer = _LAYER_BUILDER[0](transforms, layer_settings)
+        except (TypeError, ValueError) as err:
+            raise type(err)(f"{where}: {err}") from None
+        size = layer_settings.get("range_size")
+        derived = layer.policy(None if size is None else tuple(size))
+        for q, (e, d) in enumerate(zip(entries, derived, strict=True)):
+            _check_agreement(e, d, f"{where}, entry {q} ({d['transform']})", sized="range_size" in layer_settings)
+        layers.append(layer)
+    return layers
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _check_entry(e, where: str, ranges: bool) -> None:
+    if not isinstance(e, dict):
+        raise ValueError(f"{where}: an entry must be a dict with 'transform', 'weight' and 'magnitude', got {e!r}")
+    if not isinstance(e.get("transform"), str):
+        raise ValueError(f"{where}: 'transform' must be a transform's name, got {e.get('transform')!r}")
+    for key in ("weight", "magnitude", "transform_magnitude"):
+        if key not in e:
+            if key == "transform_magnitude":
+                continue
+            raise ValueError(f"{where}: the entry of {e['transform']} has no {key!r}")
+        if not _is_number(e[key]):
+            raise TypeError(f"{where}: {key} of {e['transform']} must be a number, got {e[key]!r}")
+        if not math.isfinite(e[key]):
+            raise ValueError(f"{where}: {key} of {e['transform']} is {e[key]!r}, not a finite number")
+    if not ranges:
+        return
+    if "range" not in e:
+        raise ValueError(f"{where}: the entry of {e['transform']} has no 'range'")
+    r = e["range"]
+    ok = isinstance(r, (list, tuple)) and len(r) == 3 and _is_number(r[0]) and _is_number(r[1])
+    if not ok or not isinstance(r[2], str) or not (math.isfinite(r[0]) and math.isfinite(r[1])):
+        raise ValueError(f"{where}: range of {e['transform']} must be [low, high, unit] (finite numbers), got {r!r}")
+
+
+def _vector(value, name: str, q: int, where: str, low: float = -_FLOAT32_MAX) -> list[float]:
+    what = f"{where}: {name} must be a list of {q} numbers (one per entry of 'transforms')"
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{what}, got {value!r}")
+    bad = [v for v in value if not _is_number(v)]
+    if bad:
+        raise TypeError(f"{what}, got {bad[0]!r} in {value!r}")
+    if len(value) != q:
+        raise ValueError(f"{what}, got {len(value)}: {value!r}")
+    if not all(math.isfinite(v) for v in value):
+        raise ValueError(f"{where}: {name} contains NaN or infinite values: {value!r}")
+    if any(abs(v) > _FLOAT32_MAX for v in value):
+        raise ValueError(f"{where}: {name} has values beyond float32's range (±3.4e38): {value!r}")
+    if any(v < low for v in value):
+        raise ValueError(f"{where}: {name} must be >= {low:g}, got {value!r}")
+    return [float(v) for v in value]
+
+
+def _check_settings(settings: dict, q: int, where: str) -> None:
+    if not isinstance(settings, dict):
+        raise TypeError(f"{where}: the settings must be a dict, got {settings!r}")
+    for key in ("temperature", "eval_mode", "weight_logits", "raw_magnitudes"):
+        if key not in settings:
+            raise ValueError(f"{where} has no {key!r} (a full policy file keeps every layer's settings and state)")
+    t = settings["temperature"]
+    if not _is_number(t):
+        raise TypeError(f"{where}: temperature must be a number, got {t!r}")
+    if not math.isfinite(t) or t <= 0 or 1.0 / t > _FLOAT32_MAX:
+        raise ValueError(f"{where}: temperature must be positive, finite and not so small that logits / it overflow, "
+                         f"got {t!r}")  # fmt: skip
+    for key in ("eval_mode", "train_mode", "backend"):
+        if key in settings and not isinstance(settings[key], str):
+            raise TypeError(f"{where}: {key} must be a string, got {settings[key]!r}")
+    logits = _vector(settings["weight_logits"], "weight_logits", q, where)
+    if max(abs(v) for v in logits) / t > _FLOAT32_MAX:
+        raise ValueError(f"{where}: weight_logits / temperature overflows float32 (temperature {t!r}, logits {logits})")
+    _vector(settings["raw_magnitudes"], "raw_magnitudes", q, where)
+    if settings.get("effect") is not None:
+        _vector(settings["effect"], "effect", q, where, low=0.0)
+    if settings.get("calibration") is not None:
+        _check_calibration(settings["calibration"], q, where)
+    for key in ("last_size", "range_size"):
+        size = settings.get(key)
+        if size is None:
+            continue
+        if not isinstance(size, (list, tuple)) or not size or not all(_is_number(s) and float(s).is_integer()
+                                                                     for s in size):  # fmt: skip
+            raise TypeError(f"{where}: {key} must be null or a list of whole numbers (an input size), got {size!r}")
+        if min(size) < 1:
+            raise ValueError(f"{where}: {key} must be positive, got {size!r}")
+
+
+def _check_calibration(curves, q: int, where: str) -> None:
+    what = f"{where}: calibration must be null or {q} curves (lists of numbers, one per transform)"
+    if not isinstance(curves, (list, tuple)) or not all(isinstance(c, (list, tuple)) for c in curves):
+        raise TypeError(f"{what}, got {curves!r}")
+    if not all(_is_number(v) for c in curves for v in c):
+        raise TypeError(f"{what}, got {curves!r}")
+    if len(curves) != q:
+        raise ValueError(f"{what}, got {len(curves)}")
+    if len({len(c) for c in curves}) != 1 or len(curves[0]) < 2:
+        raise ValueError(f"{where}: calibration curves must all have the same number (>= 2) of points, got {curves!r}")
+    for c in curves:
+        if not all(math.isfinite(v) and 0 <= v <= _FLOAT32_MAX for v in c):
+            raise ValueError(f"{where}: calibration values must be finite and >= 0, got {list(c)!r}")
+        if any(b < a for a, b in itertools.pairwise(c)):
+            raise ValueError(f"{where}: a calibration curve must not decrease, got {list(c)!r}")
+        if c[-1] <= 0:
+            raise ValueError(f"{where}: a calibration curve must rise above 0 (to be inverted), got {list(c)!r}")
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=RTOL, abs_tol=ATOL)
+
+
+def _check_agreement(e: dict, d: dict, where: str, sized: bool) -> None:
+    """Entry ``e`` of a file against ``d``, the entry its layer's state gives."""
+    hint = (
+        "a file means what its state (weight_logits, raw_magnitudes, temperature, calibration) says: change the "
+        "state and the entries together, or rebuild the module, change it and write module.policy() again"
+    )
+    checks = [("weight", e["weight"], d["weight"]), ("magnitude", e["magnitude"], d["magnitude"])]
+    key = "transform_magnitude" if "transform_magnitude" in e else "magnitude"
+    checks.append((key, e[key], d["transform_magnitude"]))  # what the exporters run the transform at
+    for name, got, want in checks:
+        if not _close(got, want):
+            raise ValueError(f"{where}: {name} {got!r} disagrees with the layer's state, which gives {want!r}; {hint}")
+    r, want = e.get("range"), d["range"]
+    if r is None or (not sized and r[2] != want[2]):
+        return  # no range (an in-memory policy), or a file from before 'size' whose range is in size-dependent units
+    if r[2] != want[2] or not (_close(r[0], want[0]) and _close(r[1], want[1])):
+        raise ValueError(f"{where}: range {list(r)!r} disagrees with the layer's state, which gives {list(want)!r}; "
+                         f"{hint}")  # fmt: skip

@@ -220,6 +220,13 @@ class LambdaSchedule:
     """
 
     def __init__(self, values: Sequence[float] = (0.5, 0.05), milestones: Sequence[int] = (40,)) -> None:
+        for name, seq, kind in (("values", values, "numbers"), ("milestones", milestones, "ints (epochs)")):
+            if not isinstance(seq, Sequence) or isinstance(seq, str):
+                raise TypeError(f"{name} must be a sequence of {kind}, got {seq!r}")
+        if not all(_is_number(v) for v in values):
+            raise TypeError(f"values must be numbers, got {list(values)!r}")
+        if not all(isinstance(m, int) and not isinstance(m, bool) for m in milestones):
+            raise TypeError(f"milestones must be ints (epochs), got {list(milestones)!r}")
         values, milestones = [float(v) for v in values], [int(m) for m in milestones]
         if len(values) != len(milestones) + 1:
             raise ValueError(
@@ -238,6 +245,10 @@ class LambdaSchedule:
 
     def __repr__(self) -> str:
         return f"LambdaSchedule(values={self.values}, milestones={self.milestones})"
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def augmentation_parameters(module: nn.Module) -> list[nn.Parameter]:
@@ -278,6 +289,11 @@ def param_groups(
         ``[trunk group, augmentation group]``, or ``[trunk, weight logits, magnitudes]``
         with ``magnitude_weight_decay``.
 
+    Raises:
+        ValueError: a decay that is negative or not finite, or an ``aug_lr`` that is not positive
+            and finite (optimisers do not check per-group values).
+        TypeError: a value that is not a number.
+
     Examples:
         >>> import augnet
         >>> from augnet.transforms import image as T
@@ -288,6 +304,15 @@ def param_groups(
         >>> [g["weight_decay"] for g in param_groups(model, magnitude_weight_decay=1.0)]
         [0.0, 0.0, 1.0]
     """
+    for name, value in (("weight_decay", weight_decay), ("aug_weight_decay", aug_weight_decay),
+                        ("magnitude_weight_decay", magnitude_weight_decay), ("aug_lr", aug_lr)):  # fmt: skip
+        if value is None and name in ("magnitude_weight_decay", "aug_lr"):
+            continue
+        if not _is_number(value):
+            raise TypeError(f"param_groups: {name} must be a number, got {value!r}")
+        if not math.isfinite(value) or value < 0 or (name == "aug_lr" and value == 0):
+            what = "positive and finite" if name == "aug_lr" else "finite and >= 0"
+            raise ValueError(f"param_groups: {name} must be {what}, got {value!r}")
     aug = augmentation_parameters(module)
     aug_ids = {id(p) for p in aug}
     rest = [p for p in module.parameters() if id(p) not in aug_ids]

@@ -76,6 +76,7 @@ def main(argv=None):
     parser.add_argument("--amp", action="store_true", help="mixed precision for the trunk")
     parser.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
     parser.add_argument("--log", default="runs/cifar10", help="folder of the policy log and policy.json")
+    parser.add_argument("--overwrite", action="store_true", help="replace the log of an earlier run in --log")
     parser.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event files")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -98,7 +99,7 @@ def main(argv=None):
     groups = augnet.param_groups(model, weight_decay=2e-2, aug_weight_decay=0.0)
     opt = torch.optim.AdamW(groups, lr=args.lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(args.epochs, 1))
-    logger = PolicyLogger(args.log, every=50, tensorboard=args.tensorboard, size=(32, 32))
+    logger = PolicyLogger(args.log, every=50, tensorboard=args.tensorboard, size=(32, 32), overwrite=args.overwrite)
     fit(
         model,
         train_loader,

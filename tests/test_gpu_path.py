@@ -218,7 +218,8 @@ def test_fit_on_an_accelerator_stops_at_the_record_step_after_a_bad_input(fresh_
 
     x, y = torch.rand(8, 3, 6, 6, generator=gen(0)), torch.arange(8) % 2
     layer = augnet.AugmentationLayer([T.Rotate()], init_magnitude=0.3, backend="reference")
-    model = augnet.AugNet(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(108, 2)), layer)
+    # effect_every=0: PretendCuda only relabels CPU tensors, and the measurement's generator would be a real CUDA one.
+    model = augnet.AugNet(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(108, 2)), layer, effect_every=0)
     with torch.no_grad():
         layer.raw_magnitudes.fill_(float("nan"))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -10,7 +10,7 @@ from typing import Any
 
 from torch import nn
 
-from augnet.policy import Policy, transform_classes
+from augnet.policy import Policy, check_policy, transform_classes
 from augnet.transforms import image as T
 from augnet.transforms.base import Transform
 
@@ -65,14 +65,6 @@ def _why_none(name: str) -> str:
     return "it is not an image transform"
 
 
-def _why_none(name: str) -> str:
-    if name == "SamplePairing":
-        return "it blends each sample with another sample of the batch, which a per-sample pipeline cannot see"
-    if name in IMAGE_NAMES:
-        return "no counterpart"
-    return "it is not an image transform"
-
-
 def unsupported(name: str) -> _Unsupported:
     """The exception a builder raises for transform ``name``, saying why it has no counterpart."""
     return _Unsupported(_why_none(name))
@@ -103,7 +95,13 @@ def check_size(size) -> tuple[int, int] | None:
 
 
 def _entries(policy) -> list[list[dict]]:
-    """The policy's layers of entries, checked."""
+    """The policy's layers of entries, checked.
+
+    A full policy (one with layer settings, as :meth:`augnet.AugmentationModule.policy`
+    makes) is checked as :meth:`augnet.AugmentationModule.from_policy` checks it
+    (:func:`augnet.policy.check_policy`), and its entries are those its state
+    gives: a file means the same to the exporters as to ``from_policy``.
+    """
     if isinstance(policy, dict):
         policy = Policy.from_json(policy)
     if not isinstance(policy, list) or isinstance(policy, str):
@@ -113,16 +111,23 @@ def _entries(policy) -> list[list[dict]]:
     for i, layer in enumerate(policy):
         if not isinstance(layer, list) or not layer:
             raise ValueError(f"policy layer {i} must be a non-empty list of entries, got {layer!r}")
+    rebuilt = check_policy(policy)
+    if rebuilt is not None:
+        sizes = [None if s.get("range_size") is None else tuple(s["range_size"]) for s in policy.settings]
+        policy = [layer.policy(size) for layer, size in zip(rebuilt, sizes, strict=True)]
+    for i, layer in enumerate(policy):
         for e in layer:
-            if not isinstance(e, dict) or "transform" not in e or "weight" not in e:
-                raise ValueError(f"policy layer {i}: an entry needs 'transform' and 'weight', got {e!r}")
-            w, m = e["weight"], e.get("transform_magnitude", e.get("magnitude"))
-            if not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
+            w, m = e["weight"], e.get("transform_magnitude", e["magnitude"])
+            if w < 0:
                 raise ValueError(f"policy layer {i}: {e['transform']} has weight {w!r}, not a finite number >= 0")
-            if not isinstance(m, (int, float)) or not 0.0 <= m <= 1.0:
+            if not 0.0 <= m <= 1.0:
                 raise ValueError(f"policy layer {i}: {e['transform']} has magnitude {m!r}, not in [0, 1]")
-        if sum(e["weight"] for e in layer) <= 0:
+        total = sum(e["weight"] for e in layer)
+        if total <= 0:
             raise ValueError(f"policy layer {i}: the weights sum to 0")
+        if not math.isfinite(total):
+            weights = [e["weight"] for e in layer]
+            raise ValueError(f"policy layer {i}: the weights {weights} sum beyond a float's range; scale them down")
     return policy
 
 
@@ -163,5 +168,3 @@ def _identity(library: str) -> Any:
 
         return v2.Identity()
     return nn.Identity()
-
-

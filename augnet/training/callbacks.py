@@ -42,8 +42,10 @@ Examples:
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -135,12 +137,19 @@ class PolicyLogger(Callback):
       needs ``pip install "augnet[tensorboard]"``; ``torch.utils.tensorboard``
       is imported only then).
 
+    Nothing already written is lost: a ``policy.csv`` that exists (an earlier
+    run's) is refused at construction unless ``overwrite=True``; a logger used
+    for several :func:`fit` calls (training continued) appends, its steps
+    counting on, and refuses a run with other columns (another model) before it
+    trains. A ``log_dir`` that cannot hold the files is refused at construction.
+
     Args:
         log_dir: the folder (created).
         every: write every this many steps.
         csv: write the CSV file.
         tensorboard: write TensorBoard event files.
         size: the input size for pixel units of the ranges (default: what each layer last saw).
+        overwrite: replace an existing ``log_dir/policy.csv``.
 
     Examples:
         >>> import tempfile, torch, augnet
@@ -164,19 +173,36 @@ class PolicyLogger(Callback):
         csv: bool = True,
         tensorboard: bool = False,
         size: tuple[int, ...] | None = None,
+        overwrite: bool = False,
     ) -> None:
-        from pathlib import Path
-
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise ValueError(f"every must be an int >= 1, got {every!r}")
+        for name, flag in (("csv", csv), ("tensorboard", tensorboard), ("overwrite", overwrite)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"PolicyLogger: {name} must be True or False, got {flag!r}")
         if not (csv or tensorboard):
             raise ValueError("PolicyLogger writes nothing with csv=False and tensorboard=False")
-        self.log_dir = Path(log_dir)
+        if size is not None and (
+            not isinstance(size, (tuple, list)) or not size or not all(isinstance(s, int) and s >= 1 for s in size)
+        ):
+            raise ValueError(f"PolicyLogger: size must be None or a tuple of positive ints (H, W), got {size!r}")
+        self.log_dir = _usable_log_dir(log_dir)
+        if csv:
+            path = self.log_dir / "policy.csv"
+            if path.is_dir():
+                raise ValueError(f"PolicyLogger: {path} is a folder; the CSV log needs that name")
+            if path.exists() and not overwrite:
+                raise ValueError(
+                    f"PolicyLogger: {path} exists (an earlier run's log): pass overwrite=True to replace it, "
+                    "or another log_dir"
+                )
         self.every, self.csv, self.tensorboard, self.size = every, csv, tensorboard, size
         self._writer = None
         self._file = None
         self._columns: list[str] | None = None
         self._last_written = 0
+        self._offset = 0  # steps of the earlier fit() runs of this logger (training continued)
+        self._steps = 0  # steps seen so far, all runs
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter  # noqa: F401
@@ -207,14 +233,30 @@ class PolicyLogger(Callback):
         return out
 
     def on_train_start(self, state: TrainState) -> None:
+        columns = list(self.values(state))
+        if self._columns is not None and columns != self._columns:
+            raise ValueError(
+                f"PolicyLogger: this logger wrote the columns {self._columns} and this run has {columns} "
+                "(another model): use a new PolicyLogger (or another log_dir) for it"
+            )
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        if self.tensorboard:
+        self._offset, self._last_written = self._steps, 0
+        if self.csv and self._file is None:
+            import csv
+
+            first = self._columns is None
+            self._file = (self.log_dir / "policy.csv").open("w" if first else "a", newline="")
+            if first:
+                csv.writer(self._file).writerow(columns)
+                self._file.flush()
+        self._columns = columns
+        if self.tensorboard and self._writer is None:
             from torch.utils.tensorboard import SummaryWriter
 
             self._writer = SummaryWriter(str(self.log_dir))
-        self._last_written = 0
 
     def on_step_end(self, state: TrainState) -> None:
+        self._steps = self._offset + state.step
         if state.step == 1 or state.step % self.every == 0:
             self._write(state)
 
@@ -230,20 +272,35 @@ class PolicyLogger(Callback):
 
     def _write(self, state: TrainState) -> None:
         values = self.values(state)
+        step = self._offset + state.step
+        values["step"] = float(step)
         self._last_written = state.step
-        if self.csv:
+        if self._file is not None:
             import csv
 
-            if self._file is None:
-                self._file = (self.log_dir / "policy.csv").open("w", newline="")
-                self._columns = list(values)
-                csv.writer(self._file).writerow(self._columns)
             csv.writer(self._file).writerow([values.get(c, float("nan")) for c in self._columns])
             self._file.flush()
         if self._writer is not None:
             for name, value in values.items():
                 if name not in ("step", "epoch"):
-                    self._writer.add_scalar(name, value, state.step)
+                    self._writer.add_scalar(name, value, step)
+
+
+def _usable_log_dir(log_dir) -> Path:
+    """``log_dir`` as a Path, refused (ValueError) when it cannot be a folder for the logs; nothing is created."""
+    try:
+        folder = Path(log_dir)
+    except TypeError:
+        raise TypeError(f"log_dir must be a path, got {type(log_dir).__name__}: {log_dir!r}") from None
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "is" if existing == folder else f"is inside {existing}, which is"
+        raise ValueError(f"PolicyLogger: log_dir {folder} {where} a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"PolicyLogger: log_dir {folder} cannot be written ({existing} is not writable)")
+    return folder
 
 
 def check_callbacks(callbacks) -> list[Callback]:
@@ -283,8 +340,9 @@ class TemperatureAnnealing(Callback):
     def __init__(self, start: float = 1.0, end: float = 0.01, epochs: int | None = None) -> None:
         self.start = _positive("start", start)
         self.end = _positive("end", end)
-        if 1.0 / self.end > 3.4e38:
-            raise ValueError(f"end temperature {end} is too small: logits / temperature overflows float32")
+        for name, value in (("start", self.start), ("end", self.end)):
+            if 1.0 / value > 3.4e38:
+                raise ValueError(f"{name} temperature {value} is too small: logits / temperature overflows float32")
         if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1):
             raise ValueError(f"epochs must be an int >= 1 or None, got {epochs!r}")
         self.epochs = epochs

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["amp_dtype", "rank_generator", "resolve_device", "training_device"]
+__all__ = ["amp_dtype", "model_device", "rank_generator", "resolve_device", "training_device"]
 
 
 def resolve_device(device: torch.device | str | None) -> torch.device:
-    """``device`` as a :class:`torch.device` (default the CPU); a ValueError if it is a GPU this machine lacks.
+    """``device`` as a :class:`torch.device` (default the CPU); a ValueError for a device nothing can run on here.
+
+    Refused: ``meta`` (it holds no values: nothing can be trained or measured
+    there), and any device this machine lacks (``cuda`` without CUDA or past
+    its last GPU, ``mps``, ``xpu``, ``hip``...).
 
     Examples:
         >>> resolve_device("cpu")
@@ -17,9 +21,25 @@ def resolve_device(device: torch.device | str | None) -> torch.device:
     try:
         device = torch.device("cpu" if device is None else device)
     except (RuntimeError, TypeError) as err:
-        raise ValueError(f"not a device: {device!r} ({err})") from err
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device} was asked for, but CUDA is not available on this machine")
+        raise ValueError(f"not a device: {device!r} ({str(err).strip().splitlines()[0]})") from None
+    if device.type == "cpu":
+        return device
+    if device.type == "meta":
+        raise ValueError(f"device {device} holds no values: nothing can be trained or measured on meta")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device} was asked for, but CUDA is not available on this machine")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device} was asked for, but this machine has {torch.cuda.device_count()} GPU(s)")
+        return device
+    backend = getattr(torch, device.type, None) if device.type != "mps" else getattr(torch.backends, "mps", None)
+    available = getattr(backend, "is_available", None)
+    if device.type == "hip" or available is None or not available():
+        hint = " (PyTorch names ROCm GPUs 'cuda')" if device.type == "hip" else ""
+        raise ValueError(
+            f"device {device} was asked for, but this machine has no {device.type} device (or PyTorch was built "
+            f"without it){hint}"
+        )
     return device
 
 
@@ -29,7 +49,14 @@ def training_device(model: torch.nn.Module, device) -> torch.device:
         device = resolve_device(device)
         model.to(device)
         return device
+    return model_device(model)
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """The device of the model's first parameter (or buffer), else the CPU."""
     first = next(iter(model.parameters()), None)
+    if first is None:
+        first = next(iter(model.buffers()), None)
     return first.device if first is not None else torch.device("cpu")
 
 

@@ -18,19 +18,20 @@ from augnet.layers import AugmentationLayer
 from augnet.model import AugNet
 from augnet.ops.bad_input import check_bad_input, raise_bad_input
 from augnet.ops.bad_input import flag as bad_input_flag
-from augnet.regularizers import get_regularizer
+from augnet.training import _checks
+from augnet.training._checks import NonFiniteLossError, checked_pair
 from augnet.training.callbacks import Callback, TrainState, check_callbacks
 from augnet.training.devices import amp_dtype, training_device
 
-__all__ = ["accuracy", "fit"]
+__all__ = ["NonFiniteLossError", "accuracy", "fit"]
 
 
 def fit(
     model: torch.nn.Module,
     x: Tensor | Iterable,
-    y: Tensor | None,
-    optimizer: torch.optim.Optimizer,
-    epochs: int,
+    y: Tensor | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    epochs: int | None = None,
     batch_size: int | None = None,
     lam: float | Callable[[int], float] = 0.5,
     regularizer: str | Callable[[torch.nn.Module], Tensor] = "selective",
@@ -50,6 +51,14 @@ def fit(
 ) -> dict[str, list]:
     """Train ``model`` on tensors or on a data loader; return the history of its augmentation policy.
 
+    Called as ``fit(model, x, y, optimizer, epochs, batch_size)`` on tensors, and
+    as ``fit(model, loader, optimizer=opt, epochs=E)`` or ``fit(model, loader, opt, E)``
+    on a data loader (``fit(model, loader, None, opt, E)`` works too).
+
+    Every argument is checked before anything changes (the model, its device,
+    its mode, the optimiser, the files of the callbacks); the first batch is
+    drawn and checked then too.
+
     Args:
         model: the model to train (put in training mode): an AugNet, an
             :class:`~augnet.Augerino` (both draw their augmentations from
@@ -57,12 +66,14 @@ def fit(
             ``regularizer="none"`` for a model without augmentation).
         x, y: training inputs and targets (tensors); or ``x`` a
             :class:`~torch.utils.data.DataLoader` (any iterable of ``(inputs,
-            targets)`` batches, re-iterated every epoch) and ``y=None``.
-        optimizer: over the model's parameters (see :func:`augnet.param_groups`).
-        epochs: the number of passes over the data.
+            targets)`` tensor batches, re-iterated every epoch) and ``y=None``
+            (or left out: the optimiser may take its place).
+        optimizer: over the model's parameters (see :func:`augnet.param_groups`); required.
+        epochs: the number of passes over the data; required.
         batch_size: for tensors, the batch size (a loader makes its own batches).
-        lam: weight of the regulariser, or a function of the epoch (e.g. a
-            :class:`~augnet.LambdaSchedule`).
+        lam: weight of the regulariser (finite, >= 0), or a function of the epoch
+            (e.g. a :class:`~augnet.LambdaSchedule`), asked for every epoch before training
+            (the first 10,000; later ones as they come).
         regularizer: ``"selective"`` (augnet's :func:`~augnet.selective_regularizer`),
             ``"paper"`` (the AugNet paper's), ``"augerino"``, ``"none"``, or a
             callable ``model -> scalar``.
@@ -99,23 +110,33 @@ def fit(
         where each record of weights / magnitudes is a list over layers of
         lists over transforms (only for a model with augmentation layers),
         plus the keys of ``record``.
+
+    Raises:
+        TypeError, ValueError: a bad argument or batch, naming it, before the first step.
+        NonFiniteLossError: a step's loss is NaN or infinite (a ValueError): training stops
+            before that step's update, so the model holds the last finite state; the
+            error names the step and holds the history so far.
     """
     from tqdm.auto import tqdm
 
-    reg = get_regularizer(regularizer)
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    y, optimizer, epochs = _checks.call_form(x, y, optimizer, epochs, batch_size)
+    lams = _checks.LamWeights(lam, epochs)
+    reg = _checks.check_regularizer(model, regularizer, lams)
     callbacks = check_callbacks(callbacks)
+    _checks.check_record_every(record_every)
+    _checks.check_callables(loss_fn=loss_fn, record=record, augment_batch=augment_batch)
+    _checks.check_bool("shuffle", shuffle)
+    _checks.check_bool("progress", progress)
+    _checks.check_scheduler(scheduler, optimizer, scheduler_interval)
     batches, steps_per_epoch = _batches(x, y, batch_size, shuffle)
-    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 0:
-        raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
-    if scheduler_interval not in ("epoch", "step"):
-        raise ValueError(f"scheduler_interval must be 'epoch' or 'step', got {scheduler_interval!r}")
-    device = training_device(model, device)
-    if generator is not None and torch.device(generator.device).type != device.type:
-        raise ValueError(
-            f"generator is on {generator.device} but training runs on {device}: the augmentations draw on the "
-            f"inputs' device; pass torch.Generator(device={str(device)!r})"
-        )
-    autocast_dtype = amp_dtype(amp, device)
+    target = _checks.check_device(model, device)
+    _checks.check_generator(generator, target)
+    autocast_dtype = amp_dtype(amp, target)
+    _checks.check_optimizer(model, optimizer)
+    first_epoch = _checks.first_pass(x, batches, generator, epochs, target)  # draws and checks the first batch
+    device = target if target.type == "meta" else training_device(model, device)  # checked: the model moves now
     scaler = torch.amp.GradScaler(device.type) if autocast_dtype == torch.float16 else None
     layers = [m for m in model.modules() if isinstance(m, AugmentationLayer)]
     history: dict[str, list] = {"step": [], "loss": []}
@@ -125,28 +146,39 @@ def fit(
     draws = isinstance(model, AugNet)  # Augerino included: it is an AugNet
     total = epochs * steps_per_epoch if steps_per_epoch is not None else None
     bar = tqdm(total=total, disable=not progress, desc=desc, unit="step")
-    model.train()
-    for cb in callbacks:
+    for cb in callbacks:  # before model.train(): a callback that refuses the run (PolicyLogger) changes nothing
         cb.on_train_start(state)
+    model.train()
+    bad_loss = None  # on an accelerator: whether a loss since the last read was not finite (a device flag)
     for epoch in range(epochs):
-        weight = lam(epoch) if callable(lam) else lam
-        state.epoch, state.lam = epoch, float(weight)
+        weight = lams[epoch]
+        state.epoch, state.lam = epoch, weight
         for cb in callbacks:
             cb.on_epoch_start(state)
-        for xb, yb in batches(generator):
+        steps_before = state.step
+        for xb, yb in first_epoch if epoch == 0 else batches(generator):
             xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
             if augment_batch is not None:
                 xb = augment_batch(xb, generator)
             with autocast(device, autocast_dtype):
                 out = model(xb, generator=generator) if draws else model(xb)
                 task = loss_fn(out, yb)
-                loss = task + weight * reg(model) if weight else task
+                loss = task + weight * reg(model) if weight and reg is not None else task
             optimizer.zero_grad(set_to_none=True)
             if scaler is not None:
                 scaler.scale(loss).backward()
                 scaler.unscale_(optimizer)
             else:
                 loss.backward()
+            if device.type == "cpu":  # at once, before the update: the model keeps its last finite state
+                if not bool(torch.isfinite(loss.detach())):
+                    optimizer.zero_grad(set_to_none=True)
+                    bar.close()
+                    message = _checks.nonfinite_message(state.step + 1, epoch, loss.detach(), task.detach(), model)
+                    raise NonFiniteLossError(message, history)
+            elif device.type != "meta":  # on an accelerator reading it would wait for the device: noted, read later
+                bad = ~torch.isfinite(loss.detach())
+                bad_loss = bad if bad_loss is None else bad_loss | bad
             for cb in callbacks:
                 cb.on_before_optimizer_step(state)
             if scaler is not None:
@@ -162,44 +194,67 @@ def fit(
             # and neither does the progress bar, which shows what the last record step read.
             if state.step == 1 or state.step % record_every == 0:
                 with torch.no_grad():
-                    loss_value, weights, magnitudes = _read_back(task, layers, device)
+                    loss_value, read_weights, read_magnitudes, nonfinite = _read_back(task, layers, device, bad_loss)
+                    if nonfinite:
+                        bar.close()
+                        raise NonFiniteLossError(_nonfinite_since(state.step, record_every), history)
                     history["step"].append(state.step)
                     history["loss"].append(loss_value)
                     if layers:
-                        history["weights"].append(weights)
-                        history["magnitudes"].append(magnitudes)
+                        history["weights"].append(read_weights)
+                        history["magnitudes"].append(read_magnitudes)
                     for key, value in (record() if record is not None else {}).items():
                         history.setdefault(key, []).append(value)
                 if progress:
-                    bar.set_postfix(_progress_fields(loss_value, layers, weights), refresh=False)
+                    bar.set_postfix(_progress_fields(loss_value, layers, read_weights), refresh=False)
             for cb in callbacks:
                 cb.on_step_end(state)
             bar.update()
+        if state.step == steps_before:
+            bar.close()
+            raise ValueError(f"epoch {epoch} gave no batches (a data loader that yields nothing after epoch 0?)")
         if scheduler is not None and scheduler_interval == "epoch":
             scheduler.step()
         for cb in callbacks:
             cb.on_epoch_end(state)
     check_bad_input(device)  # what the steps after the last record step may have flagged (no-op on CPU)
+    if bad_loss is not None and bool(bad_loss):
+        raise NonFiniteLossError(_nonfinite_since(state.step, record_every), history)
     for cb in callbacks:
         cb.on_train_end(state)
     bar.close()
+    _checks.check_finite_parameters(model, state.step, history)
     return history
 
 
-def _read_back(task: Tensor, layers: list[AugmentationLayer], device: torch.device) -> tuple[float, list, list]:
-    """The task loss, and every layer's weights and magnitudes, as Python numbers, in one copy from the device.
+def _nonfinite_since(step: int, record_every: int) -> str:
+    return (
+        f"a loss that is not finite (NaN or infinite) in one of the steps up to step {step} (on an accelerator the "
+        f"losses are read every record_every={record_every} steps, so the model holds that step's update)"
+    )
+
+
+def _read_back(
+    task: Tensor, layers: list[AugmentationLayer], device: torch.device, bad_loss: Tensor | None = None
+) -> tuple[float, list, list, bool]:
+    """The task loss, every layer's weights and magnitudes, and whether a loss was not finite, in one device copy.
 
     The same copy reads the device's bad-input flag (:mod:`augnet.ops.bad_input`): a ``tap_mix`` call that
     saw NaN warps or out-of-range sources since the last record step raises its ``ValueError`` here.
     """
+    if task.device.type == "meta":  # a dry run: no values to read
+        blank = [[float("nan")] * len(layer.transforms) for layer in layers]
+        return float("nan"), blank, [list(row) for row in blank], False
     parts = [task.detach().reshape(1)]
     for layer in layers:
         parts += [layer.weights.detach(), layer.magnitudes.detach()]
     dtype = torch.float64 if any(p.dtype == torch.float64 for p in parts) else torch.float32  # exact for each part
     checks = device.type not in ("cpu", "meta")  # on CPU bad inputs were refused at once; meta has no values
     if checks:
-        parts.append(bad_input_flag(device))
+        loss_flag = bad_loss if bad_loss is not None else task.new_zeros((), dtype=torch.bool)
+        parts += [bad_input_flag(device).reshape(1), loss_flag.reshape(1)]
     values = torch.cat([p.to(parts[0].device, dtype) for p in parts]).tolist()
+    nonfinite = bool(values.pop()) if checks else False
     if checks and values[-1]:
         bad_input_flag(device).zero_()
         raise_bad_input(int(values[-1]), device)
@@ -210,7 +265,7 @@ def _read_back(task: Tensor, layers: list[AugmentationLayer], device: torch.devi
         weights.append(values[at : at + q])
         magnitudes.append(values[at + q : at + 2 * q])
         at += 2 * q
-    return loss, weights, magnitudes
+    return loss, weights, magnitudes, nonfinite
 
 
 def _progress_fields(loss: float, layers: list[AugmentationLayer], weights: list[list[float]]) -> dict[str, str]:
@@ -260,10 +315,7 @@ def _batches(x, y, batch_size, shuffle):
 
     def loader_batches(generator):
         for i, batch in enumerate(x):
-            if not isinstance(batch, (tuple, list)) or len(batch) < 2:
-                what = type(batch).__name__
-                raise ValueError(f"the data loader's batch {i} is not an (inputs, targets) pair: {what}")
-            yield batch[0], batch[1]
+            yield checked_pair(batch, i)
 
     try:
         steps = len(x)

@@ -341,6 +341,8 @@ class _SensorsRotation(SignalTransform):
 
     def apply_transform(self, x, params):
         x = self._rows(x, params)
+        if x.is_meta:  # shapes only: the geometry stays on the module's device, with values a meta input lacks
+            return torch.empty_like(x)
         # x + (M - I) x: exact at angle 0, and more accurate than M @ x for small angles.
         return torch.baddbmm(x, self._update(params).to(x.dtype), x)
 

@@ -103,7 +103,10 @@ class Transform(nn.Module):
         if not self.has_taps():
             raise NotImplementedError(f"{type(self).__name__} must implement apply_transform()")
         n = _rows(params)
-        src, affine, color, weight = concat_taps([self.taps(params)], x, n)
+        taps = self.taps(params)
+        if taps.affine is None and taps.src is None:  # colour maps alone: per pixel, nothing resampled
+            return _apply_colors(x, taps, n)
+        src, affine, color, weight = concat_taps([taps], x, n)
         return tap_mix(x, src, affine, color, weight, padding=self.padding)
 
     def forward(
@@ -129,7 +132,7 @@ class Transform(nn.Module):
         self.check_input(x)
         check_copies(copies)
         if params is None:
-            magnitude = self.check_magnitude(magnitude, x)
+            number, magnitude = magnitude, self.check_magnitude(magnitude, x)
             if x.shape[0] == 0:  # an empty batch: nothing to draw, nothing to transform
                 return x[:0].clone()
             if self.kink_at_zero and wants_kink_gradient(magnitude):
@@ -142,7 +145,9 @@ class Transform(nn.Module):
                 identity = repeat_rows(x, moved.shape[0])
                 kinked = identity + gate.to(moved.dtype) * (moved - identity)
                 return torch.where(magnitude == 0, kinked, moved)
-            params = self.sample(x, magnitude, generator=generator, copies=copies)
+            # A number is drawn with as a number, as sample(x, magnitude) draws: replaying those params is exact.
+            drawn_at = float(number) if isinstance(number, (int, float)) else magnitude
+            params = self.sample(x, drawn_at, generator=generator, copies=copies)
         elif _rows(params) != x.shape[0] * copies:
             raise ValueError(
                 f"{type(self).__name__}: params are for {_rows(params)} rows, "
@@ -316,6 +321,23 @@ def check_copies(copies) -> None:
 def param_dtype(x: Tensor) -> torch.dtype:
     """dtype of sampled parameters: float64 for float64 inputs, else float32."""
     return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def _apply_colors(x: Tensor, taps: Taps, n: int) -> Tensor:
+    """``sum_k weight[:, k] * (color[:, k] @ [x ; 1])`` per pixel, for taps without a warp or another source.
+
+    What ``tap_mix`` computes for such taps, without reading the pixels through
+    an identity warp (whose bilinear weights are off by a rounding): the identity
+    map is then exactly the identity, and values a map takes from the data (a
+    mean, a range) flow through as data do, NaN included.
+    """
+    rows = repeat_rows(x, n)  # (N, Ch, H, W)
+    weight = taps.weight.to(x.dtype)  # (N, K)
+    if taps.color is None:
+        return (weight.sum(1) if weight.shape[1] > 1 else weight[:, 0]).reshape(-1, *[1] * (x.dim() - 1)) * rows
+    color = taps.color.to(x.dtype)  # (N, K, Ch, Ch + 1)
+    mapped = torch.einsum("nkij,nj...->nki...", color[..., :-1], rows) + color[..., -1][..., None, None]
+    return torch.einsum("nk,nk...->n...", weight, mapped)
 
 
 def _rows(params: dict[str, Tensor]) -> int:

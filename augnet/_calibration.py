@@ -1,0 +1,109 @@
+"""What :meth:`augnet.AugmentationLayer.calibrate` measures: each transform's expected change per magnitude.
+
+Kept apart from the layer so that the checks of a measurement (inputs and
+features that are finite, of one shape, a trunk left as it was) read in one
+place. Nothing here changes the layer; the layer stores the curves only once
+they are all measured and checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["change_curves"]
+
+
+@contextlib.contextmanager
+def evaluating(features) -> Iterator[None]:
+    """The module behind ``features`` (a module or one's bound method) in evaluation mode, restored after.
+
+    Measuring must not change the model: a trunk in training mode would update
+    its batch-norm statistics and draw dropout masks.
+    """
+    module = features if isinstance(features, nn.Module) else getattr(features, "__self__", None)
+    if not isinstance(module, nn.Module):
+        yield
+        return
+    modes = {m: m.training for m in module.modules()}
+    module.eval()
+    try:
+        yield
+    finally:
+        for m, training in modes.items():
+            m.training = training
+
+
+def _measured(measure: Callable[[Tensor], Tensor], x: Tensor, dtype: torch.dtype, shape=None) -> Tensor:
+    out = measure(x)
+    if not isinstance(out, Tensor):
+        raise TypeError(f"calibrate: features must return a tensor, got {type(out).__name__}")
+    if shape is not None and out.shape != shape:
+        raise ValueError(
+            f"calibrate: features returned shape {tuple(out.shape)} for a transformed batch and {tuple(shape)} "
+            "for the batch itself: they must have one shape"
+        )
+    if not bool(torch.isfinite(out).all()):
+        raise ValueError("calibrate: the features contain NaN or infinite values; the change cannot be measured")
+    return out.to(dtype)
+
+
+def change_curves(
+    transforms: Sequence[nn.Module],
+    x: Tensor,
+    points: int,
+    generator: torch.Generator | None,
+    features: Callable[[Tensor], Tensor] | None,
+) -> Tensor:
+    """The (Q, points) monotone change curves of :meth:`augnet.AugmentationLayer.calibrate`, checked.
+
+    Measured in float32, or in float64 where float32 would overflow (features
+    beyond its range, or whose squares are).
+
+    Raises:
+        ValueError, TypeError: inputs or features that cannot be measured (see the layer's method).
+    """
+    if not isinstance(x, Tensor) or x.dim() < 2 or len(x) == 0:
+        raise ValueError(f"calibrate needs a non-empty batch of inputs, got {getattr(x, 'shape', type(x).__name__)}")
+    if isinstance(points, bool) or not isinstance(points, int) or points < 2:
+        raise ValueError(f"points must be an int >= 2, got {points!r}")
+    for t in transforms:
+        t.check_input(x)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"calibrate: generator must be a torch.Generator or None, got {type(generator).__name__}")
+    if features is not None and not callable(features):
+        raise TypeError(f"features must be a callable (inputs -> features), got {type(features).__name__}")
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError("calibrate: x contains NaN or infinite values; the change of such inputs cannot be measured")
+    x = x.float()
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError("calibrate: x has values beyond float32's range (±3.4e38); transforms run in float32")
+    measure = features if features is not None else (lambda inputs: inputs)
+    with evaluating(features):
+        base = _measured(measure, x, torch.float64)
+        dtype = torch.float32
+        if not bool(torch.isfinite(base.float().pow(2).mean())):
+            dtype = torch.float64  # float32 would overflow: measure in float64
+        base = base.to(dtype)
+        scale = base.pow(2).mean()
+        if not bool(scale > 0):
+            raise ValueError("calibrate needs inputs (features) that are not all zero: the change is relative to them")
+        generator = generator if generator is not None else torch.Generator(device=x.device).manual_seed(0)
+        state = generator.get_state()
+        grid = torch.linspace(0, 1, points).tolist()
+        curves = torch.zeros(len(transforms), points, dtype=dtype)
+        for q, t in enumerate(transforms):
+            for k, m in enumerate(grid):
+                generator.set_state(state)  # the same draws at every magnitude: a smooth curve
+                moved = _measured(measure, t(x, m, generator=generator), dtype, base.shape)
+                curves[q, k] = ((moved - base).pow(2).mean() / scale).sqrt()
+    curves = curves.cummax(1).values.float()
+    if not bool(torch.isfinite(curves).all()):
+        raise ValueError("calibrate: the measured change overflows float32; the features change beyond measure")
+    if bool((curves[:, -1] <= 0).any()):
+        dead = [type(transforms[q]).__name__ for q in (curves[:, -1] <= 0).nonzero().flatten().tolist()]
+        raise ValueError(f"cannot calibrate {dead}: they do not change these inputs at any magnitude")
+    return curves

@@ -1,0 +1,276 @@
+"""What :func:`augnet.training.fit` checks before its first step, so that bad input changes nothing.
+
+Every check here reads its arguments and raises a ValueError or TypeError
+naming the argument and the value; none moves, trains or writes anything.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+from collections.abc import Callable, Iterator
+
+import torch
+from torch import Tensor
+
+from augnet.augerino import LieAugmentation
+from augnet.layers import AugmentationLayer
+from augnet.regularizers import get_regularizer
+from augnet.training.devices import model_device, resolve_device
+
+__all__ = ["NonFiniteLossError"]
+
+
+class NonFiniteLossError(ValueError, FloatingPointError):
+    """Training stopped: a step's loss (or the parameters after the last step) is not finite.
+
+    A ValueError (the data, the settings or the model gave a value that is not
+    finite) and a FloatingPointError. ``history`` holds what :func:`fit` had
+    recorded up to the step before.
+    """
+
+    def __init__(self, message: str, history: dict | None = None) -> None:
+        super().__init__(message)
+        self.history = history if history is not None else {}
+
+
+def call_form(x, y, optimizer, epochs, batch_size):
+    """``(y, optimizer, epochs)`` of the call, accepting a loader's call without the ``y`` placeholder.
+
+    ``fit(model, loader, opt, epochs)`` and ``fit(model, loader, optimizer=opt, epochs=...)``
+    mean ``fit(model, loader, None, opt, epochs)``: with a loader the third
+    positional argument may be the optimiser (an optimiser is never targets).
+    """
+    if isinstance(x, Tensor) and is_optimizer(y):
+        raise TypeError(f"with tensor inputs, y must be a tensor of targets, got {type(y).__name__} (an optimizer)")
+    if not isinstance(x, Tensor) and is_optimizer(y):
+        if is_optimizer(optimizer):
+            raise TypeError("fit() got two optimizers (the third argument and optimizer=)")
+        if optimizer is not None:  # fit(model, loader, opt, epochs): the epochs sit in optimizer's place
+            if epochs is not None:
+                raise TypeError(f"fit() got the epochs twice: {optimizer!r} by position and epochs={epochs!r}")
+            optimizer, epochs = y, optimizer
+        else:
+            optimizer = y
+        y = None
+    if optimizer is None:
+        raise TypeError("fit() needs an optimizer: fit(model, loader, optimizer=opt, epochs=...)")
+    if not is_optimizer(optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}: {optimizer!r}")
+    if epochs is None:
+        raise TypeError("fit() needs the number of epochs: fit(model, loader, optimizer=opt, epochs=...)")
+    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 0:
+        raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
+    return y, optimizer, epochs
+
+
+def is_optimizer(obj) -> bool:
+    """A torch optimiser, or one that looks like it (``param_groups``, ``step``, ``zero_grad``)."""
+    if isinstance(obj, torch.optim.Optimizer):
+        return True
+    return all(hasattr(obj, a) for a in ("param_groups", "step", "zero_grad")) and not isinstance(obj, type)
+
+
+def check_optimizer(model: torch.nn.Module, optimizer) -> None:
+    """The optimiser must hold some of the model's parameters (else nothing would train)."""
+    ours = {id(p) for p in model.parameters()}
+    held = [p for group in optimizer.param_groups for p in group["params"]]
+    if not any(id(p) in ours for p in held):
+        raise ValueError(
+            f"the optimizer holds none of the model's parameters ({len(held)} others): nothing would be trained; "
+            "pass model.parameters() (or augnet.param_groups(model))"
+        )
+
+
+def check_regularizer(model: torch.nn.Module, regularizer, weights: LamWeights):
+    """The regulariser to add (``None`` for ``"none"``, or when every epoch's weight is 0)."""
+    reg = get_regularizer(regularizer)
+    if isinstance(regularizer, str) and regularizer == "none":
+        return None
+    if isinstance(regularizer, str) and weights.any():
+        kinds = (AugmentationLayer,) if regularizer in ("selective", "paper") else (AugmentationLayer, LieAugmentation)
+        if not any(isinstance(m, kinds) for m in model.modules()):
+            raise ValueError(
+                f"regularizer {regularizer!r} needs augmentation layers, and {type(model).__name__} has none: "
+                f"pass regularizer='none' (or lam=0) for a model without augmentation"
+            )
+    return reg if weights.any() else None
+
+
+#: How many epochs of a callable ``lam`` are asked for before training (the rest are asked for as they come).
+LAM_AHEAD = 10_000
+
+
+class LamWeights:
+    """The regulariser's weight per epoch: ``lam`` checked (finite, >= 0) before training, for every epoch.
+
+    A callable is asked for each epoch once: before training for the first
+    :data:`LAM_AHEAD` epochs, then at the start of each later epoch.
+    """
+
+    def __init__(self, lam, epochs: int) -> None:
+        self.lam = lam
+        if callable(lam):
+            self.known = [self._checked(lam(e), f"lam({e})") for e in range(min(epochs, LAM_AHEAD))]
+        else:
+            self.known = [self._checked(lam, "lam")]
+
+    @staticmethod
+    def _checked(v, where: str) -> float:
+        if isinstance(v, Tensor) and v.dim() == 0 and not v.dtype.is_complex and v.dtype != torch.bool:
+            v = float(v)
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise TypeError(f"{where} must be a number (the regulariser's weight), got {v!r}")
+        if not math.isfinite(v) or v < 0:
+            raise ValueError(f"{where} must be finite and >= 0, got {v!r}")
+        return float(v)
+
+    def __getitem__(self, epoch: int) -> float:
+        if not callable(self.lam):
+            return self.known[0]
+        if epoch < len(self.known):
+            return self.known[epoch]
+        return self._checked(self.lam(epoch), f"lam({epoch})")
+
+    def any(self) -> bool:
+        """Whether some epoch (of those known) weighs the regulariser."""
+        return any(self.known) or (callable(self.lam) and len(self.known) == LAM_AHEAD)
+
+
+def check_callables(**named) -> None:
+    for name, value in named.items():
+        if value is not None and not callable(value):
+            raise TypeError(f"{name} must be callable (or None), got {type(value).__name__}: {value!r}")
+
+
+def check_record_every(record_every) -> None:
+    if isinstance(record_every, bool) or not isinstance(record_every, numbers.Integral) or record_every < 1:
+        raise ValueError(f"record_every must be an int >= 1, got {record_every!r}")
+
+
+def check_scheduler(scheduler, optimizer, interval: str) -> None:
+    if interval not in ("epoch", "step"):
+        raise ValueError(f"scheduler_interval must be 'epoch' or 'step', got {interval!r}")
+    if scheduler is None:
+        return
+    plateau = torch.optim.lr_scheduler.ReduceLROnPlateau
+    if isinstance(scheduler, plateau):
+        raise TypeError(
+            "scheduler: ReduceLROnPlateau needs a metric at each step, which fit does not have; "
+            "step it in a Callback's on_epoch_end"
+        )
+    if not isinstance(scheduler, torch.optim.lr_scheduler.LRScheduler):
+        raise TypeError(f"scheduler must be a torch.optim.lr_scheduler.LRScheduler, got {type(scheduler).__name__}")
+    if scheduler.optimizer is not optimizer:
+        raise ValueError("the scheduler was made for another optimizer than fit's: it would change nothing that trains")
+
+
+def check_device(model: torch.nn.Module, device) -> torch.device:
+    """Where training runs (checked; the model is not moved here).
+
+    A model already on ``meta`` (no values, shapes only) runs there, as a dry run of the steps (e.g. to look
+    for host synchronisations); moving a model to ``meta`` would destroy its weights and is refused (by
+    :func:`resolve_device`), as is moving a meta model anywhere else (it has no values to move).
+    """
+    if model_device(model).type == "meta":
+        if device is None or torch.device(device).type == "meta":
+            return torch.device("meta")
+        raise ValueError("the model's parameters are on meta, which holds no values: nothing to move to " + str(device))
+    return resolve_device(device) if device is not None else model_device(model)
+
+
+def check_generator(generator, device: torch.device) -> None:
+    if generator is None:
+        return
+    where = getattr(generator, "device", None)
+    if where is None:
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}: {generator!r}")
+    if torch.device(where).type != device.type:
+        raise ValueError(
+            f"generator is on {where} but training runs on {device}: the augmentations draw on the "
+            f"inputs' device; pass torch.Generator(device={str(device)!r})"
+        )
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+
+
+def check_bool(name: str, value) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
+def first_pass(x, batches: Callable, generator, epochs: int, device: torch.device | None = None) -> Iterator | None:
+    """The first epoch's batches, its first batch already drawn and checked (``None`` for 0 epochs).
+
+    Raises:
+        ValueError: the data give no batch (an empty data set, a DataLoader whose
+            drop_last drops everything), or ``x`` is a one-shot iterator asked for
+            several epochs.
+    """
+    if epochs == 0:
+        return None
+    if epochs > 1 and isinstance(x, Iterator):
+        raise ValueError(
+            f"x is an iterator ({type(x).__name__}), exhausted after one pass, but {epochs} epochs were asked for: "
+            "pass a DataLoader or a list of batches"
+        )
+    it = iter(batches(generator))
+    first = next(it, None)
+    if first is None:
+        raise ValueError(
+            "the data gave no batches (an empty data set, or a DataLoader with drop_last=True and fewer samples "
+            "than its batch size): there is nothing to train on"
+        )
+    if device is not None and device.type == "meta" and first[0].device.type != "meta":
+        raise ValueError(
+            f"the model is on meta (no values: a dry run of the steps) but the data are on {first[0].device}: "
+            "a meta model trains nothing; keep the model on a real device, or give it meta inputs for a dry run"
+        )
+    return itertools.chain([first], it)
+
+
+def checked_pair(batch, i: int) -> tuple[Tensor, Tensor]:
+    """A loader's batch as ``(inputs, targets)`` tensors of one length."""
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        what = f"a {type(batch).__name__} of {len(batch)}" if isinstance(batch, (tuple, list)) else type(batch).__name__
+        raise ValueError(f"the data loader's batch {i} is not an (inputs, targets) pair: {what}")
+    for name, t in zip(("inputs", "targets"), batch, strict=True):
+        if not isinstance(t, Tensor):
+            kind = f"{type(t).__module__}.{type(t).__name__}" if type(t).__module__ != "builtins" else type(t).__name__
+            raise TypeError(
+                f"the data loader's batch {i}: the {name} must be a tensor, got a {kind} "
+                "(a DataLoader turns arrays into tensors; else convert them with torch.as_tensor)"
+            )
+        if t.dim() == 0:
+            raise ValueError(f"the data loader's batch {i}: the {name} are a 0-d tensor, with no batch dimension")
+    xb, yb = batch
+    if len(xb) != len(yb):
+        raise ValueError(f"the data loader's batch {i} has {len(xb)} inputs and {len(yb)} targets")
+    return xb, yb
+
+
+def nonfinite_message(step: int, epoch: int, loss: Tensor, task: Tensor, model: torch.nn.Module) -> str:
+    finite = all(bool(torch.isfinite(p).all()) for p in model.parameters())
+    state = (
+        f"the model holds its parameters after step {step - 1}, the last finite state"
+        if finite
+        else "the model's parameters are already not finite (an earlier step's gradients were not)"
+    )
+    return (
+        f"fit: the loss of step {step} (epoch {epoch}) is {float(loss)} (task loss {float(task)}): training "
+        f"stopped before that step's update; {state}. Look for NaN or inf in the data, a learning rate too high, "
+        f"or lam; the history so far is the error's .history"
+    )
+
+
+def check_finite_parameters(model: torch.nn.Module, step: int, history: dict) -> None:
+    """After training: every parameter is finite (a finite loss whose gradients were not could break that)."""
+    params = [(name, p) for name, p in model.named_parameters() if p.device.type != "meta"]  # meta: no values
+    bad = [name for name, p in params if not bool(torch.isfinite(p).all())]
+    if bad:
+        raise NonFiniteLossError(
+            f"fit: after step {step} the parameters {bad} are not finite (the gradients of a step with a finite "
+            "loss were not): the model is not usable; the history is the error's .history",
+            history,
+        )

@@ -1,0 +1,435 @@
+"""Reliability of fit(), PolicyLogger and devices (issue 25).
+
+Bad input to ``fit`` is refused at entry, before anything changes: the model's
+parameters, its device, its training mode and the optimiser's state are as
+they were. A loss that is not finite stops training with an error naming the
+step, the model left at its last finite state.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import augnet
+from augnet.data import rotated_glyphs
+from augnet.training import PolicyLogger, TemperatureAnnealing, fit
+from augnet.transforms import image as T
+
+
+def data(n=24):
+    return rotated_glyphs(n, size=12, seed=0)
+
+
+def model_and_opt(plain: bool = False, lr: float = 0.1):
+    torch.manual_seed(0)
+    trunk = nn.Sequential(nn.Flatten(), nn.Linear(144, 4), nn.LogSoftmax(1))
+    model = trunk if plain else augnet.AugNet(trunk, augnet.AugmentationLayer([T.Rotate(), T.ShearX()]))
+    return model, torch.optim.SGD(model.parameters(), lr=lr)
+
+
+def snapshot(model, opt):
+    return [p.detach().clone() for p in model.parameters()], str(opt.state_dict()), model.training
+
+
+def unchanged(model, opt, before) -> bool:
+    params, state, training = before
+    same = all(torch.equal(a, b) for a, b in zip(params, model.parameters(), strict=True))
+    return same and str(opt.state_dict()) == state and model.training == training
+
+
+def loader(n=24, batch=8, **kwargs):
+    x, y = data(n)
+    return DataLoader(TensorDataset(x, y), batch_size=batch, **kwargs)
+
+
+# ----------------------------------------------------------------------- the ways users call fit
+
+CALLS = {
+    "loader-keywords": lambda m, o: fit(m, loader(), optimizer=o, epochs=1),
+    "loader-positional": lambda m, o: fit(m, loader(), o, 1),
+    "loader-positional-epochs-keyword": lambda m, o: fit(m, loader(), o, epochs=1),
+    "loader-with-placeholder": lambda m, o: fit(m, loader(), None, o, 1),
+    "loader-with-placeholder-keywords": lambda m, o: fit(m, loader(), None, optimizer=o, epochs=1),
+    "loader-keyword-x": lambda m, o: fit(m, x=loader(), optimizer=o, epochs=1),
+    "tensors-positional": lambda m, o: fit(m, *data(), o, 1, 8),
+    "tensors-keywords": lambda m, o: fit(m, *data(), optimizer=o, epochs=1, batch_size=8),
+    "list-of-batches": lambda m, o: fit(m, list(loader()), o, 1),
+}
+
+
+@pytest.mark.parametrize("call", CALLS, ids=list(CALLS))
+def test_every_way_of_calling_fit_trains(call):
+    model, opt = model_and_opt()
+    before = snapshot(model, opt)
+    history = CALLS[call](model, opt)
+    assert history["step"] and not unchanged(model, opt, before)
+
+
+def test_the_loader_forms_train_the_same():
+    runs = []
+    for call in ("loader-keywords", "loader-positional", "loader-with-placeholder"):
+        model, opt = model_and_opt()
+        torch.manual_seed(1)
+        CALLS[call](model, opt)
+        runs.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert torch.equal(runs[0], runs[1]) and torch.equal(runs[0], runs[2])
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda m, o: fit(m, loader(), o), TypeError, "epochs"),
+        (lambda m, o: fit(m, loader(), epochs=1), TypeError, "optimizer"),
+        (lambda m, o: fit(m, loader(), o, 1, optimizer=o), TypeError, "optimizer"),
+        (lambda m, o: fit(m, loader(), o, 1, epochs=2), TypeError, "epochs"),
+        (lambda m, o: fit(m, *data(), o), TypeError, "optimizer|epochs"),
+        (lambda m, o: fit(m, data()[0], o, 1), TypeError, "y must be a tensor"),
+        (lambda m, o: fit(m, loader(), "adam", 1), TypeError, "optimizer"),
+        (lambda m, o: fit(m, loader(), None, None, 1), TypeError, "optimizer"),
+    ],
+    ids=["no-epochs", "no-optimizer", "optimizer-twice", "epochs-twice", "tensors-no-epochs", "tensors-no-y",
+         "optimizer-a-string", "optimizer-none"],
+)  # fmt: skip
+def test_incomplete_or_ambiguous_calls_are_refused(call, error, match):
+    model, opt = model_and_opt()
+    before = snapshot(model, opt)
+    with pytest.raises(error, match=match):
+        call(model, opt)
+    assert unchanged(model, opt, before)
+
+
+# ----------------------------------------------------------------------- bad input, refused before the first step
+
+
+def _batches(kind):
+    x, y = data(16)
+    return {
+        "triple": [(x[:8], y[:8], y[:8])],
+        "single": [(x[:8],)],
+        "bare-tensor": [x[:8]],
+        "numpy": [(x[:8].numpy(), y[:8].numpy())],
+        "numpy-targets": [(x[:8], y[:8].numpy())],
+        "dict": [{"x": x[:8], "y": y[:8]}],
+        "strings": [("images", "labels")],
+        "lengths-differ": [(x[:8], y[:5])],
+        "empty-list": [],
+        "empty-loader": DataLoader(TensorDataset(x[:0], y[:0]), batch_size=4),
+        "drop-last-drops-all": DataLoader(TensorDataset(x[:3], y[:3]), batch_size=4, drop_last=True),
+        "empty-generator": (b for b in []),
+    }[kind]
+
+
+@pytest.mark.parametrize(
+    ("kind", "error", "match"),
+    [
+        ("triple", ValueError, r"\(inputs, targets\)"),
+        ("single", ValueError, r"\(inputs, targets\)"),
+        ("bare-tensor", ValueError, r"\(inputs, targets\)"),
+        ("numpy", TypeError, "ndarray"),
+        ("numpy-targets", TypeError, "ndarray"),
+        ("dict", ValueError, r"\(inputs, targets\)"),
+        ("strings", TypeError, "str"),
+        ("lengths-differ", ValueError, "8 inputs and 5 targets"),
+        ("empty-list", ValueError, "no batches"),
+        ("empty-loader", ValueError, "no batches"),
+        ("drop-last-drops-all", ValueError, "no batches"),
+        ("empty-generator", ValueError, "no batches"),
+    ],
+)
+def test_bad_batches_are_refused_before_the_first_step(kind, error, match):
+    model, opt = model_and_opt()
+    before = snapshot(model, opt)
+    with pytest.raises(error, match=match):
+        fit(model, _batches(kind), optimizer=opt, epochs=1)
+    assert unchanged(model, opt, before)
+
+
+def test_empty_tensors_are_refused():
+    model, opt = model_and_opt()
+    x, y = data()
+    with pytest.raises(ValueError, match="no batches"):
+        fit(model, x[:0], y[:0], opt, 1, 8)
+
+
+def test_a_one_shot_iterator_for_several_epochs_is_refused():
+    model, opt = model_and_opt()
+    before = snapshot(model, opt)
+    with pytest.raises(ValueError, match="iterator"):
+        fit(model, iter(list(loader())), optimizer=opt, epochs=2)
+    assert unchanged(model, opt, before)
+    fit(model, iter(list(loader())), optimizer=opt, epochs=1)  # one pass is fine
+
+
+class NotAScheduler:
+    def step(self):
+        pass
+
+
+def _other_scheduler(model, opt):
+    other = torch.optim.SGD([nn.Parameter(torch.zeros(2))], lr=0.1)
+    return torch.optim.lr_scheduler.StepLR(other, 1)
+
+
+BAD_KWARGS = {
+    "record_every-0": (dict(record_every=0), ValueError, "record_every"),
+    "record_every-negative": (dict(record_every=-3), ValueError, "record_every"),
+    "record_every-float": (dict(record_every=2.5), ValueError, "record_every"),
+    "record_every-bool": (dict(record_every=True), ValueError, "record_every"),
+    "generator-int": (dict(generator=123), TypeError, "generator"),
+    "generator-string": (dict(generator="seed"), TypeError, "generator"),
+    "scheduler-other-optimizer": (dict(scheduler=_other_scheduler), ValueError, "scheduler"),
+    "scheduler-not-a-scheduler": (dict(scheduler=lambda m, o: NotAScheduler()), TypeError, "scheduler"),
+    "scheduler-string": (dict(scheduler=lambda m, o: "cosine"), TypeError, "scheduler"),
+    "scheduler-plateau": (dict(scheduler=lambda m, o: torch.optim.lr_scheduler.ReduceLROnPlateau(o)), TypeError,
+                          "ReduceLROnPlateau"),
+    "lam-nan": (dict(lam=math.nan), ValueError, "lam"),
+    "lam-inf": (dict(lam=math.inf), ValueError, "lam"),
+    "lam-negative": (dict(lam=-0.5), ValueError, "lam"),
+    "lam-string": (dict(lam="0.5"), TypeError, "lam"),
+    "lam-bool": (dict(lam=True), TypeError, "lam"),
+    "lam-callable-nan": (dict(lam=lambda epoch: math.nan if epoch == 1 else 0.5, epochs=2), ValueError, "lam"),
+    "lam-callable-string": (dict(lam=lambda epoch: "x"), TypeError, "lam"),
+    "loss_fn-not-callable": (dict(loss_fn="nll"), TypeError, "loss_fn"),
+    "record-not-callable": (dict(record=5), TypeError, "record"),
+    "augment_batch-not-callable": (dict(augment_batch="flip"), TypeError, "augment_batch"),
+    "regularizer-unknown": (dict(regularizer="l2"), ValueError, "regularizer"),
+    "shuffle-string": (dict(shuffle="yes"), TypeError, "shuffle"),
+    "progress-tensor": (dict(progress=torch.tensor([1.0, 2.0])), TypeError, "progress"),
+    "lam-tensor-of-two": (dict(lam=torch.tensor([0.5, 0.5])), TypeError, "lam"),
+    "epochs-float": (dict(epochs=1.5), ValueError, "epochs"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("source", ["tensors", "loader"])
+@pytest.mark.parametrize("case", BAD_KWARGS, ids=list(BAD_KWARGS))
+def test_bad_arguments_are_refused_before_anything_changes(case, source):
+    kwargs, error, match = BAD_KWARGS[case]
+    model, opt = model_and_opt()
+    kwargs = {k: (v(model, opt) if k == "scheduler" else v) for k, v in kwargs.items()}
+    kwargs.setdefault("epochs", 1)
+    before = snapshot(model, opt)
+    args = (*data(), opt) if source == "tensors" else (loader(), opt)
+    if source == "tensors":
+        kwargs.setdefault("batch_size", 8)
+    with pytest.raises(error, match=match):
+        fit(model, *args, **kwargs)
+    assert unchanged(model, opt, before)
+
+
+@pytest.mark.parametrize("how", ["other-parameters", "no-parameters"])
+def test_an_optimizer_holding_none_of_the_models_parameters_is_refused(how):
+    model, opt = model_and_opt()
+    other = torch.optim.SGD([nn.Parameter(torch.zeros(3))] if how == "other-parameters" else [{"params": []}], lr=0.1)
+    before = snapshot(model, opt)
+    with pytest.raises(ValueError, match="optimizer"):
+        fit(model, loader(), optimizer=other, epochs=1)
+    assert unchanged(model, opt, before)
+
+
+def test_a_plain_model_with_regularizer_none_trains_at_the_default_lam():
+    model, opt = model_and_opt(plain=True)
+    before = snapshot(model, opt)
+    history = fit(model, loader(), optimizer=opt, epochs=1, regularizer="none")
+    assert history["step"] and not unchanged(model, opt, before)
+
+
+@pytest.mark.parametrize("regularizer", ["selective", "paper", "augerino"])
+def test_a_plain_model_with_a_regularizer_of_layers_is_refused_at_entry(regularizer):
+    model, opt = model_and_opt(plain=True)
+    before = snapshot(model, opt)
+    with pytest.raises(ValueError, match="regulari"):
+        fit(model, loader(), optimizer=opt, epochs=1, regularizer=regularizer)
+    assert unchanged(model, opt, before)
+
+
+# ----------------------------------------------------------------------- devices
+
+
+@pytest.mark.parametrize("device", ["meta", "mps", "hip", "xpu", "cuda:7", "cuda", "tpu", "not-a-device", 3.5])
+def test_devices_the_machine_lacks_are_refused_before_the_model_moves(device):
+    if isinstance(device, str) and device.startswith("cuda") and torch.cuda.device_count() > 7:
+        pytest.skip("this machine has that GPU")
+    model, opt = model_and_opt()
+    before = snapshot(model, opt)
+    with pytest.raises((ValueError, TypeError), match="device"):
+        fit(model, loader(), optimizer=opt, epochs=1, device=device)
+    assert unchanged(model, opt, before)
+    assert all(p.device.type == "cpu" for p in model.parameters())
+
+
+@pytest.mark.parametrize("device", ["meta", "mps", "hip", "xpu", "cuda:9"])
+def test_resolve_device_refuses_devices_the_machine_lacks(device):
+    if device.startswith("cuda") and torch.cuda.device_count() > 9:
+        pytest.skip("this machine has that GPU")
+    with pytest.raises(ValueError, match=device.split(":")[0]):
+        augnet.training.resolve_device(device)
+
+
+def test_a_model_on_meta_trains_only_meta_inputs_and_moves_nowhere():
+    model, _ = model_and_opt()
+    model.to("meta")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match=r"the model is on meta .* data are on cpu"):
+        fit(model, loader(), optimizer=opt, epochs=1)
+    with pytest.raises(ValueError, match="meta, which holds no values: nothing to move to cpu"):
+        fit(model, loader(), optimizer=opt, epochs=1, device="cpu")
+    x, y = (t.to("meta") for t in next(iter(loader())))
+    history = fit(model, [(x, y)], optimizer=opt, epochs=1)  # a dry run: shapes only
+    assert history["step"] == [1] and all(p.device.type == "meta" for p in model.parameters())
+
+
+# ----------------------------------------------------------------------- losses that are not finite
+
+
+class PoisonAt(nn.Module):
+    """Log-probabilities of a linear map; NaN (or inf) from the ``step``-th call on."""
+
+    def __init__(self, step, value=math.nan):
+        super().__init__()
+        self.inner, self.calls, self.step, self.value = nn.Sequential(nn.Flatten(), nn.Linear(144, 4)), 0, step, value
+
+    def forward(self, x):
+        self.calls += 1
+        out = self.inner(x).log_softmax(1)
+        return out + self.value if self.calls >= self.step else out
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf])
+@pytest.mark.parametrize("step", [1, 2, 3])  # 3 batches: the first, a middle and the last step
+def test_a_loss_that_is_not_finite_stops_training_at_its_step(step, value):
+    torch.manual_seed(0)
+    trunk = PoisonAt(step, value)
+    # effect_every=0: the effects' measurement would call the trunk too
+    model = augnet.AugNet(trunk, augnet.AugmentationLayer([T.Rotate(), T.ShearX()]), effect_every=0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    reference = PoisonAt(10**9)
+    reference.load_state_dict(trunk.state_dict())
+    ref_model = augnet.AugNet(reference, augnet.AugmentationLayer([T.Rotate(), T.ShearX()]), effect_every=0)
+    ref_model.load_state_dict(model.state_dict())
+    ref_opt = torch.optim.SGD(ref_model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(0)
+    with pytest.raises((ValueError, FloatingPointError), match=f"step {step}"):
+        fit(model, loader(), optimizer=opt, epochs=1, generator=g)
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    if step > 1:  # the state after step - 1 steps, as a run that stops there
+        first = list(loader())[: step - 1]
+        fit(ref_model, first, optimizer=ref_opt, epochs=1, generator=torch.Generator().manual_seed(0))
+    for a, b in zip(model.parameters(), ref_model.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_a_nan_in_the_data_stops_training_with_a_clear_error():
+    model, opt = model_and_opt()
+    x, y = data()
+    x = x.clone()
+    x[20] = math.nan  # in the last batch
+    with pytest.raises((ValueError, FloatingPointError), match="step 3"):
+        fit(model, x, y, opt, 1, 8, shuffle=False)
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+# ----------------------------------------------------------------------- PolicyLogger
+
+
+def test_a_policy_logger_whose_folder_is_a_file_is_refused_at_construction(tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("not a folder")
+    with pytest.raises(ValueError, match="taken"):
+        PolicyLogger(taken)
+    with pytest.raises(ValueError, match="taken"):
+        PolicyLogger(taken / "below")
+
+
+def test_a_policy_logger_whose_csv_name_is_a_folder_is_refused_at_construction(tmp_path):
+    (tmp_path / "policy.csv").mkdir()
+    with pytest.raises(ValueError, match=r"policy\.csv"):
+        PolicyLogger(tmp_path)
+
+
+def test_a_policy_logger_does_not_overwrite_an_earlier_runs_file(tmp_path):
+    (tmp_path / "policy.csv").write_text("step,epoch\n1,0\n")
+    with pytest.raises(ValueError, match=r"policy\.csv"):
+        PolicyLogger(tmp_path)
+    assert (tmp_path / "policy.csv").read_text() == "step,epoch\n1,0\n"
+    PolicyLogger(tmp_path, overwrite=True)  # asked for
+
+
+def test_a_reused_policy_logger_keeps_the_first_runs_rows(tmp_path):
+    logger = PolicyLogger(tmp_path, every=1)
+    model, opt = model_and_opt()
+    fit(model, loader(), optimizer=opt, epochs=1, callbacks=logger)
+    first = (tmp_path / "policy.csv").read_text().splitlines()
+    fit(model, loader(), optimizer=opt, epochs=1, callbacks=logger)
+    rows = list(csv.DictReader((tmp_path / "policy.csv").open()))
+    assert (tmp_path / "policy.csv").read_text().splitlines()[: len(first)] == first
+    assert [int(float(r["step"])) for r in rows] == [1, 2, 3, 4, 5, 6]  # the second run continues the count
+
+
+def test_a_reused_policy_logger_refuses_another_model_before_training(tmp_path):
+    logger = PolicyLogger(tmp_path, every=1)
+    model, opt = model_and_opt()
+    fit(model, loader(), optimizer=opt, epochs=1, callbacks=logger)
+    other = augnet.AugNet(nn.Sequential(nn.Flatten(), nn.Linear(144, 4)), augnet.AugmentationLayer([T.Brightness()]))
+    other_opt = torch.optim.SGD(other.parameters(), lr=0.1)
+    before = snapshot(other, other_opt)
+    with pytest.raises(ValueError, match="columns"):
+        fit(other, loader(), optimizer=other_opt, epochs=1, callbacks=logger)
+    assert unchanged(other, other_opt, before)
+
+
+@pytest.mark.parametrize("every", [0, -1, 1.5, True, "2"])
+def test_policy_logger_every_is_checked(tmp_path, every):
+    with pytest.raises((ValueError, TypeError), match="every"):
+        PolicyLogger(tmp_path, every=every)
+
+
+def test_numpy_batches_name_the_fix():
+    model, opt = model_and_opt()
+    x, y = data(8)
+    with pytest.raises(TypeError, match=r"tensor"):
+        fit(model, [(np.asarray(x), np.asarray(y))], optimizer=opt, epochs=1)
+
+
+def test_temperature_annealing_refuses_a_start_whose_reciprocal_overflows():
+    for start in (1e-39, 1e-300):
+        with pytest.raises(ValueError, match="start"):
+            TemperatureAnnealing(start=start, end=0.01)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (dict(size="32"), ValueError, "size"),
+        (dict(size=(0, 32)), ValueError, "size"),
+        (dict(size=(32.0, 32)), ValueError, "size"),
+        (dict(csv="yes"), TypeError, "csv"),
+        (dict(tensorboard=1), TypeError, "tensorboard"),
+        (dict(overwrite="no"), TypeError, "overwrite"),
+        (dict(log_dir=3.5), TypeError, "log_dir"),
+    ],
+)
+def test_policy_logger_checks_its_arguments_at_construction(tmp_path, kwargs, error, match):
+    kwargs.setdefault("log_dir", tmp_path / "log")
+    with pytest.raises(error, match=match):
+        PolicyLogger(**kwargs)
+    assert not (tmp_path / "log").exists()
+
+
+@pytest.mark.parametrize("lam", [torch.tensor(0.5), np.float32(0.5), lambda epoch: torch.tensor(0.1)])
+def test_lam_as_a_tensor_or_numpy_number_trains(lam):
+    model, opt = model_and_opt()
+    history = fit(model, loader(), optimizer=opt, epochs=1, lam=lam)
+    assert history["step"]
+
+
+def test_a_model_that_is_not_a_module_is_refused():
+    _, opt = model_and_opt()
+    with pytest.raises(TypeError, match="model"):
+        fit("model", loader(), optimizer=opt, epochs=1)
