@@ -154,7 +154,7 @@ def run_one(task: str, setting: str, seed: int, config: SelectionConfig) -> dict
             trunks.append(
                 {
                     "depth": r["depth"], "width": r["width"], "accuracy": r["accuracy"],
-                    "invariance": r["invariance"], "scores": r["scores"].tolist(),
+                    "invariance": r["invariance"], "scores": [round(v, 4) for v in r["scores"].tolist()],
                     "layers": r.get("policy", []),
                 }
             )  # fmt: skip

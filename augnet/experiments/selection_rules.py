@@ -255,6 +255,9 @@ def selection_report(config, records: list[dict], out_dir: Path, seconds: float)
     figures = []
     with contextlib.suppress(ImportError):  # no matplotlib: numbers only
         figures.append(plot_selection(rows, Path(out_dir) / "selection.png"))
+    # The runs without the capacity trunks' per-sample scores (their pooled summaries are in "summary").
+    runs = [{**r, "trunks": [{k: v for k, v in t.items() if k != "scores"} for t in r["trunks"]]}
+            if "trunks" in r else r for r in records]  # fmt: skip
     numbers = {"config": dataclasses.asdict(config), "rules": RULES, "summary": rows, "verdicts": verdicts,
-               "runs": records}  # fmt: skip
+               "runs": runs}  # fmt: skip
     return Report("selection", "\n".join(lines), numbers, figures)
