@@ -187,3 +187,15 @@ def test_the_paper_trunk_and_calibration_in_the_demo_model():
     assert [c.out_channels for c in convs] == [4, 8, 16, 32]  # c, 2c, 4c, 8c
     with pytest.raises(ValueError, match="needs the training images"):
         build_model(DemoConfig(calibrate="input"))
+
+
+def test_worker_processes_start_after_autograd_has_run_in_this_process():
+    """Workers are spawned: a forked pool fails once autograd has run here (a test session, a notebook)."""
+    import torch
+
+    torch.ones(2, requires_grad=True).sum().backward()
+    config = S.SelectionConfig(tasks=("sinusoids-1",), settings=(S.DEFAULT_SETTING,), seeds=2, quick=True, workers=2)
+    config.base = {"epochs": 1, "n_train": 40, "n_test": 20}
+    records = S.run_selection(config)
+    assert [(r["task"], r["seed"]) for r in records] == [("sinusoids-1", 0), ("sinusoids-1", 1)]
+    assert all(0.0 <= r["accuracy"] <= 1.0 and len(r["layers"]) == 1 for r in records)

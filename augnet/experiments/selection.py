@@ -23,6 +23,7 @@ row is augnet's default, what ``AugNet``, ``AugmentationLayer``,
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -187,7 +188,8 @@ def run_selection(config: SelectionConfig | None = None, progress: bool = False,
     if config.workers == 1:
         results = (run_one(*run, config) for run in runs)
     else:
-        pool = ProcessPoolExecutor(config.workers)
+        # Spawned, not forked: a fork after autograd has run in this process (a test session, a notebook) fails.
+        pool = ProcessPoolExecutor(config.workers, mp_context=multiprocessing.get_context("spawn"))
         results = pool.map(_run_one_packed, [(*run, config) for run in runs])
     try:
         for record in results:
