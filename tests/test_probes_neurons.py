@@ -444,12 +444,16 @@ class MeanHead(nn.Module):
 
 
 def ablated_output(maps, tau, units):
-    """The ReLU's output in select_tau's inactive-ablation pass (pass 0 is unablated, pass 1 ablates)."""
+    """The ReLU's output in select_tau's inactive-ablation pass on the clean rows.
+
+    select_tau runs the clean inputs, then the transformed ones: forward passes 0 and 1 are unablated,
+    pass 2 is the clean rows of the first ablated pass.
+    """
     model = nn.Sequential(OrderedDict(relu=nn.ReLU(), spy=nn.Identity(), head=MeanHead())).eval()
     outputs = []
     model.spy.register_forward_hook(lambda m, i, o: outputs.append(o.clone()))
     select_tau(model, "relu", maps, torch.tensor([0, 1]), taus=[tau], x_t=maps, units=units, batch_size=2 * len(maps))
-    return outputs[1][: len(maps)]  # one chunk per pass, clean rows first
+    return outputs[2]
 
 
 # --------------------------------------------------------------------------- layer-wise invariance (Fig. 10)

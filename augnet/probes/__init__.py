@@ -36,7 +36,7 @@ from augnet.probes.equivariance import (
     plot_equivariance_curves,
     representation_distance,
 )
-from augnet.probes.features import features
+from augnet.probes.features import features, layer_calls
 from augnet.probes.invariance import accuracy_curve, distance, invariance_curve, invariance_score
 from augnet.probes.maps import EquivarianceMap, fit_equivariance_map, mapping_error
 from augnet.probes.neurons import (
@@ -82,6 +82,7 @@ __all__ = [
     "fit_equivariance_map",
     "invariance_curve",
     "invariance_score",
+    "layer_calls",
     "layer_importance",
     "layer_units",
     "layerwise_invariance",
