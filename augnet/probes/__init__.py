@@ -38,6 +38,7 @@ from augnet.probes.equivariance import (
 )
 from augnet.probes.features import features, layer_calls
 from augnet.probes.invariance import accuracy_curve, distance, invariance_curve, invariance_score
+from augnet.probes.lie import lie_derivative
 from augnet.probes.maps import EquivarianceMap, fit_equivariance_map, mapping_error
 from augnet.probes.neurons import (
     layer_units,
@@ -86,6 +87,7 @@ __all__ = [
     "layer_importance",
     "layer_units",
     "layerwise_invariance",
+    "lie_derivative",
     "mapping_error",
     "nested_splits",
     "neuron_invariance",
