@@ -58,6 +58,7 @@ from augnet.probes.ranking import (
     ranking_probe_per_layer_model,
     ranking_table,
 )
+from augnet.probes.report import ProbeReport, auto_layers, report
 from augnet.probes.similarity import (
     equivariance_alignment,
     plot_similarity_change_distributions,
@@ -71,8 +72,10 @@ from augnet.probes.similarity import (
 __all__ = [
     "EquivarianceLoss",
     "EquivarianceMap",
+    "ProbeReport",
     "SeenTransformedDataset",
     "accuracy_curve",
+    "auto_layers",
     "category_accuracy",
     "derangement",
     "distance",
@@ -101,6 +104,7 @@ __all__ = [
     "ranking_probe_per_layer",
     "ranking_probe_per_layer_model",
     "ranking_table",
+    "report",
     "representation_distance",
     "same_class_pairs",
     "select_tau",

@@ -38,6 +38,7 @@ Gruver, Finzi, Goldblum and Wilson, "The Lie Derivative for Measuring Learned Eq
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
 
 import torch
@@ -201,7 +202,7 @@ def lie_derivative(
     x: Tensor,
     transform,
     layers: str | list[str] = LOGITS,
-    reduce: str = "none",
+    reduce: str | Callable[[Tensor], Tensor] = "none",
     equivariant: bool | str = "auto",
     batch_size: int | None = None,
     copies: int | None = None,
@@ -222,8 +223,9 @@ def lie_derivative(
             Brightness, Contrast, Saturation, Hue); its magnitude plays no part (the derivative
             is taken at the identity).
         layers: layer names as for :func:`~augnet.probes.features` (default ``"logits"``).
-        reduce: ``"none"``, ``"mean"`` (channels averaged over positions) or ``"flatten"``,
-            applied to the layer's Lie derivative and to its output, after ``rho``.
+        reduce: ``"none"``, ``"mean"`` (channels averaged over positions), ``"flatten"``, or a
+            linear callable (B, ...) -> (B, D), applied to the layer's Lie derivative and to its
+            output, after ``rho``.
         equivariant: ``True`` acts on a (B, C, H', W') layer output with the same warp
             (``rho = g_t``, equivariance), ``False`` leaves outputs alone (``rho = 1``,
             invariance), ``"auto"`` the former for feature maps (H', W' > 1) under a warp.
@@ -259,8 +261,9 @@ def lie_derivative(
     transform.check_input(x)
     if not x.is_floating_point() or len(x) == 0:
         raise ValueError(f"x must be a non-empty batch of floating-point images, got {x.dtype} {tuple(x.shape)}")
-    if reduce not in REDUCTIONS:
-        raise ValueError(f"reduce must be one of {REDUCTIONS}, got {reduce!r}")
+    if not callable(reduce) and reduce not in REDUCTIONS:
+        raise ValueError(f"reduce must be one of {REDUCTIONS} or a callable, got {reduce!r}")
+    pool = reduce if callable(reduce) else lambda a: reduce_features(a, reduce)
     if equivariant not in (True, False, "auto"):
         raise ValueError(f"equivariant must be True, False or 'auto', got {equivariant!r}")
     names = [layers] if isinstance(layers, str) else list(layers)
@@ -298,14 +301,14 @@ def lie_derivative(
                 acting[n] = bool(act)
                 if act:
                     tangent = tangent.double() - transform_derivative(transform, primal, size)
-                lie = reduce_features(tangent.double(), reduce).flatten(1)
-                value = reduce_features(primal.double(), reduce).flatten(1)
+                lie = pool(tangent.double()).flatten(1)
+                value = pool(primal.double()).flatten(1)
                 norm = value.norm(dim=1)
                 per[n]["lee"].append(lie.abs().mean(1).cpu())
                 rel = torch.where(norm > 0, lie.norm(dim=1) / torch.where(norm > 0, norm, 1.0), torch.nan)
                 per[n]["relative"].append(rel.cpu())
                 if return_derivative:
-                    per[n]["derivative"].append(reduce_features(tangent.detach(), reduce).cpu())
+                    per[n]["derivative"].append(pool(tangent.detach()).cpu())
     lee = {n: torch.cat(per[n]["lee"]) for n in names}
     relative = {n: torch.cat(per[n]["relative"]) for n in names}
     out = {
