@@ -19,7 +19,6 @@ from pathlib import Path
 
 import torch
 import torchvision
-from torch import nn
 
 from augnet import probes
 from augnet.transforms import image as T
@@ -40,7 +39,7 @@ def measure(fn):
     start = time.perf_counter()
     try:
         out = fn()
-    except Exception as err:  # noqa: BLE001 - the error is the figure
+    except Exception as err:  # the error is the figure
         out = f"{type(err).__name__}: {str(err)[:300]}"
     return out, round(peak_mb() - base, 1), round(time.perf_counter() - start, 2)
 
@@ -172,7 +171,10 @@ def scale() -> dict:
     for kind in ("l2", "cosine"):
         ref = probes.invariance_score(z, z_t, kind, permutation=perm).median()
         tiny = probes.invariance_score(z * 1e-13, z_t * 1e-13, kind, permutation=perm)
-        out[f"invariance_score_{kind}"] = {"unit_scale": round(float(ref), 3), "scaled_1e-13": round(float(tiny.median()), 3)}
+        out[f"invariance_score_{kind}"] = {
+            "unit_scale": round(float(ref), 3),
+            "scaled_1e-13": round(float(tiny.median()), 3),
+        }
     offset = probes.invariance_score(z + 1e6, z_t + 1e6, "cosine", permutation=perm)
     out["invariance_score_cosine_offset_1e6"] = {"nan_fraction": float(offset.isnan().double().mean())}
     m_a, m_b = torch.rand(400, generator=g), torch.rand(400, generator=g)
