@@ -74,7 +74,7 @@ def test_resnet50_reused_relu_calls_are_layers_of_their_own():
     torch.testing.assert_close(out["layer1.0.relu#2"], out["layer1.0"])  # the block's output is its last ReLU
     y = torch.arange(4)
     # Before: a RuntimeError (size mismatch, 64 against 256) from normalising over every call.
-    with pytest.raises(ValueError, match="layer1.0.relu#2"):
+    with pytest.raises(ValueError, match=r"layer1\.0\.relu#2"):
         probes.select_tau(net, "layer1.0.relu", x, y, taus=[0.0], transform=T.HorizontalFlip())
     res = probes.select_tau(net, "layer1.0.relu#2", x, y, taus=[0.0], transform=T.HorizontalFlip())
     assert res["drop"] == [0.0]
