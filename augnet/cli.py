@@ -278,7 +278,7 @@ def _probe(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     out = Path(args.out)
-    rep.info.update(command=" ".join(sys.argv[1:]) if sys.argv else "", data="fake" if args.fake else str(args.data))
+    rep.info.update(command="augnet " + " ".join(args.argv), data="fake" if args.fake else str(args.data))
     saved = [rep.save(out / "probe.json"), rep.save(out / "probe.csv")]
     verdict = rep.verdict()
     (out / "verdict.txt").write_text(verdict + "\n")
@@ -355,6 +355,7 @@ def check_args(args: argparse.Namespace) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     problem = check_args(args)
     if problem is not None:
         print(f"augnet {args.command}: error: {problem}", file=sys.stderr)

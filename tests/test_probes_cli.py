@@ -26,6 +26,7 @@ def test_probe_on_fake_images_writes_the_table_the_heatmap_and_a_verdict(tmp_pat
     data = json.loads((tmp_path / "probe.json").read_text())
     assert data["info"]["layers"] == ["layer1", "layer2", "layer3", "layer4", "logits"]
     assert data["info"]["transforms"] == ["Rotate", "HorizontalFlip"] and data["info"]["n_inputs"] == 16
+    assert data["info"]["command"].startswith("augnet probe --model torchvision.models:resnet18")
     assert {r["measure"] for r in data["records"]} == set(MEASURES)
     assert (tmp_path / "probe.csv").read_text().startswith("layer,transform,magnitude")
     assert (tmp_path / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

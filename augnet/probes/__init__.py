@@ -8,7 +8,9 @@ transformation's parameters (and, for an AugNet, its own augmentation draws).
 =============================  ===============================================  ==============================
 probe                          what it measures                                 paper
 =============================  ===============================================  ==============================
-features                       activations of named layers (forward hooks)      all
+report, augnet probe           every measure below, per layer and transform     all
+lie_derivative                 local equivariance error, exact by autograd      Gruver et al. (ICLR 2023)
+features, layer_calls          activations of named layers (forward hooks)      all
 invariance_score / _curve      (b - d(z, z_t)) / b against a derangement        AugNet eq. 4; Bouchacourt eq. 1
 accuracy_curve                 accuracy against the transformation magnitude    Tensmeyer & Martinez
 neuron_invariance, select_tau  per-unit invariance on active inputs             Zaidi et al.
@@ -23,6 +25,10 @@ similarity_change / _search    transforms that bring same-class pairs closer    
 similarity_change_distributions  per-class distributions of the change          Bouchacourt et al. Fig. 3A
 SeenTransformedDataset, ...    seen / unseen category protocol                  Zaidi et al.
 =============================  ===============================================  ==============================
+
+A layer is one call of a module (a module called twice is ``name#0`` and ``name#1``); every probe
+runs the model in evaluation mode, restores its modes, and streams its inputs in batches (see
+:mod:`augnet.probes._common` and :mod:`augnet.probes.features`).
 
 ``EquivarianceLoss`` (classification + equivariance + invariance, Tensmeyer &
 Martinez eq. 7) is a training loss, not a probe: it lives in :mod:`augnet.losses`

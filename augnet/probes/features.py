@@ -368,14 +368,39 @@ def features(
         (torch.Size([5, 4]), torch.Size([5, 2]))
     """
     names = [layers] if isinstance(layers, str) else list(layers)
-    chunks: dict[str, list[Tensor]] = {n: [] for n in names}
-
-    def keep(start, stop, batch):
-        for n in names:
-            chunks[n].append(batch[n])
-
+    keep = _Filler(len(x) if isinstance(x, (Tensor, Transformed)) else 0)  # a bad x is refused below
     stream_features(model, x, names, keep, reduce, batch_size, **forward_kwargs)
-    return {n: torch.cat(chunks[n]) for n in names}
+    out = keep.result()
+    return {n: out[n] for n in names}
+
+
+class _Filler:
+    """``keep(start, stop, batch)``: each layer's batches written into one tensor, allocated at the first batch.
+
+    One allocation per layer rather than one small tensor per batch kept until the end: small
+    long-lived blocks interleaved with a batch's large short-lived ones fragment the heap, and the
+    process's resident memory then grows with the number of inputs (2.3 GB of it at 20,000 inputs
+    in ``layerwise_invariance``). A layer whose batches do not have one row per input (a model that
+    returns several views of each) is kept batch by batch and concatenated by :meth:`result`.
+    """
+
+    def __init__(self, rows: int, convert: Callable[[Tensor], Tensor] | None = None) -> None:
+        self.rows, self.convert = rows, convert
+        self.out: dict[str, Tensor] = {}
+        self.parts: dict[str, list[Tensor]] = {}
+
+    def __call__(self, start: int, stop: int, batch: dict[str, Tensor]) -> None:
+        for n, value in batch.items():
+            value = value if self.convert is None else self.convert(value)
+            if n in self.parts or value.shape[0] != stop - start:
+                self.parts.setdefault(n, [self.out.pop(n)[:start]] if n in self.out else []).append(value)
+                continue
+            if n not in self.out:
+                self.out[n] = value.new_empty((self.rows, *value.shape[1:]))
+            self.out[n][start:stop] = value
+
+    def result(self) -> dict[str, Tensor]:
+        return {**self.out, **{n: torch.cat(p) for n, p in self.parts.items()}}
 
 
 def _first_tensor(o) -> Tensor:

@@ -46,7 +46,7 @@ from torch import Tensor, nn
 
 from augnet.probes._common import batch_size_of, evaluating, forward_kwargs, summary
 from augnet.probes.families import continuous_names, family
-from augnet.probes.features import LOGITS, REDUCTIONS, reduce_features, stream_features
+from augnet.probes.features import LOGITS, REDUCTIONS, _Filler, reduce_features, stream_features
 
 __all__ = ["KINK_STEP", "lie_derivative", "transform_derivative"]
 
@@ -271,7 +271,10 @@ def lie_derivative(
         raise ValueError("layers must name at least one layer")
     step = batch_size_of(batch_size)
     size = tuple(x.shape[-2:])
-    per: dict[str, dict[str, list[Tensor]]] = {n: {"lee": [], "relative": [], "derivative": []} for n in names}
+    # Per-sample values written into tensors allocated once (see features._Filler on why).
+    lee = {n: torch.empty(len(x), dtype=torch.float64) for n in names}
+    relative = {n: torch.empty(len(x), dtype=torch.float64) for n in names}
+    keep_derivative = _Filler(len(x))
     acting: dict[str, bool] = {}
     modes = ["forward", "forward_math", "double_backward"]
     with evaluating(model), _reference_tap_mix(model):
@@ -304,13 +307,12 @@ def lie_derivative(
                 lie = pool(tangent.double()).flatten(1)
                 value = pool(primal.double()).flatten(1)
                 norm = value.norm(dim=1)
-                per[n]["lee"].append(lie.abs().mean(1).cpu())
+                stop = start + len(xb)
+                lee[n][start:stop] = lie.abs().mean(1).cpu()
                 rel = torch.where(norm > 0, lie.norm(dim=1) / torch.where(norm > 0, norm, 1.0), torch.nan)
-                per[n]["relative"].append(rel.cpu())
+                relative[n][start:stop] = rel.cpu()
                 if return_derivative:
-                    per[n]["derivative"].append(pool(tangent.detach()).cpu())
-    lee = {n: torch.cat(per[n]["lee"]) for n in names}
-    relative = {n: torch.cat(per[n]["relative"]) for n in names}
+                    keep_derivative(start, stop, {n: pool(tangent.detach()).cpu()})
     out = {
         "transform": type(transform).__name__,
         "parameter": fam.param,
@@ -325,5 +327,6 @@ def lie_derivative(
         "mean_relative": {n: float(v.nanmean()) for n, v in relative.items()},
     }
     if return_derivative:
-        out["derivative"] = {n: torch.cat(per[n]["derivative"]) for n in names}
+        derivative = keep_derivative.result()
+        out["derivative"] = {n: derivative[n] for n in names}
     return out

@@ -53,7 +53,7 @@ from torch import Tensor, nn
 from augnet.probes._common import Transformed, batch_size_of, derangement, evaluating, forward_kwargs, seeded
 from augnet.probes.equivariance import equivariance_report
 from augnet.probes.families import family, rank_param
-from augnet.probes.features import LOGITS, describe, stream_features
+from augnet.probes.features import LOGITS, _Filler, describe, stream_features
 from augnet.probes.invariance import invariance_score
 from augnet.probes.lie import lie_derivative
 from augnet.probes.ranking import ranking_probe_per_layer
@@ -371,17 +371,13 @@ def report(
 
     def read(source, index: int, what: str) -> dict[str, Tensor]:
         bar.set_postfix_str(what)
-        chunks: dict[str, list[Tensor]] = {nm: [] for nm in names}
-
-        def keep(s, e, batch):
-            for nm in names:
-                chunks[nm].append(_pool(batch[nm].detach(), True).cpu())
-
+        keep = _Filler(n, lambda a: _pool(a.detach(), True).cpu())
         kwargs = forward_kwargs(model, copies, seed, x.device, "shared", index)
         with torch.no_grad():
             stream_features(model, source, names, keep, "none", step, **kwargs)
         bar.update(1)
-        return {nm: torch.cat(chunks[nm]) for nm in names}
+        pooled = keep.result()
+        return {nm: pooled[nm] for nm in names}
 
     records: list[dict] = []
     perm = derangement(n, seeded(seed))

@@ -63,7 +63,7 @@ def _predict(model: nn.Module, x, step: int, copies, seed: int, check=None) -> T
     ``check`` is called after each forward pass (see :func:`~augnet.probes.features.call_hooks`).
     """
     kwargs = forward_kwargs(model, copies, seed, x.x.device if isinstance(x, Transformed) else x.device)
-    preds = []
+    preds = torch.empty(len(x), dtype=torch.int64)  # one allocation, not one kept per batch
     for start in range(0, len(x), step):
         out = model(rows_of(x, start, min(start + step, len(x))), **kwargs)
         if check is not None:
@@ -74,8 +74,9 @@ def _predict(model: nn.Module, x, step: int, copies, seed: int, check=None) -> T
             raise ValueError(
                 f"the model must return (B, classes) logits, got {getattr(out, 'shape', type(out).__name__)}"
             )
-        preds.append(out.argmax(1))
-    return torch.cat(preds)
+        preds = preds.to(out.device)
+        preds[start : start + len(out)] = out.argmax(1)
+    return preds
 
 
 def _check_transform_inputs(x: Tensor, transform, magnitude, x_t, seed: int, who: str) -> Tensor | Transformed:

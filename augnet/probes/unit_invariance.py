@@ -195,7 +195,9 @@ class UnitInvariance:
                 "kept": torch.zeros(units, dtype=torch.float64, device=scores.device),
                 "above": 0,
                 "count": 0,
-                "units_per_input": {},
+                "units_per_input": torch.zeros(self.n_rows, dtype=torch.int64, device=scores.device)
+                if self.n_rows is not None
+                else {},
             }
             if self.per_input:
                 self._sums["scores"] = torch.full(
@@ -207,7 +209,10 @@ class UnitInvariance:
         s["kept"] += torch.where(active, scores, torch.zeros_like(scores)).sum(0)
         s["above"] += int(above.sum()) + int(above_t.sum())
         s["count"] += 2 * above.numel()
-        s["units_per_input"][start] = active.sum(1)
+        if self.n_rows is not None:  # written in place: a small tensor kept per chunk would fragment the heap
+            s["units_per_input"][start : start + len(active)] = active.sum(1)
+        else:
+            s["units_per_input"][start] = active.sum(1)
         if self.per_input:
             s["scores"][start : start + len(scores)] = scores
             s["active"][start : start + len(scores)] = active
@@ -227,7 +232,9 @@ class UnitInvariance:
             out.update(scores=s["scores"], active=s["active"])
         out.update(
             n_active=n_active,
-            units_per_input=torch.cat([s["units_per_input"][k] for k in sorted(s["units_per_input"])]),
+            units_per_input=s["units_per_input"]
+            if isinstance(s["units_per_input"], Tensor)
+            else torch.cat([s["units_per_input"][k] for k in sorted(s["units_per_input"])]),
             active_fraction=s["above"] / max(s["count"], 1),
             scale=self.scale,
             units=self.units,
