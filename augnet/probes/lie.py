@@ -48,10 +48,13 @@ from augnet.probes._common import batch_size_of, evaluating, forward_kwargs, sum
 from augnet.probes.families import continuous_names, family
 from augnet.probes.features import LOGITS, REDUCTIONS, _Filler, reduce_features, stream_features
 
-__all__ = ["KINK_STEP", "lie_derivative", "transform_derivative"]
+__all__ = ["KINK_STEP", "LIE_BATCH_SIZE", "lie_derivative", "transform_derivative"]
 
 #: Where the one-sided derivatives of a warp are taken, at ``t = +-KINK_STEP`` (in the family's units).
 KINK_STEP = 1e-9
+#: Rows per forward pass when ``batch_size`` is ``None``: forward mode holds each activation and its
+#: tangent (a resnet18 at 64 x 64 pixels peaks at 0.3 GB with 64 rows, 0.9 GB with 256, as fast).
+LIE_BATCH_SIZE = 64
 
 
 def _family_of(transform):
@@ -229,7 +232,7 @@ def lie_derivative(
         equivariant: ``True`` acts on a (B, C, H', W') layer output with the same warp
             (``rho = g_t``, equivariance), ``False`` leaves outputs alone (``rho = 1``,
             invariance), ``"auto"`` the former for feature maps (H', W' > 1) under a warp.
-        batch_size: rows per forward pass (default 256).
+        batch_size: rows per forward pass (default :data:`LIE_BATCH_SIZE`, 64).
         copies: for an AugNet, the copies it averages (its draws are seeded with ``seed``, so the
             model is a deterministic function of its input, which is differentiated).
         seed: an AugNet's draws.
@@ -269,7 +272,7 @@ def lie_derivative(
     names = [layers] if isinstance(layers, str) else list(layers)
     if not names:
         raise ValueError("layers must name at least one layer")
-    step = batch_size_of(batch_size)
+    step = LIE_BATCH_SIZE if batch_size is None else batch_size_of(batch_size)
     size = tuple(x.shape[-2:])
     # Per-sample values written into tensors allocated once (see features._Filler on why).
     lee = {n: torch.empty(len(x), dtype=torch.float64) for n in names}

@@ -55,7 +55,7 @@ from augnet.probes.equivariance import equivariance_report
 from augnet.probes.families import family, rank_param
 from augnet.probes.features import LOGITS, _Filler, describe, stream_features
 from augnet.probes.invariance import invariance_score
-from augnet.probes.lie import lie_derivative
+from augnet.probes.lie import LIE_BATCH_SIZE, lie_derivative
 from augnet.probes.ranking import ranking_probe_per_layer
 from augnet.probes.similarity import equivariance_alignment
 from augnet.probes.unit_invariance import neuron_invariance
@@ -320,7 +320,8 @@ def report(
             ImageNet value; :func:`~augnet.probes.select_tau` chooses one by ablation).
         holdout: the fraction of inputs the equivariance maps are evaluated on (Tensmeyer & Martinez).
         lie: compute the Lie derivative (one forward-mode pass per continuous transform).
-        batch_size: rows per forward pass (default 256).
+        batch_size: rows per forward pass (default 256; at most 64 for the Lie derivative, whose
+            forward-mode pass holds every activation's tangent too).
         copies: for an AugNet, the copies it averages.
         seed: seeds every draw: the transforms' parameters (``seed + 1``; the ranker's second copies
             ``seed + 2``), the baseline pairing, the held-out rows, an AugNet's own draws.
@@ -426,7 +427,7 @@ def report(
             if lie and family(t) is not None:
                 bar.set_postfix_str(f"{t_name} Lie derivative")
                 out = lie_derivative(
-                    model, x, t, names, lambda a: _pool(a, True), False, step, copies=copies, seed=seed
+                    model, x, t, names, lambda a: _pool(a, True), False, min(step, LIE_BATCH_SIZE), copies, seed
                 )
                 bar.update(3)
                 for layer in names:
