@@ -1,4 +1,4 @@
-"""Command line: ``augnet demo`` and ``augnet bench``."""
+"""Command line: ``augnet demo``, ``augnet bench``, ``augnet reproduce`` and ``augnet probe``."""
 
 from __future__ import annotations
 
@@ -149,7 +149,148 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--device", default="cpu", help="where to train, e.g. cpu or cuda (default: %(default)s)")
     rep.add_argument("--no-progress", action="store_true", help="no progress bars")
     rep.set_defaults(func=_reproduce)
+
+    probe = sub.add_parser(
+        "probe",
+        help="measure, layer by layer, what a model is invariant to (every probe of the five papers, and the "
+        "Lie derivative)",
+        description="Probe a model: per layer, transform and magnitude, the invariance and equivariance measures "
+        "of augnet.probes.report; write probe.json, probe.csv, heatmap.png and verdict.txt under --out.",
+    )
+    probe.add_argument("--model", required=True, help="import path of the model, e.g. torchvision.models:resnet18")
+    probe.add_argument(
+        "--model-args",
+        default=None,
+        metavar="JSON",
+        help="keyword arguments of the model, e.g. '{\"num_classes\": 10}'",
+    )
+    probe.add_argument(
+        "--weights", default=None, metavar="FILE", help="a state_dict file (read with weights_only=True)"
+    )
+    source = probe.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", metavar="FILE_OR_FOLDER", help="a tensor file (torch.save) or a folder of images")
+    source.add_argument("--fake", action="store_true", help="random images (--n of them, --size pixels)")
+    probe.add_argument("--n", type=int, default=None, help="number of images (default: all of --data; 256 with --fake)")
+    probe.add_argument(
+        "--size", type=int, default=None, help="image side in pixels (resize --data; default 64 with --fake)"
+    )
+    probe.add_argument("--channels", type=int, default=3, help="channels of --fake images (default: %(default)s)")
+    probe.add_argument(
+        "--transforms", required=True, help="comma-separated augnet image transforms, e.g. Rotate,HorizontalFlip"
+    )
+    probe.add_argument("--layers", default="auto", help="comma-separated layer names, or auto (default)")
+    probe.add_argument(
+        "--magnitudes", default="0.25,0.5,1", help="comma-separated magnitudes in (0, 1] (default: %(default)s)"
+    )
+    probe.add_argument("--batch-size", type=int, default=None, help="rows per forward pass (default: 256)")
+    probe.add_argument("--no-lie", action="store_true", help="skip the Lie derivative")
+    probe.add_argument("--seed", type=int, default=0)
+    probe.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    probe.add_argument("--device", default="cpu", help="where to run, e.g. cpu or cuda (default: %(default)s)")
+    probe.add_argument("--out", default="augnet-probe", help="results folder (default: %(default)s)")
+    probe.add_argument("--no-progress", action="store_true", help="no progress bar")
+    probe.set_defaults(func=_probe)
     return parser
+
+
+def _split(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _check_probe(args: argparse.Namespace) -> str | None:
+    """The first problem with ``augnet probe``'s arguments (``None`` if there is none)."""
+    from augnet.probes.report import transform_names
+
+    if ":" not in args.model:
+        return f"--model must be 'package.module:name' (e.g. torchvision.models:resnet18), got {args.model!r}"
+    names = _split(args.transforms)
+    unknown = [n for n in names if n not in transform_names()]
+    if not names or unknown:
+        given = ", ".join(unknown) or repr(args.transforms)
+        return f"--transforms {given}: not augnet image transforms ({', '.join(transform_names())})"
+    try:
+        mags = [float(m) for m in _split(args.magnitudes)]
+    except ValueError:
+        return f"--magnitudes must be comma-separated numbers, got {args.magnitudes!r}"
+    if not mags or not all(0 < m <= 1 for m in mags):
+        return f"--magnitudes must lie in (0, 1], got {args.magnitudes!r}"
+    for name in ("n", "size", "channels", "batch_size"):
+        value = getattr(args, name)
+        if value is not None and value < (8 if name in ("n", "size") else 1):
+            return f"--{name.replace('_', '-')} must be >= {8 if name in ('n', 'size') else 1}, got {value}"
+    if args.data is not None and not Path(args.data).exists():
+        return f"--data {args.data} does not exist"
+    if args.weights is not None and not Path(args.weights).is_file():
+        return f"--weights {args.weights} is not a file"
+    if args.model_args is not None:
+        try:
+            if not isinstance(json.loads(args.model_args), dict):
+                raise ValueError
+        except ValueError:
+            return f"--model-args must be a JSON object, got {args.model_args!r}"
+    return None
+
+
+def _probe(args: argparse.Namespace) -> int:
+    import time
+
+    import torch
+
+    from augnet.probes import report
+    from augnet.probes.inputs import fake_images, load_images, load_model
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    start = time.perf_counter()
+    try:  # reading the model and the data: a problem is one line on stderr, before any probing
+        model = load_model(args.model, args.model_args, args.weights)
+        if args.fake:
+            x = fake_images(args.n or 256, args.size or 64, args.channels, args.seed)
+        else:
+            x = load_images(args.data, args.size, args.n)
+        if len(x) < 8:
+            raise ValueError(f"--data holds {len(x)} images; the probes need at least 8")
+        from augnet.transforms import image as T
+
+        for name in _split(args.transforms):
+            getattr(T, name)().check_input(x[:1])  # e.g. Hue needs RGB images
+        layers = "auto" if args.layers == "auto" else _split(args.layers)
+        if layers != "auto":
+            from augnet.probes.features import _resolve
+
+            _resolve(model, layers)  # unknown layers
+    except (ValueError, TypeError) as err:
+        print(f"augnet probe: error: {err}", file=sys.stderr)
+        return 2
+    model, x = model.to(args.device), x.to(args.device)
+    print(
+        f"augnet probe: {type(model).__name__} ({args.model}) on {len(x)} images {tuple(x.shape[1:])}, "
+        f"transforms {', '.join(_split(args.transforms))}"
+    )
+    rep = report(
+        model,
+        x,
+        _split(args.transforms),
+        layers,
+        [float(m) for m in _split(args.magnitudes)],
+        lie=not args.no_lie,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        progress=not args.no_progress,
+    )
+    out = Path(args.out)
+    rep.info.update(command="augnet " + " ".join(args.argv), data="fake" if args.fake else str(args.data))
+    saved = [rep.save(out / "probe.json"), rep.save(out / "probe.csv")]
+    verdict = rep.verdict()
+    (out / "verdict.txt").write_text(verdict + "\n")
+    saved.append(out / "verdict.txt")
+    try:
+        saved.append(rep.heatmap(out / "heatmap.png"))
+    except ImportError as err:
+        print(f"no heatmap: {err}")
+    print(f"\n{verdict}\n")
+    print(f"saved {', '.join(str(p) for p in saved)}  ({time.perf_counter() - start:.0f} s)")
+    return 0
 
 
 def _reproduce(args: argparse.Namespace) -> int:
@@ -226,8 +367,12 @@ def check_args(args: argparse.Namespace) -> str | None:
     grey = [t for t in transforms if t in RGB_ONLY] if getattr(args, "data", None) == "glyphs" else []
     if grey:
         return f"--transforms {' '.join(grey)} need RGB images; the glyphs are grey (use --data sprites)"
+    if args.command == "probe":
+        problem = _check_probe(args)
+        if problem is not None:
+            return problem
     device = getattr(args, "device", None)
-    if device is not None and args.command in ("demo", "reproduce"):  # bench checks its own device
+    if device is not None and args.command in ("demo", "reproduce", "probe"):  # bench checks its own device
         from augnet.training import resolve_device
 
         try:
@@ -242,6 +387,7 @@ def check_args(args: argparse.Namespace) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     problem = check_args(args)
     if problem is not None:
         print(f"augnet {args.command}: error: {problem}", file=sys.stderr)

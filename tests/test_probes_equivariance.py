@@ -489,3 +489,25 @@ def test_bad_inputs_raise():
         representation_distance(z, z, ridges=1.0)
     with pytest.raises(ValueError, match="y must have shape"):
         equivariance_report(z, z, head=nn.Linear(4, 2), y=torch.zeros(3, dtype=torch.long))
+
+
+# --------------------------------------------------------------------------- non-finite rows (issue 26)
+
+
+@pytest.mark.parametrize("where", ["held_out", "training"])
+def test_a_non_finite_row_is_refused_by_name_wherever_it_falls(where):
+    # Before, a NaN in a held-out row was dropped from the mean (scores looked fine), and in a training
+    # row it gave NaN scores or an SVD error.
+    z = torch.randn(100, 5, generator=gen(1)).double()
+    z_t = z.roll(1, dims=1)
+    fitted = fit_equivariance_map(z, z_t)
+    row = int((fitted.test_index if where == "held_out" else fitted.train_index)[3])
+    for bad_value in (math.nan, math.inf):
+        bad = z.clone()
+        bad[row, 2] = bad_value
+        with pytest.raises(ValueError, match=rf"z holds NaN or infinite values in row\(s\) \[{row}\]"):
+            equivariance_report(bad, z_t)
+        with pytest.raises(ValueError, match=rf"z_t holds NaN or infinite values in row\(s\) \[{row}\]"):
+            fit_equivariance_map(z, bad)
+        with pytest.raises(ValueError, match=rf"\[{row}\]"):
+            representation_distance(z, bad)

@@ -143,6 +143,51 @@ def test_score_is_unchanged_by_a_positive_rescaling(dist, baseline):
     torch.testing.assert_close(a, b)
 
 
+@pytest.mark.parametrize("dist", ["cosine", "l2"])
+@pytest.mark.parametrize("factor", [1e-13, 1e13])
+def test_score_does_not_depend_on_the_features_scale_however_small(dist, factor):
+    # Before, absolute thresholds (cosine eps 1e-12, zero baseline <= 1e-12) gave NaN (l2) or 0.32 instead
+    # of 0.98 (cosine) at a scale of 1e-13.
+    z = torch.randn(64, 32, generator=gen(8)).double()
+    z_t = z + 0.2 * torch.randn(64, 32, generator=gen(9)).double()
+    perm = probes.derangement(64, gen(0))
+    ref = probes.invariance_score(z, z_t, dist, permutation=perm)
+    torch.testing.assert_close(probes.invariance_score(factor * z, factor * z_t, dist, permutation=perm), ref)
+
+
+def test_cosine_score_survives_a_large_common_offset():
+    # 1 - cos between rows offset by 1e6 is about 1e-12; computed as 1 - cos it drowned in rounding (59 % NaN).
+    z = torch.randn(64, 32, generator=gen(8)).double()
+    z_t = z + 0.2 * torch.randn(64, 32, generator=gen(9)).double()
+    perm = probes.derangement(64, gen(0))
+    shifted = probes.invariance_score(z + 1e6, z_t + 1e6, "cosine", permutation=perm)
+    assert not bool(shifted.isnan().any())
+    # Against the cosine distances computed with 50 significant digits.
+    zz, tt = (z + 1e6).to(torch.float64), (z_t + 1e6).to(torch.float64)
+
+    def exact(a, b):
+        import decimal
+
+        decimal.getcontext().prec = 50
+        out = []
+        for ra, rb in zip(a.tolist(), b.tolist(), strict=True):
+            da, db = [decimal.Decimal(v) for v in ra], [decimal.Decimal(v) for v in rb]
+            dot = sum(p * q for p, q in zip(da, db, strict=True))
+            na, nb = sum(p * p for p in da).sqrt(), sum(q * q for q in db).sqrt()
+            out.append(float(1 - dot / (na * nb)))
+        return torch.tensor(out, dtype=torch.float64)
+
+    d, b = exact(zz[:8], tt[:8]), exact(zz[:8], zz[perm][:8])
+    torch.testing.assert_close(shifted[:8], (b - d) / b, rtol=1e-6, atol=0)
+
+
+def test_a_row_of_zeros_has_no_cosine():
+    a = torch.tensor([[1.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    b = torch.tensor([[0.0, 3.0], [1.0, 0.0], [0.0, 0.0]])
+    d = probes.distance(a, b)
+    assert d[0] == 1.0 and math.isnan(d[1]) and d[2] == 0.0  # identical rows are 0 apart, even zeros
+
+
 def test_constant_features_give_nan_with_a_warning():
     z = torch.ones(6, 3)
     with pytest.warns(RuntimeWarning, match="baseline distance"):

@@ -444,12 +444,16 @@ class MeanHead(nn.Module):
 
 
 def ablated_output(maps, tau, units):
-    """The ReLU's output in select_tau's inactive-ablation pass (pass 0 is unablated, pass 1 ablates)."""
+    """The ReLU's output in select_tau's inactive-ablation pass on the clean rows.
+
+    select_tau runs the clean inputs, then the transformed ones: forward passes 0 and 1 are unablated,
+    pass 2 is the clean rows of the first ablated pass.
+    """
     model = nn.Sequential(OrderedDict(relu=nn.ReLU(), spy=nn.Identity(), head=MeanHead())).eval()
     outputs = []
     model.spy.register_forward_hook(lambda m, i, o: outputs.append(o.clone()))
     select_tau(model, "relu", maps, torch.tensor([0, 1]), taus=[tau], x_t=maps, units=units, batch_size=2 * len(maps))
-    return outputs[1][: len(maps)]  # one chunk per pass, clean rows first
+    return outputs[2]
 
 
 # --------------------------------------------------------------------------- layer-wise invariance (Fig. 10)
@@ -543,3 +547,49 @@ def test_plot_neuron_invariance_writes_a_png(tmp_path):
 def test_matplotlib_is_imported_only_to_plot():
     code = "import sys, augnet.probes.neurons; assert 'matplotlib' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --------------------------------------------------------------------------- batches (issue 26)
+
+
+def test_layerwise_invariance_in_batches_equals_neuron_invariance_on_every_input():
+    model = pooled_model()
+    x = torch.randn(37, 3, 6, 6, generator=gen(6))
+    y = torch.arange(37) % 3
+    whole_a = features(model, x, "relu")["relu"]
+    ref = neuron_invariance(whole_a, hflip(whole_a, 1.0), 0.2)
+    for batch_size in (5, 37):
+        out = layerwise_invariance(
+            model, x, ["relu", "pool"], tau=0.2, transform=hflip, batch_size=batch_size, per_input=True
+        )
+        got = out["groups"]["all"]["relu"]
+        torch.testing.assert_close(got["invariance"], ref["invariance"], equal_nan=True)
+        assert torch.equal(got["n_active"], ref["n_active"]) and torch.equal(got["active"], ref["active"])
+        assert torch.equal(got["units_per_input"], ref["units_per_input"])
+        torch.testing.assert_close(got["scores"], ref["scores"], equal_nan=True)
+        assert got["active_fraction"] == pytest.approx(ref["active_fraction"])
+    lean = layerwise_invariance(model, x, "relu", tau=0.2, transform=hflip, batch_size=5, y=y, seen_classes=[1])
+    assert "scores" not in lean["groups"]["all"]["relu"] and "active" not in lean["groups"]["all"]["relu"]
+    seen = neuron_invariance(whole_a, hflip(whole_a, 1.0), 0.2, rows=y == 1)
+    torch.testing.assert_close(lean["groups"]["seen"]["relu"]["invariance"], seen["invariance"], equal_nan=True)
+
+
+def test_neuron_invariance_in_chunks_and_without_per_input_tensors():
+    # 70 x 20,000 units: chunks of 52 rows; the per-unit results do not depend on the chunking.
+    a = torch.rand(70, 20_000, generator=gen(7)) ** 4
+    a_t = a.roll(1, dims=1)
+    full = neuron_invariance(a, a_t, 0.3)
+    lean = neuron_invariance(a, a_t, 0.3, per_input=False)
+    assert "scores" not in lean and "active" not in lean
+    torch.testing.assert_close(lean["invariance"], full["invariance"], equal_nan=True)
+    # Against eq. 1 computed directly on the whole matrices.
+    scale = torch.maximum(a.amax(0), a_t.amax(0)).double()
+    f, f_t = a.double() / scale, a_t.double() / scale
+    h = 1 - (f_t - f).abs() / (f + f_t)
+    active = (f > 0.3) | (f_t > 0.3)
+    expected = torch.where(active, h, 0).sum(0) / active.sum(0)
+    torch.testing.assert_close(full["invariance"], torch.where(active.any(0), expected, torch.nan), equal_nan=True)
+    with pytest.raises(ValueError, match=r"input\(s\) \[65\]"):
+        bad = a.clone()
+        bad[65, 3] = math.nan
+        neuron_invariance(bad, a_t, 0.3)

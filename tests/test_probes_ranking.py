@@ -125,6 +125,31 @@ def test_random_magnitudes_rank_at_chance():
     assert out["correct"].shape == (out["n_test"],)
 
 
+@pytest.mark.parametrize("factor", [1e-13, 1e13])
+def test_ranking_does_not_depend_on_the_features_scale(factor):
+    # Before, channels were dropped as constant below an absolute 1e-12: accuracy 0.5 instead of 0.98 at 1e-13.
+    g = gen(8)
+    m_a, m_b = torch.rand(400, generator=g), torch.rand(400, generator=g)
+    noise = torch.randn(400, 4, generator=g)
+    z_a = torch.cat([m_a[:, None], noise[:, :2]], 1).double()
+    z_b = torch.cat([m_b[:, None], noise[:, 2:]], 1).double()
+    ref = ranking_probe(z_a, z_b, m_a, m_b, generator=gen(0))
+    scaled = ranking_probe(factor * z_a, factor * z_b, m_a, m_b, generator=gen(0))
+    assert ref["accuracy"] > 0.95 and scaled["accuracy"] == ref["accuracy"]
+    torch.testing.assert_close(scaled["correct"], ref["correct"])
+
+
+def test_model_probe_in_batches_equals_one_batch():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Conv2d(4, 4, 3), nn.ReLU())
+    x = images(50)
+    whole = ranking_probe_model(net, x, T.Rotate(), ["1", "3"], param="angle", batch_size=50)
+    parts = ranking_probe_model(net, x, T.Rotate(), ["1", "3"], param="angle", batch_size=7)
+    torch.testing.assert_close(parts["m_a"], whole["m_a"])
+    torch.testing.assert_close(parts["weight"], whole["weight"], rtol=1e-4, atol=1e-6)
+    assert parts["accuracy"] == whole["accuracy"]
+
+
 def test_features_that_do_not_change_give_exactly_chance():
     z = torch.randn(40, 5, generator=gen(6))
     with pytest.warns(RuntimeWarning, match="every weight is 0"):

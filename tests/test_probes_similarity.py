@@ -409,3 +409,81 @@ def test_bad_input():
         equivariance_alignment(z, z, shuffles=0)
     with pytest.raises(TypeError, match="must be tensors"):
         equivariance_alignment(z.tolist(), z)
+
+
+# -------------------------------------------------------- undefined pairs, a robust statistic, memory (issue 26)
+
+
+def test_pairs_with_a_row_of_zeros_are_left_out_and_counted():
+    g = gen(5)
+    z = torch.randn(40, 6, generator=g).relu()
+    z_t = (z + 0.3 * torch.randn(40, 6, generator=g)).relu()
+    y = torch.arange(40) % 4
+    zero = torch.arange(40) % 5 == 0
+    z0, zt0 = z.masked_fill(zero[:, None], 0.0), z_t.masked_fill(zero[:, None], 0.0)
+    with_zero = similarity_change(z0, zt0, y, pairs_per_class=None)
+    without = similarity_change(z[~zero], z_t[~zero], y[~zero], pairs_per_class=None)
+    # Before, a row of zeros counted as cosine 0: mean change 0.022 with them against 0.034 without.
+    for c in range(4):
+        got, ref = with_zero["per_class"][c], without["per_class"][c]
+        for key in ("mean_change", "percent_change", "median_percent_change", "boosted", "weighted_boost"):
+            assert got[key] == pytest.approx(ref[key], rel=1e-12), key
+        members = int((y == c).sum())
+        zeros = int((zero & (y == c)).sum())
+        no_cosine = members * (members - 1) - (members - zeros) * (members - zeros - 1)
+        assert got["n_no_cosine"] == no_cosine and got["n_pairs"] == members * (members - 1)
+        assert got["n_undefined"] >= no_cosine
+    assert bool(with_zero["change"][with_zero["pairs"][:, 0] == 0].isnan().all())
+
+
+def test_median_percent_change_is_the_median_pair_and_resists_near_orthogonal_pairs():
+    z, z_t, y, pairs = hand_built_pairs()
+    out = similarity_change(z, z_t, y, pairs=pairs)
+    assert out["per_class"][0]["median_percent_change"] == pytest.approx(0.0)  # of +20, -50, 0
+    assert out["per_class"][0]["median_change"] == pytest.approx(0.0)
+    # Signed features: a pair at clean cosine 1e-4 turns a change of 0.01 into +10,000 %.
+    e = [1.0, 0.0]
+    z = torch.tensor([e, at_cosine(1e-4), at_cosine(0.5), at_cosine(0.6)], dtype=torch.float64)
+    z_t = torch.tensor([e, at_cosine(1e-4 + 0.01), at_cosine(0.49), at_cosine(0.59)], dtype=torch.float64)
+    stats = similarity_change(z, z_t, torch.zeros(4, dtype=torch.long), pairs=torch.tensor([[0, 1], [0, 2], [0, 3]]))
+    c = stats["per_class"][0]
+    assert c["percent_change"] > 3000 and c["median_percent_change"] == pytest.approx(-100 * 0.01 / 0.6)  # -2, -1.7
+
+
+def test_default_draws_1000_pairs_per_class():
+    y = torch.arange(120) % 2  # 60 per class: 3540 ordered pairs each
+    z = torch.randn(120, 4, generator=gen(0))
+    out = similarity_change(z, z + 0.1, y)
+    assert out["per_class"][0]["n_pairs"] == 1000 and out["per_class"][1]["n_pairs"] == 1000
+    assert len(similarity_change(z, z + 0.1, y, pairs_per_class=None)["pairs"]) == 2 * 3540
+
+
+def test_same_class_pairs_of_a_large_class_are_drawn_without_listing_them():
+    y = torch.zeros(5000, dtype=torch.long)  # 24,995,000 ordered pairs, above the 2^24 listed ones
+    pairs = same_class_pairs(y, pairs_per_class=3000, generator=gen(0))
+    assert pairs.shape == (3000, 2) and bool((pairs[:, 0] != pairs[:, 1]).all())
+    assert len({tuple(p) for p in pairs.tolist()}) == 3000
+    assert torch.equal(pairs, same_class_pairs(y, pairs_per_class=3000, generator=gen(0)))
+    # Uniform: the first index of the pairs is spread over the class (a chi-square over 10 bins).
+    counts = torch.bincount(pairs[:, 0] // 500, minlength=10).double()
+    assert float(((counts - 300) ** 2 / 300).sum()) < 30  # 27.9 is the 0.1 % point of chi2(9)
+    # A small class draws the head of one permutation of its listed pairs, as before.
+    small = torch.tensor([0] * 7 + [1] * 3)
+    listed = same_class_pairs(small[:7])
+    torch.testing.assert_close(
+        same_class_pairs(small[:7], pairs_per_class=5, generator=gen(1)),
+        listed[torch.randperm(42, generator=gen(1))[:5]],
+    )
+
+
+def test_search_class_by_class_equals_similarity_change_on_every_pair():
+    x, y, transforms = two_class_data(n=9)
+    for ppc in (None, 20):
+        table = similarity_search(nn.Flatten(), x, y, transforms, magnitudes=(0.5,), pairs_per_class=ppc, batch_size=4)
+        z = nn.Flatten()(x)
+        pairs = same_class_pairs(y, ppc, gen(0))
+        for row in table:
+            moved = nn.Flatten()(transforms[row["transform"]](x, 0.5, generator=gen(1)))
+            ref = similarity_change(z, moved, y, pairs=pairs)["per_class"][row["label"]]
+            for key, value in ref.items():
+                assert row[key] == pytest.approx(value, rel=1e-9, abs=1e-12, nan_ok=True), key

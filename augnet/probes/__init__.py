@@ -8,7 +8,9 @@ transformation's parameters (and, for an AugNet, its own augmentation draws).
 =============================  ===============================================  ==============================
 probe                          what it measures                                 paper
 =============================  ===============================================  ==============================
-features                       activations of named layers (forward hooks)      all
+report, augnet probe           every measure below, per layer and transform     all
+lie_derivative                 local equivariance error, exact by autograd      Gruver et al. (ICLR 2023)
+features, layer_calls          activations of named layers (forward hooks)      all
 invariance_score / _curve      (b - d(z, z_t)) / b against a derangement        AugNet eq. 4; Bouchacourt eq. 1
 accuracy_curve                 accuracy against the transformation magnitude    Tensmeyer & Martinez
 neuron_invariance, select_tau  per-unit invariance on active inputs             Zaidi et al.
@@ -24,6 +26,10 @@ similarity_change_distributions  per-class distributions of the change          
 SeenTransformedDataset, ...    seen / unseen category protocol                  Zaidi et al.
 =============================  ===============================================  ==============================
 
+A layer is one call of a module (a module called twice is ``name#0`` and ``name#1``); every probe
+runs the model in evaluation mode, restores its modes, and streams its inputs in batches (see
+:mod:`augnet.probes._common` and :mod:`augnet.probes.features`).
+
 ``EquivarianceLoss`` (classification + equivariance + invariance, Tensmeyer &
 Martinez eq. 7) is a training loss, not a probe: it lives in :mod:`augnet.losses`
 and is re-exported here.
@@ -36,8 +42,9 @@ from augnet.probes.equivariance import (
     plot_equivariance_curves,
     representation_distance,
 )
-from augnet.probes.features import features
+from augnet.probes.features import features, layer_calls
 from augnet.probes.invariance import accuracy_curve, distance, invariance_curve, invariance_score
+from augnet.probes.lie import lie_derivative
 from augnet.probes.maps import EquivarianceMap, fit_equivariance_map, mapping_error
 from augnet.probes.neurons import (
     layer_units,
@@ -57,6 +64,7 @@ from augnet.probes.ranking import (
     ranking_probe_per_layer_model,
     ranking_table,
 )
+from augnet.probes.report import ProbeReport, auto_layers, report
 from augnet.probes.similarity import (
     equivariance_alignment,
     plot_similarity_change_distributions,
@@ -70,8 +78,10 @@ from augnet.probes.similarity import (
 __all__ = [
     "EquivarianceLoss",
     "EquivarianceMap",
+    "ProbeReport",
     "SeenTransformedDataset",
     "accuracy_curve",
+    "auto_layers",
     "category_accuracy",
     "derangement",
     "distance",
@@ -82,9 +92,11 @@ __all__ = [
     "fit_equivariance_map",
     "invariance_curve",
     "invariance_score",
+    "layer_calls",
     "layer_importance",
     "layer_units",
     "layerwise_invariance",
+    "lie_derivative",
     "mapping_error",
     "nested_splits",
     "neuron_invariance",
@@ -98,6 +110,7 @@ __all__ = [
     "ranking_probe_per_layer",
     "ranking_probe_per_layer_model",
     "ranking_table",
+    "report",
     "representation_distance",
     "same_class_pairs",
     "select_tau",

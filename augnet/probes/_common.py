@@ -1,14 +1,47 @@
-"""Shared pieces of the probes: summaries, derangements, paired transforms."""
+"""Shared pieces of the probes: summaries, derangements, paired transforms, batches and the model's mode.
+
+Two rules every probe that runs a model follows, here:
+
+- **The model is evaluated in evaluation mode and left as it was.** :func:`evaluating` switches every
+  submodule to ``eval()`` for the probe and restores each one's own ``training`` flag afterwards, also on
+  error. A probe therefore never updates batch-norm running statistics, never draws dropout masks, and
+  gives the same numbers whatever mode the model was left in (the papers measure trained networks at
+  test time). Refusing a model in training mode was the other option; it would make every caller wrap
+  the probe in ``eval()`` / ``train()`` for no benefit, since a probe has no use for the training mode.
+- **Inputs are streamed in batches** of ``batch_size`` rows (default :data:`DEFAULT_BATCH_SIZE`), and a
+  transformed copy of the inputs is never built whole when the transform is an augnet transform: its
+  parameters are drawn for every row at once (the same draw as ``transform(x, magnitude, generator=g)``)
+  and applied batch by batch (:class:`Transformed`), so a probe on 20,000 images holds one batch of
+  images and activations at a time.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import numbers
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-__all__ = ["DRAWS", "apply_paired", "check_draws", "derangement", "forward_kwargs", "seeded", "summary"]
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DRAWS",
+    "Transformed",
+    "apply_paired",
+    "batch_size_of",
+    "check_draws",
+    "derangement",
+    "evaluating",
+    "forward_kwargs",
+    "rows_of",
+    "seeded",
+    "summary",
+]
+
+#: Rows per forward pass when a probe's ``batch_size`` is ``None``.
+DEFAULT_BATCH_SIZE = 256
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 #: The central 75 % interval of the AugNet paper's Figs. 5 and B.4 ("median ... with a 75% confidence
@@ -123,3 +156,117 @@ def forward_kwargs(
     if draws == "independent" and seed is not None:
         seed = (seed * 1_000_003 + 7919 * (pass_index + 1)) % (2**63)
     return {"copies": copies, "generator": seeded(seed, device)}
+
+
+@contextmanager
+def evaluating(model) -> Iterator:
+    """Run ``model`` in evaluation mode; restore every submodule's ``training`` flag afterwards.
+
+    Each submodule gets back its own flag (a model half in training mode stays so), also when the
+    probe raises. A callable that is not an ``nn.Module`` is left alone.
+
+    Examples:
+        >>> net = nn.Sequential(nn.Linear(2, 2), nn.Dropout()).train()
+        >>> with evaluating(net):
+        ...     net.training, net[1].training
+        (False, False)
+        >>> net.training, net[1].training
+        (True, True)
+    """
+    if not isinstance(model, nn.Module):
+        yield model
+        return
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        yield model
+    finally:
+        for module, flag in modes:
+            module.training = flag
+
+
+def batch_size_of(batch_size, name: str = "batch_size") -> int:
+    """``batch_size`` checked (an int >= 1), :data:`DEFAULT_BATCH_SIZE` for ``None``."""
+    if batch_size is None:
+        return DEFAULT_BATCH_SIZE
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+        raise ValueError(f"{name} must be >= 1 (an int), got {batch_size!r}")
+    return int(batch_size)
+
+
+def _is_augnet_transform(transform) -> bool:
+    from augnet.transforms.base import Transform
+
+    return isinstance(transform, Transform)
+
+
+class Transformed:
+    """``transform(x, magnitude, generator=g)``, computed batch by batch when it can be.
+
+    For an augnet transform that does not mix samples, the parameters of every row are drawn at
+    once from ``generator`` (exactly the draw ``transform(x, magnitude, generator=g)`` makes) and
+    :meth:`rows` applies those of the rows asked for: the transformed inputs are never built whole,
+    and any batching gives the rows of the whole call. ``params`` replays given parameters instead
+    (one row of parameters per input). Any other callable, or a transform that mixes samples, is
+    called once on all of ``x`` and its output is sliced.
+
+    Shape:
+        - x: (N, ...); :meth:`rows` returns (stop - start, ...).
+
+    Examples:
+        >>> from augnet.transforms import image as T
+        >>> x = torch.rand(5, 3, 8, 8)
+        >>> t = Transformed(T.Rotate(), x, 0.5, torch.Generator().manual_seed(0))
+        >>> whole = T.Rotate()(x, 0.5, generator=torch.Generator().manual_seed(0))
+        >>> bool(torch.equal(torch.cat([t.rows(0, 2), t.rows(2, 5)]), whole))
+        True
+    """
+
+    def __init__(self, transform, x: Tensor, magnitude, generator=None, params: dict | None = None) -> None:
+        if not callable(transform):
+            raise TypeError(f"transform must be callable, got {type(transform).__name__}")
+        if not isinstance(x, Tensor):
+            raise TypeError(f"x must be a tensor, got {type(x).__name__}")
+        self.transform, self.x, self.magnitude = transform, x, magnitude
+        self.params: dict | None = None
+        self._whole: Tensor | None = None
+        if _is_augnet_transform(transform) and not transform.mixes_samples:
+            transform.check_input(x)
+            if params is None:
+                mag = transform.check_magnitude(magnitude, x)
+                params = transform.sample(x, mag, generator=generator)
+            self.params = dict(params)
+        elif params is not None:
+            self._whole = transform(x, magnitude, params=params)
+        else:
+            self._whole = transform(x, magnitude, generator=generator)
+        if self._whole is not None and (not isinstance(self._whole, Tensor) or self._whole.shape[0] != len(x)):
+            got = tuple(self._whole.shape) if isinstance(self._whole, Tensor) else type(self._whole).__name__
+            raise ValueError(f"the transform must return {len(x)} transformed inputs, got {got}")
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.x.shape if self._whole is None else self._whole.shape
+
+    def rows(self, start: int, stop: int) -> Tensor:
+        """The transformed rows ``start:stop``."""
+        if self._whole is not None:
+            return self._whole[start:stop]
+        n = len(self.x)
+        part = {
+            k: v[start:stop] if isinstance(v, Tensor) and v.dim() and v.shape[0] == n else v
+            for k, v in self.params.items()
+        }
+        return self.transform(self.x[start:stop], self.magnitude, params=part)
+
+    def whole(self) -> Tensor:
+        """All the transformed rows at once (the memory of a copy of ``x``)."""
+        return self._whole if self._whole is not None else self.rows(0, len(self.x))
+
+
+def rows_of(inputs, start: int, stop: int) -> Tensor:
+    """Rows ``start:stop`` of a tensor or of a :class:`Transformed`."""
+    return inputs.rows(start, stop) if isinstance(inputs, Transformed) else inputs[start:stop]

@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from augnet.probes._common import check_draws, forward_kwargs, seeded, summary
+from augnet.probes._common import Transformed, check_draws, evaluating, forward_kwargs, seeded, summary
 from augnet.probes.maps import (
     DEFAULT_HOLDOUT,
     EquivarianceMap,
@@ -89,7 +89,7 @@ def equivariance_report(
       ``y``, the classification errors ``1[argmax head(.) != y]`` of
       ``head(M(z_t))`` (equivariance), ``head(z_t)`` (invariance) and ``head(z)``
       (the clean reference). ``head`` sees features of ``z``'s shape, in
-      ``z``'s dtype, and is run in its current mode.
+      ``z``'s dtype, and is run in evaluation mode (a module's modes are restored afterwards).
 
     Args:
         z, z_t: clean and transformed features, (B, ...) of the same shape.
@@ -190,7 +190,8 @@ def equivariance_report(
 
 
 def _class_error(head: Callable[[Tensor], Tensor], feats: Tensor, y: Tensor) -> Tensor:
-    logits = head(feats)
+    with evaluating(head):
+        logits = head(feats)
     if not isinstance(logits, Tensor) or logits.dim() != 2 or len(logits) != len(feats):
         shape = tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__
         raise ValueError(f"head must return (B, classes) logits for B = {len(feats)}, got {shape}")
@@ -235,8 +236,8 @@ def equivariance_curve(
 
     Args:
         model_or_features: an ``nn.Module`` (its logits, see :func:`augnet.probes.invariance_curve`,
-            or the ``layer`` named, read with :func:`augnet.probes.features`, in the module's current
-            mode; for an AugNet the forward pass takes ``copies`` and a generator seeded with ``seed``),
+            or the ``layer`` named, read with :func:`augnet.probes.features`, in evaluation mode,
+            batch by batch; for an AugNet the forward pass takes ``copies`` and a generator seeded with ``seed``),
             or any callable ``x -> (B, ...)`` features.
         x: (B, ...) inputs.
         transform: an augnet :class:`~augnet.transforms.base.Transform`, called with the
@@ -310,8 +311,11 @@ def equivariance_curve(
             from augnet.probes.features import LOGITS, features
 
             name = LOGITS if layer is None else layer
-            kwargs = forward_kwargs(model_or_features, copies, seed, inputs.device, draws, next(passes))
+            device = inputs.x.device if isinstance(inputs, Transformed) else inputs.device
+            kwargs = forward_kwargs(model_or_features, copies, seed, device, draws, next(passes))
             return features(model_or_features, inputs, name, reduce=reduce, batch_size=batch_size, **kwargs)[name]
+        if isinstance(inputs, Transformed):
+            inputs = inputs.whole()
         out = model_or_features(inputs)
         if not isinstance(out, Tensor) or out.dim() < 2 or len(out) != len(inputs):
             shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
@@ -333,7 +337,7 @@ def equivariance_curve(
         else:
             xt = transform(x, m)
             ranges.append(None)
-        if not isinstance(xt, Tensor) or len(xt) != len(x):
+        if not isinstance(xt, (Tensor, Transformed)) or len(xt) != len(x):
             shape = tuple(xt.shape) if isinstance(xt, Tensor) else type(xt).__name__
             raise ValueError(f"transform must return {len(x)} transformed inputs, got {shape} at magnitude {m}")
         z_t = phi(xt)
@@ -376,15 +380,18 @@ def equivariance_curve(
     return out
 
 
-def _apply_augnet(transform, x: Tensor, magnitude: float, shared: bool, seed: int) -> Tensor:
-    """``transform`` at ``magnitude``: one draw for every row (``shared``) or a draw per row, seeded."""
+def _apply_augnet(transform, x: Tensor, magnitude: float, shared: bool, seed: int) -> Transformed:
+    """``transform`` at ``magnitude``: one draw for every row (``shared``) or a draw per row, seeded.
+
+    Returned as a :class:`~augnet.probes._common.Transformed`, applied batch by batch.
+    """
     generator = seeded(seed + 1, x.device)
     if not shared:
-        return transform(x, magnitude, generator=generator)
+        return Transformed(transform, x, magnitude, generator)
     mag = transform.check_magnitude(magnitude, x)
     params = transform.sample(x[:1], mag, generator=generator)
     params = {k: v.expand(len(x), *v.shape[1:]).contiguous() if isinstance(v, Tensor) else v for k, v in params.items()}
-    return transform(x, magnitude, params=params)
+    return Transformed(transform, x, magnitude, params=params)
 
 
 def plot_equivariance_curves(

@@ -1,14 +1,40 @@
-"""Activations of named layers, read with forward hooks (no model edits)."""
+"""Activations of named layers, read with forward hooks (no model edits), batch by batch.
+
+What a layer is. A layer is one *call* of a module in the model's forward pass. Most modules are
+called once, and their name (from ``model.named_modules()``) is the layer. A module called several
+times per forward pass (torchvision's ResNet blocks call their ``relu`` twice, Bottlenecks three
+times) is several layers, named ``"name#0"``, ``"name#1"``, ... in the order of the calls
+(:data:`CALL`); its plain name is refused with a ValueError that lists them, rather than standing
+for one call silently. Every probe reads, normalises and (in :func:`~augnet.probes.select_tau`)
+ablates exactly the call named. :func:`layer_calls` says how often each module is called.
+
+Every function here runs the model in evaluation mode and restores its modes afterwards
+(:func:`augnet.probes._common.evaluating`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 
 import einops
 import torch
 from torch import Tensor, nn
 
-__all__ = ["LOGITS", "OUTPUT", "REDUCTIONS", "describe", "features", "reduce_features"]
+from augnet.probes._common import Transformed, batch_size_of, evaluating, rows_of
+
+__all__ = [
+    "CALL",
+    "LOGITS",
+    "OUTPUT",
+    "REDUCTIONS",
+    "describe",
+    "features",
+    "layer_calls",
+    "reduce_features",
+    "split_call",
+    "stream_features",
+]
 
 REDUCTIONS = ("none", "mean", "flatten")
 #: The model's own output (for an AugNet: its aggregate, by default the mean of log-softmax over the copies).
@@ -16,6 +42,8 @@ OUTPUT = "output"
 #: The activations before the final softmax (the AugNet paper's eq. 4 footnote): for an AugNet, its trunk's
 #: outputs averaged over the C copies; for any other model, its output.
 LOGITS = "logits"
+#: Separates a module's name from the index of one of its calls: ``"layer1.0.relu#1"`` is the second call.
+CALL = "#"
 
 
 def reduce_features(a: Tensor, reduce: str) -> Tensor:
@@ -30,6 +58,21 @@ def reduce_features(a: Tensor, reduce: str) -> Tensor:
     return a.flatten(2).mean(2) if a.dim() > 2 else a
 
 
+def split_call(name: str) -> tuple[str, int | None]:
+    """``"relu#1"`` -> ``("relu", 1)``; a name without :data:`CALL` -> ``(name, None)``.
+
+    Examples:
+        >>> split_call("layer1.0.relu#1"), split_call("fc")
+        (('layer1.0.relu', 1), ('fc', None))
+    """
+    module, sep, index = name.rpartition(CALL)
+    if not sep:
+        return name, None
+    if not index.isdigit():
+        raise ValueError(f"layer {name!r}: the call index after {CALL!r} must be an integer >= 0")
+    return module, int(index)
+
+
 def describe(model: nn.Module, name: str, copies: int | None = None) -> str:
     """What :func:`features` reads under ``name`` for ``model``, in words (the probes report it).
 
@@ -41,14 +84,15 @@ def describe(model: nn.Module, name: str, copies: int | None = None) -> str:
 
     if name == LOGITS:
         if isinstance(model, AugNet):
-            c = copies if copies is not None else model.eval_copies if not model.training else model.train_copies
+            c = copies if copies is not None else model.eval_copies
             return f"logits: the AugNet's trunk outputs averaged over its {c} copies (before any softmax)"
         return f"logits: the output of {type(model).__name__}"
     if name == OUTPUT:
         if isinstance(model, AugNet):
             return f"output: the AugNet's aggregate ({model.aggregation!r} over the copies)"
         return f"output: the output of {type(model).__name__}"
-    return f"layer {name!r}"
+    module, index = split_call(name)
+    return f"layer {name!r}" if index is None else f"layer {module!r}, call {index}"
 
 
 def _augnets(model: nn.Module) -> dict[str, nn.Module]:
@@ -69,6 +113,215 @@ def _owner(name: str, augnets: dict[str, nn.Module]) -> str | None:
     return best
 
 
+def _probe_kwargs(forward_kwargs: dict) -> dict:
+    """The forward arguments with every generator replaced by a fresh one: a probe pass draws nothing."""
+    return {
+        k: torch.Generator(device=v.device).manual_seed(0) if isinstance(v, torch.Generator) else v
+        for k, v in forward_kwargs.items()
+    }
+
+
+@torch.no_grad()
+def layer_calls(model: nn.Module, x: Tensor, layers: Sequence[str] | None = None, **forward_kwargs) -> dict[str, int]:
+    """How many times each module is called in one forward pass of ``model`` on ``x[:1]``.
+
+    Args:
+        model: any module (run in evaluation mode, its modes restored).
+        x: inputs; only the first row is run.
+        layers: module names to count (default every named submodule).
+        forward_kwargs: passed to the model (an AugNet's ``copies``; any generator is replaced).
+
+    Returns:
+        ``{name: calls}``; a module called ``k > 1`` times is read as the layers ``name#0`` ... ``name#{k-1}``.
+
+    Examples:
+        >>> relu = nn.ReLU()
+        >>> net = nn.Sequential(nn.Linear(2, 2), relu, nn.Linear(2, 2), relu)
+        >>> layer_calls(net, torch.rand(3, 2), ["1", "2"])
+        {'1': 2, '2': 1}
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    if not isinstance(x, Tensor) or x.dim() == 0 or len(x) == 0:
+        raise ValueError(f"x must be a non-empty batch of inputs, got {getattr(x, 'shape', type(x).__name__)}")
+    modules = dict(model.named_modules())
+    names = [n for n in modules if n] if layers is None else list(layers)
+    unknown = [n for n in names if n not in modules]
+    if unknown:
+        raise ValueError(f"unknown module(s) {unknown}; the model's modules are {[n for n in modules if n]}")
+    counts = dict.fromkeys(names, 0)
+    handles = []
+    for name in names:
+
+        def count(mod, inputs, out, name=name):
+            counts[name] += 1
+
+        handles.append(modules[name].register_forward_hook(count))
+    try:
+        with evaluating(model):
+            model(x[:1], **_probe_kwargs(forward_kwargs))
+    finally:
+        for h in handles:
+            h.remove()
+    return counts
+
+
+def _resolve(model: nn.Module, names: list[str]) -> dict[str, tuple[str, int | None]]:
+    """``{layer: (module name, call index or None)}`` for the module layers of ``names`` (not ``"output"``).
+
+    Whether a plain name is called once, and a call index exists, is checked by :func:`call_hooks` in
+    the first forward pass (a separate pass could break models that need more than one row).
+    """
+    from augnet.model import AugNet
+
+    modules = dict(model.named_modules())
+    wanted: dict[str, tuple[str, int | None]] = {}
+    for n in names:
+        if not isinstance(n, str):
+            raise TypeError(f"layers must be module names (str), got {n!r}")
+        if n == LOGITS and isinstance(model, AugNet):
+            wanted[n] = ("trunk", None)
+        elif n not in (OUTPUT, LOGITS):
+            wanted[n] = split_call(n)
+    unknown = [n for n, (m, _) in wanted.items() if m not in modules or m == ""]
+    if unknown:
+        raise ValueError(f"unknown layer(s) {unknown}; the model's modules are {[n for n in modules if n]}")
+    return wanted
+
+
+def _check_calls(targets: dict[str, tuple[str, int | None]], counts: dict[str, int]) -> None:
+    """Refuse a plain name for a module called several times, a call index past the calls, a layer not called."""
+    for n, (m, index) in targets.items():
+        calls = counts[m]
+        if calls == 0:
+            raise ValueError(f"layer {n!r} is not called by the model's forward pass")
+        if index is None and calls > 1:
+            named = ", ".join(repr(f"{m}{CALL}{i}") for i in range(calls))
+            raise ValueError(
+                f"module {m!r} is called {calls} times in one forward pass (e.g. a ReLU a ResNet block reuses); "
+                f"each call is a layer of its own: name one of {named}"
+            )
+        if index is not None and index >= calls:
+            raise ValueError(
+                f"layer {n!r}: module {m!r} is called {calls} time(s) per forward pass (calls 0 to {calls - 1})"
+            )
+
+
+@contextmanager
+def call_hooks(model: nn.Module, targets: dict[str, tuple[str, int | None]], fn: Callable):
+    """Forward hooks calling ``fn(layer, output)`` on the chosen call of each target's module.
+
+    ``targets`` is ``{layer: (module name, call index)}`` (``None``: the module's only call); a hook
+    that returns a value replaces the module's output for that call (as an ``nn.Module`` forward hook
+    does). The calls are counted afresh in every forward pass of ``model``. Yields ``check()``, to call
+    after each forward pass: it raises a ValueError for a plain name whose module was called several
+    times, or a call index past the calls. The hooks are removed on exit, also on error.
+    """
+    modules = dict(model.named_modules())
+    counters = dict.fromkeys({m for m, _ in targets.values()}, 0)
+    by_module: dict[str, list[tuple[str, int]]] = {}
+    for layer, (m, index) in targets.items():
+        by_module.setdefault(m, []).append((layer, 0 if index is None else index))
+
+    def reset(mod, inputs):
+        for key in counters:
+            counters[key] = 0
+
+    handles = [model.register_forward_pre_hook(reset)]
+    for m, wanted in by_module.items():
+
+        def hook(mod, inputs, out, m=m, wanted=wanted):
+            index = counters[m]
+            counters[m] += 1
+            result = None
+            for layer, i in wanted:
+                if i == index:
+                    got = fn(layer, out if result is None else result)
+                    result = got if got is not None else result
+            return result
+
+        handles.append(modules[m].register_forward_hook(hook))
+    try:
+        yield lambda: _check_calls(targets, counters)
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _check_inputs(x) -> None:
+    if not isinstance(x, (Tensor, Transformed)):
+        raise TypeError(f"x must be a tensor, got {type(x).__name__}")
+    if len(x.shape) == 0 or len(x) == 0:
+        raise ValueError(f"x must be a non-empty batch, got shape {tuple(x.shape)}")
+
+
+def stream_features(
+    model: nn.Module,
+    x: Tensor | Transformed,
+    layers: str | Sequence[str],
+    on_batch: Callable[[int, int, dict[str, Tensor]], None],
+    reduce: str = "none",
+    batch_size: int | None = None,
+    **forward_kwargs,
+) -> None:
+    """Call ``on_batch(start, stop, {layer: (stop - start, ...) activations})`` for each batch of ``x``.
+
+    The engine of :func:`features` (which concatenates the batches); probes that only accumulate
+    statistics use it to hold one batch at a time. ``x`` may be a
+    :class:`~augnet.probes._common.Transformed`, whose rows are transformed batch by batch. Autograd
+    is left as the caller set it. Arguments are as in :func:`features`.
+    """
+    names = [layers] if isinstance(layers, str) else list(layers)
+    if not names:
+        raise ValueError("layers must name at least one module")
+    if reduce not in REDUCTIONS:
+        raise ValueError(f"reduce must be one of {REDUCTIONS}, got {reduce!r}")
+    _check_inputs(x)
+    step = batch_size_of(batch_size)
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    targets = _resolve(model, names)
+    augnets = _augnets(model)
+    owners = {n: _owner(m, augnets) for n, (m, _) in targets.items()}
+    record: dict[str, Tensor] = {}
+    rows: dict[str, list[int]] = {p: [] for p in augnets}  # per AugNet: its input's and its trunk's rows
+    handles = []
+    for p, net in augnets.items():
+        count = rows[p].append  # the AugNet's input rows, then its trunk's
+        handles.append(net.register_forward_pre_hook(lambda mod, i, count=count: count(len(i[0]))))
+        handles.append(net.trunk.register_forward_pre_hook(lambda mod, i, count=count: count(len(i[0]))))
+
+    def read(layer, o):
+        record[layer] = _first_tensor(o)
+
+    try:
+        with evaluating(model), call_hooks(model, targets, read) as check:
+            for start in range(0, len(x), step):
+                stop = min(start + step, len(x))
+                record.clear()
+                for r in rows.values():
+                    r.clear()
+                out = model(rows_of(x, start, stop), **forward_kwargs)
+                check()
+                record[OUTPUT] = _first_tensor(out)
+                if LOGITS in names and LOGITS not in targets:
+                    record[LOGITS] = record[OUTPUT]
+                batch = {}
+                for n in names:
+                    a = record[n]
+                    owner = owners.get(n)
+                    if owner is not None and len(rows[owner]) >= 2:
+                        b, seen = rows[owner][-2], rows[owner][-1]
+                        copies = seen // b if b else 1
+                        if copies > 1 and seen == b * copies and a.shape[0] == seen:
+                            a = einops.reduce(a, "(c b) ... -> b ...", "mean", c=copies)  # c copies of b samples
+                    batch[n] = reduce_features(a, reduce)
+                on_batch(start, stop, batch)
+    finally:
+        for h in handles:
+            h.remove()
+
+
 @torch.no_grad()
 def features(
     model: nn.Module,
@@ -78,14 +331,15 @@ def features(
     batch_size: int | None = None,
     **forward_kwargs,
 ) -> dict[str, Tensor]:
-    """Activations of the named submodules of ``model`` on ``x``.
+    """Activations of the named layers of ``model`` on ``x``.
 
-    Forward hooks record each named module's output (the model is not edited,
+    Forward hooks record each named layer's output (the model is not edited,
     the hooks are removed afterwards). Two names are special: ``"output"``
     (:data:`OUTPUT`) is the model's own output, and ``"logits"``
     (:data:`LOGITS`) the activations before the final softmax: for an
     :class:`~augnet.AugNet` its trunk's outputs averaged over the copies, for
-    any other model its output.
+    any other model its output. A module called several times per forward pass
+    is several layers, ``"name#0"``, ``"name#1"``, ... (see the module docstring).
 
     Inside an AugNet, whose trunk sees ``B * C`` rows (copy-major), the
     activations of a module of that AugNet with ``B * C`` rows are averaged
@@ -95,12 +349,14 @@ def features(
     as it is.
 
     Args:
-        model: any module; it is run in its current mode (call ``.eval()`` first
-            for deterministic layers such as batch norm).
+        model: any module; it is run in evaluation mode, and every submodule's
+            mode is restored afterwards.
         x: the inputs, batch first.
-        layers: a name or names from ``model.named_modules()``, ``"output"`` or ``"logits"``.
+        layers: a name or names from ``model.named_modules()`` (``"name#k"`` for
+            the k-th call of a reused module), ``"output"`` or ``"logits"``.
         reduce: ``"none"``, ``"mean"`` (global average pool) or ``"flatten"``.
-        batch_size: run ``x`` in chunks of this many rows.
+        batch_size: run ``x`` in chunks of this many rows (default
+            :data:`~augnet.probes._common.DEFAULT_BATCH_SIZE`).
 
     Returns:
         ``{name: (B, ...) tensor}`` in the order of ``layers``.
@@ -111,58 +367,40 @@ def features(
         >>> out["0"].shape, out["output"].shape
         (torch.Size([5, 4]), torch.Size([5, 2]))
     """
-    from augnet.model import AugNet
-
     names = [layers] if isinstance(layers, str) else list(layers)
-    if not names:
-        raise ValueError("layers must name at least one module")
-    modules = dict(model.named_modules())
-    unknown = [n for n in names if n not in (OUTPUT, LOGITS) and n not in modules]
-    if unknown:
-        raise ValueError(f"unknown layer(s) {unknown}; the model's modules are {[n for n in modules if n]}")
-    if reduce not in REDUCTIONS:
-        raise ValueError(f"reduce must be one of {REDUCTIONS}, got {reduce!r}")
-    if not isinstance(x, Tensor):
-        raise TypeError(f"x must be a tensor, got {type(x).__name__}")
-    if x.dim() == 0 or len(x) == 0:
-        raise ValueError(f"x must be a non-empty batch, got shape {tuple(x.shape)}")
-    step = len(x) if batch_size is None else int(batch_size)
-    if step < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    # Where each name is read: "logits" of an AugNet is its trunk's output.
-    hooked = {n: ("trunk" if isinstance(model, AugNet) else OUTPUT) if n == LOGITS else n for n in names}
-    augnets = _augnets(model)
-    owners = {n: _owner(m, augnets) if m != OUTPUT else None for n, m in hooked.items()}
-    chunks: dict[str, list[Tensor]] = {n: [] for n in names}
-    for start in range(0, len(x), step):
-        xb = x[start : start + step]
-        record: dict[str, Tensor] = {}
-        rows: dict[str, list[int]] = {p: [] for p in augnets}  # per AugNet: its input's and its trunk's rows
-        handles = [
-            modules[m].register_forward_hook(lambda mod, i, o, m=m, rec=record: rec.__setitem__(m, _first_tensor(o)))
-            for m in set(hooked.values())
-            if m != OUTPUT
-        ]
-        for p, net in augnets.items():
-            count = rows[p].append  # the AugNet's input rows, then its trunk's
-            handles.append(net.register_forward_pre_hook(lambda mod, i, count=count: count(len(i[0]))))
-            handles.append(net.trunk.register_forward_pre_hook(lambda mod, i, count=count: count(len(i[0]))))
-        try:
-            out = model(xb, **forward_kwargs)
-        finally:
-            for h in handles:
-                h.remove()
-        record[OUTPUT] = _first_tensor(out)
-        for n in names:
-            a = record[hooked[n]]
-            owner = owners[n]
-            if owner is not None and len(rows[owner]) >= 2:
-                batch, seen = rows[owner][-2], rows[owner][-1]
-                copies = seen // batch if batch else 1
-                if copies > 1 and seen == batch * copies and a.shape[0] == seen:
-                    a = einops.reduce(a, "(c b) ... -> b ...", "mean", c=copies)  # c copies of b samples
-            chunks[n].append(reduce_features(a, reduce))
-    return {n: torch.cat(chunks[n]) for n in names}
+    keep = _Filler(len(x) if isinstance(x, (Tensor, Transformed)) else 0)  # a bad x is refused below
+    stream_features(model, x, names, keep, reduce, batch_size, **forward_kwargs)
+    out = keep.result()
+    return {n: out[n] for n in names}
+
+
+class _Filler:
+    """``keep(start, stop, batch)``: each layer's batches written into one tensor, allocated at the first batch.
+
+    One allocation per layer rather than one small tensor per batch kept until the end: small
+    long-lived blocks interleaved with a batch's large short-lived ones fragment the heap, and the
+    process's resident memory then grows with the number of inputs (2.3 GB of it at 20,000 inputs
+    in ``layerwise_invariance``). A layer whose batches do not have one row per input (a model that
+    returns several views of each) is kept batch by batch and concatenated by :meth:`result`.
+    """
+
+    def __init__(self, rows: int, convert: Callable[[Tensor], Tensor] | None = None) -> None:
+        self.rows, self.convert = rows, convert
+        self.out: dict[str, Tensor] = {}
+        self.parts: dict[str, list[Tensor]] = {}
+
+    def __call__(self, start: int, stop: int, batch: dict[str, Tensor]) -> None:
+        for n, value in batch.items():
+            value = value if self.convert is None else self.convert(value)
+            if n in self.parts or value.shape[0] != stop - start:
+                self.parts.setdefault(n, [self.out.pop(n)[:start]] if n in self.out else []).append(value)
+                continue
+            if n not in self.out:
+                self.out[n] = value.new_empty((self.rows, *value.shape[1:]))
+            self.out[n][start:stop] = value
+
+    def result(self) -> dict[str, Tensor]:
+        return {**self.out, **{n: torch.cat(p) for n, p in self.parts.items()}}
 
 
 def _first_tensor(o) -> Tensor:

@@ -20,26 +20,47 @@ import warnings
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from augnet.probes._common import check_draws, derangement, forward_kwargs, seeded, summary
+from augnet.probes._common import Transformed, check_draws, derangement, forward_kwargs, seeded, summary
 from augnet.probes.features import LOGITS, OUTPUT, describe, features
 
-__all__ = ["DISTANCES", "accuracy_curve", "distance", "invariance_curve", "invariance_score"]
+__all__ = ["DISTANCES", "RELATIVE_TOLERANCE", "accuracy_curve", "distance", "invariance_curve", "invariance_score"]
 
 DISTANCES = ("cosine", "l2")
 BASELINES = ("clean", "transformed")
 
 
+#: Two feature rows closer than this, relative to their size (an angle in radians for the cosine
+#: distance), count as the same point: a baseline that small is 0 and its score NaN. Relative, so that
+#: the scores do not depend on the features' scale or on a common offset.
+RELATIVE_TOLERANCE = 1e-12
+
+
 def distance(a: Tensor, b: Tensor, kind: str = "cosine") -> Tensor:
-    """Row-wise distance between (B, ...) tensors: ``1 - cos`` or Euclidean. Shape: (B,)."""
+    """Row-wise distance between (B, ...) tensors: ``1 - cos`` or Euclidean. Shape: (B,), float64.
+
+    The cosine distance is computed as ``|a / |a| - b / |b||^2 / 2`` (equal to ``1 - cos``), which
+    keeps its precision for rows that are nearly parallel (features with a large common offset) and
+    does not depend on the rows' scale. Identical rows are exactly 0 apart; a row of zeros has no
+    direction, so its cosine distance to any other row is NaN.
+
+    Examples:
+        >>> a = torch.tensor([[1.0, 0.0], [0.0, 0.0]])
+        >>> distance(a, torch.tensor([[0.0, 2.0], [1.0, 0.0]])).tolist()
+        [1.0, nan]
+    """
     if kind not in DISTANCES:
         raise ValueError(f"distance must be one of {DISTANCES}, got {kind!r}")
     a, b = a.flatten(1).double(), b.flatten(1).double()
     if kind == "l2":
         return (a - b).norm(dim=1)
-    d = 1.0 - F.cosine_similarity(a, b, dim=1, eps=1e-12)
+    na, nb = a.norm(dim=1, keepdim=True), b.norm(dim=1, keepdim=True)
+    defined = (na > 0) & (nb > 0)
+    unit_a = a / torch.where(defined, na, torch.ones_like(na))
+    unit_b = b / torch.where(defined, nb, torch.ones_like(nb))
+    d = (unit_a - unit_b).square().sum(1) / 2
+    d = torch.where(defined.squeeze(1), d, torch.full_like(d, math.nan))
     return torch.where((a == b).all(1), torch.zeros_like(d), d)  # exactly 0 for identical rows
 
 
@@ -62,7 +83,11 @@ def invariance_score(
 
     Returns:
         (B,) float64 scores; NaN (with a warning) where the baseline distance is
-        0, e.g. for a model whose features do not depend on its input.
+        0 (e.g. for a model whose features do not depend on its input) or a
+        distance is undefined (a cosine with a row of zeros). A baseline counts
+        as 0 when it is below :data:`RELATIVE_TOLERANCE` relative to the rows'
+        size (for the cosine distance: an angle below it), so the scores are
+        the same for features scaled by any factor or shifted by a common offset.
 
     Raises:
         ValueError: if ``z`` or ``z_t`` holds NaN or infinite values (naming the
@@ -103,18 +128,27 @@ def invariance_score(
     if (permutation == torch.arange(n, device=z.device)).any():
         raise ValueError("permutation must not map a sample to itself")
     kind = distance
-    d = globals()["distance"](z, z_t, kind)
+    measure = globals()["distance"]
+    d = measure(z, z_t, kind)
     ref = z if baseline == "clean" else z_t
-    b = globals()["distance"](ref, ref[permutation], kind)
-    zero = b <= 1e-12
-    if bool(zero.any()):
+    b = measure(ref, ref[permutation], kind)
+    if kind == "cosine":
+        zero = b <= RELATIVE_TOLERANCE**2 / 2  # 1 - cos(theta) is about theta^2 / 2
+    else:
+        flat = ref.flatten(1).double()
+        size = torch.maximum(flat.norm(dim=1), flat[permutation].norm(dim=1))
+        zero = b <= RELATIVE_TOLERANCE * size
+    undefined = zero | b.isnan() | d.isnan()
+    if bool(undefined.any()):
         warnings.warn(
-            f"invariance_score: {int(zero.sum())} baseline distance(s) are 0 (features that do not depend "
-            "on the input); their scores are NaN",
+            f"invariance_score: {int(undefined.sum())} score(s) are NaN: {int(zero.sum())} baseline distance(s) are "
+            f"0 (features that do not depend on the input), {int((b.isnan() | d.isnan()).sum())} undefined (a row "
+            "of zeros has no cosine)",
             RuntimeWarning,
             stacklevel=2,
         )
-    return torch.where(zero, torch.full_like(d, math.nan), (b - d) / torch.where(zero, torch.ones_like(b), b))
+    safe = torch.where(undefined, torch.ones_like(b), b)
+    return torch.where(undefined, torch.full_like(d, math.nan), (safe - d) / safe)
 
 
 @torch.no_grad()
@@ -147,7 +181,7 @@ def invariance_curve(
     which was read.
 
     Args:
-        model: the model, probed in its current mode (use ``.eval()``).
+        model: the model, probed in evaluation mode (its modes are restored afterwards).
         x: a batch of inputs.
         transform: an augnet transform (e.g. ``T.Rotate()``).
         magnitudes: the magnitudes in [0, 1] to probe.
@@ -157,7 +191,8 @@ def invariance_curve(
         reduce: how a layer's activations are reduced (see :func:`features`).
         copies: for an AugNet, the number of copies it averages.
         seed: seeds the transformation draws, the derangement and AugNet's augmentations.
-        batch_size: run the model in chunks.
+        batch_size: run the model in chunks of this many rows (default 256); the
+            transformed inputs are made chunk by chunk too, for an augnet transform.
         draws: for an AugNet, ``"shared"`` (its clean and transformed passes draw
             the same augmentations, so they differ only by ``transform``) or
             ``"independent"`` (every pass draws afresh, as two calls of the
@@ -182,7 +217,7 @@ def invariance_curve(
     permutation = derangement(len(x), seeded(seed))
     scores, ranges = [], []
     for i, m in enumerate(magnitudes):
-        xt = transform(x, float(m), generator=seeded(seed + 1, x.device))
+        xt = Transformed(transform, x, float(m), seeded(seed + 1, x.device))
         kwargs = forward_kwargs(model, copies, seed, x.device, draws, pass_index=i + 1)
         moved = features(model, xt, name, reduce=reduce, batch_size=batch_size, **kwargs)[name]
         scores.append(invariance_score(clean, moved, distance, baseline, permutation=permutation))
@@ -218,7 +253,7 @@ def accuracy_curve(
         raise ValueError(f"x and y must have the same length, got {len(x)} and {len(y)}")
     accs = []
     for m in magnitudes:
-        xt = transform(x, float(m), generator=seeded(seed + 1, x.device))
+        xt = Transformed(transform, x, float(m), seeded(seed + 1, x.device))
         kwargs = forward_kwargs(model, copies, seed, x.device)
         out = features(model, xt, OUTPUT, batch_size=batch_size, **kwargs)[OUTPUT]
         accs.append(float((out.argmax(1) == y).double().mean()))

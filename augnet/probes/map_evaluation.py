@@ -182,6 +182,23 @@ def _check_tensor(name: str, t) -> None:
         raise ValueError(f"{name} is an empty batch, shape {tuple(t.shape)}")
 
 
+def _check_finite_rows(name: str, t: Tensor) -> None:
+    """A ValueError naming the rows of ``t`` that hold NaN or infinite values (the other probes do the same)."""
+    if t.is_complex() or t.dtype == torch.bool:
+        raise TypeError(f"{name} must hold real numbers, got dtype {t.dtype}")
+    bad = ~torch.isfinite(t.detach().reshape(len(t), -1)).all(1)
+    if bool(bad.any()):
+        rows = bad.nonzero().flatten().tolist()
+        raise ValueError(
+            f"{name} holds NaN or infinite values in row(s) {rows[:10]}{' ...' if len(rows) > 10 else ''}: "
+            "in a training row it would spoil the fitted map, in a held-out row its error would be dropped "
+            "from the mean; drop those rows (or fix the model) first"
+        )
+
+
 def _check_pair(name1: str, a, name2: str, b) -> None:
+    """Both tensors (B, ...) with finite values."""
     _check_tensor(name1, a)
     _check_tensor(name2, b)
+    _check_finite_rows(name1, a)
+    _check_finite_rows(name2, b)

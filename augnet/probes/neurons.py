@@ -63,7 +63,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
-from augnet.probes._common import check_draws, forward_kwargs
+from augnet.probes._common import check_draws, evaluating, forward_kwargs, rows_of
 from augnet.probes.features import features
 from augnet.probes.plots import PLOTTED, plot_neuron_invariance
 from augnet.probes.tau_selection import (
@@ -75,7 +75,15 @@ from augnet.probes.tau_selection import (
     _seen_mask,
     select_tau,
 )
-from augnet.probes.unit_invariance import UNITS, _check_tau, _check_units, layer_units, neuron_invariance, unit_scale
+from augnet.probes.unit_invariance import (
+    UNITS,
+    UnitInvariance,
+    _check_tau,
+    _check_units,
+    layer_units,
+    neuron_invariance,
+    unit_scale,
+)
 
 __all__ = [
     "DEFAULT_TAUS",
@@ -120,13 +128,16 @@ def layerwise_invariance(
     seed: int = 0,
     batch_size: int | None = None,
     draws: str = "shared",
+    per_input: bool = False,
 ) -> dict:
     """:func:`neuron_invariance` of several layers in one call: the layer-wise invariance of Zaidi et al. (Fig. 10).
 
-    Every layer's activity is read with forward hooks (:func:`~augnet.probes.features`)
-    in one pass over the clean inputs and one over the transformed inputs,
-    which share an AugNet's augmentation draws (``seed``; ``draws="independent"``
-    draws them afresh in each pass); the transform's
+    Every layer's activity is read with forward hooks (:func:`~augnet.probes.features`),
+    batch by batch, on the clean and on the transformed inputs, which share an
+    AugNet's augmentation draws (``seed``; ``draws="independent"`` draws them
+    afresh for the transformed inputs). The inputs are run twice: once to find
+    each unit's maximum, once to score, so that only per-unit sums are held and
+    any number of inputs fits in the memory of one batch. The transform's
     parameters are drawn from ``seed + 1``, as in :func:`select_tau`. Each
     layer is scored with its own ``tau`` (one value for all, or ``{layer:
     tau}``, e.g. from :func:`select_tau` with the same ``units``).
@@ -137,9 +148,10 @@ def layerwise_invariance(
     normalised over every input so that the groups share one scale.
 
     Args:
-        model: probed in its current mode (call ``.eval()``).
+        model: probed in evaluation mode (its modes are restored afterwards).
         x: clean inputs.
-        layers: one or several module names whose outputs are non-negative.
+        layers: one or several module names whose outputs are non-negative
+            (``"name#k"`` for the k-th call of a reused module).
         tau: the activity threshold, or ``{layer: tau}``.
         transform: called as ``transform(x, magnitude, generator=g)``; or give ``x_t``.
         magnitude: the transform's magnitude.
@@ -149,13 +161,16 @@ def layerwise_invariance(
         seen_classes: the seen-transformed categories.
         copies: for an AugNet, the copies it averages.
         seed: an AugNet's draws (``seed``) and the transform's (``seed + 1``).
-        batch_size: run the model in chunks.
+        batch_size: run the model in chunks of this many rows (default 256).
         draws: ``"shared"`` or ``"independent"`` AugNet draws in the two passes
             (see :func:`~augnet.probes.invariance_curve`).
+        per_input: also keep each layer's (B, units) ``"scores"`` and ``"active"``
+            (9 bytes per input and unit; left out by default).
 
     Returns:
         ``{"layers": [...], "units": units, "tau": {layer: tau}, "groups":
-        {group: {layer: neuron_invariance output}}, "mean": {group: {layer:
+        {group: {layer: neuron_invariance output, without the per-input tensors
+        unless per_input}}, "mean": {group: {layer:
         mean I_k}}, "median": {group: {layer: median I_k}}}`` with groups
         ``"all"`` and, given ``seen_classes``, ``"seen"`` and ``"unseen"``.
         A layer whose units are never active has NaN mean and median.
@@ -191,18 +206,33 @@ def layerwise_invariance(
         _check_labels(x, y)
     step = _check_batch_size(batch_size, len(x))
     xt = _check_transform_inputs(x, transform, magnitude, x_t, seed, "layerwise_invariance")
-    clean = features(model, x, names, batch_size=step, **forward_kwargs(model, copies, seed, x.device, draws))
-    moved = features(model, xt, names, batch_size=step, **forward_kwargs(model, copies, seed, x.device, draws, 1))
+    # Two passes over the inputs, batch by batch: each unit's maximum over clean and transformed
+    # activity, then the scores; only per-unit sums are kept (and per-input scores with per_input).
+    accs = {(group, name): UnitInvariance(taus[name], units, len(x), per_input) for group in groups for name in names}
+    with evaluating(model):
+        for scoring in (False, True):
+            # The same augmentation draws in both passes: fresh generators, seeded alike.
+            kw_clean = forward_kwargs(model, copies, seed, x.device, draws)
+            kw_moved = forward_kwargs(model, copies, seed, x.device, draws, 1)
+            for start in range(0, len(x), step):
+                stop = min(start + step, len(x))
+                clean = features(model, x[start:stop], names, batch_size=stop - start, **kw_clean)
+                moved = features(model, rows_of(xt, start, stop), names, batch_size=stop - start, **kw_moved)
+                for (group, name), acc in accs.items():
+                    try:
+                        if not scoring:
+                            if group == "all":
+                                acc.observe(clean[name], moved[name], start)
+                            continue
+                        if acc.scale is None:
+                            acc.scale = accs[("all", name)].scale
+                        mask = groups[group]
+                        acc.score(start, clean[name], moved[name], None if mask is None else mask[start:stop])
+                    except (ValueError, TypeError) as err:
+                        raise type(err)(f"layer {name!r}: {err}") from err
     out: dict = {"layers": names, "units": units, "tau": taus, "groups": {}, "mean": {}, "median": {}}
-    for group, rows in groups.items():
-        per_layer = {}
-        for name in names:
-            try:
-                per_layer[name] = neuron_invariance(
-                    clean[name], moved[name], taus[name], rows=None if rows is None else rows.cpu(), units=units
-                )
-            except (ValueError, TypeError) as err:
-                raise type(err)(f"layer {name!r}: {err}") from err
+    for group in groups:
+        per_layer = {name: accs[(group, name)].result() for name in names}
         out["groups"][group] = per_layer
         out["mean"][group] = {n: r["summary"]["mean"] for n, r in per_layer.items()}
         out["median"][group] = {n: r["summary"]["median"] for n, r in per_layer.items()}

@@ -277,7 +277,8 @@ def ranking_probe(
     seen = torch.cat([za[train], zb[train]])
     std = seen.std(0, unbiased=False)
     # Channels constant up to rounding carry no signal; standardising them would amplify the rounding.
-    live = std > 1e-12 * (1.0 + seen.pow(2).mean(0).sqrt())
+    # Relative to each channel's size, so that features scaled by any factor rank the same.
+    live = std > 1e-12 * seen.pow(2).mean(0).sqrt()
     std = torch.where(live, std, torch.zeros_like(std))
     scale = torch.where(live, std, torch.ones_like(std))
     # Differences oriented so that the copy with the larger magnitude comes first.

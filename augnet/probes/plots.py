@@ -1,8 +1,9 @@
 """Figures of the probes' results; matplotlib is imported only inside each function.
 
 Here live :func:`plot_neuron_invariance` (Zaidi et al., Figs. 3-4, 8-9),
-:func:`plot_ranking_heatmap` (Yan & Huang, Fig. 5) and
-:func:`plot_similarity_change_distributions` (Bouchacourt et al., Fig. 3A),
+:func:`plot_ranking_heatmap` (Yan & Huang, Fig. 5),
+:func:`plot_similarity_change_distributions` (Bouchacourt et al., Fig. 3A) and
+:func:`plot_report_heatmap` (the panels of :meth:`augnet.probes.report.ProbeReport.heatmap`),
 each re-exported by its probe's module (:mod:`augnet.probes.neurons`,
 :mod:`augnet.probes.ranking`, :mod:`augnet.probes.similarity`) and by
 :mod:`augnet.probes`; this module imports no probe module. The equivariance
@@ -22,6 +23,7 @@ __all__ = [
     "PLOTTED",
     "plot_neuron_invariance",
     "plot_ranking_heatmap",
+    "plot_report_heatmap",
     "plot_similarity_change_distributions",
 ]
 
@@ -186,3 +188,62 @@ def plot_similarity_change_distributions(
     from augnet.viz import plot_distributions
 
     return plot_distributions(values, path, f"{statistic} per class", kind=kind, title=title, zero_line=True)
+
+
+# --------------------------------------------------------------------------- the report (every measure)
+
+
+def plot_report_heatmap(panels: Mapping, layers, transforms, path, title: str | None = None, cmap: str = "viridis"):
+    """Layers down, transforms across, one panel per measure: the figure of a probe report.
+
+    Needs matplotlib (``pip install "augnet[viz]"``), imported only here.
+
+    Args:
+        panels: ``{panel title: (values (layers, transforms), paper, the value of an invariant layer)}``.
+        layers, transforms: the row and column labels.
+        path: where to write the PNG.
+        title: optional figure title.
+        cmap: a matplotlib colour map, reversed for the measures an invariant layer has at 0 (so that
+            bright means closer to invariant in every panel); NaN cells are grey and marked n/a.
+
+    Returns:
+        The path written.
+    """
+    from augnet.viz import require_matplotlib, save_figure
+
+    if not isinstance(panels, Mapping) or not panels:
+        raise ValueError("panels must be a non-empty {title: (values, paper, invariant value)} dict")
+    layers, transforms = [str(v) for v in layers], [str(v) for v in transforms]
+    plt = require_matplotlib()
+    cols = min(4, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    width = max(2.6, 0.9 * len(transforms) + 2.2)
+    height = max(2.2, 0.32 * len(layers) + 1.4)
+    fig, axes = plt.subplots(rows, cols, figsize=(cols * width, rows * height), squeeze=False)
+    for ax, (name, (values, paper, invariant)) in zip(axes.flat, panels.items(), strict=False):
+        # Bright is closer to invariant: the scale runs backwards for the measures an invariant layer has at 0.
+        colormap = plt.get_cmap(cmap if str(invariant) in ("1", "-") else f"{cmap}_r").with_extremes(bad="0.85")
+        grid = torch.as_tensor(values, dtype=torch.float64)
+        if grid.shape != (len(layers), len(transforms)):
+            raise ValueError(f"panel {name!r}: values must be (layers, transforms), got {tuple(grid.shape)}")
+        finite = grid[torch.isfinite(grid)]
+        lo, hi = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 1.0)
+        if str(invariant) == "0.5":  # a ranking accuracy: chance (0.5) and below are the bright end
+            lo, hi = 0.5, max(hi, 0.5)
+        image = ax.imshow(grid.numpy(), cmap=colormap, vmin=lo, vmax=hi if hi > lo else lo + 1e-12, aspect="auto")
+        ax.set_xticks(range(len(transforms)), transforms, rotation=30, ha="right", fontsize=8)
+        ax.set_yticks(range(len(layers)), layers, fontsize=8)
+        ax.set_title(f"{name}\n{paper}; invariant: {invariant}", fontsize=8)
+        for i in range(len(layers)):
+            for j in range(len(transforms)):
+                v = float(grid[i, j])
+                text = "n/a" if not math.isfinite(v) else f"{v:.3g}"
+                level = 0.0 if hi <= lo else min(max((v - lo) / (hi - lo), 0.0), 1.0)
+                dark = math.isfinite(v) and (level < 0.5 if str(invariant) in ("1", "-") else level > 0.5)
+                ax.text(j, i, text, ha="center", va="center", fontsize=7, color="w" if dark else "k")
+        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.axis("off")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return save_figure(fig, path)

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.data import Dataset
 
-from augnet.probes._common import forward_kwargs, seeded
+from augnet.probes._common import Transformed, forward_kwargs, seeded
 from augnet.probes.features import OUTPUT, features
 
 __all__ = ["SeenTransformedDataset", "category_accuracy", "nested_splits"]
@@ -304,8 +304,8 @@ def category_accuracy(
     among all classes in both cases.
 
     Args:
-        model: a classifier returning (B, classes) logits, probed in its
-            current mode (call ``.eval()`` first).
+        model: a classifier returning (B, classes) logits, probed in
+            evaluation mode (its modes are restored afterwards).
         x: test inputs; y: (B,) integer labels.
         transform: called as ``transform(x, magnitude, generator=g)``.
         seen_classes: the categories seen transformed in training.
@@ -348,11 +348,9 @@ def category_accuracy(
     magnitude = _check_magnitude(magnitude)
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-    xt = transform(x, magnitude, generator=seeded(seed + 1, x.device))
-    if not isinstance(xt, Tensor) or xt.shape != x.shape:
-        raise ValueError(
-            f"the transform must keep the input's shape {tuple(x.shape)}, got {tuple(getattr(xt, 'shape', ()))}"
-        )
+    xt = Transformed(transform, x, magnitude, seeded(seed + 1, x.device))  # applied batch by batch
+    if xt.shape != x.shape:
+        raise ValueError(f"the transform must keep the input's shape {tuple(x.shape)}, got {tuple(xt.shape)}")
     outs = []
     for inputs in (x, xt):
         out = features(model, inputs, OUTPUT, batch_size=batch_size, **forward_kwargs(model, copies, seed, x.device))[

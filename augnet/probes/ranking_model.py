@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
-from augnet.probes._common import apply_paired, check_draws, forward_kwargs, seeded
+from augnet.probes._common import Transformed, apply_paired, check_draws, forward_kwargs, seeded
 from augnet.probes.features import features
 from augnet.probes.pairwise_ranking import ranking_probe
 
@@ -47,8 +47,9 @@ def _row_values(value: Tensor, name: str, n: int) -> Tensor:
     return flat[:, 0].double()
 
 
-def _augment(x: Tensor, transform, param: str | None, sampler: Sampler | None, magnitude, g) -> tuple[Tensor, Tensor]:
-    """One augmented copy of ``x`` and the per-row magnitudes it was given."""
+def _augment(x: Tensor, transform, param: str | None, sampler: Sampler | None, magnitude, g):
+    """One augmented copy of ``x`` (a :class:`~augnet.probes._common.Transformed`, applied batch by batch,
+    or a tensor for a plain callable) and the per-row magnitudes it was given."""
     n = x.shape[0]
     if sampler is not None:
         m = sampler(n, g)
@@ -66,12 +67,16 @@ def _augment(x: Tensor, transform, param: str | None, sampler: Sampler | None, m
             raise ValueError(f"param {param!r} is not a per-row parameter: shape {tuple(old.shape)} for {n} rows")
         shaped = m.to(device=old.device, dtype=old.dtype).reshape(n, *([1] * (old.dim() - 1)))
         params[param] = shaped.expand_as(old)
-        return transform.apply_transform(x, params), m.double().cpu()
+        return Transformed(transform, x, magnitude, params=params), m.double().cpu()
     transform.check_input(x)
-    xt, params = apply_paired(transform, x, magnitude, g)
+    if transform.mixes_samples:  # rows read other rows: transformed whole
+        moved, params = apply_paired(transform, x, magnitude, g)
+    else:
+        moved = Transformed(transform, x, magnitude, g)
+        params = moved.params
     if param not in params:
         raise ValueError(f"{type(transform).__name__} has no param {param!r}; its params are {sorted(params)}")
-    return xt, _row_values(params[param], param, n).cpu()
+    return moved, _row_values(params[param], param, n).cpu()
 
 
 def _model_pairs(model, x, transform, layers, param, sampler, magnitude, copies, seed, batch_size, draws="shared"):
@@ -146,7 +151,7 @@ def ranking_probe_model(
     pair for a uniform draw.
 
     Args:
-        model: probed in its current mode (call ``.eval()``).
+        model: probed in evaluation mode (its modes are restored afterwards).
         x: the images, (B, ...).
         transform: see above.
         layers: the layers whose globally pooled activations the scorer reads
@@ -157,7 +162,8 @@ def ranking_probe_model(
         draws: ``"shared"`` or ``"independent"`` AugNet draws in the two copies' passes
             (see :func:`~augnet.probes.invariance_curve`).
         seed: seeds the augmentations (``seed + 1``), the split (``seed``) and AugNet's own draws.
-        batch_size: run the model in chunks.
+        batch_size: run the model in chunks of this many rows (default 256); the copies are
+            transformed chunk by chunk too.
 
     Returns:
         :func:`ranking_probe`'s dict, plus ``"m_a"``, ``"m_b"`` (the magnitudes, (B,)).

@@ -15,8 +15,11 @@ Only the second input of the pair is transformed. The paper's statistic
 non-negative and ``|s| = s``; the absolute value keeps the sign of
 ``percent_ij`` that of ``change_ij`` for features of any sign). A pair whose
 clean similarity is exactly 0 has no percent change: it is left out of the
-percent statistics and counted in ``n_undefined``. Per class (and per
-transformation and magnitude in :func:`similarity_search`) the probe reports
+percent statistics and counted in ``n_undefined``. A pair with an all-zero
+feature row (``z_i``, ``z_j`` or ``phi(T x_j)``) has no cosine at all: it is
+left out of every statistic and counted in ``n_no_cosine`` (and in
+``n_undefined``). Per class (and per transformation and magnitude in
+:func:`similarity_search`) the probe reports
 
 - ``percent_change``: the mean of ``percent_ij`` over the class's pairs, the
   paper's "average percent similarity change" (a mean of per-pair ratios, not a
@@ -36,7 +39,13 @@ transformation and magnitude in :func:`similarity_search`) the probe reports
 - ``mean_positive_change``: ``mean(max(change, 0))``, the mean positive change
   times ``boosted`` in cosine units (a weighted boost of the raw changes, *not*
   the paper's, which weights percent changes);
-- ``n_pairs`` and ``n_undefined``.
+- ``median_percent_change``: the median of ``percent_ij`` over the pairs where
+  it is defined, and ``median_change`` the median of ``change_ij``: robust
+  companions of the paper's means. On features of any sign (logits, the
+  default) a pair whose clean cosine is near 0 has a huge percent change, and
+  a few such pairs can decide the mean (a class at -14 % while its median pair
+  is at -1.6 %, in ``benchmarks/probe_defects.py``);
+- ``n_pairs``, ``n_undefined`` and ``n_no_cosine``.
 
 A transformation that captures a factor of variation of a class brings some of
 its pairs closer, so it ranks high by ``weighted_boost`` (the default of

@@ -5,6 +5,12 @@ similarity change (:func:`similarity_change`, whose statistics are
 :data:`STATISTICS`), and :func:`similarity_search`, which runs it through a
 model for every transformation and magnitude. The statistics are described in
 :mod:`augnet.probes.similarity`, which re-exports everything here.
+
+Memory. Pairs are drawn without enumerating a class's ``k (k - 1)`` pairs (by default
+:data:`DEFAULT_PAIRS_PER_CLASS` per class), cosines are computed from the rows' norms and
+chunks of dot products (never a (P, D) copy of the features), and :func:`similarity_search`
+works class by class, so every ordered pair of 20,000 inputs in 10 classes
+(``pairs_per_class=None``) holds one class's per-pair values at a time.
 """
 
 from __future__ import annotations
@@ -14,13 +20,13 @@ import numbers
 from collections.abc import Mapping, Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from augnet.probes._common import check_draws, forward_kwargs, seeded
+from augnet.probes._common import Transformed, check_draws, forward_kwargs, seeded
 from augnet.probes.features import LOGITS, features
 
 __all__ = [
+    "DEFAULT_PAIRS_PER_CLASS",
     "STATISTICS",
     "same_class_pairs",
     "similarity_change",
@@ -36,8 +42,17 @@ STATISTICS = (
     "mean_change",
     "percent_change_of_means",
     "mean_positive_change",
+    "median_percent_change",
+    "median_change",
     "clean_similarity",
 )
+#: Pairs drawn per class when ``pairs_per_class`` is not given (``None`` asks for every ordered pair).
+DEFAULT_PAIRS_PER_CLASS = 1000
+#: Up to this many ordered pairs in a class, a sample is the head of a random permutation of them all
+#: (the draw of earlier versions); above, distinct pairs are drawn by rejection, without listing them.
+_PERMUTE_LIMIT = 2**24
+#: Values per chunk of dot products.
+_CHUNK = 2**22
 
 
 def _check_labels(y, n: int) -> Tensor:
@@ -50,8 +65,53 @@ def _check_labels(y, n: int) -> Tensor:
     return y.cpu()
 
 
+def _distinct(total: int, m: int, generator: torch.Generator | None) -> Tensor:
+    """``m`` distinct integers of ``range(total)``, uniformly at random, without listing the range."""
+    got = torch.empty(0, dtype=torch.int64)
+    while len(got) < m:
+        need = m - len(got)
+        cand = torch.cat([got, torch.randint(total, (need + need // 4 + 16,), generator=generator)])
+        _, inverse = torch.unique(cand, return_inverse=True)
+        first = torch.full((int(inverse.max()) + 1,), len(cand), dtype=torch.int64)
+        first = first.scatter_reduce(0, inverse, torch.arange(len(cand)), "amin")
+        keep = torch.zeros(len(cand), dtype=torch.bool)
+        keep[first] = True
+        got = cand[keep][:m]  # the first occurrences, in the order drawn
+    return got
+
+
+def _class_pair_index(k: int, m: int | None, generator: torch.Generator | None) -> Tensor:
+    """Indices into the ``k (k - 1)`` ordered pairs of a class (all of them, or ``m`` drawn at random)."""
+    total = k * (k - 1)
+    if m is None or total <= m:
+        return torch.arange(total)
+    if total <= _PERMUTE_LIMIT:
+        return torch.randperm(total, generator=generator)[:m]
+    return _distinct(total, m, generator)
+
+
+def _pairs_from_index(members: Tensor, index: Tensor) -> Tensor:
+    """Pair ``p`` of a class, row-major over ``(i, j)`` with ``j != i``: ``i = p // (k - 1)``."""
+    k = len(members)
+    i = index // (k - 1)
+    r = index % (k - 1)
+    j = r + (r >= i).long()
+    return torch.stack([members[i], members[j]], 1)
+
+
+def _check_pairs_per_class(pairs_per_class) -> None:
+    if pairs_per_class is not None and (
+        isinstance(pairs_per_class, bool) or not isinstance(pairs_per_class, numbers.Integral) or pairs_per_class < 1
+    ):
+        raise ValueError(f"pairs_per_class must be a positive integer or None, got {pairs_per_class!r}")
+
+
 def same_class_pairs(y: Tensor, pairs_per_class: int | None = None, generator: torch.Generator | None = None) -> Tensor:
     """Ordered pairs ``(i, j)``, ``i != j``, of samples with the same label.
+
+    A sample of ``m`` pairs from a class of ``k`` samples is drawn without listing its ``k (k - 1)``
+    pairs when there are more than 2^24 of them (a class of 20,000 has 4 * 10^8), so the memory is
+    that of the ``m`` pairs drawn.
 
     Args:
         y: integer class labels.
@@ -70,29 +130,33 @@ def same_class_pairs(y: Tensor, pairs_per_class: int | None = None, generator: t
     if not isinstance(y, Tensor):
         raise TypeError(f"y must be a tensor of class labels, got {type(y).__name__}")
     y = _check_labels(y, len(y) if y.dim() == 1 else -1)
-    if pairs_per_class is not None and (
-        isinstance(pairs_per_class, bool) or not isinstance(pairs_per_class, numbers.Integral) or pairs_per_class < 1
-    ):
-        raise ValueError(f"pairs_per_class must be a positive integer or None, got {pairs_per_class!r}")
+    _check_pairs_per_class(pairs_per_class)
     chunks = []
     for c in torch.unique(y):
         members = torch.nonzero(y == c).flatten()
-        k = len(members)
-        if k < 2:
+        if len(members) < 2:
             continue
-        i, j = torch.meshgrid(torch.arange(k), torch.arange(k), indexing="ij")
-        off = i != j
-        pairs = torch.stack([members[i[off]], members[j[off]]], 1)
-        if pairs_per_class is not None and len(pairs) > pairs_per_class:
-            pairs = pairs[torch.randperm(len(pairs), generator=generator)[:pairs_per_class]]
-        chunks.append(pairs)
+        chunks.append(_pairs_from_index(members, _class_pair_index(len(members), pairs_per_class, generator)))
     if not chunks:
         raise ValueError("no class has two samples, so there is no same-class pair")
     return torch.cat(chunks)
 
 
-def _cosine(a: Tensor, b: Tensor) -> Tensor:
-    return F.cosine_similarity(a.flatten(1).double(), b.flatten(1).double(), dim=1, eps=1e-12)
+def _norms(z: Tensor) -> Tensor:
+    return z.flatten(1).double().norm(dim=1)
+
+
+def _cosines(a: Tensor, norm_a: Tensor, b: Tensor, norm_b: Tensor, i: Tensor, j: Tensor) -> Tensor:
+    """``cos(a_i, b_j)`` for index pairs, float64, in chunks; NaN where a row is all zeros (no direction)."""
+    a, b = a.flatten(1), b.flatten(1)
+    step = max(1, _CHUNK // max(a.shape[1], 1))
+    out = torch.empty(len(i), dtype=torch.float64)
+    for start in range(0, len(i), step):
+        ii, jj = i[start : start + step].to(a.device), j[start : start + step].to(a.device)
+        dot = (a[ii].double() * b[jj].double()).sum(1)
+        den = norm_a[ii] * norm_b[jj]
+        out[start : start + step] = torch.where(den > 0, dot / torch.where(den > 0, den, 1.0), torch.nan).cpu()
+    return out
 
 
 def _check_finite(z: Tensor, name: str) -> None:
@@ -108,32 +172,40 @@ def _check_finite(z: Tensor, name: str) -> None:
 
 
 def _percent(clean: Tensor, change: Tensor) -> Tensor:
-    """Per-pair percent change ``100 * change / |clean|``; NaN where the clean similarity is 0."""
-    defined = clean != 0
+    """Per-pair percent change ``100 * change / |clean|``; NaN where the clean similarity is 0 or undefined."""
+    defined = (clean != 0) & ~clean.isnan()
     return torch.where(defined, 100.0 * change / torch.where(defined, clean.abs(), torch.ones_like(clean)), torch.nan)
 
 
 def _stats(clean: Tensor, change: Tensor) -> dict[str, float]:
-    mean_clean = float(clean.mean())
-    mean_change = float(change.mean())
+    """The statistics of a class's pairs; pairs without a cosine (NaN) are left out of every one."""
+    n_pairs = int(change.numel())
+    has_cosine = ~(clean.isnan() | change.isnan())
+    clean, change = clean[has_cosine], change[has_cosine]
+    mean_clean = float(clean.mean()) if clean.numel() else math.nan
+    mean_change = float(change.mean()) if change.numel() else math.nan
     percent = _percent(clean, change)
     defined = ~percent.isnan()
     up = change > 0
-    boosted = float(up.double().mean())
+    boosted = float(up.double().mean()) if change.numel() else math.nan
     up_percent = percent[up & defined]
     percent_boost = float(up_percent.mean()) if up_percent.numel() else math.nan
     weighted = percent_boost * boosted if bool(up.any()) else 0.0  # no pair boosted: no boost
+    kept = percent[defined]
     return {
-        "n_pairs": int(change.numel()),
-        "n_undefined": int((~defined).sum()),
+        "n_pairs": n_pairs,
+        "n_undefined": n_pairs - int(defined.sum()),
+        "n_no_cosine": n_pairs - int(has_cosine.sum()),
         "clean_similarity": mean_clean,
         "mean_change": mean_change,
-        "percent_change": float(percent[defined].mean()) if bool(defined.any()) else math.nan,
+        "percent_change": float(kept.mean()) if kept.numel() else math.nan,
+        "median_percent_change": float(kept.quantile(0.5)) if kept.numel() else math.nan,
+        "median_change": float(change.quantile(0.5)) if change.numel() else math.nan,
         "boosted": boosted,
         "percent_boost": percent_boost,
         "weighted_boost": weighted,
         "percent_change_of_means": 100.0 * mean_change / mean_clean if mean_clean != 0 else math.nan,
-        "mean_positive_change": float(change.clamp_min(0).mean()),
+        "mean_positive_change": float(change.clamp_min(0).mean()) if change.numel() else math.nan,
     }
 
 
@@ -142,10 +214,17 @@ def similarity_change(
     z_t: Tensor,
     y: Tensor,
     pairs: Tensor | None = None,
-    pairs_per_class: int | None = None,
+    pairs_per_class: int | None = DEFAULT_PAIRS_PER_CLASS,
     generator: torch.Generator | None = None,
 ) -> dict:
     """Change in same-class pair similarity when the second input is transformed (eq. 2).
+
+    A pair with a row of zeros among ``z_i``, ``z_j``, ``z_t_j`` has no cosine: its values are NaN
+    and it is left out of every statistic (counted in ``n_no_cosine`` and ``n_undefined``); a pair
+    whose clean cosine is 0 has no percent change and is left out of the percent statistics
+    (counted in ``n_undefined``). ``median_percent_change`` is the robust companion of the paper's
+    mean: on features of any sign (logits) a few pairs with a near-zero clean cosine can dominate
+    the mean of per-pair percents.
 
     Args:
         z: features of the clean inputs.
@@ -153,7 +232,10 @@ def similarity_change(
         y: integer class labels.
         pairs: (P, 2) same-class index pairs ``(i, j)``; by default drawn by
             :func:`same_class_pairs` with ``pairs_per_class`` and ``generator``.
-        pairs_per_class, generator: see :func:`same_class_pairs`.
+        pairs_per_class: pairs drawn per class (default
+            :data:`DEFAULT_PAIRS_PER_CLASS`, 1000); ``None`` takes every ordered pair
+            (the per-pair outputs then take 56 bytes per pair).
+        generator: draws the pairs.
 
     Returns:
         ``{"pairs": (P, 2), "label": (P,), "clean": (P,) s(z_i, z_j),
@@ -197,9 +279,11 @@ def similarity_change(
             raise ValueError("pairs must pair two different samples")
         if bool((y[pairs[:, 0]] != y[pairs[:, 1]]).any()):
             raise ValueError("pairs must pair samples of the same class")
-    i, j = pairs[:, 0].to(z.device), pairs[:, 1].to(z.device)
-    clean = _cosine(z[i], z[j]).cpu()
-    moved = _cosine(z[i], z_t[j]).cpu()
+    _check_pairs_per_class(pairs_per_class)
+    i, j = pairs[:, 0], pairs[:, 1]
+    norm, norm_t = _norms(z), _norms(z_t)
+    clean = _cosines(z, norm, z, norm, i, j)
+    moved = _cosines(z, norm, z_t, norm_t, i, j)
     change = moved - clean
     label = y[pairs[:, 0]]
     per_class = {int(c): _stats(clean[label == c], change[label == c]) for c in torch.unique(label)}
@@ -244,7 +328,7 @@ def similarity_search(
     magnitudes: Sequence[float] | Mapping[str, Sequence[float]] = (0.5,),
     layer: str | None = None,
     reduce: str = "flatten",
-    pairs_per_class: int | None = None,
+    pairs_per_class: int | None = DEFAULT_PAIRS_PER_CLASS,
     copies: int | None = None,
     seed: int = 0,
     batch_size: int | None = None,
@@ -254,10 +338,13 @@ def similarity_search(
 
     The same same-class pairs (drawn with ``seed``) are used for every
     transformation; each transformation draws its parameters for the whole
-    batch once per magnitude, from a generator seeded with ``seed + 1``.
+    batch once per magnitude, from a generator seeded with ``seed + 1``, and is
+    applied batch by batch. The statistics are computed class by class, so the
+    memory is that of one class's pairs (every ordered pair of a class of 2,000
+    inputs, ``pairs_per_class=None``, takes 64 MB; 1000 pairs, the default, 40 kB).
 
     Args:
-        model: probed in its current mode (call ``.eval()``).
+        model: probed in evaluation mode (its modes are restored afterwards).
         x: the inputs.
         y: their integer class labels.
         transforms: ``{name: transform}``, each called as ``t(x, magnitude, generator=g)``
@@ -267,17 +354,18 @@ def similarity_search(
             ``None`` means ``"logits"`` (an AugNet's trunk outputs averaged over its copies,
             any other model's output).
         reduce: how a layer's activations are reduced (see :func:`~augnet.probes.features`).
-        pairs_per_class: see :func:`same_class_pairs`.
+        pairs_per_class: pairs drawn per class (default 1000; ``None``: every ordered pair),
+            see :func:`same_class_pairs`.
         copies: for an AugNet, the number of copies it averages.
         seed: seeds the pairs, the transformations and AugNet's own draws.
-        batch_size: run the model in chunks.
+        batch_size: run the model in chunks of this many rows (default 256).
         draws: ``"shared"`` or ``"independent"`` AugNet draws in the clean and the
             transformed passes (see :func:`~augnet.probes.invariance_curve`).
 
     Returns:
         One row per (transform, magnitude, class): ``{"transform", "magnitude",
         "label"}`` and the statistics of :func:`similarity_change`
-        (:data:`STATISTICS`, ``"n_pairs"``, ``"n_undefined"``).
+        (:data:`STATISTICS`, ``"n_pairs"``, ``"n_undefined"``, ``"n_no_cosine"``).
     """
     if not isinstance(transforms, Mapping) or not transforms:
         raise ValueError("transforms must be a non-empty dict {name: transform}")
@@ -289,19 +377,39 @@ def similarity_search(
     y = _check_labels(y, x.shape[0] if x.dim() else -1)
     per_transform = _magnitudes_for(magnitudes, list(transforms))
     check_draws(draws)
-    pairs = same_class_pairs(y, pairs_per_class, seeded(seed))
+    _check_pairs_per_class(pairs_per_class)
+    # Each class's pairs, drawn once (in increasing label order, as same_class_pairs does); every
+    # ordered pair of a class is listed afresh when needed rather than kept.
+    g = seeded(seed)
+    classes = {}
+    for c in torch.unique(y):
+        members = torch.nonzero(y == c).flatten()
+        if len(members) >= 2:
+            k = len(members)
+            every = pairs_per_class is None or k * (k - 1) <= pairs_per_class
+            classes[int(c)] = (members, None if every else _class_pair_index(k, pairs_per_class, g))
+    if not classes:
+        raise ValueError("no class has two samples, so there is no same-class pair")
     name = LOGITS if layer is None else layer
     clean = features(
         model, x, name, reduce=reduce, batch_size=batch_size, **forward_kwargs(model, copies, seed, x.device, draws)
     )[name]
+    _check_finite(clean, "the clean features")
+    norm = _norms(clean)
     rows, index = [], 0
     for t_name, transform in transforms.items():
         for m in per_transform[t_name]:
-            xt = transform(x, m, generator=seeded(seed + 1, x.device))
+            xt = Transformed(transform, x, m, seeded(seed + 1, x.device))
             index += 1
             kwargs = forward_kwargs(model, copies, seed, x.device, draws, index)
             moved = features(model, xt, name, reduce=reduce, batch_size=batch_size, **kwargs)[name]
-            out = similarity_change(clean, moved, y, pairs=pairs)
-            for label, stats in out["per_class"].items():
-                rows.append({"transform": t_name, "magnitude": m, "label": label, **stats})
+            _check_finite(moved, f"the features of {t_name!r} at magnitude {m}")
+            norm_t = _norms(moved)
+            for label, (members, drawn) in classes.items():
+                k = len(members)
+                pairs = _pairs_from_index(members, torch.arange(k * (k - 1)) if drawn is None else drawn)
+                i, j = pairs[:, 0], pairs[:, 1]
+                base = _cosines(clean, norm, clean, norm, i, j)
+                change = _cosines(clean, norm, moved, norm_t, i, j) - base
+                rows.append({"transform": t_name, "magnitude": m, "label": label, **_stats(base, change)})
     return rows

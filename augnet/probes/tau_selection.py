@@ -16,7 +16,8 @@ from collections.abc import Iterable, Sequence
 import torch
 from torch import Tensor, nn
 
-from augnet.probes._common import forward_kwargs, seeded
+from augnet.probes._common import Transformed, batch_size_of, evaluating, forward_kwargs, rows_of, seeded
+from augnet.probes.features import _resolve, call_hooks, split_call
 from augnet.probes.unit_invariance import _check_tau, _check_units
 
 __all__ = [
@@ -53,31 +54,36 @@ def _check_labels(x, y) -> None:
 
 
 def _check_batch_size(batch_size, n: int) -> int:
-    if batch_size is None:
-        return n
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-    return batch_size
+    return batch_size_of(batch_size)
 
 
-def _predict(model: nn.Module, x: Tensor, step: int, copies, seed: int) -> Tensor:
-    """Class predictions, chunk by chunk; an AugNet gets the same augmentation draws on every call."""
-    kwargs = forward_kwargs(model, copies, seed, x.device)
-    preds = []
+def _predict(model: nn.Module, x, step: int, copies, seed: int, check=None) -> Tensor:
+    """Class predictions, chunk by chunk; an AugNet gets the same augmentation draws on every call.
+
+    ``check`` is called after each forward pass (see :func:`~augnet.probes.features.call_hooks`).
+    """
+    kwargs = forward_kwargs(model, copies, seed, x.x.device if isinstance(x, Transformed) else x.device)
+    preds = torch.empty(len(x), dtype=torch.int64)  # one allocation, not one kept per batch
     for start in range(0, len(x), step):
-        out = model(x[start : start + step], **kwargs)
+        out = model(rows_of(x, start, min(start + step, len(x))), **kwargs)
+        if check is not None:
+            check()
         if isinstance(out, (tuple, list)):
             out = out[0]
         if not isinstance(out, Tensor) or out.dim() != 2:
             raise ValueError(
                 f"the model must return (B, classes) logits, got {getattr(out, 'shape', type(out).__name__)}"
             )
-        preds.append(out.argmax(1))
-    return torch.cat(preds)
+        preds = preds.to(out.device)
+        preds[start : start + len(out)] = out.argmax(1)
+    return preds
 
 
-def _check_transform_inputs(x: Tensor, transform, magnitude, x_t, seed: int, who: str) -> Tensor:
-    """The transformed inputs: ``x_t`` as given, or ``transform(x, magnitude)`` drawn from ``seed + 1``."""
+def _check_transform_inputs(x: Tensor, transform, magnitude, x_t, seed: int, who: str) -> Tensor | Transformed:
+    """The transformed inputs: ``x_t`` as given, or ``transform(x, magnitude)`` drawn from ``seed + 1``.
+
+    A transform is returned as a :class:`~augnet.probes._common.Transformed`, applied batch by batch.
+    """
     if (transform is None) == (x_t is None):
         raise ValueError(
             f"{who} needs the transformed inputs, as transform= or x_t= (one of the two): the paper normalises "
@@ -86,7 +92,12 @@ def _check_transform_inputs(x: Tensor, transform, magnitude, x_t, seed: int, who
     if transform is not None:
         if not callable(transform):
             raise TypeError(f"transform must be callable, got {type(transform).__name__}")
-        x_t = transform(x, magnitude, generator=seeded(seed + 1, x.device))
+        moved = Transformed(transform, x, magnitude, seeded(seed + 1, x.device))
+        if moved.shape != x.shape:
+            raise ValueError(
+                f"the transformed inputs must have the inputs' shape {tuple(x.shape)}, got {tuple(moved.shape)}"
+            )
+        return moved
     if not isinstance(x_t, Tensor) or x_t.shape != x.shape:
         raise ValueError(
             f"the transformed inputs must have the inputs' shape {tuple(x.shape)}, got "
@@ -151,10 +162,13 @@ def select_tau(
     largest one that passes, even if the accuracy is not monotone in ``tau``.
 
     Args:
-        model: a classifier returning (B, classes) logits, probed in its
-            current mode (call ``.eval()`` first).
+        model: a classifier returning (B, classes) logits, probed in evaluation
+            mode (its modes are restored afterwards).
         layer: name of a submodule (``model.named_modules()``) whose output is
-            a non-negative tensor, e.g. a ReLU (NaN or inf raise a ValueError).
+            a non-negative tensor, e.g. a ReLU (NaN or inf raise a ValueError);
+            for a module called several times per forward pass, ``"name#k"``
+            names its k-th call, the only one normalised and ablated (see
+            :func:`~augnet.probes.features`).
         x: inputs; y: (B,) integer labels.
         taus: the grid (values in [0, 1]); default 0, 0.05, ..., 0.95.
         max_drop: largest accepted accuracy drop, a fraction (0.01 is 1%); a
@@ -166,7 +180,8 @@ def select_tau(
             draws, from ``seed``, in every pass).
         seed: an AugNet's augmentations are drawn from ``seed``, the
             transform's parameters from ``seed + 1``.
-        batch_size: run the model in chunks of this many rows.
+        batch_size: run the model in chunks of this many rows (default 256);
+            the transformed inputs are made chunk by chunk for an augnet transform.
         x_t: the transformed inputs, instead of ``transform`` (row ``i`` the
             transformed ``x[i]``); ``x_t=x`` evaluates the clean inputs alone.
         units: ``"element"`` or ``"channel"``, see :data:`UNITS`.
@@ -199,7 +214,7 @@ def select_tau(
     if not isinstance(layer, str):
         raise TypeError(f"layer must be a module name (str), got {type(layer).__name__}")
     modules = dict(model.named_modules())
-    if layer not in modules or layer == "":
+    if split_call(layer)[0] not in modules or split_call(layer)[0] == "":
         raise ValueError(f"unknown layer {layer!r}; the model's modules are {[n for n in modules if n]}")
     _check_labels(x, y)
     if isinstance(taus, (str, bytes)) or not isinstance(taus, Sequence) or len(taus) == 0:
@@ -214,6 +229,7 @@ def select_tau(
         raise ValueError("seen_classes only applies to score='within' (within-category accuracy)")
     step = _check_batch_size(batch_size, len(x))
     xt = _check_transform_inputs(x, transform, magnitude, x_t, seed, "select_tau")
+    targets = _resolve(model, [layer])
     n = len(x)
     scored = torch.ones(2 * n, dtype=torch.bool)
     if score == "within":
@@ -221,18 +237,19 @@ def select_tau(
         scored[n:] = _seen_mask(y.cpu(), seen_classes)
         if not bool(scored.any()):
             raise ValueError(f"no input of the seen classes {seen_classes!r} to score")
-    x, y = torch.cat([x, xt]), torch.cat([y, y])
-    y = y.to(x.device)
+    y = torch.cat([y, y]).to(x.device)
     scored = scored.to(x.device)
-    module = modules[layer]
 
     def accuracy(pred: Tensor) -> float:
         return float((pred == y)[scored].double().mean())
 
+    def predict(check) -> Tensor:  # the clean inputs, then the transformed ones, batch by batch
+        return torch.cat([_predict(model, source, step, copies, seed, check) for source in (x, xt)])
+
     # Pass 1: each unit's maximum over clean and transformed inputs, and the unablated accuracy.
     state: dict = {"max": None}
 
-    def record(mod, inputs, out):
+    def record(name, out):
         if not isinstance(out, Tensor):
             raise TypeError(f"layer {layer!r} must output a tensor to be ablated, got {type(out).__name__}")
         if out.dim() < 2:
@@ -251,38 +268,33 @@ def select_tau(
         m = _unit_view(out.detach(), units).amax(0)
         state["max"] = m if state["max"] is None else torch.maximum(state["max"], m)
 
-    handle = module.register_forward_hook(record)
-    try:
-        base = accuracy(_predict(model, x, step, copies, seed))
-    finally:
-        handle.remove()
-    if state["max"] is None:
-        raise ValueError(f"layer {layer!r} was not called by the model's forward pass")
-    scale = state["max"]
-    div = torch.where(scale > 0, scale, torch.ones_like(scale))
+    with evaluating(model):
+        with call_hooks(model, targets, record) as check:
+            base = accuracy(predict(check))
+        if state["max"] is None:
+            raise ValueError(f"layer {layer!r} was not called by the model's forward pass")
+        scale = state["max"]
+        div = torch.where(scale > 0, scale, torch.ones_like(scale))
 
-    def ablate(tau: float, keep_active: bool, count: list):
-        def hook(mod, inputs, out):
-            active = (_unit_view(out, units) / div) > tau
-            count[0] += int(active.sum())
-            count[1] += active.numel()
-            if units == "channel" and out.dim() > 2:
-                active = active.reshape(*active.shape, *([1] * (out.dim() - 2)))
-            return torch.where(active if keep_active else ~active, out, torch.zeros_like(out))
+        def ablate(tau: float, keep_active: bool, count: list):
+            def hook(name, out):
+                active = (_unit_view(out, units) / div) > tau
+                count[0] += int(active.sum())
+                count[1] += active.numel()
+                if units == "channel" and out.dim() > 2:
+                    active = active.reshape(*active.shape, *([1] * (out.dim() - 2)))
+                return torch.where(active if keep_active else ~active, out, torch.zeros_like(out))
 
-        return hook
+            return hook
 
-    acc_inactive, acc_active, fractions = [], [], []
-    for tau in grid:
-        for keep_active, sink in ((True, acc_inactive), (False, acc_active)):
-            count = [0, 0]
-            handle = module.register_forward_hook(ablate(tau, keep_active, count))
-            try:
-                sink.append(accuracy(_predict(model, x, step, copies, seed)))
-            finally:
-                handle.remove()
-            if keep_active:
-                fractions.append(count[0] / max(count[1], 1))
+        acc_inactive, acc_active, fractions = [], [], []
+        for tau in grid:
+            for keep_active, sink in ((True, acc_inactive), (False, acc_active)):
+                count = [0, 0]
+                with call_hooks(model, targets, ablate(tau, keep_active, count)) as check:
+                    sink.append(accuracy(predict(check)))
+                if keep_active:
+                    fractions.append(count[0] / max(count[1], 1))
     drops = [base - acc for acc in acc_inactive]
     passing = [t for t, d in zip(grid, drops, strict=True) if d <= max_drop + _ROUNDING]
     chosen = max(passing) if passing else None

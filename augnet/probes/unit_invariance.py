@@ -17,6 +17,7 @@ from augnet.probes._common import summary
 
 __all__ = [
     "UNITS",
+    "UnitInvariance",
     "layer_units",
     "neuron_invariance",
     "unit_scale",
@@ -72,7 +73,7 @@ def layer_units(a: Tensor, units: str = "element") -> Tensor:
     return _pool(a, units)
 
 
-def _check_activations(a, name: str, units: str = "element") -> Tensor:
+def _check_activations(a, name: str, units: str = "element", offset: int = 0) -> Tensor:
     if not isinstance(a, Tensor):
         raise TypeError(f"{name} must be a tensor, got {type(a).__name__}")
     if a.dim() < 2:
@@ -87,7 +88,7 @@ def _check_activations(a, name: str, units: str = "element") -> Tensor:
     a = a.detach().double()
     bad = ~torch.isfinite(a)
     if bool(bad.any()):
-        rows = torch.nonzero(bad.flatten(1).any(1)).flatten().tolist()
+        rows = (torch.nonzero(bad.flatten(1).any(1)).flatten() + offset).tolist()
         raise ValueError(
             f"{name} holds non-finite values (NaN or inf) in input(s) {rows[:10]}{' ...' if len(rows) > 10 else ''}; "
             "they would turn the scale, and so every score, of their units into NaN: drop those inputs first"
@@ -124,8 +125,133 @@ def unit_scale(a: Tensor, a_t: Tensor | None = None, units: str = "element") -> 
     return m
 
 
-def neuron_invariance(a: Tensor, a_t: Tensor, tau: float, rows: Tensor | None = None, units: str = "element") -> dict:
+def _row_step(units: int) -> int:
+    """Rows per chunk, so that a chunk holds about 2^20 (input, unit) values (8 MB in float64)."""
+    return max(1, 2**20 // max(units, 1))
+
+
+class UnitInvariance:
+    """Zaidi et al.'s eq. 1, accumulated over batches of inputs in two passes (the engine of :func:`neuron_invariance`).
+
+    Pass 1, :meth:`observe`, finds each unit's maximum over clean and transformed activity; pass 2,
+    :meth:`score`, adds each batch's scores ``h_k`` to the units' sums over their active inputs.
+    Only per-unit sums (and, with ``per_input``, the (N, units) scores and active sets) are kept, so
+    any number of inputs is measured within the memory of one batch. Batches may come in any order;
+    the result equals :func:`neuron_invariance` on all the activations at once.
+    """
+
+    def __init__(self, tau: float, units: str = "element", n_rows: int | None = None, per_input: bool = False):
+        self.tau, self.units, self.n_rows = _check_tau(tau), _check_units(units), n_rows
+        self.per_input = bool(per_input)
+        if self.per_input and n_rows is None:
+            raise ValueError("per_input needs n_rows, the number of inputs")
+        self.scale: Tensor | None = None
+        self._sums: dict | None = None
+
+    def observe(self, a: Tensor, a_t: Tensor, start: int = 0) -> None:
+        """Pass 1: a batch of clean and transformed activations, (b, ...) each, non-negative.
+
+        ``start`` is the batch's first input, for the error messages.
+        """
+        step = _row_step(a[0].numel())
+        for lo in range(0, len(a), step):
+            pa = _check_activations(a[lo : lo + step], "a", self.units, start + lo)
+            pt = _check_activations(a_t[lo : lo + step], "a_t", self.units, start + lo)
+            if pa.shape[1:] != pt.shape[1:]:
+                raise ValueError(
+                    f"a and a_t must have the same units, got shapes {tuple(a.shape)} and {tuple(a_t.shape)}"
+                )
+            m = torch.maximum(pa.amax(0), pt.amax(0))
+            if self.scale is not None and self.scale.shape != m.shape:
+                raise ValueError(f"a batch has {m.numel()} units, an earlier one {self.scale.numel()}")
+            self.scale = m if self.scale is None else torch.maximum(self.scale, m)
+
+    def score(self, start: int, a: Tensor, a_t: Tensor, rows: Tensor | None = None) -> None:
+        """Pass 2: the batch of inputs ``start : start + len(a)``; ``rows`` (b,) bool keeps some in the means."""
+        if self.scale is None:
+            raise RuntimeError("observe every batch (pass 1) before scoring any")
+        live = self.scale > 0
+        div = torch.where(live, self.scale, torch.ones_like(self.scale))
+        step = _row_step(div.numel())
+        for lo in range(0, len(a), step):
+            f = _check_activations(a[lo : lo + step], "a", self.units, start + lo) / div
+            f_t = _check_activations(a_t[lo : lo + step], "a_t", self.units, start + lo) / div
+            total = f + f_t
+            nonzero = total > 0
+            scores = torch.where(
+                nonzero, 1.0 - (f_t - f).abs() / torch.where(nonzero, total, torch.ones_like(total)), torch.nan
+            )
+            above, above_t = f > self.tau, f_t > self.tau
+            active = above | above_t
+            if rows is not None:
+                active = active & rows[lo : lo + step, None].to(active.device)
+            self._add(start + lo, scores, active, above, above_t)
+
+    def _add(self, start, scores, active, above, above_t) -> None:
+        if self._sums is None:
+            units = scores.shape[1]
+            self._sums = {
+                "n_active": torch.zeros(units, dtype=torch.int64, device=scores.device),
+                "kept": torch.zeros(units, dtype=torch.float64, device=scores.device),
+                "above": 0,
+                "count": 0,
+                "units_per_input": torch.zeros(self.n_rows, dtype=torch.int64, device=scores.device)
+                if self.n_rows is not None
+                else {},
+            }
+            if self.per_input:
+                self._sums["scores"] = torch.full(
+                    (self.n_rows, units), torch.nan, dtype=torch.float64, device=scores.device
+                )
+                self._sums["active"] = torch.zeros(self.n_rows, units, dtype=torch.bool, device=scores.device)
+        s = self._sums
+        s["n_active"] += active.sum(0)
+        s["kept"] += torch.where(active, scores, torch.zeros_like(scores)).sum(0)
+        s["above"] += int(above.sum()) + int(above_t.sum())
+        s["count"] += 2 * above.numel()
+        if self.n_rows is not None:  # written in place: a small tensor kept per chunk would fragment the heap
+            s["units_per_input"][start : start + len(active)] = active.sum(1)
+        else:
+            s["units_per_input"][start] = active.sum(1)
+        if self.per_input:
+            s["scores"][start : start + len(scores)] = scores
+            s["active"][start : start + len(scores)] = active
+
+    def result(self) -> dict:
+        """The dict of :func:`neuron_invariance` (``"scores"`` and ``"active"`` only with ``per_input``)."""
+        if self._sums is None:
+            raise RuntimeError("no batch was scored")
+        s = self._sums
+        n_active = s["n_active"]
+        invariance = torch.where(n_active > 0, s["kept"] / n_active.clamp_min(1), torch.nan)
+        stats = summary(invariance)
+        stats["n_units"] = int(invariance.numel())
+        stats["n_never_active"] = int((n_active == 0).sum())
+        out = {"invariance": invariance}
+        if self.per_input:
+            out.update(scores=s["scores"], active=s["active"])
+        out.update(
+            n_active=n_active,
+            units_per_input=s["units_per_input"]
+            if isinstance(s["units_per_input"], Tensor)
+            else torch.cat([s["units_per_input"][k] for k in sorted(s["units_per_input"])]),
+            active_fraction=s["above"] / max(s["count"], 1),
+            scale=self.scale,
+            units=self.units,
+            summary=stats,
+        )
+        return out
+
+
+def neuron_invariance(
+    a: Tensor, a_t: Tensor, tau: float, rows: Tensor | None = None, units: str = "element", per_input: bool = True
+) -> dict:
     """Per-unit invariance coefficients ``I_k`` of Zaidi et al. (eq. 1, see :mod:`augnet.probes.neurons`).
+
+    The activations are processed in chunks of rows (about 2^20 values at a time), so the memory
+    beyond the inputs is that of the per-unit results, plus with ``per_input`` the (B, units)
+    ``"scores"`` and ``"active"`` (9 bytes per input and unit); ``per_input=False`` leaves them out
+    for large layers (at resnet18's ``layer1`` on 20,000 inputs they would take 2.9 GB).
 
     Args:
         a: activations on the clean inputs, ``f(x)``; non-negative (negative
@@ -141,15 +267,16 @@ def neuron_invariance(a: Tensor, a_t: Tensor, tau: float, rows: Tensor | None = 
             are on the same scale.
         units: what a unit is, ``"element"`` or ``"channel"`` (see
             :func:`layer_units`); the same for a (B, units) input.
+        per_input: also return the per-(input, unit) ``"scores"`` and ``"active"``.
 
     Returns:
         A dict with
 
         - ``"invariance"``: (units,) float64, ``I_k`` in [0, 1]; NaN for a unit
           with an empty active set (never above ``tau``, e.g. a dead unit).
-        - ``"scores"``: (B, units) float64, ``h_k(x)`` for every pair where the
+        - ``"scores"`` (with ``per_input``): (B, units) float64, ``h_k(x)`` for every pair where the
           clean or the transformed activity is non-zero; NaN where both are 0.
-        - ``"active"``: (B, units) bool, ``x in A_k`` (and in ``rows``).
+        - ``"active"`` (with ``per_input``): (B, units) bool, ``x in A_k`` (and in ``rows``).
         - ``"n_active"``: (units,) int64, the size of each active set.
         - ``"units_per_input"``: (B,) int64, how many units each input activates.
         - ``"active_fraction"``: the fraction of the normalised activities, of
@@ -176,41 +303,23 @@ def neuron_invariance(a: Tensor, a_t: Tensor, tau: float, rows: Tensor | None = 
     units = _check_units(units)
     if isinstance(a, Tensor) and isinstance(a_t, Tensor) and a.shape != a_t.shape:
         raise ValueError(f"a and a_t must have the same shape, got {tuple(a.shape)} and {tuple(a_t.shape)}")
-    a = _check_activations(a, "a", units)
-    a_t = _check_activations(a_t, "a_t", units)
+    for name, t in (("a", a), ("a_t", a_t)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
+        if t.dim() < 2:
+            raise ValueError(
+                f"{name} must have shape (B, units) or (B, C, ...) (a layer's output, read with units='element' "
+                f"or 'channel'), got {tuple(t.shape)}"
+            )
+        if t.shape[0] == 0:
+            raise ValueError(f"{name} is an empty batch (shape {tuple(t.shape)})")
     if rows is not None:
         if not isinstance(rows, Tensor) or rows.dtype != torch.bool:
             raise TypeError(f"rows must be a bool tensor, got {type(rows).__name__} {getattr(rows, 'dtype', '')}")
         if rows.shape != (a.shape[0],):
             raise ValueError(f"rows must have shape ({a.shape[0]},), got {tuple(rows.shape)}")
         rows = rows.to(a.device)
-    scale = torch.maximum(a.amax(0), a_t.amax(0))
-    live = scale > 0
-    div = torch.where(live, scale, torch.ones_like(scale))
-    f, f_t = a / div, a_t / div
-    total = f + f_t
-    nonzero = total > 0
-    scores = torch.where(
-        nonzero, 1.0 - (f_t - f).abs() / torch.where(nonzero, total, torch.ones_like(total)), torch.nan
-    )
-    above, above_t = f > tau, f_t > tau
-    active = above | above_t
-    if rows is not None:
-        active = active & rows[:, None]
-    n_active = active.sum(0)
-    kept = torch.where(active, scores, torch.zeros_like(scores)).sum(0)
-    invariance = torch.where(n_active > 0, kept / n_active.clamp_min(1), torch.nan)
-    stats = summary(invariance)
-    stats["n_units"] = int(invariance.numel())
-    stats["n_never_active"] = int((n_active == 0).sum())
-    return {
-        "invariance": invariance,
-        "scores": scores,
-        "active": active,
-        "n_active": n_active,
-        "units_per_input": active.sum(1),
-        "active_fraction": float((above.double().sum() + above_t.double().sum()) / (2 * above.numel())),
-        "scale": scale,
-        "units": units,
-        "summary": stats,
-    }
+    acc = UnitInvariance(tau, units, len(a), per_input)
+    acc.observe(a, a_t)
+    acc.score(0, a, a_t, rows)
+    return acc.result()

@@ -1,0 +1,129 @@
+"""One-parameter families ``g_t`` of augnet's continuous image transforms, for the Lie derivative.
+
+Each continuous transform of :mod:`augnet.transforms.image` is a family of transformations indexed
+by one real number ``t``, with ``g_0`` the identity: the family sets one of the transform's
+per-row parameters (:meth:`~augnet.transforms.base.Transform.sample`) to a function of ``t``.
+``t`` is in natural units, so that a derivative per unit of ``t`` reads plainly:
+
+=================  =========  ==========================  ======================
+transform          parameter  value at ``t``              unit of ``t``
+=================  =========  ==========================  ======================
+TranslateX / Y     shift      ``t / W`` (or ``t / H``)    pixel (of the input)
+Rotate             angle      ``t``                       radian
+ShearX / Y         shear      ``t``                       shear coefficient
+Scale              zoom       ``exp(t)``                  log zoom
+Brightness         shift      ``t``                       brightness shift
+Contrast           factor     ``1 + t``                   contrast factor - 1
+Saturation         factor     ``1 + t``                   saturation factor - 1
+Hue                angle      ``t``                       radian
+=================  =========  ==========================  ======================
+
+The flips and the gated colour maps (applied with a probability), and the AutoAugment maps
+(Solarize, Posterize, Equalize, Sharpness) have no such family: they have no Lie derivative.
+:data:`RANK_PARAMS` names, for every image transform, the per-row parameter the ranking probe of
+Yan & Huang can order copies by (the family's, or the flips' gate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+__all__ = ["RANK_PARAMS", "Family", "family", "rank_param"]
+
+
+@dataclass(frozen=True)
+class Family:
+    """The one-parameter family ``g_t`` of a transform.
+
+    Attributes:
+        param: the per-row parameter that ``t`` sets.
+        unit: the unit of ``t``.
+        value: ``value(t, like, size)`` -> the parameter's value for the (N,) ``t``, shaped as
+            ``like`` (the parameter drawn by the transform), for inputs of spatial size ``size``
+            (H, W).
+        geometric: a warp of the sampling grid (acting on feature maps too), not a colour map.
+    """
+
+    param: str
+    unit: str
+    value: Callable[[Tensor, Tensor, tuple[int, int]], Tensor]
+    geometric: bool
+
+
+def _same(t: Tensor, like: Tensor, size) -> Tensor:
+    return t.to(like.dtype).reshape(len(t), *([1] * (like.dim() - 1))).expand_as(like)
+
+
+def _one_plus(t: Tensor, like: Tensor, size) -> Tensor:
+    return 1.0 + _same(t, like, size)
+
+
+def _exp(t: Tensor, like: Tensor, size) -> Tensor:
+    return torch.exp(_same(t, like, size))
+
+
+def _per_width(t: Tensor, like: Tensor, size) -> Tensor:
+    return _same(t, like, size) / size[-1]
+
+
+def _per_height(t: Tensor, like: Tensor, size) -> Tensor:
+    return _same(t, like, size) / size[-2]
+
+
+def _families() -> dict[str, Family]:
+    return {
+        "TranslateX": Family("shift", "px", _per_width, True),
+        "TranslateY": Family("shift", "px", _per_height, True),
+        "Rotate": Family("angle", "rad", _same, True),
+        "ShearX": Family("shear", "shear", _same, True),
+        "ShearY": Family("shear", "shear", _same, True),
+        "Scale": Family("zoom", "log zoom", _exp, True),
+        "Brightness": Family("shift", "shift", _same, False),
+        "Contrast": Family("factor", "factor - 1", _one_plus, False),
+        "Saturation": Family("factor", "factor - 1", _one_plus, False),
+        "Hue": Family("angle", "rad", _same, False),
+    }
+
+
+#: The per-row parameter each image transform's copies can be ranked by (Yan & Huang).
+RANK_PARAMS = {
+    **{name: f.param for name, f in _families().items()},
+    "HorizontalFlip": "gate",
+    "VerticalFlip": "gate",
+    "Invert": "gate",
+    "Gray": "gate",
+    "AutoContrast": "gate",
+}
+
+
+def _lookup(transform, table: dict):
+    """The entry of the first class of ``transform``'s MRO that is an augnet image transform in ``table``."""
+    for cls in type(transform).__mro__:
+        if cls.__module__.startswith("augnet.transforms") and cls.__name__ in table:
+            return table[cls.__name__]
+    return None
+
+
+def family(transform) -> Family | None:
+    """The one-parameter family of an augnet image transform, or ``None`` (a discrete transform).
+
+    Examples:
+        >>> from augnet.transforms import image as T
+        >>> family(T.Rotate()).param, family(T.TranslateY()).unit, family(T.HorizontalFlip())
+        ('angle', 'px', None)
+    """
+    return _lookup(transform, _families())
+
+
+def rank_param(transform) -> str | None:
+    """The per-row parameter the ranking probe orders ``transform``'s copies by, or ``None``."""
+    return _lookup(transform, RANK_PARAMS)
+
+
+def continuous_names() -> list[str]:
+    """The names of the transforms with a family, for messages."""
+    return sorted(_families())

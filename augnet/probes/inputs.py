@@ -1,0 +1,163 @@
+"""What ``augnet probe`` reads: a model named by its import path, a weights file, images from a file or a folder.
+
+Every function raises a ValueError (or a TypeError) with a one-line message that names what is
+wrong, so the command line can print it and exit before any probing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["IMAGE_SUFFIXES", "fake_images", "load_images", "load_model"]
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+
+
+def _resolve_object(spec: str):
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"--model must be 'package.module:name' (e.g. torchvision.models:resnet18), got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(f"cannot import {module_name!r} for --model {spec}: {err}") from err
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"{module_name!r} has no {attr!r} (--model {spec})")
+        obj = getattr(obj, part)
+    return obj
+
+
+def load_model(spec: str, kwargs: str | dict | None = None, weights: str | Path | None = None) -> nn.Module:
+    """The model ``spec`` names, built with ``kwargs`` and given the weights of a file.
+
+    Args:
+        spec: ``"package.module:name"``, where ``name`` is a module instance, a class or a function
+            returning one (``"torchvision.models:resnet18"``: built with ``weights=None``, nothing is
+            downloaded, unless ``kwargs`` asks for weights).
+        kwargs: the keyword arguments of the call, a dict or its JSON text (default none).
+        weights: a file of the model's ``state_dict`` (or of a dict holding it under ``"state_dict"``
+            or ``"model"``), read with ``torch.load(weights_only=True)`` (no code in it runs).
+
+    Returns:
+        The model, in evaluation mode, on the CPU.
+    """
+    if isinstance(kwargs, str):
+        try:
+            kwargs = json.loads(kwargs)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"--model-args must be a JSON object, got {kwargs!r} ({err.msg})") from err
+    kwargs = {} if kwargs is None else kwargs
+    if not isinstance(kwargs, dict):
+        raise ValueError(f"--model-args must be a JSON object, got {kwargs!r}")
+    obj = _resolve_object(spec)
+    if isinstance(obj, nn.Module):
+        if kwargs:
+            raise ValueError(f"{spec} is a module instance: it takes no --model-args")
+        model = obj
+    elif callable(obj):
+        try:
+            model = obj(**kwargs)
+        except TypeError as err:
+            raise ValueError(f"cannot build {spec} with {kwargs}: {err}") from err
+    else:
+        raise ValueError(f"{spec} is a {type(obj).__name__}, not a module or something that builds one")
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"{spec}({kwargs or ''}) returned a {type(model).__name__}, not a torch.nn.Module")
+    if weights is not None:
+        path = Path(weights)
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as err:  # unpickling errors of every kind: one line
+            raise ValueError(
+                f"cannot read --weights {path} with weights_only=True: {str(err).splitlines()[0]}"
+            ) from err
+        if isinstance(state, dict) and not any(isinstance(v, Tensor) for v in state.values()):
+            for key in ("state_dict", "model"):
+                if isinstance(state.get(key), dict):
+                    state = state[key]
+                    break
+        if not isinstance(state, dict):
+            raise ValueError(f"--weights {path} holds a {type(state).__name__}, not a state_dict")
+        try:
+            model.load_state_dict(state)
+        except RuntimeError as err:
+            detail = " ".join(str(err).split())[:300]
+            raise ValueError(f"--weights {path} do not fit {spec}: {detail}") from err
+    return model.eval()
+
+
+def _as_images(x, source: str) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise ValueError(f"{source} holds a {type(x).__name__}, not an image tensor")
+    if x.dim() == 3:
+        x = x[:, None]
+    if x.dim() != 4:
+        raise ValueError(f"{source}: images must be (N, C, H, W), got shape {tuple(x.shape)}")
+    if x.dtype == torch.uint8:
+        x = x.float() / 255.0
+    if not x.is_floating_point():
+        raise ValueError(f"{source}: images must be floating point or uint8, got {x.dtype}")
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{source}: the images hold NaN or infinite values")
+    return x.float()
+
+
+def load_images(path: str | Path, size: int | None = None, limit: int | None = None) -> Tensor:
+    """Images from a tensor file or a folder of image files, as (N, C, H, W) float32 in [0, 1] for uint8 data.
+
+    Args:
+        path: a file saved with ``torch.save`` (a (N, C, H, W) or (N, H, W) tensor, a dict with an
+            ``"x"`` or ``"images"`` tensor, or a tuple ``(x, y)``), read with ``weights_only=True``;
+            or a folder, whose image files (also in subfolders, e.g. one per class) are read in
+            sorted order with Pillow and converted to RGB.
+        size: resize every image to ``size x size`` (a folder's images must share a size otherwise).
+        limit: read at most this many images.
+    """
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+        if not files:
+            raise ValueError(f"--data {path} holds no image file ({', '.join(IMAGE_SUFFIXES)})")
+        files = files[:limit] if limit else files
+        try:
+            from PIL import Image
+        except ImportError as err:  # pragma: no cover - Pillow comes with torchvision and matplotlib
+            raise ValueError("reading an image folder needs Pillow: pip install pillow") from err
+        images = []
+        for f in files:
+            with Image.open(f) as im:
+                im = im.convert("RGB")
+                if size is not None:
+                    im = im.resize((size, size), Image.BILINEAR)
+                data = torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8)
+                images.append(data.reshape(im.height, im.width, 3).permute(2, 0, 1))
+        shapes = {tuple(im.shape) for im in images}
+        if len(shapes) > 1:
+            raise ValueError(f"--data {path}: the images have different sizes {sorted(shapes)[:3]}; pass --size")
+        return _as_images(torch.stack(images), f"--data {path}")
+    if not path.is_file():
+        raise ValueError(f"--data {path} is neither a file nor a folder")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # one line for the user
+        raise ValueError(f"cannot read --data {path} with weights_only=True: {str(err).splitlines()[0]}") from err
+    if isinstance(data, dict):
+        data = data.get("x", data.get("images"))
+    elif isinstance(data, (tuple, list)) and data:
+        data = data[0]
+    x = _as_images(data, f"--data {path}")
+    if size is not None and tuple(x.shape[-2:]) != (size, size):
+        x = torch.nn.functional.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
+    return x[:limit] if limit else x
+
+
+def fake_images(n: int, size: int, channels: int = 3, seed: int = 0) -> Tensor:
+    """``n`` random images, uniform in [0, 1], (n, channels, size, size), seeded."""
+    return torch.rand(n, channels, size, size, generator=torch.Generator().manual_seed(seed))

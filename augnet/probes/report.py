@@ -1,0 +1,486 @@
+"""One per-layer invariance report for any model: every measure of the five papers and the Lie derivative.
+
+:func:`report` reads each chosen layer of a model on clean inputs and on inputs transformed by each
+transform at a few magnitudes, and measures, per (layer, transform, magnitude):
+
+=======================  =============================================================  ==========================
+measure                  what (on the layer's pooled features)                          paper
+=======================  =============================================================  ==========================
+inv_augnet               Inv_T: ``(b - d(z, z_t)) / b``, cosine, clean baseline;        AugNet eq. 4
+                         median over inputs (1: invariant)
+inv_bouchacourt          the same with the transformed baseline; median                 Bouchacourt et al. eq. 1
+alignment                displacement alignment minus its column-shuffled baseline      Bouchacourt et al. app. D
+equivariance_error       held-out L2 error of the best linear map ``M(z_t) ~ z``        Tensmeyer & Martinez eq. 2
+                         (0: equivariant)
+invariance_error         the same with ``M = I`` (0: invariant)                         Tensmeyer & Martinez eq. 2
+neuron_invariance        mean ``I_k`` over the layer's channels at ``tau`` (non-        Zaidi et al. eq. 1
+                         negative layers only; 1: invariant)
+ranking_accuracy         held-out accuracy of a linear ranker of the transform's        Yan & Huang Table II
+                         parameter on the layer alone (0.5: not encoded)
+importance               the layer's share of the ranker on every layer                 Yan & Huang Fig. 5
+lie_derivative           mean ``|L phi|`` per feature, per unit of ``t`` (0: locally    Gruver et al.
+                         invariant); ``lie_derivative_relative``: ``|L phi| / |phi|``
+=======================  =============================================================  ==========================
+
+Every layer is read as its channels averaged over positions (``(B, C)``; a transformer's (B, tokens,
+D) output averaged over its tokens), Yan & Huang's and Bouchacourt et al.'s reading, so a run on
+20,000 inputs holds (20,000, C) features per layer. The ranking probe and the Lie derivative do not
+depend on a magnitude sweep: the ranker orders two copies drawn at one magnitude (the largest probed;
+0.5 for a transform applied with a probability, so that half the copies are transformed), the Lie
+derivative is taken at the identity; their records carry that magnitude (``None`` for the Lie
+derivative). A measure that does not apply (a layer with negative activations for Zaidi et al.'s, a
+discrete transform for the Lie derivative, copies that all got the same parameter for the ranker) is
+NaN with a ``note``.
+
+The model runs in evaluation mode (its modes are restored), batch by batch, on the inputs' device.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import numbers
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from augnet.probes._common import Transformed, batch_size_of, derangement, evaluating, forward_kwargs, seeded
+from augnet.probes.equivariance import equivariance_report
+from augnet.probes.families import family, rank_param
+from augnet.probes.features import LOGITS, _Filler, describe, stream_features
+from augnet.probes.invariance import invariance_score
+from augnet.probes.lie import LIE_BATCH_SIZE, lie_derivative
+from augnet.probes.ranking import ranking_probe_per_layer
+from augnet.probes.similarity import equivariance_alignment
+from augnet.probes.unit_invariance import neuron_invariance
+
+__all__ = ["MEASURES", "ProbeReport", "auto_layers", "report", "transform_names"]
+
+#: Every measure of a report: ``{name: (paper, what it is, the value of an invariant layer)}``.
+MEASURES = {
+    "inv_augnet": ("AugNet eq. 4", "Inv_T, cosine, clean baseline (median)", "1"),
+    "inv_bouchacourt": ("Bouchacourt et al. eq. 1", "invariance, transformed baseline (median)", "1"),
+    "alignment": ("Bouchacourt et al. app. D", "displacement alignment - shuffled", "0"),
+    "equivariance_error": ("Tensmeyer & Martinez eq. 2", "held-out error, best linear map", "0"),
+    "invariance_error": ("Tensmeyer & Martinez eq. 2", "held-out error, M = I", "0"),
+    "neuron_invariance": ("Zaidi et al. eq. 1", "mean I_k over channels", "1"),
+    "ranking_accuracy": ("Yan & Huang Table II", "ranking accuracy, layer alone", "0.5"),
+    "importance": ("Yan & Huang Fig. 5", "share of the all-layer ranker", "-"),
+    "lie_derivative": ("Gruver et al.", "mean |L phi| per feature", "0"),
+    "lie_derivative_relative": ("Gruver et al.", "|L phi| / |phi|", "0"),
+}
+_SWEPT = ("inv_augnet", "inv_bouchacourt", "alignment", "equivariance_error", "invariance_error", "neuron_invariance")
+_COLUMNS = ("layer", "transform", "magnitude", "range", "measure", "value", "paper", "note")
+
+
+def auto_layers(model: nn.Module) -> list[str]:
+    """The layers :func:`report` reads by default: the outputs of the model's top-level blocks, and its logits.
+
+    The blocks are the model's children that hold submodules, except its last child (whose output
+    is the logits). A model whose body is one block (a ViT's ``encoder``, itself holding one
+    ``layers`` container) is read inside it, down to the level with several blocks; a flat model
+    (a ``Sequential`` of layers) gives its children but the last, at most 8, evenly spaced. For an
+    AugNet, the blocks of its trunk.
+
+    Examples:
+        >>> block = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
+        >>> auto_layers(nn.Sequential(block, nn.Sequential(nn.Flatten()), nn.LazyLinear(2)))
+        ['0', '1', 'logits']
+    """
+    from augnet.model import AugNet
+
+    root, prefix = (model.trunk, "trunk.") if isinstance(model, AugNet) else (model, "")
+    children = list(root.named_children())
+
+    def blocks(items):
+        return [(n, m) for n, m in items if next(m.children(), None) is not None]
+
+    cands = blocks(children[:-1])
+    while len(cands) == 1 and blocks(cands[0][1].named_children()):
+        name, module = cands[0]
+        cands = [(f"{name}.{n}", m) for n, m in blocks(module.named_children())]
+    if not cands:
+        cands = children[:-1]
+        if len(cands) > 8:
+            cands = [cands[round(i * (len(cands) - 1) / 7)] for i in range(8)]
+    return [prefix + n for n, _ in cands] + [LOGITS]
+
+
+def _pool(a: Tensor, image_input: bool) -> Tensor:
+    """A layer's output as (B, C): channels averaged over positions, or a transformer's tokens averaged."""
+    if a.dim() == 3 and image_input:
+        return a.mean(1)  # (B, tokens, D): the tokens' mean
+    return a.flatten(2).mean(2) if a.dim() > 2 else a.reshape(len(a), -1)
+
+
+@dataclass
+class ProbeReport:
+    """The result of :func:`report`: one tidy table of records, with its figure and verdict.
+
+    Attributes:
+        records: one dict per (layer, transform, magnitude, measure) with the keys ``layer``,
+            ``transform``, ``magnitude``, ``range`` (natural units), ``measure``, ``value``,
+            ``paper``, ``note``.
+        layers, transforms: in the order probed.
+        magnitudes: the magnitudes swept.
+        info: the model, the inputs, the settings and the time taken.
+    """
+
+    records: list[dict]
+    layers: list[str]
+    transforms: list[str]
+    magnitudes: list[float]
+    info: dict = field(default_factory=dict)
+
+    def table(self) -> dict[str, list]:
+        """The records as columns, ``{column: [values]}`` (what ``pandas.DataFrame`` takes)."""
+        return {c: [r[c] for r in self.records] for c in _COLUMNS}
+
+    def value(self, measure: str, layer: str, transform: str, magnitude: float | None = None) -> float:
+        """One value (for a swept measure at ``magnitude``, default the largest); NaN if absent."""
+        if measure in _SWEPT and magnitude is None:
+            magnitude = max(self.magnitudes)
+        for r in self.records:
+            if (r["measure"], r["layer"], r["transform"]) == (measure, layer, transform) and (
+                measure not in _SWEPT or r["magnitude"] == magnitude
+            ):
+                return r["value"]
+        return math.nan
+
+    def save(self, path) -> Path:
+        """Write the records to ``path``: ``.json`` (with ``info``) or ``.csv``."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".json":
+            rows = [
+                {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in self.records
+            ]
+            path.write_text(json.dumps({"info": self.info, "records": rows}, indent=1))
+        elif path.suffix == ".csv":
+            with path.open("w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=_COLUMNS)
+                writer.writeheader()
+                writer.writerows(self.records)
+        else:
+            raise ValueError(f"save writes .json or .csv, got {path.suffix!r} ({path})")
+        return path
+
+    def heatmap(self, path, magnitude: float | None = None, measures: Sequence[str] | None = None) -> Path:
+        """Layers x transforms, one panel per measure (swept measures at ``magnitude``, default the largest)."""
+        from augnet.probes.plots import plot_report_heatmap
+
+        magnitude = max(self.magnitudes) if magnitude is None else float(magnitude)
+        names = (
+            [m for m in MEASURES if any(r["measure"] == m for r in self.records)]
+            if measures is None
+            else list(measures)
+        )
+        panels = {}
+        for m in names:
+            grid = [[self.value(m, layer, t, magnitude) for t in self.transforms] for layer in self.layers]
+            if m in _SWEPT:
+                what = f"{m} (mu = {magnitude:g})"
+            elif m.startswith("lie"):
+                what = f"{m} (at the identity)"
+            else:
+                at = {r["transform"]: r["magnitude"] for r in self.records if r["measure"] == m}
+                what = f"{m} (mu = {', '.join(f'{v:g}' for v in dict.fromkeys(at.values()))})"
+            panels[what] = (torch.tensor(grid, dtype=torch.float64), MEASURES[m][0], MEASURES[m][2])
+        title = (
+            f"{self.info.get('model', 'model')} on {self.info.get('n_inputs', '?')} inputs "
+            "(bright: closer to invariant; grey: n/a)"
+        )
+        return plot_report_heatmap(panels, self.layers, self.transforms, path, title=title)
+
+    def verdict(self) -> str:
+        """A few lines: per transform, which layers are invariant, and where the logits stand."""
+        top = max(self.magnitudes)
+        lines = [f"{self.info.get('model', 'model')}: {self.info.get('features', '')}"]
+        for t in self.transforms:
+            inv = {layer: self.value("inv_augnet", layer, t, top) for layer in self.layers}
+            finite = {k: v for k, v in inv.items() if math.isfinite(v)}
+            if not finite:
+                lines.append(f"{t}: no invariance score (see the notes)")
+                continue
+            best = max(finite, key=finite.get)
+            first, last = self.layers[0], self.layers[-1]
+            trend = "grows" if inv[last] > inv[first] + 0.01 else "falls" if inv[last] < inv[first] - 0.01 else "stays"
+            eq, ie = self.value("equivariance_error", last, t, top), self.value("invariance_error", last, t, top)
+            line = (
+                f"{t} at mu = {top:g}: Inv_T {inv[last]:.3f} at {last} ({trend} with depth from {inv[first]:.3f} at "
+                f"{first}; highest {finite[best]:.3f} at {best}); held-out error {ie:.3f} as invariant, "
+                f"{eq:.3f} through the best linear map"
+            )
+            lie = self.value("lie_derivative_relative", last, t)
+            if math.isfinite(lie):
+                line += f"; Lie derivative |L phi| / |phi| {lie:.3g} per {self.info.get('units', {}).get(t, 'unit')}"
+            rank = self.value("ranking_accuracy", last, t)
+            if math.isfinite(rank):
+                at = next(
+                    r["magnitude"] for r in self.records if r["measure"] == "ranking_accuracy" and r["transform"] == t
+                )
+                line += f"; its parameter ranked at {rank:.2f} from the logits (chance 0.5; copies at mu = {at:g})"
+            lines.append(line + ".")
+        return "\n".join(lines)
+
+
+def transform_names() -> list[str]:
+    """The names of augnet's image transforms (what :func:`report` and ``augnet probe`` take by name)."""
+    from augnet.transforms import image as T
+    from augnet.transforms.base import Transform
+
+    return sorted(n for n in T.__all__ if isinstance(getattr(T, n), type) and issubclass(getattr(T, n), Transform))
+
+
+def _transforms(transforms) -> dict[str, object]:
+    from augnet.transforms import image as T
+    from augnet.transforms.base import Transform
+
+    if isinstance(transforms, (str, Transform)):
+        transforms = [transforms]
+    if isinstance(transforms, Mapping):
+        items = list(transforms.items())
+    elif isinstance(transforms, Sequence) and transforms:
+        items = []
+        for t in transforms:
+            if isinstance(t, str):
+                if t not in transform_names():
+                    raise ValueError(f"unknown transform {t!r}; the image transforms are {transform_names()}")
+                items.append((t, getattr(T, t)()))
+            else:
+                items.append((type(t).__name__, t))
+    else:
+        raise ValueError(f"transforms must name one or more transforms, got {transforms!r}")
+    for name, t in items:
+        if not isinstance(t, Transform) or t.input_ndim != 4:
+            raise TypeError(f"transform {name!r} must be an augnet image transform, got {type(t).__name__}")
+    if len({n for n, _ in items}) != len(items):
+        raise ValueError(f"transforms must not repeat a name, got {[n for n, _ in items]}")
+    return dict(items)
+
+
+def _magnitudes(magnitudes) -> list[float]:
+    ms = [magnitudes] if isinstance(magnitudes, numbers.Real) else list(magnitudes)
+    if not ms or any(isinstance(m, bool) or not isinstance(m, numbers.Real) or not 0 < float(m) <= 1 for m in ms):
+        raise ValueError(f"magnitudes must be numbers in (0, 1], got {magnitudes!r}")
+    return sorted({float(m) for m in ms})
+
+
+def _record(records, layer, transform, magnitude, rng, measure, value, note=""):
+    records.append(
+        {
+            "layer": layer,
+            "transform": transform,
+            "magnitude": magnitude,
+            "range": rng,
+            "measure": measure,
+            "value": float(value),
+            "paper": MEASURES[measure][0],
+            "note": note,
+        }
+    )
+
+
+def _notes(caught) -> str:
+    """The warnings caught, each up to its first colon or semicolon, without repeats."""
+    return "; ".join(dict.fromkeys(str(w.message).split(";")[0].split(": it")[0] for w in caught))
+
+
+def report(
+    model: nn.Module,
+    x: Tensor,
+    transforms,
+    layers: str | Sequence[str] = "auto",
+    magnitudes: float | Sequence[float] = (0.25, 0.5, 1.0),
+    *,
+    tau: float = 0.05,
+    holdout: float = 0.3,
+    lie: bool = True,
+    batch_size: int | None = None,
+    copies: int | None = None,
+    seed: int = 0,
+    progress: bool = False,
+) -> ProbeReport:
+    """Every measure of the probes, per layer, transform and magnitude, as one table (see the module docstring).
+
+    Args:
+        model: any module taking (B, C, H, W) images (a torchvision or timm model, a ViT, an AugNet).
+        x: (N, C, H, W) images, N >= 8, on the model's device.
+        transforms: augnet image transforms, their names (``"Rotate"``), or ``{name: transform}``.
+        layers: ``"auto"`` (:func:`auto_layers`: the top-level blocks and the logits) or layer
+            names as for :func:`~augnet.probes.features` (``"name#k"`` for a reused module's call).
+        magnitudes: the magnitudes in (0, 1] swept (default 0.25, 0.5, 1).
+        tau: Zaidi et al.'s activity threshold on the normalised channel activity (0.05, their
+            ImageNet value; :func:`~augnet.probes.select_tau` chooses one by ablation).
+        holdout: the fraction of inputs the equivariance maps are evaluated on (Tensmeyer & Martinez).
+        lie: compute the Lie derivative (one forward-mode pass per continuous transform).
+        batch_size: rows per forward pass (default 256; at most 64 for the Lie derivative, whose
+            forward-mode pass holds every activation's tangent too).
+        copies: for an AugNet, the copies it averages.
+        seed: seeds every draw: the transforms' parameters (``seed + 1``; the ranker's second copies
+            ``seed + 2``), the baseline pairing, the held-out rows, an AugNet's own draws.
+        progress: show a progress bar (one step per pass over the inputs).
+
+    Returns:
+        A :class:`ProbeReport`: ``.records`` (the tidy table), ``.table()``, ``.save(path)`` (JSON or
+        CSV), ``.heatmap(path)`` and ``.verdict()``.
+
+    Examples:
+        >>> from augnet.transforms import image as T
+        >>> net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3))
+        >>> rep = report(net, torch.rand(16, 3, 8, 8), [T.Rotate()], layers=["1", "logits"], magnitudes=[1.0])
+        >>> sorted({r["measure"] for r in rep.records})[:3], rep.value("inv_augnet", "1", "Rotate") <= 1
+        (['alignment', 'equivariance_error', 'importance'], True)
+    """
+    from augnet.probes.ranking_model import _row_values
+    from augnet.probes.unit_invariance import _check_tau
+
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    if not isinstance(x, Tensor):
+        raise TypeError(f"x must be a tensor of images, got {type(x).__name__}")
+    if x.dim() != 4 or not x.is_floating_point() or len(x) < 8:
+        raise ValueError(f"x must be (N, C, H, W) floating-point images with N >= 8, got {x.dtype} {tuple(x.shape)}")
+    named = _transforms(transforms)
+    for t in named.values():
+        t.check_input(x)
+    mags = _magnitudes(magnitudes)
+    names = auto_layers(model) if layers == "auto" else [layers] if isinstance(layers, str) else list(layers)
+    if not names or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+        raise ValueError(f"layers must be 'auto' or distinct layer names, got {layers!r}")
+    tau = _check_tau(tau)
+    if isinstance(holdout, bool) or not isinstance(holdout, numbers.Real) or not 0 < holdout < 1:
+        raise ValueError(f"holdout must be a fraction in (0, 1), got {holdout!r}")
+    step = batch_size_of(batch_size)
+    from augnet.probes.features import _resolve
+
+    _resolve(model, names)  # unknown layers, before any work
+    start_time = time.perf_counter()
+    n, size = len(x), tuple(x.shape[-2:])
+    plan = {name: (rank_param(t), 0.5 if rank_param(t) == "gate" else max(mags)) for name, t in named.items()}
+    passes = 1 + sum(len(mags) + 1 + (p is not None and m not in mags) for p, m in plan.values())
+    passes += sum(3 for t in named.values() if lie and family(t) is not None)
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=passes, disable=not progress, desc="probe", unit="pass")
+
+    def read(source, index: int, what: str) -> dict[str, Tensor]:
+        bar.set_postfix_str(what)
+        keep = _Filler(n, lambda a: _pool(a.detach(), True).cpu())
+        kwargs = forward_kwargs(model, copies, seed, x.device, "shared", index)
+        with torch.no_grad():
+            stream_features(model, source, names, keep, "none", step, **kwargs)
+        bar.update(1)
+        pooled = keep.result()
+        return {nm: pooled[nm] for nm in names}
+
+    records: list[dict] = []
+    perm = derangement(n, seeded(seed))
+    with evaluating(model):
+        clean = read(x, 0, "clean")
+        index = 0
+        for t_name, t in named.items():
+            param, rank_mag = plan[t_name]
+            kept = None
+            for m in mags:
+                index += 1
+                moved_inputs = Transformed(t, x, m, seeded(seed + 1, x.device))
+                moved = read(moved_inputs, index, f"{t_name} {m:g}")
+                rng = str(t.natural_range(m, size))
+                for layer in names:
+                    _layer_measures(
+                        records, layer, t_name, m, rng, clean[layer], moved[layer], perm, tau, holdout, seed
+                    )
+                if param is not None and m == rank_mag:
+                    kept = (moved, moved_inputs)
+            if param is not None:
+                if kept is None:
+                    index += 1
+                    moved_inputs = Transformed(t, x, rank_mag, seeded(seed + 1, x.device))
+                    kept = (read(moved_inputs, index, f"{t_name} {rank_mag:g}"), moved_inputs)
+                index += 1
+                second = Transformed(t, x, rank_mag, seeded(seed + 2, x.device))
+                other = read(second, index, f"{t_name} ranking")
+                za, inputs_a = kept
+                rng = str(t.natural_range(rank_mag, size))
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    try:
+                        m_a = _row_values(inputs_a.params[param], param, n)
+                        m_b = _row_values(second.params[param], param, n)
+                        ranked = ranking_probe_per_layer(za, other, m_a, m_b, generator=seeded(seed))
+                        note = ""
+                    except ValueError as err:
+                        ranked, note = None, str(err).split(";")[0]
+                for layer in names:
+                    acc = math.nan if ranked is None else ranked["accuracy"][layer]
+                    share = math.nan if ranked is None else ranked["importance"][layer]
+                    extra = note or _notes([w for w in caught if repr(layer) in str(w.message)])
+                    _record(records, layer, t_name, rank_mag, rng, "ranking_accuracy", acc, extra)
+                    _record(records, layer, t_name, rank_mag, rng, "importance", share, note)
+            if lie and family(t) is not None:
+                bar.set_postfix_str(f"{t_name} Lie derivative")
+                out = lie_derivative(
+                    model, x, t, names, lambda a: _pool(a, True), False, min(step, LIE_BATCH_SIZE), copies, seed
+                )
+                bar.update(3)
+                for layer in names:
+                    _record(records, layer, t_name, None, "", "lie_derivative", out["mean"][layer])
+                    _record(records, layer, t_name, None, "", "lie_derivative_relative", out["mean_relative"][layer])
+            elif lie:
+                for layer in names:
+                    note = f"{t_name} is not a continuous family: no Lie derivative"
+                    _record(records, layer, t_name, None, "", "lie_derivative", math.nan, note)
+                    _record(records, layer, t_name, None, "", "lie_derivative_relative", math.nan, note)
+    bar.close()
+    info = {
+        "model": type(model).__name__,
+        "features": describe(model, LOGITS, copies),
+        "n_inputs": n,
+        "input_shape": list(x.shape[1:]),
+        "device": str(x.device),
+        "layers": names,
+        "transforms": list(named),
+        "magnitudes": mags,
+        "tau": tau,
+        "holdout": holdout,
+        "seed": seed,
+        "batch_size": step,
+        "units": {k: family(t).unit for k, t in named.items() if family(t) is not None},
+        "seconds": round(time.perf_counter() - start_time, 2),
+    }
+    return ProbeReport(records, names, list(named), mags, info)
+
+
+def _layer_measures(records, layer, t_name, m, rng, z, z_t, perm, tau, holdout, seed) -> None:
+    """The swept measures of one layer at one magnitude."""
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            clean_base = invariance_score(z, z_t, "cosine", "clean", permutation=perm)
+            moved_base = invariance_score(z, z_t, "cosine", "transformed", permutation=perm)
+        note = _notes(caught)
+        _record(records, layer, t_name, m, rng, "inv_augnet", clean_base.nanmedian(), note)
+        _record(records, layer, t_name, m, rng, "inv_bouchacourt", moved_base.nanmedian(), note)
+        aligned = equivariance_alignment(z, z_t, generator=seeded(seed))
+        _record(records, layer, t_name, m, rng, "alignment", aligned["difference"])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            scores = equivariance_report(z, z_t, holdout=holdout, seed=seed)["scores"]
+        note = _notes(caught)
+        _record(records, layer, t_name, m, rng, "equivariance_error", scores["equivariance"], note)
+        _record(records, layer, t_name, m, rng, "invariance_error", scores["invariance"])  # M = I: nothing fitted
+        if bool((z >= 0).all()) and bool((z_t >= 0).all()):
+            units = neuron_invariance(z, z_t, tau, units="channel", per_input=False)
+            _record(records, layer, t_name, m, rng, "neuron_invariance", units["summary"]["mean"])
+        else:
+            note = "negative activations: Zaidi et al.'s measure needs a layer after its ReLU"
+            _record(records, layer, t_name, m, rng, "neuron_invariance", math.nan, note)
+    except (ValueError, TypeError) as err:
+        raise type(err)(f"layer {layer!r}, {t_name} at magnitude {m:g}: {err}") from err
