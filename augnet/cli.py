@@ -64,6 +64,10 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.model is not None:  # the GPU cost on paper: nothing is timed
+        from augnet.bench import gpu_model
+
+        return gpu_model.main(["--model", args.model])
     from augnet.bench import run_from_args
 
     return run_from_args(args)
@@ -131,6 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--no-inference", action="store_true", help="skip the inference-cost measurement (AugNet vs C x its trunk)"
+    )
+    bench.add_argument(
+        "--model",
+        choices=("a100", "h100", "h200"),
+        default=None,
+        help="instead of timing, print the layer's cost on this GPU on paper (a model, not a measurement; README)",
     )
     bench.set_defaults(func=_bench)
 

@@ -52,3 +52,15 @@ def test_the_table_runs_for_every_case_and_says_it_is_a_model(capsys):
     assert "a model, not a measurement" in capsys.readouterr().out
     with pytest.raises(ValueError, match="model must be one of"):
         M.on_paper("tpu")
+
+
+@pytest.mark.parametrize("model", sorted(M.DEVICES))
+def test_augnet_bench_model_prints_the_table_of_that_gpu_and_times_nothing(model, capsys, monkeypatch):
+    from augnet import bench
+    from augnet.cli import main
+
+    monkeypatch.setattr(bench, "run_from_args", lambda args: pytest.fail("timed although --model was given"))
+    assert main(["bench", "--model", model]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{M.DEVICES[model].name} on paper") and "a model, not a measurement" in out
+    assert out.count("3x224x224") == M.format_on_paper(M.on_paper(model)).count("3x224x224") > 0
