@@ -345,7 +345,7 @@ def extension_cached() -> bool:
         with _cpp.quiet_cpp_extension_log():
             from torch.utils.cpp_extension import _get_build_directory
 
-        name = f"augnet_tap_mix_{_cpp._cpu_tag()}"
+        name = _cpp.extension_name()
         return (Path(_get_build_directory(name, verbose=False)) / f"{name}.so").exists()
     except Exception:  # a torch without the helper: say so, to be safe
         return False

@@ -383,3 +383,17 @@ def test_layer_output_is_the_same_with_either_backend(training):
     torch.testing.assert_close(
         fast(x, copies=3, generator=gen(4)), slow(x, copies=3, generator=gen(4)), **tol("cpp", torch.float32)
     )
+
+
+def test_the_build_name_follows_the_sources_and_flags(tmp_path, monkeypatch):
+    """Checkouts with different csrc/ get builds of their own; the same sources share one."""
+    from augnet.ops import _cpp
+
+    for name, text in (("tap_mix.cpp", "int f() { return 1; }"), ("tap_mix.h", "#pragma once")):
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(_cpp, "_CSRC", tmp_path)
+    first = _cpp._source_tag(["-O3"])
+    assert _cpp._source_tag(["-O3"]) == first and len(first) == 8
+    assert _cpp._source_tag(["-O0"]) != first
+    (tmp_path / "tap_mix.h").write_text("#pragma once\n// changed")
+    assert _cpp._source_tag(["-O3"]) != first

@@ -55,6 +55,20 @@ def _cpu_tag() -> str:
     return hashlib.sha1((platform.machine() + info).encode()).hexdigest()[:8]
 
 
+def _source_tag(cxx_flags: list[str]) -> str:
+    """A short hash of csrc/ and the flags: checkouts with different sources get builds of their own.
+
+    torch rebuilds an extension whose sources changed under the same name, so
+    two checkouts (or versions) sharing one build cache would rebuild over each
+    other at every switch, and a process could load the other one's build.
+    """
+    digest = hashlib.sha1(" ".join(cxx_flags).encode())
+    for path in sorted(_CSRC.glob("*")):
+        if path.is_file():
+            digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:8]
+
+
 _state: dict[str, object] = {"tried": False, "error": None}
 
 FIX = (
@@ -129,9 +143,18 @@ def _load_prebuilt() -> bool:
     return False
 
 
+def _cxx_flags() -> list[str]:
+    return os.environ.get("AUGNET_CXXFLAGS", "").split() or CXX_FLAGS
+
+
+def extension_name() -> str:
+    """The cached build's name: this CPU (``-march=native``), the csrc/ sources and the flags."""
+    return f"augnet_tap_mix_{_cpu_tag()}_{_source_tag(_cxx_flags())}"
+
+
 def _build_now() -> None:
-    cxx = os.environ.get("AUGNET_CXXFLAGS", "").split() or CXX_FLAGS
-    name = f"augnet_tap_mix_{_cpu_tag()}"
+    cxx = _cxx_flags()
+    name = extension_name()
     start = time.perf_counter()
     built = False
     if torch.cuda.is_available() and (_CSRC / "tap_mix_cuda.cu").exists():
