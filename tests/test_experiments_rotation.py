@@ -97,12 +97,13 @@ def check_quick_claims(runs):
         assert run["test_accuracy"] > 0.98
         # The data hold every rotation within ±45 degrees: every model, the plain CNN included, is nearly invariant.
         assert run["invariance_rotate_45deg_median"] > 0.95
-    # The demo's AugNet (selective regulariser, magnitude decay): Rotate takes the top weight and its range grows
-    # towards the data's ±45 degrees; the transforms the task does not need go to the identity.
+    # The demo's AugNet (augnet's selection): Rotate takes the top weight and its range grows towards the data's
+    # ±45 degrees; every other transform keeps less than half of Rotate's weight.
     augnet = runs["augnet"]
     assert augnet["selected"]["transform"] == "Rotate" and augnet["selected"]["weight"] > 0.4
     assert start + 5 < augnet["rotation_deg"] < 60
-    assert all(e["magnitude"] < 0.01 for e in augnet["policy"][0] if e["transform"] != "Rotate")
+    others = [e["weight"] for e in augnet["policy"][0] if e["transform"] != "Rotate"]
+    assert max(others) < augnet["selected"]["weight"] / 2
     # No regulariser (the paper's method): nothing is selected, no magnitude reaches 0.5, Rotate's range does not grow.
     none = runs["augnet_none"]
     assert max(e["weight"] for e in none["policy"][0]) < 0.3
