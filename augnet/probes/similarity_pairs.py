@@ -2,7 +2,7 @@
 
 Here live the pairs (:func:`same_class_pairs`), the per-pair and per-class
 similarity change (:func:`similarity_change`, whose statistics are
-:data:`STATISTICS`), and :func:`similarity_search`, which runs it through a
+``STATISTICS``), and :func:`similarity_search`, which runs it through a
 model for every transformation and magnitude. The statistics are described in
 :mod:`augnet.probes.similarity`, which re-exports everything here.
 """
@@ -275,9 +275,9 @@ def similarity_search(
             transformed passes (see :func:`~augnet.probes.invariance_curve`).
 
     Returns:
-        One row per (transform, magnitude, class): ``{"transform", "magnitude",
-        "label"}`` and the statistics of :func:`similarity_change`
-        (:data:`STATISTICS`, ``"n_pairs"``, ``"n_undefined"``).
+        A list with one row per (transform, magnitude, class), each a dict of
+        ``"transform"``, ``"magnitude"``, ``"label"`` and the statistics of
+        :func:`similarity_change` (``STATISTICS``, ``"n_pairs"``, ``"n_undefined"``).
     """
     if not isinstance(transforms, Mapping) or not transforms:
         raise ValueError("transforms must be a non-empty dict {name: transform}")
