@@ -55,10 +55,10 @@ def main(config: DemoConfig | None = None, n_probe: int = 500) -> list[tuple]:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a short training (2 epochs, 500 images), 100 probes")
+    parser.add_argument("--quick", action="store_true", help="a short training (1 epoch, 256 images), 50 probe images")
     args = parser.parse_args()
     torch.set_num_threads(2)
     if args.quick:
-        main(DemoConfig(epochs=2, n_train=500, n_test=100), n_probe=100)
+        main(DemoConfig(epochs=1, n_train=256, n_test=64), n_probe=50)
     else:
         main()
