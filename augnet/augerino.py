@@ -1,6 +1,6 @@
 """Augerino (Benton et al., 2020) as an augmentation module: ``Augerino = AugNet(trunk, LieAugmentation(...))``.
 
-:class:`LieAugmentation` draws random affine warps uniformly within learnable
+:class:`~augnet.augerino.LieAugmentation` draws random affine warps uniformly within learnable
 widths over the six generators of aff(2); it has the augmentation-module
 interface (``forward(x, copies, generator)``, ``policy(size)``), so
 :class:`~augnet.AugNet` runs it like any layer stack. :class:`Augerino` is
@@ -81,7 +81,7 @@ class LieAugmentation(nn.Module):
 
     @property
     def widths(self) -> Tensor:
-        """(6,) widths of the uniform distributions, in the order of :data:`LIE_GENERATORS`."""
+        """(6,) widths of the uniform distributions, in the order of ``LIE_GENERATORS``."""
         return nn.functional.softplus(self.raw_width)
 
     @property
@@ -140,7 +140,8 @@ class LieAugmentation(nn.Module):
 
 
 class Augerino(AugNet):
-    """The Augerino baseline: an :class:`~augnet.AugNet` whose augmentation is a :class:`LieAugmentation`.
+    """The Augerino baseline: an :class:`~augnet.AugNet` whose augmentation is a
+    :class:`~augnet.augerino.LieAugmentation`.
 
     Copies and aggregation are those of :class:`~augnet.AugNet`; the
     augmentation draws uniform coefficients within learned widths over the

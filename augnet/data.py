@@ -236,7 +236,7 @@ def _seed(seed) -> int:
 def make_sprite_pair(pair: int = 0) -> tuple[Tensor, Tensor]:
     """The two sprites of ``pair``: (2, G, G) int64 cells (0 empty, k > 0 colour k) and (2, K + 1, 3) palettes.
 
-    A sprite is a pixel-art figure of :data:`SPRITE_GRID` cells per side made of
+    A sprite is a pixel-art figure of ``SPRITE_GRID`` cells per side made of
     five filled parts of different colours (a "body", a "head" off-centre at
     the top, two "limbs" and a detail), each grown at random from a cell and
     joined to the body, so the figure is one 4-connected piece, drawn from a

@@ -180,7 +180,7 @@ class AugmentationLayer(nn.Module):
 
     @property
     def magnitude_caps(self) -> Tensor:
-        """(Q,) the largest magnitude of each transform: 1 without calibration, ``cap_q`` with it."""
+        """(Q,) the largest magnitude of each transform; 1 without calibration, ``cap_q`` with it."""
         if self.calibration is None:
             return torch.ones_like(self.raw_magnitudes.detach())
         end = self.calibration[:, -1]
@@ -237,8 +237,8 @@ class AugmentationLayer(nn.Module):
                 evaluation mode, then is restored: measuring does not change it).
 
         Returns:
-            The (Q, points) curves, also in :attr:`calibration`. Bad input (see
-            :func:`augnet._calibration.change_curves`) raises before anything changes.
+            The (Q, points) curves, also in ``calibration``. Bad input (see
+            ``change_curves``) raises before anything changes.
         """
         curves = change_curves(self.transforms, x, points, generator, features)  # checked; nothing changed yet
         before = self.magnitudes.detach().clone()
@@ -276,7 +276,7 @@ class AugmentationLayer(nn.Module):
         """Per transform: name, constructor arguments, weight, magnitude and range in natural units.
 
         Each entry has ``transform`` (the class name), ``args`` (its
-        constructor arguments, :meth:`~augnet.transforms.base.Transform.config`),
+        constructor arguments, :meth:`~augnet.transforms.Transform.config`),
         ``weight``, ``magnitude`` (the layer's magnitude, which the regulariser
         sees), ``transform_magnitude`` (the transform's own magnitude: the same
         unless the layer is calibrated) and ``range`` (a
@@ -302,7 +302,7 @@ class AugmentationLayer(nn.Module):
         ]
 
     def settings(self, size: tuple[int, ...] | None = None) -> dict:
-        """The layer's settings and exact state, for a policy file (see :meth:`Policy.to_json`).
+        """The layer's settings and exact state, for a policy file (see :meth:`~augnet.policy.Policy.to_json`).
 
         ``last_size`` is the input size the layer last saw (restored by ``from_policy``);
         ``range_size`` the size the ranges of :meth:`policy` are at (``size``, default ``last_size``).
@@ -516,7 +516,7 @@ class AugmentationModule(nn.Module):
         """Rebuild the module a policy was taken from: the same transforms, weights, magnitudes and settings.
 
         Args:
-            policy: a :class:`Policy` from :meth:`policy`, its :meth:`Policy.to_json`
+            policy: a :class:`Policy` from :meth:`policy`, its :meth:`~augnet.policy.Policy.to_json`
                 dict, or the path of a JSON file holding that dict (or holding it under
                 the key ``"policy"``, as ``augnet demo``'s ``demo.json`` does).
 

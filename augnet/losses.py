@@ -23,7 +23,7 @@ class EquivarianceLoss(nn.Module):
 
     For clean features ``z = phi(x)``, features ``z_t[j] = phi(g_j x)`` of J
     transformations, labels ``y`` and the classifier ``head`` on top of
-    ``phi``:
+    ``phi``::
 
         L   = L_d + lambda_3 L_e                                        (eq. 7)
         L_d = CE(head(z), y)                                             (eq. 5)
@@ -38,7 +38,7 @@ class EquivarianceLoss(nn.Module):
     ``50 / 4096`` and ``25 / 4096`` for its D = 4096 features, and
     ``lambda_3 = 0.3`` is its value. With ``transformed_weight = 0`` the loss
     is plain cross-entropy. Each map ``M_j`` is ``r + W_j r + b_j`` (eq. 8,
-    ``kind="linear"``) or :class:`ResidualReLUMap` (``"residual_relu"``),
+    ``kind="linear"``) or ``ResidualReLUMap`` (``"residual_relu"``),
     starting at the identity, optionally followed by a ReLU (``output_relu``,
     eq. 8's sigma, for post-ReLU features); they are trained with ``phi``, so
     put this module's parameters in the optimiser.

@@ -112,7 +112,7 @@ class AugNet(nn.Module):
         augment: an :class:`AugmentationModule`, one :class:`AugmentationLayer`,
             a sequence of layers, or any augmentation module with
             ``forward(x, copies, generator)`` and ``policy(size)`` (e.g.
-            :class:`~augnet.augerino.LieAugmentation`; see :func:`as_augmentation`).
+            :class:`~augnet.augerino.LieAugmentation`; see ``as_augmentation``).
         train_copies: copies C in training (default 1).
         eval_copies: copies C in evaluation (default 4).
         aggregate: ``"log_softmax"``, ``"softmax"`` or ``"mean"`` (see

@@ -2,7 +2,7 @@
 
 A :class:`Policy` lists, per layer, every transform's weight, magnitude and
 range in natural units. One made by :meth:`augnet.AugmentationModule.policy`
-also holds each layer's settings and exact state, so that :meth:`Policy.to_json`
+also holds each layer's settings and exact state, so that :meth:`~augnet.policy.Policy.to_json`
 is a complete *policy file*::
 
     {"format": "augnet.policy", "version": 1,
@@ -25,7 +25,7 @@ policy, rebuild the module, change its parameters and write
 :func:`layer_specs` turns it into what each layer is built from, and
 :meth:`augnet.AugmentationModule.from_policy` rebuilds the module. The
 exporters of :mod:`augnet.export` hand a policy on to kornia and torchvision
-(:meth:`Policy.to_kornia`, :meth:`Policy.to_torchvision`).
+(:meth:`~augnet.policy.Policy.to_kornia`, :meth:`~augnet.policy.Policy.to_torchvision`).
 
 This module depends on the transforms only: the layers and the exporters
 import it, it imports neither (the exporters register themselves with
@@ -111,7 +111,7 @@ class Policy(list):
     :meth:`augnet.AugmentationLayer.policy`). ``str(policy)`` is a readable table.
 
     A policy made by :meth:`augnet.AugmentationModule.policy` also holds each layer's
-    settings and exact state (:attr:`settings`), so that :meth:`to_json` is a
+    settings and exact state (``settings``), so that :meth:`to_json` is a
     complete policy file: :meth:`augnet.AugmentationModule.from_policy` rebuilds an
     identical module from it, and :meth:`to_kornia` / :meth:`to_torchvision`
     hand it on to everyday training.
@@ -209,7 +209,7 @@ class Policy(list):
 
 
 def read_policy(policy: Policy | dict | str | Path) -> Policy:
-    """A :class:`Policy` from a policy, its :meth:`Policy.to_json` dict, or a JSON file holding that dict.
+    """A :class:`Policy` from a policy, its :meth:`~Policy.to_json` dict, or a JSON file holding that dict.
 
     A file (or dict) may also hold the policy under the key ``"policy"``, as
     ``augnet demo``'s ``demo.json`` does. The policy is checked (:func:`check_policy`).

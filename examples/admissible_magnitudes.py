@@ -1,4 +1,5 @@
 """Which magnitudes do the rotated sprites (or glyphs) tolerate, transform by transform?
+=====================================================================================
 
 The selective regulariser favours, in each layer, the transform that reaches
 the highest magnitude (in its own [0, 1] units) without hurting the task loss.
@@ -41,14 +42,15 @@ def train_with(transform, magnitude, x, y, epochs, config, seed=0):
 
 @torch.no_grad()
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--magnitudes", type=float, nargs="+", default=[0.25, 0.5, 1.0])
+    parser.add_argument("--n-train", type=int, default=4000, help="training images (default: %(default)s)")
     parser.add_argument("--data", choices=("sprites", "glyphs"), default="sprites")
     parser.add_argument("--out", default=None, help="optional JSON file for the table")
     args = parser.parse_args()
     config = DemoConfig(data=args.data, size=SIZES[args.data])  # the demo's data and trunk
-    x_train, y_train = demo_data(config)(4000, 0)
+    x_train, y_train = demo_data(config)(args.n_train, 0)
     x_test, y_test = demo_data(config)(1000, 10_000)
     rows = []
     print(f"{'transform':<11} {'mu':>5} {'range':>12} {'train loss':>11} {'aug. test acc':>14}")

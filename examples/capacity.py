@@ -1,4 +1,5 @@
 """Invariance against model capacity on the sinusoid task (AugNet paper, section 4.3, Fig. 5).
+===========================================================================================
 
 Four classes of noisy sinusoids (2, 4, 6, 8 Hz, each jittered by up to ±0.5 Hz):
 the labels are invariant to frequency shifts of up to ±0.5 Hz. Small MLPs of
@@ -74,7 +75,7 @@ def score(model, x, y):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--quick", action="store_true", help="two widths, two depths, 25 epochs")
     parser.add_argument("--widths", type=int, nargs="+", default=[4, 16, 64])
     parser.add_argument("--depths", type=int, nargs="+", default=[1, 2, 3])

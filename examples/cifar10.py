@@ -1,4 +1,5 @@
 """The AugNet paper's CIFAR-10 recipe (section 5.1, appendix A.3), with a DataLoader, on a GPU.
+============================================================================================
 
 - Trunk: a pre-activated ResNet-18; the normalisation of the RGB channels is
   its first module, so that the augmentation layers (whose colour
@@ -62,7 +63,7 @@ def datasets(args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--data", default="data/cifar10", help="torchvision's CIFAR-10 folder")
     parser.add_argument("--download", action="store_true", help="let torchvision download CIFAR-10 into --data")
     parser.add_argument("--fake", action="store_true", help="torchvision's FakeData instead (no download)")

@@ -1,4 +1,5 @@
 """How many copies C at inference? Invariance, accuracy and cost (AugNet paper, Fig. B.4 and B.6).
+===============================================================================================
 
 Trains one AugNet on the sinusoid task with the settings of ``examples/sinusoids.py``
 (three candidates around a small 1-D CNN, 4 copies in training), then, for
@@ -28,7 +29,7 @@ def median_seconds(fn, min_run_time):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--quick", action="store_true", help="15 epochs on 200 signals, shorter timings")
     parser.add_argument("--transforms", nargs="+", default=list(SinusoidsConfig.transforms))
     parser.add_argument("--seed", type=int, default=0)

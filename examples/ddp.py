@@ -1,4 +1,8 @@
 """Train an AugNet with DistributedDataParallel, on one machine or several, with torchrun.
+=======================================================================================
+
+Without torchrun, ``python examples/ddp.py`` runs the same code as a group of
+one process.
 
 One machine, two processes (CPU, gloo):
 
@@ -29,6 +33,7 @@ What matters for AugNet under DDP:
 
 import argparse
 import os
+import tempfile
 
 import torch
 import torch.distributed as dist
@@ -42,7 +47,7 @@ from augnet.transforms import image as T
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--n-train", type=int, default=4000)
     parser.add_argument("--global-batch", type=int, default=128, help="summed over the ranks")
@@ -52,7 +57,11 @@ def main() -> None:
     args = parser.parse_args()
 
     cuda = torch.cuda.is_available()
-    dist.init_process_group("nccl" if cuda else "gloo")
+    if "RANK" in os.environ:  # started by torchrun
+        dist.init_process_group("nccl" if cuda else "gloo")
+    else:  # plain `python examples/ddp.py`: a group of one process, nothing opened but a temporary file
+        store = os.path.join(tempfile.mkdtemp(), "store")
+        dist.init_process_group("nccl" if cuda else "gloo", init_method=f"file://{store}", rank=0, world_size=1)
     rank, world = dist.get_rank(), dist.get_world_size()
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")

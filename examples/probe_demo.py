@@ -1,4 +1,5 @@
 """Probe the demo's trained AugNet: how invariant is it, and to what?
+==================================================================
 
 Trains the model of ``augnet demo`` (about a minute), then measures the
 invariance score (AugNet paper eq. 4: cosine distance, clean baseline, median
@@ -13,7 +14,10 @@ with independent draws (two calls of the model in use: its own augmentation
 noise counts too).
 
     python examples/probe_demo.py
+    python examples/probe_demo.py --quick   # a short training, to check the setup
 """
+
+import argparse
 
 import torch
 
@@ -50,5 +54,11 @@ def main(config: DemoConfig | None = None, n_probe: int = 500) -> list[tuple]:
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a short training (1 epoch, 256 images), 50 probe images")
+    args = parser.parse_args()
     torch.set_num_threads(2)
-    main()
+    if args.quick:
+        main(DemoConfig(epochs=1, n_train=256, n_test=64), n_probe=50)
+    else:
+        main()

@@ -1,4 +1,5 @@
 """AugNet on the rotated-sprite task, written out with the public API only.
+========================================================================
 
 This is what ``augnet demo`` runs, as a plain training loop you can adapt to
 your own trunk and data:
@@ -20,15 +21,16 @@ from augnet.transforms import image as T
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--transforms", nargs="+", default=["TranslateX", "TranslateY", "Rotate", "ShearX", "ShearY"])
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--lam", type=float, default=0.5, help="weight of the selective regulariser")
+    parser.add_argument("--n-train", type=int, default=4000, help="training images (default: %(default)s)")
     parser.add_argument("--paper", action="store_true", help="the paper's selection: the blend, own units")
     args = parser.parse_args()
 
     torch.manual_seed(0)
-    x_train, y_train = rotated_sprites(4000, seed=0)
+    x_train, y_train = rotated_sprites(args.n_train, seed=0)
     x_test, y_test = rotated_sprites(1000, seed=10_000)
 
     transforms = [getattr(T, name)() for name in args.transforms]

@@ -1,4 +1,5 @@
 """Learned rotation range of AugNet, Augerino and two ablations (AugNet paper, Figures 3a and 4).
+==============================================================================================
 
 On the demo's rotated sprites (labels invariant to rotations of up to ±45
 degrees), with the demo's data, trunk (the paper's 5-layer CNN) and schedule
@@ -59,14 +60,17 @@ def show(result, out: Path) -> None:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--quick", action="store_true", help="2000 images, 10 epochs")
+    parser.add_argument("--tiny", action="store_true", help="128 images, 2 epochs: a smoke run (the docs build's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--augerino-lr", type=float, default=1e-2)
     parser.add_argument("--augerino-lam", type=float, default=0.05)
     parser.add_argument("--out", default="rotation-ablation")
     args = parser.parse_args()
     config = quick_config(args.seed) if args.quick else RotationConfig(seed=args.seed)
+    if args.tiny:
+        config = RotationConfig(n_train=128, n_test=64, epochs=2, batch_size=32, n_probe=32, width=2, seed=args.seed)
     config.augerino_lr, config.augerino_lam = args.augerino_lr, args.augerino_lam
     show(run_rotation(config, progress=True), Path(args.out))
 

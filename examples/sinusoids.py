@@ -1,4 +1,5 @@
 """AugNet on the sinusoid task (AugNet paper, section 4.2).
+========================================================
 
 Four classes of noisy sinusoids at 2, 4, 6 and 8 Hz, each frequency jittered by
 up to ±0.5 Hz: the labels are invariant to frequency shifts of up to ±0.5 Hz.
@@ -18,7 +19,7 @@ from augnet.experiments import SinusoidsConfig, run_sinusoids
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--transforms", nargs="+", default=list(SinusoidsConfig.transforms))
     parser.add_argument("--layers", type=int, default=1)
     parser.add_argument("--epochs", type=int, default=50)

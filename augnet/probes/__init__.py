@@ -5,26 +5,26 @@ Every probe returns per-sample or per-neuron tensors plus, through
 generator (or seed), and paired clean / transformed passes share the
 transformation's parameters (and, for an AugNet, its own augmentation draws).
 
-=============================  ===============================================  ==============================
-probe                          what it measures                                 paper
-=============================  ===============================================  ==============================
-report, augnet probe           every measure below, per layer and transform     all
-lie_derivative                 local equivariance error, exact by autograd      Gruver et al. (ICLR 2023)
-features, layer_calls          activations of named layers (forward hooks)      all
-invariance_score / _curve      (b - d(z, z_t)) / b against a derangement        AugNet eq. 4; Bouchacourt eq. 1
-accuracy_curve                 accuracy against the transformation magnitude    Tensmeyer & Martinez
-neuron_invariance, select_tau  per-unit invariance on active inputs             Zaidi et al.
-layerwise_invariance           per-unit invariance of several layers at once    Zaidi et al. Fig. 10
-fit_equivariance_map, ...      learned maps M(phi(gx)) ~ phi(x), held-out errors Tensmeyer & Martinez
-equivariance_curve             equivariance / invariance error vs magnitude     Tensmeyer & Martinez Fig. 1
-representation_distance        two-way mapping error between representations    Tensmeyer & Martinez
-equivariance_alignment         alignment of displacement vectors                Bouchacourt et al., appendix
-ranking_probe, layer_importance  pairwise ranking of augmentation magnitudes    Yan & Huang
-ranking_probe_per_layer, ...   per-layer ranking accuracy; tasks x layers table Yan & Huang Table II, Fig. 5
-similarity_change / _search    transforms that bring same-class pairs closer    Bouchacourt et al. eq. 2
-similarity_change_distributions  per-class distributions of the change          Bouchacourt et al. Fig. 3A
-SeenTransformedDataset, ...    seen / unseen category protocol                  Zaidi et al.
-=============================  ===============================================  ==============================
+===============================  =================================================  ===============================
+probe                            what it measures                                   paper
+===============================  =================================================  ===============================
+report, augnet probe             every measure below, per layer and transform       all
+lie_derivative                   local equivariance error, exact by autograd        Gruver et al. (ICLR 2023)
+features, layer_calls            activations of named layers (forward hooks)        all
+invariance_score / _curve        (b - d(z, z_t)) / b against a derangement          AugNet eq. 4; Bouchacourt eq. 1
+accuracy_curve                   accuracy against the transformation magnitude      Tensmeyer & Martinez
+neuron_invariance, select_tau    per-unit invariance on active inputs               Zaidi et al.
+layerwise_invariance             per-unit invariance of several layers at once      Zaidi et al. Fig. 10
+fit_equivariance_map, ...        learned maps M(phi(gx)) ~ phi(x), held-out errors  Tensmeyer & Martinez
+equivariance_curve               equivariance / invariance error vs magnitude       Tensmeyer & Martinez Fig. 1
+representation_distance          two-way mapping error between representations      Tensmeyer & Martinez
+equivariance_alignment           alignment of displacement vectors                  Bouchacourt et al., appendix
+ranking_probe, layer_importance  pairwise ranking of augmentation magnitudes        Yan & Huang
+ranking_probe_per_layer, ...     per-layer ranking accuracy; tasks x layers table   Yan & Huang Table II, Fig. 5
+similarity_change / _search      transforms that bring same-class pairs closer      Bouchacourt et al. eq. 2
+similarity_change_distributions  per-class distributions of the change              Bouchacourt et al. Fig. 3A
+SeenTransformedDataset, ...      seen / unseen category protocol                    Zaidi et al.
+===============================  =================================================  ===============================
 
 A layer is one call of a module (a module called twice is ``name#0`` and ``name#1``); every probe
 runs the model in evaluation mode, restores its modes, and streams its inputs in batches (see

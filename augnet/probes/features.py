@@ -335,8 +335,8 @@ def features(
 
     Forward hooks record each named layer's output (the model is not edited,
     the hooks are removed afterwards). Two names are special: ``"output"``
-    (:data:`OUTPUT`) is the model's own output, and ``"logits"``
-    (:data:`LOGITS`) the activations before the final softmax: for an
+    (``OUTPUT``) is the model's own output, and ``"logits"``
+    (``LOGITS``) the activations before the final softmax: for an
     :class:`~augnet.AugNet` its trunk's outputs averaged over the copies, for
     any other model its output. A module called several times per forward pass
     is several layers, ``"name#0"``, ``"name#1"``, ... (see the module docstring).

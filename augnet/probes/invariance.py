@@ -173,7 +173,7 @@ def invariance_curve(
     every magnitude, so the curve varies only with the magnitude.
 
     By default the features are the activations before the final softmax
-    (``layer=None``, :data:`~augnet.probes.features.LOGITS`, the AugNet paper's
+    (``layer=None``, ``LOGITS``, the AugNet paper's
     eq. 4 footnote): a plain model's output, or an AugNet's trunk outputs
     averaged over its copies, so that an AugNet and its trunk are compared in
     the same space. ``layer="output"`` reads the model's own output instead (an

@@ -1,8 +1,8 @@
 """The maps ``M`` of :mod:`augnet.probes.maps` and the solvers that fit them (Tensmeyer & Martinez, section 5.2).
 
-Here live the map modules (:class:`AffineMap`, :class:`ResidualReLUMap`) and
+Here live the map modules (:class:`AffineMap`, ``ResidualReLUMap``) and
 their formulas (:func:`map_form`), the solvers' names and default settings
-(:data:`SOLVERS`, :data:`SOLVER_DEFAULTS`) and their checks, and the solvers
+(``SOLVERS``, ``SOLVER_DEFAULTS``) and their checks, and the solvers
 themselves: closed-form ridge regression, Adam with a cosine-decayed learning
 rate, and the paper's online SGD. :func:`augnet.probes.maps.fit_equivariance_map`
 chooses among them; the map forms and the solvers are described in
@@ -149,7 +149,7 @@ def _solver_settings(
     weight_decay: float | None = None,
     momentum: float | None = None,
 ) -> dict:
-    """The iterative solver's settings, ``None`` replaced by :data:`SOLVER_DEFAULTS`, checked."""
+    """The iterative solver's settings, ``None`` replaced by ``SOLVER_DEFAULTS``, checked."""
     if solver in _RENAMED:
         raise ValueError(_RENAMED[solver])
     if solver not in SOLVERS:

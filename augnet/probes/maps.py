@@ -123,7 +123,7 @@ class EquivarianceMap:
 
     Attributes:
         module: the map on flat rows, (B, d_in) -> (B, d_out), float64.
-        kind, solver: how it was fitted (see :data:`KINDS`, :data:`SOLVERS`).
+        kind, solver: how it was fitted (see ``KINDS``, ``SOLVERS``).
         in_shape, out_shape: the per-sample shapes of the source and target features.
         train_index, test_index: the rows it was fitted on and the held-out rows.
         errors: (B,) per-sample error of every row (see :func:`mapping_error`).
@@ -221,9 +221,9 @@ def fit_equivariance_map(
     Args:
         z: clean features ``phi(x)``, the targets.
         z_t: features of the transformed inputs ``phi(g x)``, the map's inputs.
-        kind: ``"linear"`` or ``"residual_relu"`` (:data:`KINDS`).
-        solver: ``"ridge"``, ``"adam_cosine"`` or ``"sgd_paper"`` (:data:`SOLVERS`).
-        output: ``"auto"``, ``"relu"`` or ``"identity"`` (:data:`OUTPUTS`).
+        kind: ``"linear"`` or ``"residual_relu"`` (``KINDS``).
+        solver: ``"ridge"``, ``"adam_cosine"`` or ``"sgd_paper"`` (``SOLVERS``).
+        output: ``"auto"``, ``"relu"`` or ``"identity"`` (``OUTPUTS``).
         ridge: the relative ridge penalty (>= 0; ``solver="ridge"``).
         holdout: fraction of rows in [0, 1) held out from the fit (default 0.3,
             drawn with ``generator``), or the held-out rows as a boolean mask or
@@ -232,7 +232,7 @@ def fit_equivariance_map(
         seed: seeds the split, the initialisation and the mini-batch order when
             ``generator`` is None (``None``: unseeded); the default split is reproducible.
         epochs, lr, batch_size, weight_decay, momentum: the iterative solvers'
-            settings; ``None`` takes :data:`SOLVER_DEFAULTS` (``"adam_cosine"``: 500
+            settings; ``None`` takes ``SOLVER_DEFAULTS`` (``"adam_cosine"``: 500
             epochs, lr 3e-2, full batch, no decay; ``"sgd_paper"``: 10 epochs, lr
             1e-3, batch size 1, weight decay 1e-5, momentum 0.9). ``weight_decay`` is an
             L2 penalty on the weights (``"adam_cosine"``, standardised coordinates) or on

@@ -18,7 +18,7 @@ or below it costs at most 1% accuracy; see :func:`select_tau`.
 
 What a unit is. A fully connected layer's (B, units) output has one neuron
 per column. A convolutional layer's (B, C, H, W) output can be read two ways,
-and every function here takes the same ``units`` argument (see :data:`UNITS`
+and every function here takes the same ``units`` argument (see ``UNITS``
 and :func:`layer_units`), so that a ``tau`` chosen by :func:`select_tau` for
 one reading is the ``tau`` that :func:`neuron_invariance` and
 :func:`layerwise_invariance` apply to the same reading:

@@ -54,7 +54,7 @@ def plot_neuron_invariance(
         path: where to write the PNG.
         quantity: ``"invariance"`` (``I_k`` among units, NaN units left out),
             ``"n_active"`` (images that activate each unit) or
-            ``"units_per_input"`` (units active per image), see :data:`PLOTTED`.
+            ``"units_per_input"`` (units active per image), see ``PLOTTED``.
         group: for a :func:`layerwise_invariance` result, ``"all"``, ``"seen"``
             or ``"unseen"``.
         title: optional figure title.

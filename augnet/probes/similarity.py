@@ -143,7 +143,7 @@ def top_transforms_per_class(table: Sequence[Mapping], k: int = 5, by: str = "we
     Args:
         table: rows of :func:`similarity_search`.
         k: how many rows to keep per class.
-        by: the statistic to rank by (highest first), one of :data:`STATISTICS`
+        by: the statistic to rank by (highest first), one of ``STATISTICS``
             except ``"clean_similarity"``; NaN values rank last.
 
     Returns:
@@ -189,7 +189,7 @@ def similarity_change_distributions(
     Args:
         table: rows of :func:`similarity_search` (one per transform, magnitude
             and class).
-        statistic: the per-class value to gather, one of :data:`STATISTICS`
+        statistic: the per-class value to gather, one of ``STATISTICS``
             (default the paper's ``"percent_change"``).
         by_magnitude: one distribution per ``(transform, magnitude)`` (each
             magnitude of a transformation is a transformation of its own, as in

@@ -2,12 +2,12 @@
 
 Here live the pairs (:func:`same_class_pairs`), the per-pair and per-class
 similarity change (:func:`similarity_change`, whose statistics are
-:data:`STATISTICS`), and :func:`similarity_search`, which runs it through a
+``STATISTICS``), and :func:`similarity_search`, which runs it through a
 model for every transformation and magnitude. The statistics are described in
 :mod:`augnet.probes.similarity`, which re-exports everything here.
 
 Memory. Pairs are drawn without enumerating a class's ``k (k - 1)`` pairs (by default
-:data:`DEFAULT_PAIRS_PER_CLASS` per class), cosines are computed from the rows' norms and
+``DEFAULT_PAIRS_PER_CLASS`` per class), cosines are computed from the rows' norms and
 chunks of dot products (never a (P, D) copy of the features), and :func:`similarity_search`
 works class by class, so every ordered pair of 20,000 inputs in 10 classes
 (``pairs_per_class=None``) holds one class's per-pair values at a time.
@@ -233,7 +233,7 @@ def similarity_change(
         pairs: (P, 2) same-class index pairs ``(i, j)``; by default drawn by
             :func:`same_class_pairs` with ``pairs_per_class`` and ``generator``.
         pairs_per_class: pairs drawn per class (default
-            :data:`DEFAULT_PAIRS_PER_CLASS`, 1000); ``None`` takes every ordered pair
+            ``DEFAULT_PAIRS_PER_CLASS``, 1000); ``None`` takes every ordered pair
             (the per-pair outputs then take 56 bytes per pair).
         generator: draws the pairs.
 
@@ -365,7 +365,7 @@ def similarity_search(
     Returns:
         One row per (transform, magnitude, class): ``{"transform", "magnitude",
         "label"}`` and the statistics of :func:`similarity_change`
-        (:data:`STATISTICS`, ``"n_pairs"``, ``"n_undefined"``, ``"n_no_cosine"``).
+        (``STATISTICS``, ``"n_pairs"``, ``"n_undefined"``, ``"n_no_cosine"``).
     """
     if not isinstance(transforms, Mapping) or not transforms:
         raise ValueError("transforms must be a non-empty dict {name: transform}")

@@ -184,7 +184,7 @@ def select_tau(
             the transformed inputs are made chunk by chunk for an augnet transform.
         x_t: the transformed inputs, instead of ``transform`` (row ``i`` the
             transformed ``x[i]``); ``x_t=x`` evaluates the clean inputs alone.
-        units: ``"element"`` or ``"channel"``, see :data:`UNITS`.
+        units: ``"element"`` or ``"channel"``, see ``UNITS``.
         score: the accuracy every ablation is scored by: ``"all"`` (every
             clean and transformed input) or ``"within"`` (within-category
             accuracy, on the transformed inputs of ``seen_classes``: the

@@ -1,6 +1,6 @@
 """Per-unit invariance on the inputs that activate each unit (Zaidi et al., section 2.2, eq. 1).
 
-Here live what a unit of a layer is (:data:`UNITS`, :func:`layer_units`), each
+Here live what a unit of a layer is (``UNITS``, :func:`layer_units`), each
 unit's normaliser (:func:`unit_scale`) and the invariance coefficients
 :func:`neuron_invariance`, computed from given activations. The measure is
 described in :mod:`augnet.probes.neurons`, which re-exports everything here.

@@ -1,7 +1,7 @@
 """Biquad filter mathematics for the audio filters: coefficients and an exact FFT form of the IIR recursion.
 
 The Audio EQ Cookbook's low-pass, high-pass and band-reject (notch) coefficients
-for per-row frequencies, and :func:`filter_rows`, which runs a biquad per row as
+for per-row frequencies, and ``filter_rows``, which runs a biquad per row as
 a causal convolution with its impulse response (:func:`_all_pole_response`),
 differentiable in the signal and the coefficients. Plain PyTorch.
 """

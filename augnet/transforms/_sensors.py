@@ -393,7 +393,7 @@ class SensorsRotationZ(_SensorsRotation):
         - input: :math:`(B, Ch, T)` with ``Ch`` the number of sensors.
         - output: :math:`(B \\cdot copies, Ch, T)`; row ``n`` is
           ``M(angle_n) @ x[n % B]`` with ``M`` the :math:`(Ch, Ch)`
-          interpolation matrix of :meth:`interpolation_matrix`.
+          interpolation matrix of ``interpolation_matrix``.
     """
 
     axis = "z"

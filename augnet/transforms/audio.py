@@ -6,7 +6,7 @@ documented range at magnitude 1; each range is a constructor argument.
 
 Everything here is plain PyTorch: no torchaudio is needed (the biquads use
 the Audio EQ Cookbook's formulas, the default ``Q = 0.707`` of common audio
-tools, and are run by :func:`filter_rows`, an exact FFT form of the IIR
+tools, and are run by ``filter_rows``, an exact FFT form of the IIR
 recursion that autograd differentiates in the signal and the coefficients).
 
 Transforms and their parameters (``N = B * copies`` rows):
@@ -127,7 +127,7 @@ class LowPass(_Filter):
     ``u ~ U(0, 1)`` (log-linear from ``max_cutoff`` at ``mu * u -> 0`` down to
     ``min_cutoff`` at ``mu * u = 1``). ``mu * u = 0`` draws the cut-off
     ``sample_rate / 2``: a low-pass at the Nyquist frequency is the identity,
-    and :meth:`apply_transform` returns the input exactly there. At ``mu = 0`` the
+    and :meth:`~augnet.transforms.Transform.apply_transform` returns the input exactly there. At ``mu = 0`` the
     gradient in the magnitude is the derivative of the filter family as the
     magnitude leaves 0 (cut-off from ``max_cutoff`` down), so a magnitude at 0
     can grow; elsewhere it is the true derivative.

@@ -70,7 +70,7 @@ class Transform(nn.Module):
         mixes_samples: ``True`` when an output row reads other samples of the
             batch (sample pairing), so a batch is not its samples one by one.
         padding: for tap transforms, the ``tap_mix`` padding mode.
-        kink_at_zero: a warp with a bilinear kink at magnitude 0 (see :func:`kink_gate`).
+        kink_at_zero: a warp with a bilinear kink at magnitude 0 (see ``kink_gate``).
     """
 
     input_ndim: int = 4
@@ -78,7 +78,7 @@ class Transform(nn.Module):
     padding: str = "zeros"
     #: True for warps whose samples sit exactly on pixel centres at magnitude 0, where bilinear
     #: interpolation has a kink: there the derivative in the magnitude is taken one-sided, into
-    #: (0, 1], by a finite difference of step :data:`KINK_STEP` (see :func:`kink_gate`).
+    #: (0, 1], by a finite difference of step ``KINK_STEP`` (see ``kink_gate``).
     kink_at_zero: bool = False
 
     # ----------------------------------------------------------------- API
@@ -235,7 +235,7 @@ class SignalTransform(Transform):
     """Base of the signal and audio transforms: inputs :math:`(B, Ch, T)`, floating point.
 
     Its transforms have no tap form: ``apply_transform`` starts from ``x`` repeated to
-    the rows the params were drawn for (:meth:`_rows`).
+    the rows the params were drawn for (``_rows``).
     """
 
     input_ndim = 3
@@ -265,7 +265,7 @@ def kink_gate(magnitude: Tensor) -> tuple[Tensor, Tensor]:
     coordinates round, and may even have the wrong sign. The derivative the
     layer needs is the one-sided one, into (0, 1]. Without reading the
     magnitude back (which would stop the host on an accelerator), the
-    transform draws its parameters at ``sampled`` (:data:`KINK_STEP` where the
+    transform draws its parameters at ``sampled`` (``KINK_STEP`` where the
     magnitude is exactly 0, else the magnitude itself: the same draws either
     way) and its output is mixed with the identity ``I`` as
 

@@ -8,7 +8,7 @@ path (each transform applied to the copies, then the weighted sum).
 
 Copies: ``sample(x, mu, copies=C)`` draws parameters for ``N = B * C`` rows,
 copy-major; ``apply_transform(x, params)`` repeats ``x`` to those rows
-(:func:`~augnet.transforms.base.repeat_rows`). Parameters computed from the
+(``repeat_rows``). Parameters computed from the
 signal itself (e.g. its standard deviation) are computed per source sample and
 repeated, so C copies equal one draw for ``x`` repeated C times.
 """

@@ -194,7 +194,7 @@ class Equalize(_ImageTransform):
     """Histogram equalisation per image and channel with probability ``mu`` (relaxed Bernoulli gate).
 
     The equalisation is torchvision's (PIL's) on the image's 8-bit levels
-    (see :func:`_equalize`); on images that are multiples of 1/255 it equals
+    (see ``_equalize``); on images that are multiples of 1/255 it equals
     ``torchvision.transforms.v2.functional.equalize`` of the uint8 image. Each
     row is ``gate * equalize(x) + (1 - gate) * x`` with the straight-through
     relaxed Bernoulli gate of :class:`HorizontalFlip`, so ``mu = 0`` is the

@@ -1,0 +1,192 @@
+"""The documentation site (docs/): every public name has a reference entry, every README section has a guide
+page, the catalogue draws every transform, and every python block of the README and the guide runs.
+
+The site's build itself (``python -m sphinx -W ...``, run by .ci/run) checks the rest: references, docstrings,
+the examples. These tests need no Sphinx.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import io
+import re
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+sys.path.insert(0, str(DOCS / "scripts"))
+
+import readme_sections  # noqa: E402  (docs/scripts)
+
+#: The modules whose every exported name (``__all__``) must have an entry in the API reference.
+PUBLIC_MODULES = (
+    "augnet",
+    "augnet.transforms",
+    "augnet.transforms.image",
+    "augnet.transforms.signal",
+    "augnet.transforms.audio",
+    "augnet.probes",
+    "augnet.ops",
+    "augnet.training",
+    "augnet.policy",
+    "augnet.export",
+    "augnet.presets",
+    "augnet.data",
+    "augnet.viz",
+)
+
+_DIRECTIVE = re.compile(r"^\.\. (?:auto|py:)(?:class|function|data|exception|attribute)::\s+([\w.]+)", re.M)
+_MODULE = re.compile(r"^\.\. (?:automodule|currentmodule|module)::\s+([\w.]+)", re.M)
+
+
+def documented_names(text: str) -> set[str]:
+    """Full names (``module.Name``) that an rST page gives an entry, resolved against its current module."""
+    names, module = set(), None
+    for match in re.finditer(f"{_DIRECTIVE.pattern}|{_MODULE.pattern}", text, re.M):
+        if match.group(2):
+            module = match.group(2)
+        else:
+            name = match.group(1)
+            names.add(name if module is None or name.startswith(f"{module}.") else f"{module}.{name}")
+    return names
+
+
+def missing_entries(modules, text: str) -> list[str]:
+    """``module.name`` for every name in a module's ``__all__`` (submodules aside) without an entry in ``text``."""
+    names = documented_names(text)
+    missing = []
+    for module_name in modules:
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            if inspect.ismodule(getattr(module, name)):
+                continue
+            if f"{module_name}.{name}" not in names:
+                missing.append(f"{module_name}.{name}")
+    return missing
+
+
+def api_text() -> str:
+    return "\n".join(p.read_text() for p in sorted((DOCS / "api").glob("*.rst")))
+
+
+def test_every_exported_name_has_an_entry_in_the_api_reference():
+    missing = missing_entries(PUBLIC_MODULES, api_text())
+    assert not missing, f"exported but not in docs/api/*.rst: {missing}"
+
+
+def test_the_coverage_check_finds_a_name_left_out():
+    text = api_text()
+    assert ".. autofunction:: similarity_search" in text
+    assert missing_entries(["augnet.probes"], text.replace(".. autofunction:: similarity_search", "")) == [
+        "augnet.probes.similarity_search"
+    ]
+
+
+def test_every_entry_of_the_api_reference_names_a_real_object():
+    for full in sorted(documented_names(api_text())):
+        module_name, _, name = full.rpartition(".")
+        module = importlib.import_module(module_name)
+        assert hasattr(module, name), f"docs/api names {full}, which does not exist"
+
+
+def test_cli_reference_and_index_list_every_page():
+    index = (DOCS / "index.md").read_text()
+    for page in sorted((DOCS / "api").glob("*")):
+        assert f"api/{page.stem}" in index, f"docs/index.md does not list {page.name}"
+    for page in sorted((DOCS / "guide").glob("*.md")):
+        assert f"guide/{page.stem}" in index, f"docs/index.md does not list guide/{page.name}"
+
+
+# ------------------------------------------------------------------------------- README -> guide
+
+
+def test_every_readme_section_is_placed_on_a_guide_page():
+    readme_sections.check_mapping(readme_sections.sections(readme_sections.README.read_text()))
+
+
+def test_a_new_or_renamed_readme_section_stops_the_build():
+    text = readme_sections.README.read_text() + "\n## A section nobody placed\n\ntext\n"
+    with pytest.raises(ValueError, match="A section nobody placed"):
+        readme_sections.check_mapping(readme_sections.sections(text))
+
+
+def test_each_guide_page_includes_its_readme_sections_in_order():
+    for page, titles in readme_sections.PAGES.items():
+        if page == "landing":
+            continue
+        text = (DOCS / "guide" / f"{page}.md").read_text()
+        included = re.findall(r"\{include\} \.\./_generated/readme/([\w-]+)\.md", text)
+        assert included == [readme_sections.slug(t) for t in titles], f"docs/guide/{page}.md"
+
+
+def test_readme_fragments_get_links_that_work_from_the_guide(tmp_path):
+    readme_sections.write_fragments(tmp_path)
+    text = "".join(p.read_text() for p in tmp_path.glob("*.md"))
+    assert "](docs/" not in text  # every docs/ link rewritten for a page in docs/guide/
+    for target in re.findall(r"\]\((\.\./[^)]+)\)", text):
+        assert (DOCS / "guide" / target).resolve().is_file(), target
+    assert not re.search(r"^# ", re.sub(r"```.*?```", "", text, flags=re.S), re.M)  # sections start at level 2
+
+
+# ------------------------------------------------------------------------------- the catalogue
+
+
+def test_the_catalogue_draws_every_transform(tmp_path):
+    pytest.importorskip("matplotlib")
+    import catalogue
+
+    from augnet.transforms import audio, image, signal
+
+    drawn = {type(t).__name__ for t in catalogue.image_transforms() + catalogue.signal_transforms()}
+    drawn |= {type(t).__name__ for t in catalogue.audio_transforms()}
+    for module in (image, signal, audio):
+        classes = {n for n in module.__all__ if inspect.isclass(getattr(module, n)) and n != "SignalTransform"}
+        assert classes <= drawn, f"{module.__name__}: not drawn: {classes - drawn}"
+
+
+def test_an_image_row_keeps_the_draw_and_grows_with_the_magnitude():
+    import catalogue
+    import torch
+
+    from augnet.transforms import image as T
+
+    x, rotate = catalogue.sample_image(), T.Rotate()
+    seeded = lambda: torch.Generator().manual_seed(catalogue.SEED)  # noqa: E731  (each panel of a row draws so)
+    mus = catalogue.MAGNITUDES
+    angles = torch.stack([rotate.sample(x, torch.tensor(mu), generator=seeded())["angle"] for mu in mus])
+    expected = torch.tensor(catalogue.MAGNITUDES).unsqueeze(1) * angles[-1]
+    torch.testing.assert_close(angles, expected)  # the same draw in every panel, scaled by the magnitude
+    assert torch.allclose(rotate(x, 0.0, generator=seeded()), x, atol=1e-3)  # magnitude 0: the image itself
+
+
+# ------------------------------------------------------------------------------- code blocks
+
+
+def python_blocks() -> list:
+    """(file, line, code, skip reason) of every ```python block in README.md and the guide's own pages."""
+    files = [ROOT / "README.md", *sorted(DOCS.glob("*.md")), *sorted((DOCS / "guide").glob("*.md"))]
+    blocks = []
+    for path in files:
+        text = path.read_text()
+        for match in re.finditer(r"(?:<!-- not run: (?P<why>[^>]*?) -->\n)?```python\n(?P<code>.*?)```", text, re.S):
+            line = text.count("\n", 0, match.start("code"))
+            blocks.append(pytest.param(path, match.group("code"), match.group("why"), id=f"{path.name}:{line}"))
+    return blocks
+
+
+@pytest.mark.parametrize(("path", "code", "not_run"), python_blocks())
+def test_every_python_block_of_the_readme_and_the_guide_runs(path, code, not_run, tmp_path, monkeypatch):
+    if not_run is not None:
+        assert not_run.strip(), f"{path.name}: a block marked 'not run' must say why"
+        compile(code, str(path), "exec")  # an excerpt is still valid Python
+        pytest.skip(f"not run: {not_run}")
+    monkeypatch.chdir(tmp_path)  # what a block writes (runs/, policy files) stays in tmp_path
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore", UserWarning)  # approximate exports, backend fallbacks
+        exec(compile(code, str(path), "exec"), {"__name__": "__docs__"})
