@@ -37,7 +37,11 @@ OUT = ROOT / "docs" / "_generated" / "readme"
 #: ``"landing"`` holds what stays in the README (not part of the guide).
 PAGES: dict[str, list[str]] = {
     "landing": ["augnet", "Quickstart"],
-    "concepts": ["Use it on your own model", "What the demo learns, and why"],
+    "concepts": [
+        "Use it on your own model",
+        "What the demo learns, and why",
+        "Selection: how augnet picks the data's invariance",
+    ],
     "training": ["Train on your own data set", "In real training pipelines"],
     "transforms": ["Transforms", "Signal (EEG) and audio transforms"],
     "policies": ["Use the learned policy elsewhere"],
