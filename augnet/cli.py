@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--preset",
         choices=("augnet", "official", "paper"),
         default=None,
-        help="settings: augnet's defaults, the paper's official code, or the paper's text (README)",
+        help="settings: augnet's defaults, the paper's official code, or the paper's text (docs/guide/concepts.md)",
     )
     demo.add_argument("--device", default="cpu", help="where to train, e.g. cpu or cuda (default: %(default)s)")
     demo.add_argument("--quick", action="store_true", help="a short run (3 epochs, 1000 images) to check the setup")
@@ -140,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         choices=("a100", "h100", "h200"),
         default=None,
-        help="instead of timing, print the layer's cost on this GPU on paper (a model, not a measurement; README)",
+        help="instead of timing, print the layer's cost on this GPU on paper (a model, not a measurement)",
     )
     bench.set_defaults(func=_bench)
 

@@ -36,9 +36,19 @@ TORCH_API_SINCE = {
 
 
 def section(title: str) -> str:
-    start = README.index(f"\n## {title}\n")
-    end = README.find("\n## ", start + 1)
-    return README[start : end if end > 0 else None]
+    """A section of the README or of a guide page (docs/guide/), up to the next heading of its level or above."""
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs" / "guide").glob("*.md"))]:
+        text = path.read_text()
+        heading = re.search(rf"^(#+) {re.escape(title)}\s*$", text, re.M)
+        if heading:
+            level, lines, fenced = len(heading.group(1)), [heading.group(0)], False
+            for line in text[heading.end() :].splitlines()[1:]:
+                fenced ^= line.lstrip().startswith("```")
+                if not fenced and re.match(rf"#{{1,{level}}} ", line):
+                    break  # the next heading of this level or above, outside a code block
+                lines.append(line)
+            return "\n".join(lines)
+    raise AssertionError(f"no section {title!r} in README.md or docs/guide/")
 
 
 def python_block(text: str) -> str:

@@ -94,7 +94,7 @@ PRESETS: dict[str, dict] = {
 
 @dataclass
 class DemoConfig:
-    """Settings of the rotation demo (defaults are the ones the README reports)."""
+    """Settings of the rotation demo (defaults are the ones docs/guide/concepts.md reports)."""
 
     data: str = "sprites"
     pair: int = 0  # which sprite pair (data="sprites")

@@ -23,7 +23,7 @@ __all__ = ["ExperimentResult", "SinusoidsConfig", "run_sinusoids"]
 
 @dataclass
 class SinusoidsConfig:
-    """Settings of the sinusoid experiment (defaults: the ones the README reports)."""
+    """Settings of the sinusoid experiment (defaults: the ones docs/guide/reproducing.md reports)."""
 
     transforms: tuple[str, ...] = ("FrequencyShift", "FTSurrogate", "GaussianNoise")
     layers: int = 1

@@ -356,7 +356,7 @@ def features(
             the k-th call of a reused module), ``"output"`` or ``"logits"``.
         reduce: ``"none"``, ``"mean"`` (global average pool) or ``"flatten"``.
         batch_size: run ``x`` in chunks of this many rows (default
-            :data:`~augnet.probes._common.DEFAULT_BATCH_SIZE`).
+            ``DEFAULT_BATCH_SIZE``).
 
     Returns:
         ``{name: (B, ...) tensor}`` in the order of ``layers``.

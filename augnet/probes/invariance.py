@@ -85,7 +85,7 @@ def invariance_score(
         (B,) float64 scores; NaN (with a warning) where the baseline distance is
         0 (e.g. for a model whose features do not depend on its input) or a
         distance is undefined (a cosine with a row of zeros). A baseline counts
-        as 0 when it is below :data:`RELATIVE_TOLERANCE` relative to the rows'
+        as 0 when it is below ``RELATIVE_TOLERANCE`` relative to the rows'
         size (for the cosine distance: an angle below it), so the scores are
         the same for features scaled by any factor or shifted by a common offset.
 

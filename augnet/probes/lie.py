@@ -222,7 +222,7 @@ def lie_derivative(
         model: any module taking (B, C, H, W) images.
         x: (B, C, H, W) images.
         transform: an augnet image transform with a continuous family
-            (:func:`~augnet.probes.families.family`: Rotate, TranslateX / Y, ShearX / Y, Scale,
+            (``augnet.probes.families.family``: Rotate, TranslateX / Y, ShearX / Y, Scale,
             Brightness, Contrast, Saturation, Hue); its magnitude plays no part (the derivative
             is taken at the identity).
         layers: layer names as for :func:`~augnet.probes.features` (default ``"logits"``).
@@ -232,7 +232,7 @@ def lie_derivative(
         equivariant: ``True`` acts on a (B, C, H', W') layer output with the same warp
             (``rho = g_t``, equivariance), ``False`` leaves outputs alone (``rho = 1``,
             invariance), ``"auto"`` the former for feature maps (H', W' > 1) under a warp.
-        batch_size: rows per forward pass (default :data:`LIE_BATCH_SIZE`, 64).
+        batch_size: rows per forward pass (default ``LIE_BATCH_SIZE``, 64).
         copies: for an AugNet, the copies it averages (its draws are seeded with ``seed``, so the
             model is a deterministic function of its input, which is differentiated).
         seed: an AugNet's draws.
@@ -241,8 +241,8 @@ def lie_derivative(
     Returns:
         ``{"transform", "parameter", "unit" (of t), "layers", "mode" (how ``J u`` was computed:
         ``"forward"``, ``"forward_math"`` (forward mode with math attention) or
-        ``"double_backward"``), "equivariant": {layer: bool}, "lee": {layer: (B,) mean |L phi|
-        over the output's dimensions}, "relative": {layer: (B,) |L phi| / |phi|}, "summary": {layer:
+        ``"double_backward"``), "equivariant": {layer: bool}, "lee": {layer: (B,) mean ``|L phi|``
+        over the output's dimensions}, "relative": {layer: (B,) ``|L phi| / |phi|``}, "summary": {layer:
         summary of "lee"}, "mean": {layer: mean lee}, "mean_relative": {layer: mean relative}}``,
         and ``"derivative": {layer: (B, ...)}`` when asked.
 

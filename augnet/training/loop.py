@@ -97,7 +97,7 @@ def fit(
             the model's parameters are).
         amp: mixed precision: ``True`` (bfloat16 on CPU, float16 on CUDA, with
             a gradient scaler for float16) or a dtype. The augmentation layers
-            compute in float32 inside (see the README, "Mixed precision").
+            compute in float32 inside (see docs/guide/training.md, "Mixed precision").
         scheduler: a learning-rate scheduler, stepped after every epoch
             (``scheduler_interval="epoch"``) or every step (``"step"``).
         scheduler_interval: ``"epoch"`` or ``"step"``.

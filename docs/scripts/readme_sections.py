@@ -1,23 +1,19 @@
-"""Split README.md into its sections, for the user guide to include while the README is still the manual.
+"""README.md's sections, checked and cut for the site's home page.
 
-Until the README becomes a short landing page, it stays the one source of the
-guide's text: the docs build (``docs/conf.py``) calls :func:`write_fragments`,
+The README is the landing page (what augnet is, the quickstart, the feature
+list, a first model, links into the site); the user guide's text lives in
+docs/guide/. The docs build (``docs/conf.py``) calls :func:`write_fragments`,
 which cuts README.md at its ``##`` / ``###`` headings and writes every section
-to ``docs/_generated/readme/<slug>.md``; each guide page ``{include}``-s the
-sections that :data:`PAGES` assigns to it, in that order.
+to ``docs/_generated/readme/<slug>.md``, from which docs/index.md includes the
+landing sections.
 
 A heading of the README that :data:`PAGES` does not place, or a placed heading
 that the README no longer has, stops the build with an error that names it: a
-renamed or new section cannot silently drop out of the site.
+new README section must be placed (on the landing page, or moved to a guide
+page with :func:`move`).
 
-The final move (README down to a landing page) is mechanical:
-``python docs/scripts/readme_sections.py --move`` replaces every guide page's
-include lines by the section's text (links rewritten as in the build) and
-deletes the moved sections from README.md, keeping those placed on
-``"landing"``; the include machinery can then go.
-
-    python docs/scripts/readme_sections.py          # print which README section goes to which page
-    python docs/scripts/readme_sections.py --move   # the final move (edits README.md and docs/guide/*.md)
+    python docs/scripts/readme_sections.py          # print which README section goes where
+    python docs/scripts/readme_sections.py --move   # move sections placed on guide pages into those pages
 """
 
 from __future__ import annotations
@@ -36,24 +32,7 @@ OUT = ROOT / "docs" / "_generated" / "readme"
 #: Guide page (file stem under docs/guide/) -> the README headings it includes, in reading order.
 #: ``"landing"`` holds what stays in the README (not part of the guide).
 PAGES: dict[str, list[str]] = {
-    "landing": ["augnet", "Quickstart"],
-    "concepts": [
-        "Use it on your own model",
-        "What the demo learns, and why",
-        "Selection: how augnet picks the data's invariance",
-    ],
-    "training": ["Train on your own data set", "In real training pipelines"],
-    "transforms": ["Transforms", "Signal (EEG) and audio transforms"],
-    "policies": ["Use the learned policy elsewhere"],
-    "probes": ["Probes: what has a model learned to be invariant to?"],
-    "performance": [
-        "The fused op `augnet.ops.tap_mix`",
-        "Benchmark: `augnet bench`",
-        "Instruction counts: `benchmarks/callgrind_tap_mix.py`",
-        "GPU, on paper",
-    ],
-    "reproducing": ["Reproducing the AugNet paper: `augnet reproduce`", "What the sinusoid example learns"],
-    "contributing": ["For contributors"],
+    "landing": ["augnet", "Quickstart", "What augnet gives you", "A first model", "Documentation"],
 }
 
 
