@@ -73,7 +73,8 @@ def layer_units(a: Tensor, units: str = "element") -> Tensor:
     return _pool(a, units)
 
 
-def _check_activations(a, name: str, units: str = "element", offset: int = 0) -> Tensor:
+def _check_activation_shape(a, name: str) -> None:
+    """A layer's output: a tensor (B, units) or (B, C, ...) with at least one row."""
     if not isinstance(a, Tensor):
         raise TypeError(f"{name} must be a tensor, got {type(a).__name__}")
     if a.dim() < 2:
@@ -83,6 +84,10 @@ def _check_activations(a, name: str, units: str = "element", offset: int = 0) ->
         )
     if a.shape[0] == 0:
         raise ValueError(f"{name} is an empty batch (shape {tuple(a.shape)})")
+
+
+def _check_activations(a, name: str, units: str = "element", offset: int = 0) -> Tensor:
+    _check_activation_shape(a, name)
     if a.dtype == torch.bool or a.is_complex():
         raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
     a = a.detach().double()
@@ -304,15 +309,7 @@ def neuron_invariance(
     if isinstance(a, Tensor) and isinstance(a_t, Tensor) and a.shape != a_t.shape:
         raise ValueError(f"a and a_t must have the same shape, got {tuple(a.shape)} and {tuple(a_t.shape)}")
     for name, t in (("a", a), ("a_t", a_t)):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
-        if t.dim() < 2:
-            raise ValueError(
-                f"{name} must have shape (B, units) or (B, C, ...) (a layer's output, read with units='element' "
-                f"or 'channel'), got {tuple(t.shape)}"
-            )
-        if t.shape[0] == 0:
-            raise ValueError(f"{name} is an empty batch (shape {tuple(t.shape)})")
+        _check_activation_shape(t, name)
     if rows is not None:
         if not isinstance(rows, Tensor) or rows.dtype != torch.bool:
             raise TypeError(f"rows must be a bool tensor, got {type(rows).__name__} {getattr(rows, 'dtype', '')}")

@@ -43,18 +43,28 @@ class Section:
     text: str  # the heading line and the body, up to the next heading of any level
 
 
-def sections(text: str) -> list[Section]:
-    """README.md cut at every heading outside a fenced code block."""
-    found: list[Section] = []
-    lines: list[str] = []
+def _lines(text: str):
+    """Each line of a Markdown text, with whether it can be a heading (outside a fenced code block)."""
     fence = None
     for line in text.splitlines(keepends=True):
         stripped = line.lstrip()
         if fence is None and stripped.startswith(("```", "~~~")):
             fence = stripped[:3]
-        elif fence is not None and stripped.startswith(fence):
-            fence = None
-        heading = re.match(r"(#{1,6}) (.+?)\s*$", line) if fence is None else None
+            yield line, False
+        elif fence is not None:
+            if stripped.startswith(fence):
+                fence = None
+            yield line, False
+        else:
+            yield line, True
+
+
+def sections(text: str) -> list[Section]:
+    """README.md cut at every heading outside a fenced code block."""
+    found: list[Section] = []
+    lines: list[str] = []
+    for line, outside in _lines(text):
+        heading = re.match(r"(#{1,6}) (.+?)\s*$", line) if outside else None
         if heading:
             if found:
                 found[-1].text = "".join(lines)
@@ -87,14 +97,9 @@ def rewrite_links(text: str) -> str:
 
 def shift_headings(text: str, by: int) -> str:
     """Move every heading outside code fences ``by`` levels up (negative) or down."""
-    out, fence = [], None
-    for line in text.splitlines(keepends=True):
-        stripped = line.lstrip()
-        if fence is None and stripped.startswith(("```", "~~~")):
-            fence = stripped[:3]
-        elif fence is not None and stripped.startswith(fence):
-            fence = None
-        elif fence is None and (m := re.match(r"(#{1,6}) ", line)):
+    out = []
+    for line, outside in _lines(text):
+        if outside and (m := re.match(r"(#{1,6}) ", line)):
             line = "#" * max(1, len(m.group(1)) + by) + line[len(m.group(1)) :]
         out.append(line)
     return "".join(out)
