@@ -353,3 +353,17 @@ def test_float32_input_under_autocast_is_exactly_float32(backend, training):
     with torch.autocast("cpu", dtype=torch.bfloat16):  # a bfloat16 input: one rounding of the float32 result
         low = layer(x.bfloat16(), copies=3, generator=gen(2))
     torch.testing.assert_close(low, layer(x.bfloat16().float(), copies=3, generator=gen(2)).bfloat16(), rtol=0, atol=0)
+
+
+def test_readme_snippet_runs_as_written():
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("\n## Per-instance augmentation: a policy that depends on the input\n")
+    section = readme[start : readme.find("\n## ", start + 1)]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    scope: dict = {}
+    exec(compile(code, "README", "exec"), scope)
+    assert scope["per_sample"]["weights"].shape == (8, 2)
+    assert set(scope["summary"].classes) == set(scope["y"].tolist())
+    assert all(p.grad is not None for p in scope["layer"].conditioner.parameters())
