@@ -31,16 +31,84 @@ from augnet.layers import AugmentationLayer
 from augnet.magnitudes import inward_clamp
 from augnet.transforms.base import Transform
 
-__all__ = ["ConditionedAugmentationLayer", "TinyConditioner", "conditioned_layers", "conditioner_entropy"]
+__all__ = [
+    "ConditionedAugmentationLayer",
+    "RunningStandardize",
+    "TinyConditioner",
+    "conditioned_layers",
+    "conditioner_entropy",
+]
+
+
+class RunningStandardize(nn.Module):
+    """Standardise features per feature, ``(h - mean) / sqrt(var + eps)``: by the batch in training steps, else running.
+
+    A training step (training mode, gradients enabled, more than one sample)
+    standardises by its batch's mean and (biased) variance, with the gradient
+    flowing through them, as batch normalisation without its affine part
+    does, and updates the running mean and variance: an exponential average
+    with weight ``max(momentum, 1 / steps)``, so the first batch sets them.
+    Every other call (evaluation, a batch of one, reading a policy under
+    ``torch.no_grad``) uses the running values, so there each sample's output
+    depends on that sample alone, and the statistics do not move.
+
+    Why a conditioner needs it: its head is trained by the sum over the batch
+    of per-sample gradients times the features. Raw pooled ReLU features share
+    a large common part, so that sum mostly moves every sample's output
+    together (one offset for all inputs: the failure of issue 27's first
+    runs). Centred, unit-scale features leave the common part to the head's
+    bias and let its weights learn the differences between inputs; and with
+    the gradient through the batch statistics, a push shared by every sample
+    (the regulariser's) cannot drive the features themselves (it is projected
+    out), where through fixed statistics it shifted them until their ReLUs
+    died and every input got the same policy. ``eps`` is 1e-2, not 1e-5:
+    a nearly constant feature is not blown up into noise.
+
+    Args:
+        features: the number of features (``F``).
+        momentum: weight of a new batch in the running values once warmed up.
+        eps: added to the variance.
+
+    Shape:
+        - input: :math:`(B, F)`
+        - output: :math:`(B, F)`
+    """
+
+    def __init__(self, features: int, momentum: float = 1.0, eps: float = 1e-2) -> None:
+        super().__init__()
+        if not 0.0 < momentum <= 1.0:
+            raise ValueError(f"RunningStandardize: momentum must be in (0, 1], got {momentum!r}")
+        if not eps > 0.0:
+            raise ValueError(f"RunningStandardize: eps must be > 0, got {eps!r}")
+        self.momentum, self.eps = momentum, eps
+        self.register_buffer("running_mean", torch.zeros(features))
+        self.register_buffer("running_var", torch.ones(features))
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+    def forward(self, h: Tensor) -> Tensor:
+        if not (self.training and torch.is_grad_enabled() and h.shape[0] > 1):
+            return (h - self.running_mean.to(h.dtype)) * torch.rsqrt(self.running_var.to(h.dtype) + self.eps)
+        mean, var = h.mean(0), h.var(0, unbiased=False)
+        with torch.no_grad():
+            self.steps += 1
+            rate = torch.clamp(1.0 / self.steps.to(self.running_mean.dtype), min=self.momentum)
+            self.running_mean += rate * (mean.detach().to(self.running_mean.dtype) - self.running_mean)
+            self.running_var += rate * (var.detach().to(self.running_var.dtype) - self.running_var)
+        return (h - mean) * torch.rsqrt(var + self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.running_mean.numel()}, momentum={self.momentum:g}"
 
 
 class TinyConditioner(nn.Module):
-    """The default conditioner: a tiny CNN on the layer's input, global average pooled, then a linear head.
+    """The default conditioner: a tiny CNN on the layer's input, pooled, standardised, then a linear head.
 
     Two strided convolutions of ``hidden`` channels (2-D for images, 1-D for
-    signals) with ReLU, an average over space or time, and a linear map to
+    signals) with ReLU, an average over space or time, a
+    :class:`RunningStandardize` of the pooled features, and a linear map to
     ``outputs`` values whose weights and bias start at 0 (so the layer starts
-    as the global layer).
+    as the global layer; the features are standardised so that the head,
+    once it moves, separates inputs rather than shifting them all alike).
 
     Args:
         channels: input channels (``Ch``).
@@ -76,13 +144,14 @@ class TinyConditioner(nn.Module):
             conv(hidden, hidden, 3, stride=2, padding=1),
             nn.ReLU(),
         )
+        self.norm = RunningStandardize(hidden)
         self.head = nn.Linear(hidden, outputs)
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
 
     def forward(self, x: Tensor) -> Tensor:
         h = self.features(x)
-        return self.head(h.flatten(2).mean(2))
+        return self.head(self.norm(h.flatten(2).mean(2)))
 
 
 class ConditionedAugmentationLayer(AugmentationLayer):

@@ -17,7 +17,7 @@ from torch import nn
 
 import augnet
 from augnet import AugmentationLayer, AugmentationModule, ConditionedAugmentationLayer
-from augnet.instance import conditioner_entropy
+from augnet.instance import RunningStandardize, conditioner_entropy
 from augnet.instance_policy import averaged_policy, plot_policy_summary, policy_summary
 from augnet.ops import _cpp, _triton
 from augnet.transforms import image as T
@@ -323,16 +323,22 @@ def test_fullgraph_compile_matches_eager(backend):
     compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
     for training in (True, False):
         model.train(training)
+        state = {k: v.clone() for k, v in model.state_dict().items()}  # a training step moves running statistics
         torch.manual_seed(1)
         eager = model(x)
+        after = {k: v.clone() for k, v in model.state_dict().items()}
         reg = augnet.selective_regularizer(model) if training else None
         if training:
             (eager.sum() + reg).backward()
         grads = [p.grad.clone() for p in model.parameters()] if training else []
         model.zero_grad()
+        model.load_state_dict(state)
         torch.manual_seed(1)
         got = compiled(x)
         torch.testing.assert_close(got, eager)
+        for k, v in model.state_dict().items():  # and the compiled step moves them alike
+            if ".norm." in k:  # the conditioner's statistics (AugNet's own extra state counts eager calls only)
+                torch.testing.assert_close(v, after[k])
         if training:
             (got.sum() + augnet.selective_regularizer(model)).backward()
             for p, g in zip(model.parameters(), grads, strict=True):
@@ -367,3 +373,58 @@ def test_readme_snippet_runs_as_written():
     assert scope["per_sample"]["weights"].shape == (8, 2)
     assert set(scope["summary"].classes) == set(scope["y"].tolist())
     assert all(p.grad is not None for p in scope["layer"].conditioner.parameters())
+
+
+def test_running_standardize_uses_the_batch_in_training_steps_and_running_statistics_otherwise():
+    h = torch.randn(8, 3, generator=gen(0)) * torch.tensor([1.0, 5.0, 0.1]) + torch.tensor([2.0, -1.0, 7.0])
+    std = RunningStandardize(3, momentum=0.5, eps=1e-6)
+    h1 = h.clone().requires_grad_()
+    out = std(h1)  # a training step: standardised by its own batch, and the first batch sets the statistics
+    torch.testing.assert_close(out.mean(0), torch.zeros(3), atol=1e-5, rtol=0)
+    torch.testing.assert_close(out.var(0, unbiased=False), torch.ones(3), atol=1e-4, rtol=0)
+    torch.testing.assert_close(std.running_mean, h.mean(0))
+    torch.testing.assert_close(std.running_var, h.var(0, unbiased=False))
+    # a push shared by every sample does not reach the features: the batch statistics project it out
+    out.sum().backward()
+    torch.testing.assert_close(h1.grad, torch.zeros_like(h), atol=1e-4, rtol=0)
+    state = {k: v.clone() for k, v in std.state_dict().items()}
+    with torch.no_grad():  # reading a policy: running statistics, per sample, and they stay
+        read = std(h)
+        torch.testing.assert_close(std(h[:2]), read[:2], rtol=0, atol=0)
+    torch.testing.assert_close(read, (h - h.mean(0)) / (h.var(0, unbiased=False) + 1e-6).sqrt())
+    alone = std(h[:1])  # a batch of one in training: running statistics, no update
+    torch.testing.assert_close(alone, read[:1])
+    assert all(torch.equal(v, state[k]) for k, v in std.state_dict().items())
+    std.eval()
+    torch.testing.assert_close(std(h), read)
+    std.train()
+    std(h * 3)  # the second step: weight max(0.5, 1 / 2)
+    torch.testing.assert_close(std.running_mean, h.mean(0) + 0.5 * (3 * h.mean(0) - h.mean(0)))
+    assert int(std.steps) == 2
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [({"momentum": 0.0}, "momentum"), ({"momentum": 1.5}, "momentum"),
+                                               ({"eps": 0.0}, "eps")])  # fmt: skip
+def test_running_standardize_rejects_bad_settings(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        RunningStandardize(3, **kwargs)
+
+
+def test_the_default_conditioner_standardises_its_features_and_starts_at_zero():
+    layer = ConditionedAugmentationLayer([T.Rotate()], channels=3, hidden=4)
+    g = layer.conditioner
+    assert isinstance(g.norm, RunningStandardize)
+    x = torch.rand(5, 3, 12, 12, generator=gen(0)) + torch.arange(5.0).view(5, 1, 1, 1)
+    with torch.no_grad():
+        assert torch.equal(g(x), torch.zeros(5, 2))
+    with torch.no_grad():
+        g(x)  # reading the policy does not move the statistics
+    layer.eval()
+    layer(x)
+    assert int(g.norm.steps) == 0
+    layer.train()
+    layer(x, copies=2)  # a training step: its batch sets them
+    with torch.no_grad():
+        pooled = g.features(x).flatten(2).mean(2)
+    torch.testing.assert_close(g.norm.running_mean, pooled.mean(0))
+    assert int(g.norm.steps) == 1

@@ -80,7 +80,7 @@ class InstanceConfig:
     batch_size: int = 128
     lr: float = 5e-4
     aug_lr: float = 5e-3
-    conditioner_lr: float = 2e-3
+    conditioner_lr: float | None = None  # None: aug_lr (an oracle conditioner needs about that; 2e-3 was too slow)
     hidden: int = 8
     lam: float = 0.5
     init_magnitude: float = 0.125
