@@ -216,7 +216,9 @@ def plot_policy_summary(summary: PolicySummary, path: str | Path, names: dict[in
             means = [summary.classes[k][f"{key}_mean"][t] for k in labels]
             lo = [summary.classes[k][f"{key}_quantiles"][0][t] for k in labels]
             hi = [summary.classes[k][f"{key}_quantiles"][-1][t] for k in labels]
-            err = [[m - a for m, a in zip(means, lo, strict=True)], [b - m for m, b in zip(means, hi, strict=True)]]
+            # a saturated class (every sample at the bound) can have its mean a rounding error past a quantile
+            err = [[max(m - a, 0.0) for m, a in zip(means, lo, strict=True)],
+                   [max(b - m, 0.0) for m, b in zip(means, hi, strict=True)]]
             unit = f" ({summary.units[t]})" if key == "range" and summary.units[t] else ""
             ax.bar(xs, means, width, yerr=err, capsize=2, label=summary.transforms[t] + unit)
         ax.set_xticks(range(len(labels)), [(names or {}).get(k, str(k)) for k in labels])
