@@ -14,6 +14,7 @@ Examples:
 
 from augnet import export  # noqa: F401 (registers Policy.to_kornia / to_torchvision; kornia loads on use)
 from augnet.augerino import Augerino
+from augnet.instance import ConditionedAugmentationLayer
 from augnet.layers import AugmentationLayer, AugmentationModule
 from augnet.model import AugNet, aggregate
 from augnet.ops.dispatch import tap_mix
@@ -34,6 +35,7 @@ __all__ = [
     "Augerino",
     "AugmentationLayer",
     "AugmentationModule",
+    "ConditionedAugmentationLayer",
     "LambdaSchedule",
     "Policy",
     "__version__",

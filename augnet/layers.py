@@ -364,8 +364,11 @@ class AugmentationLayer(nn.Module):
             return self._augment(x.to(dtype), c, generator).to(x.dtype)
 
     def _augment(self, x: Tensor, c: int, generator: torch.Generator | None) -> Tensor:
+        return self._augment_at(x, c, self.weights, self.transform_magnitudes, generator)
+
+    def _augment_at(self, x: Tensor, c: int, w: Tensor, mu: Tensor, generator: torch.Generator | None) -> Tensor:
+        """The copies at weights ``w`` and transform magnitudes ``mu``: (Q,) for every row, or (N, Q) per row."""
         n = x.shape[0] * c
-        w, mu = self.weights, self.transform_magnitudes
         if n == 0:  # an empty batch gives an empty batch, in the graph of x and of the layer's parameters
             return x[:0].clone() + 0 * (w.sum() + mu.sum()).to(x.dtype)
         mode = self.train_mode if self.training else self.eval_mode
@@ -391,7 +394,7 @@ class AugmentationLayer(nn.Module):
         gates = self._kink_gates(mu) if choice is None else {}
         taps = []
         for q, t in enumerate(self.transforms):
-            params = t.sample(x, gates[q][0] if q in gates else mu[q], generator, c)
+            params = t.sample(x, gates[q][0] if q in gates else mu[..., q], generator, c)
             taps.append(t.taps(params))
         out = None
         for padding, members in _groups_by_padding(self.transforms).items():
@@ -410,10 +413,10 @@ class AugmentationLayer(nn.Module):
         """``{q: kink_gate(mu[q])}`` for the warps with a kink at 0, when a derivative in ``mu`` is taken."""
         if not any(t.kink_at_zero for t in self.transforms) or not wants_kink_gradient(mu):
             return {}
-        return {q: kink_gate(mu[q]) for q, t in enumerate(self.transforms) if t.kink_at_zero}
+        return {q: kink_gate(mu[..., q]) for q, t in enumerate(self.transforms) if t.kink_at_zero}
 
     def _forward_generic(self, x, c, n, scales, mu, choice, generator) -> Tensor:
-        outs = [t(x, mu[q], generator=generator, copies=c) for q, t in enumerate(self.transforms)]
+        outs = [t(x, mu[..., q], generator=generator, copies=c) for q, t in enumerate(self.transforms)]
         if choice is None:
             out = None
             for q, y in enumerate(outs):

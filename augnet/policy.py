@@ -159,6 +159,7 @@ class Policy(list):
                 with the state; see :func:`check_policy`): nothing is written that
                 cannot be read back.
         """
+        refuse_conditioned(self, "written as a policy file")
         check_policy(self, ranges=True)
         layers = []
         for i, entries in enumerate(self.layers_json()):
@@ -222,8 +223,27 @@ def read_policy(policy: Policy | dict | str | Path) -> Policy:
         return Policy.from_json(policy)
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a Policy, its to_json() dict or a file path, got {type(policy).__name__}")
+    refuse_conditioned(policy, "rebuilt as a fixed module")
     check_policy(policy)
     return policy
+
+
+def refuse_conditioned(policy, what: str) -> None:
+    """Raise a ValueError if a layer of ``policy`` is conditioned (per-instance): it cannot be ``what``.
+
+    A conditioned layer's policy is a function of the input, not a fixed
+    pipeline; its settings say ``"conditioned": True``. The message offers the
+    class-averaged global policy (:func:`augnet.instance_policy.averaged_policy`).
+    """
+    for i, settings in enumerate(getattr(policy, "settings", None) or []):
+        if isinstance(settings, dict) and settings.get("conditioned"):
+            raise ValueError(
+                f"policy layer {i} is a per-instance (conditioned) layer: its weights and magnitudes depend on "
+                f"the input, so it is not a fixed pipeline and cannot be {what}. Use "
+                "augnet.instance_policy.averaged_policy(model, loader) for the class-averaged global policy "
+                "instead (each class's mean weights and magnitudes, averaged over the classes: what the layer "
+                "does on average, not what it does to any one input)"
+            )
 
 
 def layer_specs(policy: Policy | dict | str | Path) -> list[tuple[list, dict]]:

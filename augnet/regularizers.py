@@ -17,6 +17,10 @@
 At the zero vector, where the norm has no gradient, both use the outward
 subgradient (:func:`norm_outward_at_zero`), so magnitudes that start at or
 fall to 0 can still grow.
+
+A per-instance layer (:class:`~augnet.instance.ConditionedAugmentationLayer`)
+enters the selective regularisers per sample: the mean over the batch of its
+latest forward pass of :math:`-\\| w_b \\odot e \\odot \\mu_b \\|_2`.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet.augerino import LieAugmentation
+from augnet.instance import ConditionedAugmentationLayer
 from augnet.layers import AugmentationLayer
 
 __all__ = [
@@ -76,6 +81,21 @@ def norm_outward_at_zero(v: Tensor) -> Tensor:
     at_zero = (norm.detach() == 0).to(norm.dtype)
     toward = v.sum() / max(v.numel(), 1) ** 0.5  # the directional derivative along equal entries
     return norm + at_zero * (toward - toward.detach())
+
+
+def _row_norms_outward_at_zero(v: Tensor) -> Tensor:
+    """:func:`norm_outward_at_zero` of each row of ``v`` (B, Q): the (B,) norms."""
+    norm = torch.linalg.vector_norm(v, dim=1)
+    at_zero = (norm.detach() == 0).to(norm.dtype)
+    toward = v.sum(1) / max(v.shape[1], 1) ** 0.5
+    return norm + at_zero * (toward - toward.detach())
+
+
+def _layer_policy(layer: AugmentationLayer) -> tuple[Tensor, Tensor]:
+    """``(w, mu)``: (Q,) each for a global layer, (B, Q) each (the latest batch) for a conditioned one."""
+    if isinstance(layer, ConditionedAugmentationLayer):
+        return layer.latest_policy()
+    return layer.weights, layer.magnitudes
 
 
 #: The units :func:`selective_regularizer` compares magnitudes in.
@@ -141,8 +161,8 @@ def selective_regularizer(module: nn.Module, units: str = "effect", diverse: boo
     taken: dict[str, Tensor] = {}  # transform key -> the largest weight an earlier layer gives it
     terms = []
     for layer in _augmentations(module, lie=False):
-        w = layer.weights
-        v = w * layer.magnitudes
+        w, mu = _layer_policy(layer)
+        v = w * mu
         if units == "effect":
             v = v * layer.effect.to(v)
         repeat = None
@@ -153,11 +173,15 @@ def selective_regularizer(module: nn.Module, units: str = "effect", diverse: boo
                 zero = w.new_zeros(())
                 h = torch.stack([zero if h is None else h for h in held])
                 v, repeat = v * (1 - h), v * h
-            for k, wq in zip(keys, w.detach().unbind(), strict=True):
+            held_now = w.detach() if w.dim() == 1 else w.detach().mean(0)  # a conditioned layer: its batch mean
+            for k, wq in zip(keys, held_now.unbind(), strict=True):
                 taken[k] = wq if k not in taken else torch.maximum(taken[k], wq)
-        terms.append(norm_outward_at_zero(v))
+        if v.dim() == 1:
+            terms.append(norm_outward_at_zero(v))
+        else:  # per sample, then the mean over the batch
+            terms.append(_row_norms_outward_at_zero(v).mean())
         if repeat is not None:  # what an earlier layer already chose is a cost, not a reward
-            terms.append(-torch.linalg.vector_norm(repeat))
+            terms.append(-torch.linalg.vector_norm(repeat, dim=-1).mean())
     return -torch.stack(terms).sum(0)
 
 
@@ -268,8 +292,10 @@ def param_groups(
     aug_weight_decay: float = 0.0,
     aug_lr: float | None = None,
     magnitude_weight_decay: float | None = None,
+    conditioner_lr: float | None = None,
+    conditioner_weight_decay: float = 0.0,
 ) -> list[dict]:
-    """Optimiser parameter groups: trunk parameters, then augmentation parameters.
+    """Optimiser parameter groups: trunk parameters, then augmentation parameters (then conditioners).
 
     Args:
         module: the model (e.g. an :class:`~augnet.AugNet`).
@@ -284,10 +310,14 @@ def param_groups(
             makes a transform keep its magnitude only while it holds weight
             (the regulariser's push on a magnitude is proportional to its
             weight), without pulling the weights towards uniform.
+        conditioner_lr: learning rate of the conditioners of per-instance layers
+            (:class:`~augnet.instance.ConditionedAugmentationLayer`); default ``aug_lr``.
+        conditioner_weight_decay: their weight decay (default 0).
 
     Returns:
         ``[trunk group, augmentation group]``, or ``[trunk, weight logits, magnitudes]``
-        with ``magnitude_weight_decay``.
+        with ``magnitude_weight_decay``; a model with per-instance layers gets one
+        more group at the end, the parameters of their conditioners.
 
     Raises:
         ValueError: a decay that is negative or not finite, or an ``aug_lr`` that is not positive
@@ -305,22 +335,31 @@ def param_groups(
         [0.0, 0.0, 1.0]
     """
     for name, value in (("weight_decay", weight_decay), ("aug_weight_decay", aug_weight_decay),
-                        ("magnitude_weight_decay", magnitude_weight_decay), ("aug_lr", aug_lr)):  # fmt: skip
-        if value is None and name in ("magnitude_weight_decay", "aug_lr"):
+                        ("magnitude_weight_decay", magnitude_weight_decay), ("aug_lr", aug_lr),
+                        ("conditioner_lr", conditioner_lr),
+                        ("conditioner_weight_decay", conditioner_weight_decay)):  # fmt: skip
+        if value is None and name in ("magnitude_weight_decay", "aug_lr", "conditioner_lr"):
             continue
         if not _is_number(value):
             raise TypeError(f"param_groups: {name} must be a number, got {value!r}")
-        if not math.isfinite(value) or value < 0 or (name == "aug_lr" and value == 0):
-            what = "positive and finite" if name == "aug_lr" else "finite and >= 0"
+        if not math.isfinite(value) or value < 0 or (name.endswith("_lr") and value == 0):
+            what = "positive and finite" if name.endswith("_lr") else "finite and >= 0"
             raise ValueError(f"param_groups: {name} must be {what}, got {value!r}")
     aug = augmentation_parameters(module)
     aug_ids = {id(p) for p in aug}
     rest = [p for p in module.parameters() if id(p) not in aug_ids]
     extra = {} if aug_lr is None else {"lr": float(aug_lr)}
+    cond_ids = {id(p) for layer in _augmentations(module) if isinstance(layer, ConditionedAugmentationLayer)
+                for p in layer.conditioner.parameters()}  # fmt: skip
+    cond = [p for p in aug if id(p) in cond_ids]
+    aug = [p for p in aug if id(p) not in cond_ids]
+    cond_lr = extra if conditioner_lr is None else {"lr": float(conditioner_lr)}
+    tail = [{"params": cond, "weight_decay": float(conditioner_weight_decay), **cond_lr}] if cond else []
     if magnitude_weight_decay is None:
         return [
             {"params": rest, "weight_decay": float(weight_decay)},
             {"params": aug, "weight_decay": float(aug_weight_decay), **extra},
+            *tail,
         ]
     magnitude_ids = set()
     for layer in _augmentations(module):
@@ -332,4 +371,5 @@ def param_groups(
         {"params": rest, "weight_decay": float(weight_decay)},
         {"params": logits, "weight_decay": float(aug_weight_decay), **extra},
         {"params": magnitudes, "weight_decay": float(magnitude_weight_decay), **extra},
+        *tail,
     ]

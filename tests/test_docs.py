@@ -32,6 +32,8 @@ PUBLIC_MODULES = (
     "augnet.transforms.signal",
     "augnet.transforms.audio",
     "augnet.probes",
+    "augnet.instance",
+    "augnet.instance_policy",
     "augnet.ops",
     "augnet.training",
     "augnet.policy",

@@ -5,14 +5,14 @@ needs, writes its figures (PNG) and numbers (JSON) under ``out/NAME/``, and
 returns a :class:`Report` with a short verdict. ``quick=True`` runs a reduced
 version (the slow tests use it).
 
-Experiments: ``rotation``, ``selection``, ``sinusoids``, ``capacity``,
+Experiments: ``rotation``, ``selection``, ``sinusoids``, ``capacity``, ``instance``,
 ``copies`` (see :func:`names`), and the building blocks :func:`run_sinusoids` /
 :class:`SinusoidsConfig`, :func:`~augnet.experiments.demo.run_demo` /
 :class:`~augnet.experiments.demo.DemoConfig` (with its :data:`PRESETS`); the
 trunks (:mod:`augnet.experiments.trunks`).
 """
 
-from augnet.experiments import capacity, copies, rotation, selection, sinusoids  # noqa: F401  (register them)
+from augnet.experiments import capacity, copies, instance, rotation, selection, sinusoids  # noqa: F401  (register them)
 from augnet.experiments._registry import Report, names, register, reproduce
 from augnet.experiments.demo import PRESETS, DemoConfig, run_demo
 from augnet.experiments.runner import ExperimentResult, run_experiment

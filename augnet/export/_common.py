@@ -10,7 +10,7 @@ from typing import Any
 
 from torch import nn
 
-from augnet.policy import Policy, check_policy, transform_classes
+from augnet.policy import Policy, check_policy, refuse_conditioned, transform_classes
 from augnet.transforms import image as T
 from augnet.transforms.base import Transform
 
@@ -104,6 +104,7 @@ def _entries(policy) -> list[list[dict]]:
     """
     if isinstance(policy, dict):
         policy = Policy.from_json(policy)
+    refuse_conditioned(policy, "exported")
     if not isinstance(policy, list) or isinstance(policy, str):
         raise TypeError(f"policy must be an augnet Policy (or its to_json() dict), got {type(policy).__name__}")
     if not policy:

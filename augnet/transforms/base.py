@@ -14,6 +14,12 @@ Copies: ``sample(x, mu, copies=C)`` draws parameters for ``N = B * C`` output
 rows, copy-major (row ``c * B + b`` is copy ``c`` of sample ``b``), and
 ``apply_transform(x, params)`` produces those ``N`` rows from the ``B`` rows of ``x``.
 
+Per-row magnitudes: ``mu`` may be a number, a 0-d tensor (one magnitude for
+every row) or an :math:`(N,)` tensor (one per output row, as a per-instance
+layer gives). The random draws do not depend on ``mu``, so row ``n`` drawn at
+per-row magnitudes equals row ``n`` drawn at the scalar ``mu[n]`` with the same
+generator state (:func:`per_row` shapes an (N,) magnitude for broadcasting).
+
 Image transforms that are warps and/or colour affine maps also implement
 ``taps(params)`` (a :class:`~augnet.ops.taps.Taps`, see :func:`augnet.ops.tap_mix`), which lets a layer run all
 of them, for all copies, in one fused call.
@@ -33,7 +39,7 @@ from augnet.ops.dispatch import tap_mix
 from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps
 
-__all__ = ["Range", "SignalTransform", "Taps", "Transform", "draw", "positive"]
+__all__ = ["Range", "SignalTransform", "Taps", "Transform", "draw", "per_row", "positive"]
 
 
 class Range(NamedTuple):
@@ -85,7 +91,10 @@ class Transform(nn.Module):
     def sample(
         self, x: Tensor, magnitude: Tensor | float, generator: torch.Generator | None = None, copies: int = 1
     ) -> dict[str, Tensor]:
-        """Draw per-row parameters for ``x.shape[0] * copies`` output rows."""
+        """Draw per-row parameters for ``N = x.shape[0] * copies`` output rows.
+
+        ``magnitude`` is a number, a 0-d tensor, or an (N,) tensor of per-row magnitudes.
+        """
         raise NotImplementedError
 
     def taps(self, params: dict[str, Tensor]) -> Taps:
@@ -121,7 +130,8 @@ class Transform(nn.Module):
 
         Args:
             x: input batch, e.g. images :math:`(B, Ch, H, W)` in [0, 1].
-            magnitude: scalar in [0, 1]; 0 is the identity.
+            magnitude: in [0, 1], 0 is the identity: a number, a 0-d tensor, or an
+                :math:`(B \\cdot copies,)` tensor of per-row magnitudes.
             params: parameters of an earlier call, to replay it exactly.
             generator: source of randomness (on ``x``'s device).
             copies: number of augmented copies per sample (copy-major output).
@@ -132,7 +142,7 @@ class Transform(nn.Module):
         self.check_input(x)
         check_copies(copies)
         if params is None:
-            number, magnitude = magnitude, self.check_magnitude(magnitude, x)
+            number, magnitude = magnitude, self.check_magnitude(magnitude, x, rows=x.shape[0] * copies)
             if x.shape[0] == 0:  # an empty batch: nothing to draw, nothing to transform
                 return x[:0].clone()
             if self.kink_at_zero and wants_kink_gradient(magnitude):
@@ -143,8 +153,8 @@ class Transform(nn.Module):
                 with full_precision(x) as dtype:
                     moved = self.apply_transform(x.to(dtype), params).to(x.dtype)
                 identity = repeat_rows(x, moved.shape[0])
-                kinked = identity + gate.to(moved.dtype) * (moved - identity)
-                return torch.where(magnitude == 0, kinked, moved)
+                kinked = identity + per_row(gate, moved.dim()).to(moved.dtype) * (moved - identity)
+                return torch.where(per_row(magnitude, moved.dim()) == 0, kinked, moved)
             # A number is drawn with as a number, as sample(x, magnitude) draws: replaying those params is exact.
             drawn_at = float(number) if isinstance(number, (int, float)) else magnitude
             params = self.sample(x, drawn_at, generator=generator, copies=copies)
@@ -211,19 +221,27 @@ class Transform(nn.Module):
     def _shape_doc(self) -> str:
         return "(B, Ch, H, W)" if self.input_ndim == 4 else "(B, Ch, T)"
 
-    def check_magnitude(self, magnitude: Tensor | float, x: Tensor) -> Tensor:
-        """Validate ``magnitude`` and return it as a 0-d tensor on ``x``'s device."""
+    def check_magnitude(self, magnitude: Tensor | float, x: Tensor, rows: int | None = None) -> Tensor:
+        """Validate ``magnitude`` and return it as a tensor on ``x``'s device.
+
+        A number or a 0-d tensor gives a 0-d tensor; with ``rows``, an (rows,)
+        tensor of per-row magnitudes is accepted too (and kept 1-D).
+        """
         name = type(self).__name__
         if isinstance(magnitude, bool) or not isinstance(magnitude, (int, float, Tensor)):
-            raise TypeError(f"{name}: magnitude must be a float or a 0-d tensor, got {type(magnitude).__name__}")
+            raise TypeError(f"{name}: magnitude must be a float or a tensor, got {type(magnitude).__name__}")
         if isinstance(magnitude, Tensor):
-            if magnitude.dim() != 0:
-                raise ValueError(f"{name}: magnitude must be a scalar, got shape {tuple(magnitude.shape)}")
+            if magnitude.dim() != 0 and (rows is None or tuple(magnitude.shape) != (rows,)):
+                allowed = "a scalar" if rows is None else f"a scalar or one per output row, shape ({rows},)"
+                raise ValueError(f"{name}: magnitude must be {allowed}, got shape {tuple(magnitude.shape)}")
             if not magnitude.is_floating_point():
                 raise TypeError(f"{name}: magnitude must be floating point, got {magnitude.dtype}")
             # A value check on an accelerator would synchronise; it is done on CPU only.
             if magnitude.device.type == "cpu" and not torch.compiler.is_compiling():
-                _check_unit_interval(name, float(magnitude.detach()))
+                values = magnitude.detach().reshape(-1)
+                bad = ~(torch.isfinite(values) & (values >= 0) & (values <= 1))
+                if bool(bad.any()):
+                    _check_unit_interval(name, float(values[bad][0]))
             elif magnitude.device != x.device:
                 raise ValueError(f"{name}: magnitude is on {magnitude.device} but x is on {x.device}")
             return magnitude.to(x.device)
@@ -299,6 +317,22 @@ def kink_gate(magnitude: Tensor) -> tuple[Tensor, Tensor]:
     return sampled, gate
 
 
+def per_row(magnitude: Tensor | float, ndim: int) -> Tensor | float:
+    """A per-row magnitude (N,) shaped (N, 1, ..., 1) to broadcast over ``ndim``-D per-row tensors.
+
+    A number or a 0-d tensor is returned as it is (it broadcasts already).
+
+    Examples:
+        >>> per_row(torch.tensor([0.1, 0.2]), 3).shape
+        torch.Size([2, 1, 1])
+        >>> per_row(0.5, 3)
+        0.5
+    """
+    if not isinstance(magnitude, Tensor) or magnitude.dim() == 0:
+        return magnitude
+    return magnitude.reshape(-1, *[1] * (ndim - 1))
+
+
 def positive(name: str, value: float) -> float:
     """``value`` as a float, or a ValueError naming ``name`` unless it is positive and finite."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
@@ -366,12 +400,15 @@ def relaxed_bernoulli(
 ) -> Tensor:
     """Gates in {0, 1}, each 1 with ``probability``, with a gradient to the probability.
 
+    ``probability`` is a number, a 0-d tensor, or one per row (``shape[0]``,).
+
     Straight-through relaxed Bernoulli: draws ``u ~ U(0, 1)``; the value is the
     hard decision ``u < p`` (so ``p = 0`` gives exactly 0 and ``p = 1`` exactly
     1), the gradient that of ``sigmoid((p - u) / temperature)``, which stays
     alive at ``p = 0`` and ``p = 1``.
     """
     u = draw(torch.rand, shape, generator=generator, device=x.device, dtype=param_dtype(x))
+    probability = per_row(probability, len(shape))  # one per row (N,) or one for all
     hard = (u < probability).to(u.dtype)
     soft = torch.sigmoid((probability - u) / temperature)
     return hard + (soft - soft.detach())

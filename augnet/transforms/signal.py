@@ -21,7 +21,16 @@ import torch
 from torch import Tensor
 
 from augnet.transforms._sensors import SensorsRotationX, SensorsRotationY, SensorsRotationZ
-from augnet.transforms.base import Range, SignalTransform, draw, param_dtype, positive, relaxed_bernoulli, uniform
+from augnet.transforms.base import (
+    Range,
+    SignalTransform,
+    draw,
+    param_dtype,
+    per_row,
+    positive,
+    relaxed_bernoulli,
+    uniform,
+)
 
 __all__ = [
     "BandStop",
@@ -145,7 +154,7 @@ class GaussianNoise(SignalTransform):
         dtype = param_dtype(x)
         scale = x.to(dtype).flatten(1).std(1, correction=0).repeat(copies)
         z = draw(torch.randn, (b * copies, *x.shape[1:]), generator=generator, device=x.device, dtype=dtype)
-        return {"noise": magnitude * self.max_std * scale[:, None, None] * z}
+        return {"noise": per_row(magnitude, 3) * self.max_std * scale[:, None, None] * z}
 
     def apply_transform(self, x, params):
         return self._rows(x, params) + params["noise"].to(x.dtype)
@@ -182,7 +191,7 @@ class FTSurrogate(SignalTransform):
         u[..., 0] = 0  # DC
         if t % 2 == 0:
             u[..., -1] = 0  # Nyquist
-        return {"phase": magnitude * self.max_phase * u}
+        return {"phase": per_row(magnitude, u.dim()) * self.max_phase * u}
 
     def apply_transform(self, x, params):
         x = self._rows(x, params)

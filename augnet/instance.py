@@ -1,0 +1,354 @@
+"""Per-instance augmentation: a layer whose weights and magnitudes depend on the input (issue 27).
+
+A :class:`ConditionedAugmentationLayer` is an :class:`~augnet.AugmentationLayer`
+whose policy is a function of the data point. A small network, the
+*conditioner*, reads the clean input and predicts, per sample, offsets of the
+layer's weight logits and of its raw magnitudes:
+
+.. math::
+    o_b = g(x_b) \\in \\mathbb{R}^{2Q}, \\quad
+    w_b = \\mathrm{softmax}((\\ell + o_{b,:Q}) / \\tau), \\quad
+    \\mu_b = \\mathrm{clamp}_{[0,1]}(r + o_{b,Q:})
+
+with :math:`\\ell` and :math:`r` the layer's own (global) weight logits and raw
+magnitudes. Each output row (copy ``c`` of sample ``b``, row ``c * B + b``)
+runs at its sample's weights and magnitudes: one ``tap_mix`` call for tap
+layers (the fused op takes per-row tap weights and warps), the generic path
+otherwise. A conditioner that outputs 0 is the global layer; the default one
+starts there (its last layer is zero-initialised).
+
+Axis legend: B samples, C copies, N = B * C rows (copy-major), Q transforms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from augnet.layers import AugmentationLayer
+from augnet.magnitudes import inward_clamp
+from augnet.transforms.base import Transform
+
+__all__ = [
+    "ConditionedAugmentationLayer",
+    "RunningStandardize",
+    "TinyConditioner",
+    "conditioned_layers",
+    "conditioner_entropy",
+]
+
+
+class RunningStandardize(nn.Module):
+    """Standardise features per feature, ``(h - mean) / sqrt(var + eps)``: by the batch in training steps, else running.
+
+    A training step (training mode, gradients enabled, more than one sample)
+    standardises by its batch's mean and (biased) variance, with the gradient
+    flowing through them, as batch normalisation without its affine part
+    does, and updates the running mean and variance: an exponential average
+    with weight ``max(momentum, 1 / steps)``, so the first batch sets them.
+    Every other call (evaluation, a batch of one, reading a policy under
+    ``torch.no_grad``) uses the running values, so there each sample's output
+    depends on that sample alone, and the statistics do not move.
+
+    Why a conditioner needs it: its head is trained by the sum over the batch
+    of per-sample gradients times the features. Raw pooled ReLU features share
+    a large common part, so that sum mostly moves every sample's output
+    together (one offset for all inputs: the failure of issue 27's first
+    runs). Centred, unit-scale features leave the common part to the head's
+    bias and let its weights learn the differences between inputs; and with
+    the gradient through the batch statistics, a push shared by every sample
+    (the regulariser's) cannot drive the features themselves (it is projected
+    out), where through fixed statistics it shifted them until their ReLUs
+    died and every input got the same policy. ``eps`` is 1e-2, not 1e-5:
+    a nearly constant feature is not blown up into noise.
+
+    Args:
+        features: the number of features (``F``).
+        momentum: weight of a new batch in the running values once warmed up.
+        eps: added to the variance.
+
+    Shape:
+        - input: :math:`(B, F)`
+        - output: :math:`(B, F)`
+    """
+
+    def __init__(self, features: int, momentum: float = 1.0, eps: float = 1e-2) -> None:
+        super().__init__()
+        if not 0.0 < momentum <= 1.0:
+            raise ValueError(f"RunningStandardize: momentum must be in (0, 1], got {momentum!r}")
+        if not eps > 0.0:
+            raise ValueError(f"RunningStandardize: eps must be > 0, got {eps!r}")
+        self.momentum, self.eps = momentum, eps
+        self.register_buffer("running_mean", torch.zeros(features))
+        self.register_buffer("running_var", torch.ones(features))
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+    def forward(self, h: Tensor) -> Tensor:
+        if not (self.training and torch.is_grad_enabled() and h.shape[0] > 1):
+            return (h - self.running_mean.to(h.dtype)) * torch.rsqrt(self.running_var.to(h.dtype) + self.eps)
+        mean, var = h.mean(0), h.var(0, unbiased=False)
+        with torch.no_grad():
+            self.steps += 1
+            rate = torch.clamp(1.0 / self.steps.to(self.running_mean.dtype), min=self.momentum)
+            self.running_mean += rate * (mean.detach().to(self.running_mean.dtype) - self.running_mean)
+            self.running_var += rate * (var.detach().to(self.running_var.dtype) - self.running_var)
+        return (h - mean) * torch.rsqrt(var + self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.running_mean.numel()}, momentum={self.momentum:g}"
+
+
+class TinyConditioner(nn.Module):
+    """The default conditioner: a tiny CNN on the layer's input, pooled, standardised, then a linear head.
+
+    Two strided convolutions of ``hidden`` channels (2-D for images, 1-D for
+    signals) with ReLU, an average over space or time, a
+    :class:`RunningStandardize` of the pooled features, and a linear map to
+    ``outputs`` values whose weights and bias start at 0 (so the layer starts
+    as the global layer; the features are standardised so that the head,
+    once it moves, separates inputs rather than shifting them all alike).
+
+    Args:
+        channels: input channels (``Ch``).
+        outputs: output size (``2 Q``).
+        hidden: channels of the hidden convolutions (its size).
+        ndim: input rank, 4 (images) or 3 (signals).
+
+    Shape:
+        - input: :math:`(B, Ch, H, W)` or :math:`(B, Ch, T)`
+        - output: :math:`(B, outputs)`
+
+    Examples:
+        >>> g = TinyConditioner(3, 4)
+        >>> g(torch.rand(5, 3, 16, 16))
+        tensor([[0., 0., 0., 0.],
+                [0., 0., 0., 0.],
+                [0., 0., 0., 0.],
+                [0., 0., 0., 0.],
+                [0., 0., 0., 0.]], grad_fn=<AddmmBackward0>)
+    """
+
+    def __init__(self, channels: int, outputs: int, hidden: int = 16, ndim: int = 4) -> None:
+        super().__init__()
+        for name, value in (("channels", channels), ("outputs", outputs), ("hidden", hidden)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"TinyConditioner: {name} must be an int >= 1, got {value!r}")
+        if ndim not in (3, 4):
+            raise ValueError(f"TinyConditioner: ndim must be 3 (signals) or 4 (images), got {ndim!r}")
+        conv = nn.Conv2d if ndim == 4 else nn.Conv1d
+        self.features = nn.Sequential(
+            conv(channels, hidden, 3, stride=2, padding=1),
+            nn.ReLU(),
+            conv(hidden, hidden, 3, stride=2, padding=1),
+            nn.ReLU(),
+        )
+        self.norm = RunningStandardize(hidden)
+        self.head = nn.Linear(hidden, outputs)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.features(x)
+        return self.head(self.norm(h.flatten(2).mean(2)))
+
+
+class ConditionedAugmentationLayer(AugmentationLayer):
+    """An augmentation layer whose weights and magnitudes are predicted per sample from the clean input.
+
+    Training and evaluation work as for :class:`~augnet.AugmentationLayer`
+    (``train_mode`` and ``eval_mode`` ``"sample"``: one transform per row from
+    that row's Categorical(w_b); ``"mix"``: the row's blend), with each row at
+    its own sample's weights and magnitudes. The conditioner sees the input
+    the layer is given (the clean batch for the first layer of a module), not
+    the augmented copies.
+
+    The selective regulariser (:func:`augnet.selective_regularizer`) takes the
+    per-sample policy of the latest forward pass, the mean over the batch of
+    :math:`-\\| w_b \\odot e \\odot \\mu_b \\|_2`; :func:`conditioner_entropy` is
+    the mean entropy of the per-sample weights, to keep them from collapsing.
+    :attr:`weights` and :attr:`magnitudes` are the global part (the policy of
+    an input on which the conditioner outputs 0); :meth:`policy` with a batch
+    gives the per-sample policy. Calibration is not supported.
+
+    Args:
+        transforms: the Q candidate transforms.
+        conditioner: any module mapping the layer's input (B, ...) to (B, 2Q):
+            offsets of the weight logits, then of the raw magnitudes. Default:
+            :class:`TinyConditioner` (needs ``channels``).
+        channels: input channels, for the default conditioner.
+        hidden: size of the default conditioner (its hidden channels).
+        init_magnitude, temperature, eval_mode, backend, train_mode: as for
+            :class:`~augnet.AugmentationLayer`.
+
+    Shape:
+        - input: :math:`(B, ...)`
+        - output: :math:`(B \\cdot C, ...)`, copy-major.
+
+    Examples:
+        >>> from augnet.transforms import image as T
+        >>> layer = ConditionedAugmentationLayer([T.Rotate(), T.TranslateX()], channels=3, init_magnitude=0.2)
+        >>> x = torch.rand(6, 3, 16, 16)
+        >>> layer(x, copies=2).shape
+        torch.Size([12, 3, 16, 16])
+        >>> policy = layer.policy(x)
+        >>> policy["weights"].shape, policy["magnitudes"].shape
+        (torch.Size([6, 2]), torch.Size([6, 2]))
+    """
+
+    def __init__(
+        self,
+        transforms: Sequence[Transform],
+        conditioner: nn.Module | None = None,
+        channels: int | None = None,
+        hidden: int = 16,
+        init_magnitude: float | Sequence[float] = 0.5,
+        temperature: float = 1.0,
+        eval_mode: str = "sample",
+        backend: str = "auto",
+        train_mode: str = "sample",
+    ) -> None:
+        super().__init__(transforms, init_magnitude, temperature, eval_mode, backend, train_mode)
+        q = len(self.transforms)
+        if conditioner is None:
+            if channels is None:
+                raise ValueError(
+                    "ConditionedAugmentationLayer needs channels= (the input's channels) for its default "
+                    "conditioner, or a conditioner module mapping (B, ...) to (B, 2 * Q)"
+                )
+            ndim = self.transforms[0].input_ndim
+            if ndim not in (3, 4):
+                raise ValueError(f"no default conditioner for {ndim}-D inputs: pass conditioner= yourself")
+            conditioner = TinyConditioner(channels, 2 * q, hidden, ndim)
+        elif not isinstance(conditioner, nn.Module):
+            raise TypeError(f"conditioner must be an nn.Module mapping (B, ...) to (B, {2 * q}), got "
+                            f"{type(conditioner).__name__}")
+        self.conditioner = conditioner
+        self._latest: tuple[Tensor, Tensor] | None = None
+
+    # ---------------------------------------------------------------- policy
+    def sample_policy(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """Per-sample weights and layer magnitudes for the batch ``x``.
+
+        Args:
+            x: the layer's input :math:`(B, ...)`.
+
+        Returns:
+            ``(w, mu)``, each :math:`(B, Q)`: rows of ``w`` sum to 1, ``mu`` in [0, 1].
+
+        Raises:
+            ValueError: the conditioner's output is not :math:`(B, 2Q)` or is not finite (checked on CPU).
+            TypeError: it is not a floating-point tensor.
+        """
+        q = len(self.transforms)
+        out = self.conditioner(x)
+        if not isinstance(out, Tensor) or not out.is_floating_point():
+            what = type(out).__name__ if not isinstance(out, Tensor) else f"a {out.dtype} tensor"
+            raise TypeError(f"the conditioner must return a floating-point tensor of shape (B, {2 * q}), got {what}")
+        if tuple(out.shape) != (x.shape[0], 2 * q):
+            raise ValueError(
+                f"the conditioner returned shape {tuple(out.shape)} for {x.shape[0]} inputs; expected "
+                f"({x.shape[0]}, {2 * q}): {q} weight-logit offsets then {q} magnitude offsets per sample"
+            )
+        if out.device.type == "cpu" and not torch.compiler.is_compiling() and not bool(torch.isfinite(out).all()):
+            bad = (~torch.isfinite(out.detach())).any(1).nonzero().squeeze(1).tolist()
+            raise ValueError(
+                f"the conditioner output is not finite (NaN or infinite) for samples {bad}: "
+                f"{out.detach()[bad[:3]].tolist()}"
+            )
+        out = out.to(self.weight_logits.dtype)
+        w = torch.softmax((self.weight_logits + out[:, :q]) / self.temperature, 1)
+        mu = inward_clamp(self.raw_magnitudes + out[:, q:])
+        return w, mu
+
+    def latest_policy(self) -> tuple[Tensor, Tensor]:
+        """``(w, mu)`` (B, Q) of the latest forward pass, with their graph: what the regulariser sees.
+
+        Raises:
+            ValueError: the layer has not run yet.
+        """
+        if self._latest is None:
+            raise ValueError(
+                "this ConditionedAugmentationLayer has not run on a batch yet: its regulariser is per sample, "
+                "call the model on the batch first"
+            )
+        return self._latest
+
+    def policy(self, x: Tensor | tuple[int, ...] | None = None, size: tuple[int, ...] | None = None):
+        """With a batch ``x``: its per-sample policy; else the global part's entries (see below).
+
+        Args:
+            x: a batch :math:`(B, ...)`, or (as for :meth:`AugmentationLayer.policy`) a spatial size or ``None``.
+            size: spatial size for pixel units (default: that of ``x``).
+
+        Returns:
+            For a batch, a dict of ``weights`` and ``magnitudes`` (B, Q) tensors,
+            ``ranges`` (B, Q, 2) tensors (low, high) in the natural ``units``
+            (a list of Q strings), and ``transforms`` (Q names). Otherwise the
+            global layer's entries (:meth:`AugmentationLayer.policy`), which
+            describe an input on which the conditioner outputs 0.
+        """
+        if not isinstance(x, Tensor):
+            return super().policy(x if size is None else size)
+        size = size if size is not None else (tuple(x.shape[2:]) if x.dim() > 2 else None)
+        with torch.no_grad():
+            w, mu = self.sample_policy(x)
+        rows = []
+        units = []
+        for q, t in enumerate(self.transforms):
+            ranges = [t.natural_range(m, size) for m in mu[:, q].tolist()]
+            rows.append(torch.tensor([[r.low, r.high] for r in ranges], dtype=torch.float64).reshape(-1, 2))
+            units.append(t.natural_range(1.0, size).unit)
+        return {
+            "transforms": [type(t).__name__ for t in self.transforms],
+            "weights": w.detach().cpu(),
+            "magnitudes": mu.detach().cpu(),
+            "ranges": torch.stack(rows, 1),
+            "units": units,
+        }
+
+    def settings(self, size: tuple[int, ...] | None = None) -> dict:
+        """The global part's settings, marked ``conditioned``: policy files and exports refuse it."""
+        return {**super().settings(size), "conditioned": True}
+
+    @torch.no_grad()
+    def calibrate(self, *args, **kwargs):
+        """Not supported for a conditioned layer (raises ValueError)."""
+        raise ValueError("a ConditionedAugmentationLayer cannot be calibrated: its magnitudes are per sample")
+
+    def extra_repr(self) -> str:
+        return "conditioned, " + super().extra_repr()
+
+    # --------------------------------------------------------------- forward
+    def _augment(self, x: Tensor, c: int, generator: torch.Generator | None) -> Tensor:
+        w, mu = self.sample_policy(x)  # (B, Q) each, from the clean input
+        self._latest = (w, mu)
+        # Copy-major rows: row c * B + b is sample b.
+        rows_w, rows_mu = (w, mu) if c == 1 else (w.repeat(c, 1), mu.repeat(c, 1))
+        return self._augment_at(x, c, rows_w, rows_mu, generator)
+
+
+def conditioned_layers(module: nn.Module) -> list[ConditionedAugmentationLayer]:
+    """The conditioned layers inside ``module`` (possibly none)."""
+    return [m for m in module.modules() if isinstance(m, ConditionedAugmentationLayer)]
+
+
+def conditioner_entropy(module: nn.Module) -> Tensor:
+    """Mean entropy (nats) of the per-sample weights of the latest forward pass, summed over conditioned layers.
+
+    Adding ``-beta * conditioner_entropy(model)`` to the loss keeps per-sample
+    weights from collapsing onto one transform (InstaAug's entropy term, on
+    the weights); divided by ``log Q`` it lies in [0, 1] per layer.
+
+    Raises:
+        ValueError: no conditioned layer in ``module``, or one that has not run yet.
+    """
+    layers = conditioned_layers(module)
+    if not layers:
+        raise ValueError(f"no ConditionedAugmentationLayer found in {type(module).__name__}")
+    terms = []
+    for layer in layers:
+        w, _ = layer.latest_policy()
+        terms.append(-(w * torch.log(w.clamp_min(torch.finfo(w.dtype).tiny))).sum(1).mean())
+    return torch.stack(terms).sum()

@@ -1,0 +1,228 @@
+"""Reading a per-instance layer's policy: per-class summaries, the class-averaged global policy, a plot.
+
+:func:`policy_summary` runs a :class:`~augnet.instance.ConditionedAugmentationLayer`'s
+conditioner over a data set and aggregates its per-sample weights, magnitudes
+and natural-unit ranges per class (mean and quantiles). A conditional policy is
+not a fixed pipeline, so policy files and exports refuse it;
+:func:`averaged_policy` (or :meth:`PolicySummary.policy`) gives the
+class-averaged global policy instead, which they take.
+
+Axis legend: B samples, Q transforms, K classes.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from augnet.instance import ConditionedAugmentationLayer
+from augnet.layers import AugmentationLayer, AugmentationModule
+from augnet.policy import Policy
+
+__all__ = ["PolicySummary", "averaged_policy", "plot_policy_summary", "policy_summary"]
+
+QUANTILES = (0.1, 0.5, 0.9)
+
+
+@dataclass
+class PolicySummary:
+    """Per class, the distribution of a conditioned layer's per-sample policy.
+
+    Attributes:
+        transforms: the Q transform names.
+        units: the natural unit of each transform's range.
+        quantiles: the quantile levels of the ``*_quantiles`` entries.
+        classes: per class label: ``count``; ``weight_mean``, ``magnitude_mean``,
+            ``range_mean`` (the upper end of the range, natural units), each Q
+            values; ``weight_quantiles``, ``magnitude_quantiles``,
+            ``range_quantiles``, each one list of Q values per quantile level.
+        layer: the summarised layer (kept for :meth:`policy`; not serialised).
+        size: spatial size of the inputs (for ranges in pixels).
+    """
+
+    transforms: list[str]
+    units: list[str]
+    quantiles: tuple[float, ...]
+    classes: dict[int, dict] = field(default_factory=dict)
+    layer: ConditionedAugmentationLayer | None = field(default=None, repr=False)
+    size: tuple[int, ...] | None = None
+
+    def to_json(self) -> dict:
+        """The summary as JSON data (class labels as strings)."""
+        return {
+            "transforms": self.transforms,
+            "units": self.units,
+            "quantiles": list(self.quantiles),
+            "classes": {str(k): v for k, v in self.classes.items()},
+        }
+
+    def class_averaged(self) -> tuple[list[float], list[float]]:
+        """``(weights, magnitudes)``: each class's mean, averaged over the classes (each class counts once)."""
+        k = len(self.classes)
+        w = [sum(c["weight_mean"][q] for c in self.classes.values()) / k for q in range(len(self.transforms))]
+        m = [sum(c["magnitude_mean"][q] for c in self.classes.values()) / k for q in range(len(self.transforms))]
+        total = sum(w)
+        return [v / total for v in w], m
+
+    def policy(self) -> Policy:
+        """The class-averaged global policy: a plain layer at :meth:`class_averaged`'s weights and magnitudes.
+
+        It is what the layer does on average over the classes, not what it does
+        to any one input; policy files and exports take it.
+        """
+        if self.layer is None:
+            raise ValueError("this summary holds no layer (it was read back from JSON): summarise the model again")
+        w, m = self.class_averaged()
+        return AugmentationModule([_global_layer(self.layer, w, m)]).policy(self.size)
+
+    def __str__(self) -> str:
+        lines = []
+        for label, c in self.classes.items():
+            parts = [
+                f"{name} w {c['weight_mean'][q]:.2f} range ±{c['range_mean'][q]:.3g} {unit}".rstrip()
+                for q, (name, unit) in enumerate(zip(self.transforms, self.units, strict=True))
+            ]
+            lines.append(f"class {label} ({c['count']}): " + "; ".join(parts))
+        return "\n".join(lines)
+
+
+def _global_layer(layer: ConditionedAugmentationLayer, weights: Sequence[float], magnitudes: Sequence[float]):
+    """A plain :class:`~augnet.AugmentationLayer` like ``layer`` with the given weights and magnitudes."""
+    plain = AugmentationLayer(
+        copy.deepcopy(list(layer.transforms)),
+        temperature=layer.temperature,
+        eval_mode=layer.eval_mode,
+        backend=layer.backend,
+        train_mode=layer.train_mode,
+    )
+    w = torch.tensor(weights, dtype=torch.float64).clamp_min(1e-30)
+    with torch.no_grad():
+        plain.weight_logits.copy_((layer.temperature * w.log()).to(plain.weight_logits))
+        plain.raw_magnitudes.copy_(torch.tensor(magnitudes, dtype=plain.raw_magnitudes.dtype).clamp(0, 1))
+    plain.last_size = layer.last_size
+    return plain
+
+
+def _first_conditioned(model: nn.Module) -> ConditionedAugmentationLayer:
+    if isinstance(model, ConditionedAugmentationLayer):
+        return model
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"expected a model or a ConditionedAugmentationLayer, got {type(model).__name__}")
+    module = getattr(model, "augment", model)
+    layers = list(getattr(module, "layers", []))
+    if layers and isinstance(layers[0], ConditionedAugmentationLayer):
+        return layers[0]
+    if any(isinstance(m, ConditionedAugmentationLayer) for m in model.modules()):
+        raise ValueError(
+            "the conditioned layer is not the first layer of its module: its input is the earlier layers' "
+            "augmented rows, which a summary of clean data would not show; summarise that layer itself"
+        )
+    raise ValueError(f"no ConditionedAugmentationLayer found in {type(model).__name__}")
+
+
+def _batches(data) -> Iterable:
+    if isinstance(data, (tuple, list)) and len(data) == 2 and all(isinstance(t, Tensor) for t in data):
+        return [data]
+    return data
+
+
+@torch.no_grad()
+def policy_summary(
+    model: nn.Module, loader, quantiles: Sequence[float] = QUANTILES, device: str | torch.device | None = None
+) -> PolicySummary:
+    """Per class, the mean and quantiles of a conditioned layer's per-sample weights, magnitudes and ranges.
+
+    Args:
+        model: an :class:`~augnet.AugNet` or module whose first augmentation layer is
+            a :class:`~augnet.instance.ConditionedAugmentationLayer`, or that layer.
+        loader: an iterable of ``(x, y)`` batches (a DataLoader), or one ``(x, y)`` pair of tensors.
+        quantiles: quantile levels in [0, 1].
+        device: where to run the conditioner (default: the layer's device).
+
+    Returns:
+        A :class:`PolicySummary`. The layer's mode is restored.
+
+    Examples:
+        >>> from augnet.transforms import image as T
+        >>> layer = ConditionedAugmentationLayer([T.Rotate()], channels=3, init_magnitude=0.25)
+        >>> summary = policy_summary(layer, (torch.rand(6, 3, 8, 8), torch.tensor([0, 1, 0, 1, 0, 1])))
+        >>> summary.classes[0]["range_mean"]
+        [45.0]
+    """
+    layer = _first_conditioned(model)
+    qs = tuple(float(q) for q in quantiles)
+    if not qs or any(not 0.0 <= q <= 1.0 for q in qs):
+        raise ValueError(f"quantiles must be levels in [0, 1], got {list(quantiles)!r}")
+    device = device if device is not None else layer.weight_logits.device
+    was_training = layer.training
+    layer.eval()
+    ws, mus, highs, labels, size = [], [], [], [], None
+    try:
+        for batch in _batches(loader):
+            if not isinstance(batch, (tuple, list)) or len(batch) < 2:
+                raise ValueError(f"loader must give (x, y) batches, got {type(batch).__name__}")
+            x, y = batch[0], batch[1]
+            pol = layer.policy(x.to(device))
+            size = tuple(x.shape[2:]) if x.dim() > 2 else None
+            ws.append(pol["weights"])
+            mus.append(pol["magnitudes"])
+            highs.append(pol["ranges"][..., 1])
+            labels.append(torch.as_tensor(y).reshape(-1).cpu())
+    finally:
+        layer.train(was_training)
+    if not ws:
+        raise ValueError("the loader gave no batch")
+    w, mu, high, y = torch.cat(ws).double(), torch.cat(mus).double(), torch.cat(highs), torch.cat(labels)
+    level = torch.tensor(qs, dtype=torch.float64)
+    summary = PolicySummary(pol["transforms"], pol["units"], qs, layer=layer, size=size)
+    for label in sorted(set(y.tolist())):
+        rows = y == label
+        entry = {"count": int(rows.sum())}
+        for name, values in (("weight", w[rows]), ("magnitude", mu[rows]), ("range", high[rows])):
+            entry[f"{name}_mean"] = values.mean(0).tolist()
+            entry[f"{name}_quantiles"] = torch.quantile(values, level, dim=0).tolist()
+        summary.classes[int(label)] = entry
+    return summary
+
+
+def averaged_policy(model: nn.Module, loader, device: str | torch.device | None = None) -> Policy:
+    """The class-averaged global policy of a model's conditioned first layer (see :meth:`PolicySummary.policy`).
+
+    Policy files (:meth:`~augnet.Policy.to_json`) and exports (``to_kornia``,
+    ``to_torchvision``) refuse a conditioned layer; they take this policy,
+    which is what the layer does on average over the classes of ``loader``.
+    """
+    return policy_summary(model, loader, device=device).policy()
+
+
+def plot_policy_summary(summary: PolicySummary, path: str | Path, names: dict[int, str] | None = None) -> Path:
+    """Per class: each transform's weight and range (mean, with the outer quantiles as a bar); a PNG."""
+    from augnet.viz import require_matplotlib, save_figure
+
+    plt = require_matplotlib()
+    labels = list(summary.classes)
+    q = len(summary.transforms)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    width = 0.8 / q
+    for j, (key, title) in enumerate((("weight", "weight"), ("range", "range (upper end)"))):
+        ax = axes[j]
+        for t in range(q):
+            xs = [i + (t - (q - 1) / 2) * width for i in range(len(labels))]
+            means = [summary.classes[k][f"{key}_mean"][t] for k in labels]
+            lo = [summary.classes[k][f"{key}_quantiles"][0][t] for k in labels]
+            hi = [summary.classes[k][f"{key}_quantiles"][-1][t] for k in labels]
+            # a saturated class (every sample at the bound) can have its mean a rounding error past a quantile
+            err = [[max(m - a, 0.0) for m, a in zip(means, lo, strict=True)],
+                   [max(b - m, 0.0) for m, b in zip(means, hi, strict=True)]]
+            unit = f" ({summary.units[t]})" if key == "range" and summary.units[t] else ""
+            ax.bar(xs, means, width, yerr=err, capsize=2, label=summary.transforms[t] + unit)
+        ax.set_xticks(range(len(labels)), [(names or {}).get(k, str(k)) for k in labels])
+        ax.set_xlabel("class")
+        ax.set_title(f"{title}, mean and {summary.quantiles[0]:g}-{summary.quantiles[-1]:g} quantiles")
+        ax.legend(fontsize=7)
+    return save_figure(fig, path)
