@@ -361,15 +361,14 @@ def test_float32_input_under_autocast_is_exactly_float32(backend, training):
     torch.testing.assert_close(low, layer(x.bfloat16().float(), copies=3, generator=gen(2)).bfloat16(), rtol=0, atol=0)
 
 
-def test_readme_snippet_runs_as_written():
+def test_guide_snippet_runs_as_written():
     import re
 
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("\n## Per-instance augmentation: a policy that depends on the input\n")
-    section = readme[start : readme.find("\n## ", start + 1)]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    page = (ROOT / "docs" / "guide" / "instance.md").read_text()
+    start = page.index("\n## Per-instance augmentation: a policy that depends on the input\n")
+    code = re.search(r"```python\n(.*?)```", page[start:], re.S).group(1)
     scope: dict = {}
-    exec(compile(code, "README", "exec"), scope)
+    exec(compile(code, "docs/guide/instance.md", "exec"), scope)
     assert scope["per_sample"]["weights"].shape == (8, 2)
     assert set(scope["summary"].classes) == set(scope["y"].tolist())
     assert all(p.grad is not None for p in scope["layer"].conditioner.parameters())
