@@ -166,9 +166,10 @@ class ConditionedAugmentationLayer(AugmentationLayer):
 
     The selective regulariser (:func:`augnet.selective_regularizer`) takes the
     per-sample policy of the latest forward pass, the mean over the batch of
-    :math:`-\\| w_b \\odot e \\odot \\mu_b \\|_2`; :func:`conditioner_entropy` is
+    :math:`-\\| w_b \\odot e \\odot \\mu_b \\|_2`; :func:`~augnet.instance.conditioner_entropy` is
     the mean entropy of the per-sample weights, to keep them from collapsing.
-    :attr:`weights` and :attr:`magnitudes` are the global part (the policy of
+    :attr:`~augnet.AugmentationLayer.weights` and
+    :attr:`~augnet.AugmentationLayer.magnitudes` are the global part (the policy of
     an input on which the conditioner outputs 0); :meth:`policy` with a batch
     gives the per-sample policy. Calibration is not supported.
 
@@ -176,7 +177,7 @@ class ConditionedAugmentationLayer(AugmentationLayer):
         transforms: the Q candidate transforms.
         conditioner: any module mapping the layer's input (B, ...) to (B, 2Q):
             offsets of the weight logits, then of the raw magnitudes. Default:
-            :class:`TinyConditioner` (needs ``channels``).
+            :class:`~augnet.instance.TinyConditioner` (needs ``channels``).
         channels: input channels, for the default conditioner.
         hidden: size of the default conditioner (its hidden channels).
         init_magnitude, temperature, eval_mode, backend, train_mode: as for
@@ -279,14 +280,14 @@ class ConditionedAugmentationLayer(AugmentationLayer):
         """With a batch ``x``: its per-sample policy; else the global part's entries (see below).
 
         Args:
-            x: a batch :math:`(B, ...)`, or (as for :meth:`AugmentationLayer.policy`) a spatial size or ``None``.
+            x: a batch :math:`(B, ...)`, or (as for :meth:`augnet.AugmentationLayer.policy`) a spatial size or ``None``.
             size: spatial size for pixel units (default: that of ``x``).
 
         Returns:
             For a batch, a dict of ``weights`` and ``magnitudes`` (B, Q) tensors,
             ``ranges`` (B, Q, 2) tensors (low, high) in the natural ``units``
             (a list of Q strings), and ``transforms`` (Q names). Otherwise the
-            global layer's entries (:meth:`AugmentationLayer.policy`), which
+            global layer's entries (:meth:`augnet.AugmentationLayer.policy`), which
             describe an input on which the conditioner outputs 0.
         """
         if not isinstance(x, Tensor):

@@ -193,7 +193,7 @@ def policy_summary(
 def averaged_policy(model: nn.Module, loader, device: str | torch.device | None = None) -> Policy:
     """The class-averaged global policy of a model's conditioned first layer (see :meth:`PolicySummary.policy`).
 
-    Policy files (:meth:`~augnet.Policy.to_json`) and exports (``to_kornia``,
+    Policy files (:meth:`~augnet.policy.Policy.to_json`) and exports (``to_kornia``,
     ``to_torchvision``) refuse a conditioned layer; they take this policy,
     which is what the layer does on average over the classes of ``loader``.
     """
