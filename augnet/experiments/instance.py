@@ -76,7 +76,7 @@ class InstanceConfig:
     n_test: int = 900
     size: int = 32
     width: int = 8
-    epochs: int = 12
+    epochs: int = 20  # 12 epochs met the targets in 3 of 5 seeds (pair A not yet settled), 20 in 4 of 5
     batch_size: int = 128
     lr: float = 5e-4
     aug_lr: float = 5e-3
