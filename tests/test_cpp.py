@@ -386,7 +386,7 @@ def test_layer_output_is_the_same_with_either_backend(training):
 
 
 def test_the_build_name_follows_the_sources_and_flags(tmp_path, monkeypatch):
-    """Checkouts with different csrc/ get builds of their own; the same sources share one."""
+    """Checkouts get builds of their own (torch's build file names the sources by path); one checkout keeps one."""
     from augnet.ops import _cpp
 
     for name, text in (("tap_mix.cpp", "int f() { return 1; }"), ("tap_mix.h", "#pragma once")):
@@ -397,3 +397,10 @@ def test_the_build_name_follows_the_sources_and_flags(tmp_path, monkeypatch):
     assert _cpp._source_tag(["-O0"]) != first
     (tmp_path / "tap_mix.h").write_text("#pragma once\n// changed")
     assert _cpp._source_tag(["-O3"]) != first
+    changed = _cpp._source_tag(["-O3"])
+    twin = tmp_path / "other-checkout"
+    twin.mkdir()
+    for path in tmp_path.glob("tap_mix.*"):
+        (twin / path.name).write_bytes(path.read_bytes())
+    monkeypatch.setattr(_cpp, "_CSRC", twin)
+    assert _cpp._source_tag(["-O3"]) != changed  # identical sources elsewhere: another build

@@ -56,13 +56,14 @@ def _cpu_tag() -> str:
 
 
 def _source_tag(cxx_flags: list[str]) -> str:
-    """A short hash of csrc/ and the flags: checkouts with different sources get builds of their own.
+    """A short hash of csrc/ (its folder, names and contents) and the flags: each checkout gets a build of its own.
 
-    torch rebuilds an extension whose sources changed under the same name, so
-    two checkouts (or versions) sharing one build cache would rebuild over each
-    other at every switch, and a process could load the other one's build.
+    torch rebuilds an extension whose sources changed under the same name, and
+    its build file names the sources by path, so two checkouts (or versions)
+    sharing one build cache would rebuild over each other at every switch, even
+    with identical sources, and a process could load the other one's build.
     """
-    digest = hashlib.sha1(" ".join(cxx_flags).encode())
+    digest = hashlib.sha1(" ".join(cxx_flags).encode() + str(_CSRC.resolve()).encode())
     for path in sorted(_CSRC.glob("*")):
         if path.is_file():
             digest.update(path.name.encode() + path.read_bytes())
