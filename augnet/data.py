@@ -8,6 +8,9 @@
   rotations of up to ±45 degrees.
 - :func:`rotated_glyphs`: the same task on two thin-stroke grey glyphs (an "F"
   and a "J"), the demo's data before the sprites.
+- :func:`digits`: real handwritten digits, the 1,797 8 x 8 images that
+  scikit-learn ships (the UCI optical digits' test set), upsampled; nothing is
+  downloaded (needs scikit-learn: ``pip install "augnet[versus]"``).
 - :func:`sinusoids`: the frequency task of the AugNet paper (section 4.2):
   noisy sinusoids of 2, 4, 6 or 8 Hz (one class each), each frequency
   jittered by up to ±0.5 Hz: the labels are invariant to frequency shifts of
@@ -31,6 +34,7 @@ from torch import Tensor
 
 __all__ = [
     "GLYPHS",
+    "digits",
     "make_sprite_pair",
     "render_glyphs",
     "render_sprites",
@@ -436,3 +440,40 @@ def sinusoids(
     x = x + noise * torch.randn(x.shape, generator=g, dtype=torch.float64)
     x = x.float()[:, None, :]
     return (x, y, f) if return_freq else (x, y)
+
+
+def digits(size: int = 16) -> tuple[Tensor, Tensor]:
+    """Real handwritten digits: the 1,797 images of scikit-learn's bundled digits, as a tensor data set.
+
+    The images (8 x 8 grey levels 0..16, the UCI optical digits' test set, which scikit-learn
+    installs with itself: nothing is downloaded) are scaled to [0, 1] and upsampled bilinearly
+    (antialiased) to ``size`` x ``size``, in scikit-learn's order. Their labels survive small
+    rotations, shifts and shears, not flips (a flipped 2 reads as a 5).
+
+    Args:
+        size: image height and width (>= 8).
+
+    Returns:
+        ``(x, y)``: images (1797, 1, size, size) float32 in [0, 1] and labels (1797,) int64 in 0..9.
+
+    Raises:
+        ImportError: scikit-learn is not installed.
+
+    Examples:
+        >>> x, y = digits()
+        >>> x.shape, y.bincount().tolist()[:3]
+        (torch.Size([1797, 1, 16, 16]), [178, 182, 177])
+    """
+    if isinstance(size, bool) or not isinstance(size, int) or size < 8:
+        raise ValueError(f"size must be an int >= 8, got {size!r}")
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError as error:  # an optional dependency
+        raise ImportError(
+            'digits() reads the digits that scikit-learn ships: pip install "augnet[versus]" (or scikit-learn)'
+        ) from error
+    bunch = load_digits()
+    x = torch.as_tensor(bunch.images, dtype=torch.float32)[:, None] / 16.0
+    if size != 8:
+        x = torch.nn.functional.interpolate(x, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+    return x.clamp(0.0, 1.0), torch.as_tensor(bunch.target, dtype=torch.int64)

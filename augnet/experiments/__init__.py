@@ -6,13 +6,21 @@ returns a :class:`Report` with a short verdict. ``quick=True`` runs a reduced
 version (the slow tests use it).
 
 Experiments: ``rotation``, ``selection``, ``sinusoids``, ``capacity``, ``instance``,
-``copies`` (see :func:`names`), and the building blocks :func:`run_sinusoids` /
+``copies``, ``versus`` (see :func:`names`), and the building blocks :func:`run_sinusoids` /
 :class:`SinusoidsConfig`, :func:`~augnet.experiments.demo.run_demo` /
 :class:`~augnet.experiments.demo.DemoConfig` (with its :data:`PRESETS`); the
 trunks (:mod:`augnet.experiments.trunks`).
 """
 
-from augnet.experiments import capacity, copies, instance, rotation, selection, sinusoids  # noqa: F401  (register them)
+from augnet.experiments import (  # noqa: F401  (register them)
+    capacity,
+    copies,
+    instance,
+    rotation,
+    selection,
+    sinusoids,
+    versus,
+)
 from augnet.experiments._registry import Report, names, register, reproduce
 from augnet.experiments.demo import PRESETS, DemoConfig, run_demo
 from augnet.experiments.runner import ExperimentResult, run_experiment

@@ -1,0 +1,220 @@
+"""Does learned augmentation beat hand-designed policies? (``augnet reproduce versus``)
+
+One table of test accuracy, mean ± standard deviation over seeds, for every task × data regime ×
+method (:mod:`augnet.experiments.versus_tasks`, :mod:`augnet.experiments.versus_methods`): the same
+trunk, optimiser, epochs and batch size for every method of a task; the only tuning is the fixed
+augmentation's grid search, on the validation split of the first seed. Each run also records its
+accuracy with test-time augmentation and on a shifted test set, the invariance of its logits to the
+task's true transformation and its training time on one thread.
+
+Seeds 0-4 are the ones any choice was tuned on; seeds 5-9 are reported beside them, and the verdict
+(:mod:`augnet.experiments.versus_rules`, written before the runs) reads seeds 5-9 only.
+
+The runs go to ``OUT/versus/runs.jsonl`` as they finish, one line each; a run that is already there
+is not run again, so an interrupted run resumes where it stopped (same ``--out``). Runs are spread
+over worker processes, each on one torch thread.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import statistics
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from augnet.experiments._registry import Report, register
+from augnet.experiments.versus_methods import METHODS, applies, fixed_grid, run_method
+from augnet.experiments.versus_tasks import REGIMES, TASKS, load
+
+__all__ = ["REPORTED_SEEDS", "TUNING_SEEDS", "VersusConfig", "run_versus", "summarise"]
+
+#: The seeds any setting was chosen on, and the seeds the verdict reads.
+TUNING_SEEDS = (0, 1, 2, 3, 4)
+REPORTED_SEEDS = (5, 6, 7, 8, 9)
+_MEASURES = ("accuracy", "accuracy_tta", "accuracy_1", "accuracy_shift", "invariance", "train_seconds")
+
+
+@dataclass
+class VersusConfig:
+    """What :func:`run_versus` trains: every (task, regime, method, seed), after the fixed augmentation's grid."""
+
+    tasks: tuple[str, ...] = tuple(TASKS)
+    regimes: tuple[str, ...] = REGIMES
+    methods: tuple[str, ...] = METHODS
+    seeds: tuple[int, ...] = TUNING_SEEDS + REPORTED_SEEDS
+    workers: int = 1  # processes, one torch thread each
+    quick: bool = False  # 2 epochs, smaller test sets, a 3-point grid: a check of the set-up
+    extra: dict = field(default_factory=dict)  # reserved for overrides of the runs (recorded)
+
+    def validate(self) -> None:
+        unknown = [t for t in self.tasks if t not in TASKS] + [r for r in self.regimes if r not in REGIMES]
+        unknown += [m for m in self.methods if m not in METHODS]
+        if unknown:
+            raise ValueError(f"unknown tasks, regimes or methods {unknown}; see TASKS, REGIMES and METHODS")
+        if not self.seeds or self.workers < 1:
+            raise ValueError(f"need at least one seed and one worker, got {self.seeds} and {self.workers}")
+
+    def grid_jobs(self) -> list[tuple]:
+        """The grid search's runs: ``("grid", task, regime, (q, magnitude), seed)`` on the first seed."""
+        if "fixed" not in self.methods:
+            return []
+        return [("grid", t, r, qm, self.seeds[0]) for t in self.tasks for r in self.regimes
+                for qm in fixed_grid(TASKS[t], self.quick)]  # fmt: skip
+
+    def jobs(self) -> list[tuple]:
+        """Every method's runs: ``("run", task, regime, method, seed)``."""
+        return [("run", t, r, m, s) for t in self.tasks for r in self.regimes for m in self.methods
+                for s in self.seeds if applies(m, TASKS[t])]  # fmt: skip
+
+
+def job_key(job: tuple) -> str:
+    """A job's key in ``runs.jsonl``."""
+    return json.dumps([*list(job[:3]), list(job[3]) if isinstance(job[3], tuple) else job[3], job[4]])
+
+
+def _run_job(job: tuple, fixed, quick: bool) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    kind, task_name, regime, what, seed = job
+    task = TASKS[task_name]
+    split = load(task, regime, seed, quick=quick)
+    if kind == "grid":
+        record = run_method("fixed", task, regime, split, seed, fixed=tuple(what), quick=quick)
+    else:
+        record = run_method(what, task, regime, split, seed, fixed=fixed, quick=quick)
+    return {"key": job_key(job), "kind": kind, "task": task_name, "regime": regime, "method": what if kind == "run"
+            else "fixed", "fixed": list(what) if kind == "grid" else fixed, "seed": seed, **record}  # fmt: skip
+
+
+def read_runs(path: Path) -> dict[str, dict]:
+    """The records already in ``runs.jsonl`` (a torn last line, from an interruption, is ignored)."""
+    done = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            done[record["key"]] = record
+    return done
+
+
+def best_fixed(records: dict[str, dict], task: str, regime: str) -> list | None:
+    """The grid's ``[q, magnitude]`` with the best validation accuracy for (task, regime) (first on ties)."""
+    grid = [r for r in records.values() if r["kind"] == "grid" and (r["task"], r["regime"]) == (task, regime)]
+    if not grid:
+        return None
+    return max(grid, key=lambda r: r["val_accuracy"])["fixed"]
+
+
+def run_versus(config: VersusConfig, out_dir: Path, progress: bool = False, log=print) -> dict[str, dict]:
+    """Run every job of ``config`` not yet in ``out_dir/runs.jsonl``; return every record by key."""
+    from tqdm.auto import tqdm
+
+    config.validate()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "runs.jsonl"
+    records = read_runs(path)
+    for phase in ("grid", "run"):
+        jobs = config.grid_jobs() if phase == "grid" else config.jobs()
+        todo = [j for j in jobs if job_key(j) not in records]
+        if not todo:
+            continue
+        fixed = {(t, r): best_fixed(records, t, r) for t in config.tasks for r in config.regimes}
+        bar = tqdm(total=len(todo), disable=not progress, desc=f"versus ({phase})", unit="run")
+        args = [(j, fixed[(j[1], j[2])], config.quick) for j in todo]
+        with path.open("a") as sink:
+            if config.workers == 1:
+                results = (_run_job(*a) for a in args)
+            else:  # spawned: a fork after autograd has run in this process fails
+                pool = ProcessPoolExecutor(config.workers, mp_context=multiprocessing.get_context("spawn"))
+                results = (f.result() for f in as_completed([pool.submit(_run_job, *a) for a in args]))
+            try:
+                for record in results:
+                    records[record["key"]] = record
+                    sink.write(json.dumps(record) + "\n")
+                    sink.flush()
+                    bar.update()
+                    if log is not None:
+                        log(f"{record['task']:<10} {record['regime']:<6} {record['method']:<15} seed "
+                            f"{record['seed']}: accuracy {record['accuracy']:.3f} "
+                            f"({record['train_seconds']:.0f} s)")  # fmt: skip
+            finally:
+                if config.workers > 1:
+                    pool.shutdown(cancel_futures=True)
+                bar.close()
+    return records
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    values = [v for v in values if v is not None and v == v]
+    if not values:
+        return float("nan"), float("nan")
+    return statistics.fmean(values), statistics.pstdev(values) if len(values) > 1 else 0.0
+
+
+def summarise(records: dict[str, dict], seeds) -> dict:
+    """``{task: {regime: {method: {measure: [mean, std, n]}}}}`` over ``seeds`` (runs only, not the grid)."""
+    out: dict = {}
+    for r in records.values():
+        if r["kind"] != "run" or r["seed"] not in seeds:
+            continue
+        cell = out.setdefault(r["task"], {}).setdefault(r["regime"], {}).setdefault(r["method"], {})
+        for m in _MEASURES:
+            cell.setdefault(m, []).append(r.get(m))
+    for task in out.values():
+        for regime in task.values():
+            for method, cell in regime.items():
+                regime[method] = {m: [*_mean_std(v), len(v)] for m, v in cell.items()}
+    return out
+
+
+def table_markdown(summary: dict, title: str) -> str:
+    """The summary as one markdown table per task and regime."""
+    lines = [f"## {title}", ""]
+    head = "| method | accuracy | with TTA (4) | one copy | shifted | invariance | train s |"
+    for task, regimes in summary.items():
+        for regime, methods in regimes.items():
+            lines += [f"### {task}, {regime}", "", head, "|---|---|---|---|---|---|---|"]
+            for method in METHODS:
+                if method not in methods:
+                    continue
+                c = methods[method]
+                cells = [f"{c[m][0]:.3f} ± {c[m][1]:.3f}" if c[m][0] == c[m][0] else "–" for m in _MEASURES[:-1]]
+                lines.append(f"| {method} | {' | '.join(cells)} | {c['train_seconds'][0]:.1f} |")
+            lines.append("")
+    return "\n".join(lines)
+
+
+@register("versus")
+def versus(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = True, device: str = "cpu") -> Report:
+    """Every method on every task and regime (see the module docstring); resumes from ``out_dir/runs.jsonl``."""
+    from augnet.experiments.versus_rules import check_rules
+
+    if device != "cpu":
+        raise ValueError(f"versus runs on the CPU (one thread per worker), got device={device!r}")
+    workers = max(1, min(os.cpu_count() or 1, 2))
+    config = VersusConfig(workers=workers)
+    if quick:
+        config = VersusConfig(tasks=("digits", "sinusoids"), regimes=("small",), seeds=(seed,), workers=workers,
+                              quick=True)  # fmt: skip
+    start = time.perf_counter()
+    records = run_versus(config, out_dir, progress=progress, log=None)
+    tuned, reported = summarise(records, TUNING_SEEDS), summarise(records, REPORTED_SEEDS)
+    if quick:
+        tuned, reported = summarise(records, config.seeds), {}
+    table = table_markdown(tuned, "Seeds the settings were tuned on (0-4)")
+    if reported:
+        table += "\n" + table_markdown(reported, "Reported seeds (5-9), which the verdict reads")
+    (out_dir / "table.md").write_text(table + "\n")
+    verdict = check_rules(reported, records, REPORTED_SEEDS) if reported else (
+        "quick run: the set-up works (no verdict on 2 epochs)")
+    numbers = {"tuned": tuned, "reported": reported, "config": {"quick": quick, "seeds": list(config.seeds)},
+               "grid": {f"{t}/{r}": best_fixed(records, t, r) for t in config.tasks for r in config.regimes},
+               "seconds": time.perf_counter() - start}  # fmt: skip
+    return Report("versus", verdict, numbers)

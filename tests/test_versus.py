@@ -1,0 +1,203 @@
+"""augnet reproduce versus: the digits, the tasks' splits, the methods' set-up, resuming, the rules."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import torch
+
+from augnet.data import digits
+from augnet.experiments import versus as V
+from augnet.experiments import versus_methods as VM
+from augnet.experiments import versus_rules as VR
+from augnet.experiments import versus_tasks as VT
+
+
+def test_digits_are_the_bundled_images_in_0_1():
+    x, y = digits()
+    assert x.shape == (1797, 1, 16, 16) and x.dtype == torch.float32
+    assert float(x.min()) >= 0 and float(x.max()) <= 1 and float(x.max()) > 0.9
+    assert y.dtype == torch.int64 and sorted(y.unique().tolist()) == list(range(10))
+    x8, y8 = digits(8)
+    from sklearn.datasets import load_digits
+
+    assert torch.equal(x8[:, 0], torch.as_tensor(load_digits().images, dtype=torch.float32) / 16)
+    assert torch.equal(y8, y)
+
+
+@pytest.mark.parametrize("size", [7, 0, 16.0, True, "16"])
+def test_digits_refuse_a_bad_size(size):
+    with pytest.raises(ValueError, match="size"):
+        digits(size)
+
+
+def test_digits_say_what_to_install_without_scikit_learn(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
+    with pytest.raises(ImportError, match=r"augnet\[versus\]"):
+        digits()
+
+
+@pytest.mark.parametrize("regime", VT.REGIMES)
+def test_the_digit_splits_are_disjoint_and_sized(regime):
+    task = VT.TASKS["digits"]
+    s = VT.load(task, regime, seed=3)
+    assert len(s.x_train) == task.n_train_of(regime) and len(s.x_val) == 200 and len(s.x_test) == 500
+    x_all = digits()[0].flatten(1)
+    index = {tuple(r.tolist()): i for i, r in enumerate(x_all)}
+    sets = [{index[tuple(r.tolist())] for r in part.flatten(1)} for part in (s.x_train, s.x_val, s.x_test)]
+    assert not (sets[0] & sets[1]) and not (sets[0] & sets[2]) and not (sets[1] & sets[2])
+
+
+def test_the_small_regime_is_a_tenth_trained_ten_times_longer():
+    for task in VT.TASKS.values():
+        assert task.n_train_of("small") == round(task.n_train / 10)
+        assert task.epochs_of("small") == 10 * task.epochs_of("full")
+
+
+def test_a_seed_gives_the_same_data_and_another_seed_other_data():
+    task = VT.TASKS["sprites"]
+    a, b, c = (VT.load(task, "small", seed=s, quick=True) for s in (1, 1, 2))
+    assert torch.equal(a.x_train, b.x_train) and torch.equal(a.x_shift, b.x_shift)
+    assert not torch.equal(a.x_train, c.x_train)
+
+
+def test_the_shifted_test_set_rotates_the_test_images_within_30_degrees():
+    task = VT.TASKS["glyphs"]
+    s = VT.load(task, "small", seed=0, quick=True)
+    from augnet.transforms import image as T
+
+    again = T.Rotate()(s.x_test, 30 / 180, generator=torch.Generator().manual_seed(30_000))
+    assert torch.equal(s.x_shift, again) and not torch.equal(s.x_shift, s.x_test)
+    assert VT.load(VT.TASKS["sinusoids"], "small", 0, quick=True).x_shift is None
+
+
+def test_image_policies_do_not_apply_to_signals():
+    signal = VT.TASKS["sinusoids"]
+    assert [m for m in VM.METHODS if VM.applies(m, signal)] == ["none", "fixed", "augnet", "instance"]
+    assert all(VM.applies(m, VT.TASKS["digits"]) for m in VM.METHODS)
+    with pytest.raises(ValueError, match="unknown method"):
+        VM.applies("mixup", signal)
+
+
+@pytest.mark.parametrize("method", ["crop", *VM.HAND_DESIGNED])
+def test_hand_designed_policies_read_images_in_0_1_per_sample(method):
+    policy = VM._torchvision_policy(method, 16)
+    x = torch.rand(6, 1, 16, 16)
+    data = VM._PolicyImages(x, torch.arange(6), policy)
+    img, label = data[4]
+    assert img.shape == (1, 16, 16) and img.dtype == torch.float32 and int(label) == 4
+    assert float(img.min()) >= 0 and float(img.max()) <= 1
+
+
+def test_the_readme_model_is_what_the_augnet_method_builds():
+    """The augnet method is the README's first model: default layer, AugNet and param_groups, lambda 0.5."""
+    import augnet
+
+    task = VT.TASKS["digits"]
+    model, opt, kwargs, tta = VM._build("augnet", task, None)
+    default = augnet.AugNet(VT.make_trunk(task), augnet.AugmentationLayer(VT.candidates(task)))
+    assert kwargs == {"lam": 0.5} and tta is None
+    ref = torch.optim.Adam(augnet.param_groups(default), lr=task.lr)
+    for key in ("lr", "weight_decay"):
+        assert [g[key] for g in opt.param_groups] == [g[key] for g in ref.param_groups]
+    assert model.train_copies == default.train_copies and model.eval_copies == default.eval_copies
+    layer = model.augment.layers[0]
+    assert layer.temperature == 1.0 and layer.train_mode == "sample"
+    assert torch.equal(layer.raw_magnitudes, default.augment.layers[0].raw_magnitudes)
+
+
+def _tiny(monkeypatch):
+    """Budgets small enough for a test: digits with 2 epochs (quick), one seed."""
+    calls = []
+    real = V._run_job
+
+    def counted(job, fixed, quick):
+        calls.append(job)
+        return real(job, fixed, quick)
+
+    monkeypatch.setattr(V, "_run_job", counted)
+    monkeypatch.setattr(VM, "fixed_grid", lambda task, quick=False: [(0, 0.1), (2, 0.25)])
+    monkeypatch.setattr(V, "fixed_grid", VM.fixed_grid)
+    return calls
+
+
+def test_a_run_resumes_where_it_stopped(tmp_path, monkeypatch):
+    calls = _tiny(monkeypatch)
+    config = V.VersusConfig(tasks=("digits",), regimes=("small",), methods=("none", "fixed"), seeds=(0,), quick=True)
+    records = V.run_versus(config, tmp_path, log=None)
+    assert len(calls) == 2 + 2  # the grid's two points, then none and fixed
+    lines = (tmp_path / "runs.jsonl").read_text().splitlines()
+    assert len(lines) == 4 and {json.loads(line)["key"] for line in lines} == set(records)
+    best = V.best_fixed(records, "digits", "small")
+    grid = [r for r in records.values() if r["kind"] == "grid"]
+    assert best == max(grid, key=lambda r: r["val_accuracy"])["fixed"]
+    fixed_run = next(r for r in records.values() if r["kind"] == "run" and r["method"] == "fixed")
+    assert fixed_run["fixed"] == best
+    # Interrupted mid-line: the torn line is ignored and that run alone is trained again.
+    torn = [*lines[:3], lines[3][:len(lines[3]) // 2]]
+    (tmp_path / "runs.jsonl").write_text("\n".join(torn) + "\n")
+    calls.clear()
+    again = V.run_versus(config, tmp_path, log=None)
+    assert len(calls) == 1 and set(again) == set(records)
+    calls.clear()
+    V.run_versus(config, tmp_path, log=None)
+    assert calls == []
+
+
+def test_a_run_records_what_the_table_reads(tmp_path, monkeypatch):
+    _tiny(monkeypatch)
+    config = V.VersusConfig(tasks=("digits",), regimes=("small",), methods=("none", "augnet"), seeds=(0, 1),
+                            quick=True)  # fmt: skip
+    records = V.run_versus(config, tmp_path, log=None)
+    for r in records.values():
+        for key in ("accuracy", "accuracy_tta", "accuracy_1", "accuracy_shift", "invariance", "train_seconds"):
+            assert 0 <= r[key] <= 1 or key in ("train_seconds", "invariance")
+        if r["method"] == "none":  # no augmentation: test-time augmentation and one copy read the same image
+            assert r["accuracy"] == r["accuracy_tta"] == r["accuracy_1"] and r["policy"] is None
+        else:
+            assert r["policy"]["layers"][0]["transforms"][2]["transform"] == "Rotate"
+    summary = V.summarise(records, (0, 1))
+    cell = summary["digits"]["small"]["none"]["accuracy"]
+    values = [r["accuracy"] for r in records.values() if r["method"] == "none"]
+    assert cell[2] == 2 and cell[0] == pytest.approx(sum(values) / 2)
+    assert "| none |" in V.table_markdown(summary, "t")
+
+
+def _policy(name, weight, bound):
+    others = [{"transform": "X", "weight": (1 - weight) / 2, "range": [-1, 1, ""]}] * 2
+    return {"layers": [{"transforms": [{"transform": name, "weight": weight, "range": [-bound, bound, "deg"]},
+                                       *others]}]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("task", "name", "weight", "bound", "ok"),
+    [
+        ("sprites", "Rotate", 0.8, 50, True),
+        ("sprites", "Rotate", 0.8, 90, False),  # past the label boundary
+        ("sprites", "Rotate", 0.45, 50, False),  # not committed
+        ("glyphs", "TranslateY", 0.9, 50, False),  # half the image out of the frame
+        ("digits", "ShearX", 0.7, 0.3, True),
+        ("sinusoids", "FrequencyShift", 0.9, 0.5, True),
+        ("sinusoids", "FrequencyShift", 0.9, 1.5, False),
+    ],
+)
+def test_commitment_needs_half_the_weight_on_a_label_preserving_range(task, name, weight, bound, ok):
+    assert VR.committed(task, _policy(name, weight, bound))[0] is ok
+
+
+def test_the_rules_compare_augnet_with_the_best_hand_designed_policy_within_its_deviation():
+    def cell(acc, sd, inv):
+        return {"accuracy": [acc, sd, 5], "invariance": [inv, 0.0, 5]}
+
+    summary = {"digits": {"small": {"none": cell(0.90, 0.01, 0.5), "randaugment": cell(0.95, 0.02, 0.6),
+                                    "augmix": cell(0.93, 0.01, 0.7), "augnet": cell(0.94, 0.01, 0.8),
+                                    "instance": cell(0.9, 0.0, 0.99)}}}  # fmt: skip
+    verdict = VR.check_rules(summary)
+    assert "1 digits small: AugNet 0.940 vs best hand-designed randaugment 0.950 ± 0.020: MET" in verdict
+    assert "2 digits small: AugNet 0.940 vs none 0.900 ± 0.010: MET" in verdict
+    assert "3 digits small: AugNet's invariance 0.800 vs next augmix 0.700: MET" in verdict
+    summary["digits"]["small"]["augnet"] = cell(0.92, 0.01, 0.65)
+    verdict = VR.check_rules(summary)
+    assert verdict.count("NOT MET") == 2 and "2 digits small" in verdict and "MET" in verdict.split("\n")[1]
