@@ -152,9 +152,6 @@ def run_versus(config: VersusConfig, out_dir: Path, progress: bool = False, log=
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:
-    values = [v for v in values if v is not None and v == v]
-    if not values:
-        return float("nan"), float("nan")
     return statistics.fmean(values), statistics.pstdev(values) if len(values) > 1 else 0.0
 
 
@@ -166,7 +163,8 @@ def summarise(records: dict[str, dict], seeds) -> dict:
             continue
         cell = out.setdefault(r["task"], {}).setdefault(r["regime"], {}).setdefault(r["method"], {})
         for m in _MEASURES:
-            cell.setdefault(m, []).append(r.get(m))
+            if r.get(m) is not None:  # signals have no shifted test set
+                cell.setdefault(m, []).append(r[m])
     for task in out.values():
         for regime in task.values():
             for method, cell in regime.items():
@@ -185,7 +183,7 @@ def table_markdown(summary: dict, title: str) -> str:
                 if method not in methods:
                     continue
                 c = methods[method]
-                cells = [f"{c[m][0]:.3f} ± {c[m][1]:.3f}" if c[m][0] == c[m][0] else "–" for m in _MEASURES[:-1]]
+                cells = [f"{c[m][0]:.3f} ± {c[m][1]:.3f}" if m in c else "–" for m in _MEASURES[:-1]]
                 lines.append(f"| {method} | {' | '.join(cells)} | {c['train_seconds'][0]:.1f} |")
             lines.append("")
     return "\n".join(lines)
