@@ -117,41 +117,46 @@ def best_fixed(records: dict[str, dict], task: str, regime: str) -> list | None:
 
 def run_versus(config: VersusConfig, out_dir: Path, progress: bool = False, log=print) -> dict[str, dict]:
     """Run every job of ``config`` not yet in ``out_dir/runs.jsonl``; return every record by key."""
-    from tqdm.auto import tqdm
-
     config.validate()
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "runs.jsonl"
     records = read_runs(path)
-    for phase in ("grid", "run"):
-        jobs = config.grid_jobs() if phase == "grid" else config.jobs()
-        todo = [j for j in jobs if job_key(j) not in records]
-        if not todo:
-            continue
-        fixed = {(t, r): best_fixed(records, t, r) for t in config.tasks for r in config.regimes}
-        bar = tqdm(total=len(todo), disable=not progress, desc=f"versus ({phase})", unit="run")
-        args = [(j, fixed[(j[1], j[2])], config.quick) for j in todo]
-        with path.open("a") as sink:
-            if config.workers == 1:
-                results = (_run_job(*a) for a in args)
-            else:  # spawned: a fork after autograd has run in this process fails
-                pool = ProcessPoolExecutor(config.workers, mp_context=multiprocessing.get_context("spawn"))
-                results = (f.result() for f in as_completed([pool.submit(_run_job, *a) for a in args]))
-            try:
-                for record in results:
-                    records[record["key"]] = record
-                    sink.write(json.dumps(record) + "\n")
-                    sink.flush()
-                    bar.update()
-                    if log is not None:
-                        log(f"{record['task']:<10} {record['regime']:<6} {record['method']:<15} seed "
-                            f"{record['seed']}: accuracy {record['accuracy']:.3f} "
-                            f"({record['train_seconds']:.0f} s)")  # fmt: skip
-            finally:
-                if config.workers > 1:
-                    pool.shutdown(cancel_futures=True)
-                bar.close()
+    for task in config.tasks:  # task by task: a task's table is complete before the next task starts
+        for phase in ("grid", "run"):
+            jobs = config.grid_jobs() if phase == "grid" else config.jobs()
+            todo = [j for j in jobs if j[1] == task and job_key(j) not in records]
+            if todo:
+                _run_jobs(todo, config, records, path, progress, log, f"versus {task} ({phase})")
     return records
+
+
+def _run_jobs(todo: list[tuple], config: VersusConfig, records: dict, path: Path, progress, log, desc: str) -> None:
+    """Run ``todo`` (in ``config.workers`` processes), appending each record to ``path`` as it finishes."""
+    from tqdm.auto import tqdm
+
+    fixed = {(t, r): best_fixed(records, t, r) for t in config.tasks for r in config.regimes}
+    bar = tqdm(total=len(todo), disable=not progress, desc=desc, unit="run")
+    args = [(j, fixed[(j[1], j[2])], config.quick) for j in todo]
+    with path.open("a") as sink:
+        if config.workers == 1:
+            results = (_run_job(*a) for a in args)
+        else:  # spawned: a fork after autograd has run in this process fails
+            pool = ProcessPoolExecutor(config.workers, mp_context=multiprocessing.get_context("spawn"))
+            results = (f.result() for f in as_completed([pool.submit(_run_job, *a) for a in args]))
+        try:
+            for record in results:
+                records[record["key"]] = record
+                sink.write(json.dumps(record) + "\n")
+                sink.flush()
+                bar.update()
+                if log is not None:
+                    log(f"{record['task']:<10} {record['regime']:<6} {record['method']:<15} seed "
+                        f"{record['seed']}: accuracy {record['accuracy']:.3f} "
+                        f"({record['train_seconds']:.0f} s)")  # fmt: skip
+        finally:
+            if config.workers > 1:
+                pool.shutdown(cancel_futures=True)
+            bar.close()
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:
