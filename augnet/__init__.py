@@ -20,6 +20,7 @@ from augnet.model import AugNet, aggregate
 from augnet.ops.dispatch import tap_mix
 from augnet.policy import Policy
 from augnet.regularizers import (
+    AUG_LR,
     LambdaSchedule,
     augerino_regularizer,
     no_regularizer,
@@ -31,6 +32,7 @@ from augnet.regularizers import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AUG_LR",
     "AugNet",
     "Augerino",
     "AugmentationLayer",

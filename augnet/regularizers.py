@@ -38,6 +38,7 @@ from augnet.instance import ConditionedAugmentationLayer
 from augnet.layers import AugmentationLayer
 
 __all__ = [
+    "AUG_LR",
     "REGULARIZERS",
     "UNITS",
     "LambdaSchedule",
@@ -286,11 +287,20 @@ def augmentation_parameters(module: nn.Module) -> list[nn.Parameter]:
     return params
 
 
+#: The default learning rate of the augmentation parameters (:func:`param_groups`). The weight logits
+#: and magnitudes live on one fixed scale whatever the trunk, so their rate need not follow the trunk's:
+#: at this rate a layer commits to one transform within about 300 Adam steps (10 epochs of a few
+#: thousand examples) on the rotation tasks and the digits, with trunk rates from 5e-4 to 1e-2. At the
+#: trunk's own 1e-3 or 5e-4 the weights stay within 0.3 of uniform after as many steps; at 1e-2 the
+#: digits' layers commit as often but hold smaller rotation ranges and lose accuracy on rotated digits.
+AUG_LR = 5e-3
+
+
 def param_groups(
     module: nn.Module,
     weight_decay: float = 0.0,
     aug_weight_decay: float = 0.0,
-    aug_lr: float | None = None,
+    aug_lr: float | None = AUG_LR,
     magnitude_weight_decay: float | None = None,
     conditioner_lr: float | None = None,
     conditioner_weight_decay: float = 0.0,
@@ -303,7 +313,9 @@ def param_groups(
         aug_weight_decay: weight decay of the augmentation parameters
             (weights and magnitudes); 0 by default, so weight decay does not
             fight the regulariser.
-        aug_lr: optional learning rate of the augmentation group(s).
+        aug_lr: learning rate of the augmentation group(s): :data:`AUG_LR` (5e-3) by default, whatever
+            the optimiser's rate; ``None`` leaves them at the optimiser's rate. Meant for Adam-type
+            optimisers, whose steps do not scale with the gradient.
         magnitude_weight_decay: if given, the magnitudes (an Augerino's widths)
             get their own group with this weight decay, and ``aug_weight_decay``
             applies to the weight logits only. A decay on the magnitudes alone
@@ -331,6 +343,8 @@ def param_groups(
         >>> groups = param_groups(model, weight_decay=1e-4)
         >>> [len(g["params"]) for g in groups], [g["weight_decay"] for g in groups]
         ([2, 2], [0.0001, 0.0])
+        >>> [g.get("lr") for g in groups], [g.get("lr") for g in param_groups(model, aug_lr=None)]
+        ([None, 0.005], [None, None])
         >>> [g["weight_decay"] for g in param_groups(model, magnitude_weight_decay=1.0)]
         [0.0, 0.0, 1.0]
     """

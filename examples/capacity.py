@@ -54,7 +54,7 @@ def train_augnet(trunk, x, y, epochs, transforms, seed=1):
     }
     layer = augnet.AugmentationLayer([candidates[t] for t in transforms], init_magnitude=0.05)
     model = augnet.AugNet(trunk, layer, train_copies=1, eval_copies=10)
-    opt = torch.optim.Adam(augnet.param_groups(model, weight_decay=1e-4), lr=1e-2)
+    opt = torch.optim.Adam(augnet.param_groups(model, weight_decay=1e-4, aug_lr=1e-2), lr=1e-2)
     fit(model, x, y, opt, epochs, 32, lam=0.8, generator=torch.Generator().manual_seed(seed))
     return model.eval()
 

@@ -87,3 +87,20 @@ def test_param_groups_separate_augmentation_parameters():
     assert {id(p) for p in groups[1]["params"]} == {id(p) for p in model.augment.parameters()}
     assert groups[0]["weight_decay"] == 1e-4 and groups[1]["weight_decay"] == 0.0 and groups[1]["lr"] == 1e-2
     torch.optim.AdamW(groups, lr=1e-3)  # accepted by an optimiser as is
+
+
+def test_param_groups_give_the_augmentation_its_own_rate_by_default():
+    """The augmentation learns at AUG_LR whatever the optimiser's rate; aug_lr=None leaves it the optimiser's."""
+    model = augnet.AugNet(torch.nn.Linear(4, 2), augnet.AugmentationLayer([T.Rotate(), T.TranslateX()]))
+    for lr in (5e-4, 1e-2):
+        opt = torch.optim.Adam(augnet.param_groups(model), lr=lr)
+        assert [g["lr"] for g in opt.param_groups] == [lr, augnet.AUG_LR] and augnet.AUG_LR == 5e-3
+        opt = torch.optim.Adam(augnet.param_groups(model, aug_lr=None), lr=lr)
+        assert [g["lr"] for g in opt.param_groups] == [lr, lr]
+    # Adam's first step moves each augmentation parameter by the group's rate, not the trunk's
+    opt = torch.optim.Adam(augnet.param_groups(model), lr=1e-4)
+    layer = model.augment.layers[0]
+    before = layer.weight_logits.detach().clone()
+    (-(layer.weights[0] * layer.magnitudes[0])).backward()
+    opt.step()
+    assert torch.allclose((layer.weight_logits - before).abs().max(), torch.tensor(augnet.AUG_LR), rtol=1e-3)

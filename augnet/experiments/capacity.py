@@ -77,6 +77,7 @@ class CapacityConfig:
     n_test: int = 200
     batch_size: int = 32
     lr: float = 1e-2
+    aug_lr: float | None = None  # None: the trunk's lr, as the kept results were trained (param_groups)
     weight_decay: float = 1e-4
     lam: float = 0.8
     regularizer: str = "selective"
@@ -226,8 +227,9 @@ def train_capacity_model(
     model = AugNet(trunk, layer, config.train_copies, config.eval_copies, effect_every=config.effect_every).to(x.device)
     calibrate_layers(model, x, config.calibrate)
     groups = param_groups(
-        model, config.weight_decay, config.aug_weight_decay, magnitude_weight_decay=config.magnitude_weight_decay
-    )
+        model, config.weight_decay, config.aug_weight_decay, config.aug_lr,
+        magnitude_weight_decay=config.magnitude_weight_decay,
+    )  # fmt: skip
     opt = torch.optim.Adam(groups, lr=config.lr)
     fit(model, x, y, opt, epochs=config.epochs, batch_size=config.batch_size, lam=config.lam, generator=generator,
         regularizer=regularizer_of(config))  # fmt: skip

@@ -28,6 +28,7 @@ from augnet.experiments.runner import CALIBRATIONS, ExperimentResult, calibrate_
 from augnet.experiments.trunks import PaperCNN, SmallCNN
 from augnet.layers import AugmentationLayer
 from augnet.model import AugNet
+from augnet.regularizers import AUG_LR
 from augnet.training import TemperatureAnnealing, WeightWarmup
 from augnet.transforms import image as T
 
@@ -105,7 +106,7 @@ class DemoConfig:
     size: int = 32
     batch_size: int = 128
     lr: float = 5e-4
-    aug_lr: float | None = 5e-3
+    aug_lr: float | None = AUG_LR  # param_groups' default (None: the trunk's lr)
     lam: float = 0.5
     regularizer: str = "selective"
     units: str = "effect"  # the selective regulariser's units ("magnitude": the paper's)

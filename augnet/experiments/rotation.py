@@ -237,7 +237,8 @@ def run_augerino(
     x_test, y_test = demo_data(demo)(config.n_test, config.seed + 10_000)
     model = Augerino(make_trunk(demo), init_width=config.augerino_init_width, eval_copies=config.eval_copies)
     model.to(device)
-    groups = param_groups(model, config.augerino_weight_decay, config.augerino_weight_decay)
+    # Augerino's paper trains every parameter at one rate (augerino_lr), its widths included.
+    groups = param_groups(model, config.augerino_weight_decay, config.augerino_weight_decay, aug_lr=None)
     opt = torch.optim.Adam(groups, lr=config.augerino_lr)
 
     def record():
