@@ -10,7 +10,8 @@
   1 copy in training, 20 at test.
 - Training: 300 epochs of batches of 128, Adam with decoupled weight decay
   (AdamW) 2e-2 on the trunk and none on the augmentation, learning rate
-  1e-3 with cosine annealing over the run, lambda 0.5 for the first 40 epochs
+  1e-3 for the trunk and :data:`augnet.AUG_LR` (5e-3, ``param_groups``' default)
+  for the augmentation, both with cosine annealing over the run, lambda 0.5 for the first 40 epochs
   then 0.05 (:func:`augnet.presets.cifar10_lambda`).
 - The learned policy and the losses go to ``--log`` (CSV, and TensorBoard with
   ``--tensorboard``); the final policy to ``--log/policy.json``, a policy file
