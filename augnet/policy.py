@@ -37,7 +37,8 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Callable
+import numbers
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -173,7 +174,9 @@ class Policy(list):
 
         Raises:
             ValueError, TypeError: not a policy file, or one that no reader would
-                take (see :func:`check_policy`), naming the layer, entry and field.
+                take (see :func:`check_policy`), naming the layer, entry and field;
+                a layer marked ``"conditioned": true`` (a per-instance layer is no
+                fixed pipeline: see :func:`refuse_conditioned`).
         """
         from augnet.transforms.base import Range
 
@@ -198,6 +201,7 @@ class Policy(list):
             raise ValueError(f"policy layer {bare} has no settings (temperature, weight_logits, ...) while others do")
         policy = cls(layers, settings if all(settings) else None)
         check_policy(policy, ranges=True)
+        refuse_conditioned(policy, "read from a policy file")  # a file means one thing everywhere
         return policy
 
     def to_kornia(self, size: tuple[int, int] | None = None):
@@ -352,6 +356,17 @@ def check_policy(policy: Policy, ranges: bool = False) -> list | None:
     return layers
 
 
+def check_size(size) -> tuple[int, ...]:
+    """``size`` (a spatial size: a sequence of ints >= 1) as a tuple, or the TypeError / ValueError naming it."""
+    if isinstance(size, (str, bytes)) or not isinstance(size, Sequence):
+        raise TypeError(f"size must be a spatial size (a sequence of ints), got {type(size).__name__}: {size!r}")
+    if not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in size):
+        raise TypeError(f"size must be a spatial size (a sequence of ints), got {size!r}")
+    if not size or any(s < 1 for s in size):
+        raise ValueError(f"size must be a non-empty spatial size of ints >= 1, got {size!r}")
+    return tuple(int(s) for s in size)
+
+
 def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -413,6 +428,8 @@ def _check_settings(settings: dict, q: int, where: str) -> None:
     for key in ("eval_mode", "train_mode", "backend"):
         if key in settings and not isinstance(settings[key], str):
             raise TypeError(f"{where}: {key} must be a string, got {settings[key]!r}")
+    if "conditioned" in settings and not isinstance(settings["conditioned"], bool):
+        raise TypeError(f"{where}: conditioned must be true or false, got {settings['conditioned']!r}")
     logits = _vector(settings["weight_logits"], "weight_logits", q, where)
     if max(abs(v) for v in logits) / t > _FLOAT32_MAX:
         raise ValueError(f"{where}: weight_logits / temperature overflows float32 (temperature {t!r}, logits {logits})")
