@@ -155,9 +155,7 @@ class Transform(nn.Module):
                 identity = repeat_rows(x, moved.shape[0])
                 kinked = identity + per_row(gate, moved.dim()).to(moved.dtype) * (moved - identity)
                 return torch.where(per_row(magnitude, moved.dim()) == 0, kinked, moved)
-            # A number is drawn with as a number, as sample(x, magnitude) draws: replaying those params is exact.
-            drawn_at = float(number) if isinstance(number, (int, float)) else magnitude
-            params = self.sample(x, drawn_at, generator=generator, copies=copies)
+            params = self._draw_at(x, number, magnitude, generator, copies)
         elif _rows(params) != x.shape[0] * copies:
             raise ValueError(
                 f"{type(self).__name__}: params are for {_rows(params)} rows, "
@@ -166,6 +164,25 @@ class Transform(nn.Module):
         # float16 / bfloat16 are transformed in float32 (FFTs, coordinates), as a layer does.
         with full_precision(x) as dtype:
             return self.apply_transform(x.to(dtype), params).to(x.dtype)
+
+    def draw_params(
+        self, x: Tensor, magnitude: Tensor | float, generator: torch.Generator | None = None, copies: int = 1
+    ) -> dict[str, Tensor]:
+        """The parameters ``self(x, magnitude, generator=generator, copies=copies)`` draws, checked.
+
+        Passing them back (``params=``) replays that call bit for bit; code that draws once and applies in
+        parts (the probes, batch by batch) uses this rather than :meth:`sample` with a checked magnitude,
+        which would draw at a tensor where the call draws at a number (another rounding).
+        """
+        self.check_input(x)
+        check_copies(copies)
+        checked = self.check_magnitude(magnitude, x, rows=x.shape[0] * copies)
+        return self._draw_at(x, magnitude, checked, generator, copies)
+
+    def _draw_at(self, x, number, magnitude: Tensor, generator, copies: int) -> dict[str, Tensor]:
+        # A number is drawn with as a number, as sample(x, magnitude) draws: replaying those params is exact.
+        drawn_at = float(number) if isinstance(number, (int, float)) else magnitude
+        return self.sample(x, drawn_at, generator=generator, copies=copies)
 
     def natural_range(self, magnitude: float, size: tuple[int, ...] | None = None) -> Range:
         """Range of the transform at ``magnitude`` in natural units.
