@@ -142,8 +142,12 @@ class Policy(list):
         return "\n".join(lines)
 
     def layers_json(self) -> list[list[dict]]:
-        """The entries alone, JSON-serialisable: per layer, a list of entries (ranges as ``[low, high, unit]``)."""
-        return [[{**e, "range": list(e["range"])} for e in layer] for layer in self]
+        """The entries alone, JSON-serialisable: per layer, a list of entries (ranges as ``[low, high, unit]``).
+
+        An unbounded end of a range (``AddNoise``'s SNR, infinite at magnitude 0) is written as the
+        string ``"inf"`` or ``"-inf"``: strict JSON has no infinity, and :meth:`from_json` reads it back.
+        """
+        return [[{**e, "range": _range_json(e["range"])} for e in layer] for layer in self]
 
     def to_json(self) -> dict:
         """A JSON-serialisable policy file.
@@ -194,7 +198,7 @@ class Policy(list):
                 raise ValueError(f"policy layer {i} must be a dict with a 'transforms' list, got {layer!r}")
             for q, e in enumerate(layer["transforms"]):
                 _check_entry(e, f"policy layer {i}, entry {q}", ranges=True)
-            layers.append([{**e, "range": Range(*e["range"])} for e in layer["transforms"]])
+            layers.append([{**e, "range": Range(*_range_read(e["range"]))} for e in layer["transforms"]])
             settings.append({k: v for k, v in layer.items() if k != "transforms"})
         if any(settings) and not all(settings):
             bare = next(i for i, s in enumerate(settings) if not s)
@@ -390,9 +394,30 @@ def _check_entry(e, where: str, ranges: bool) -> None:
     if "range" not in e:
         raise ValueError(f"{where}: the entry of {e['transform']} has no 'range'")
     r = e["range"]
-    ok = isinstance(r, (list, tuple)) and len(r) == 3 and _is_number(r[0]) and _is_number(r[1])
-    if not ok or not isinstance(r[2], str) or not (math.isfinite(r[0]) and math.isfinite(r[1])):
-        raise ValueError(f"{where}: range of {e['transform']} must be [low, high, unit] (finite numbers), got {r!r}")
+    ok = isinstance(r, (list, tuple)) and len(r) == 3 and all(_is_end(v) for v in r[:2]) and isinstance(r[2], str)
+    if not ok:
+        raise ValueError(
+            f"{where}: range of {e['transform']} must be [low, high, unit] (numbers, or \"inf\" / \"-inf\" for an "
+            f"unbounded end; not NaN), got {r!r}"
+        )
+
+
+_ENDS = {"inf": math.inf, "-inf": -math.inf}
+
+
+def _is_end(v) -> bool:
+    """A range end: a number that is not NaN (an unbounded one is infinite), or its JSON form ``"inf"`` / ``"-inf"``."""
+    return (_is_number(v) and not math.isnan(v)) or (isinstance(v, str) and v in _ENDS)
+
+
+def _range_json(r) -> list:
+    """``[low, high, unit]`` with infinite ends as ``"inf"`` / ``"-inf"`` (strict JSON)."""
+    return [("inf" if v > 0 else "-inf") if _is_number(v) and math.isinf(v) else v for v in r[:2]] + [r[2]]
+
+
+def _range_read(r) -> list:
+    """A file's ``[low, high, unit]`` with ``"inf"`` / ``"-inf"`` ends as floats (checked before)."""
+    return [_ENDS[v] if isinstance(v, str) else v for v in r[:2]] + [r[2]]
 
 
 def _vector(value, name: str, q: int, where: str, low: float = -_FLOAT32_MAX) -> list[float]:

@@ -86,6 +86,10 @@ class Transform(nn.Module):
     #: interpolation has a kink: there the derivative in the magnitude is taken one-sided, into
     #: (0, 1], by a finite difference of step ``KINK_STEP`` (see ``kink_gate``).
     kink_at_zero: bool = False
+    #: True for tap transforms that read pixels through a warp or from another sample (``tap_mix`` with an
+    #: affine map or sources): an identity warp is exact only to rounding (about 5e-7), so a call at
+    #: magnitude 0 returns the input itself for those rows (see ``forward``).
+    resamples: bool = False
 
     # ----------------------------------------------------------------- API
     def sample(
@@ -137,12 +141,13 @@ class Transform(nn.Module):
             copies: number of augmented copies per sample (copy-major output).
 
         Returns:
-            Tensor of shape :math:`(B \\cdot copies, ...)`.
+            Tensor of shape :math:`(B \\cdot copies, ...)`. Rows at magnitude exactly 0 are the
+            input's rows, bit for bit (with the derivative in the magnitude kept).
         """
         self.check_input(x)
         check_copies(copies)
+        number, magnitude = magnitude, self.check_magnitude(magnitude, x, rows=x.shape[0] * copies)
         if params is None:
-            number, magnitude = magnitude, self.check_magnitude(magnitude, x, rows=x.shape[0] * copies)
             if x.shape[0] == 0:  # an empty batch: nothing to draw, nothing to transform
                 return x[:0].clone()
             if self.kink_at_zero and wants_kink_gradient(magnitude):
@@ -163,7 +168,21 @@ class Transform(nn.Module):
             )
         # float16 / bfloat16 are transformed in float32 (FFTs, coordinates), as a layer does.
         with full_precision(x) as dtype:
-            return self.apply_transform(x.to(dtype), params).to(x.dtype)
+            out = self.apply_transform(x.to(dtype), params).to(x.dtype)
+        return self._identity_at_zero(x, magnitude, out)
+
+    def _identity_at_zero(self, x: Tensor, magnitude: Tensor, out: Tensor) -> Tensor:
+        """``out`` with its rows at magnitude exactly 0 replaced by the input's, for transforms that resample.
+
+        Branch-free (no value read back): the value is the input bit for bit, the derivative in the
+        magnitude that of ``out`` (a flip's relaxation, a warp's one-sided difference).
+        """
+        if not self.resamples or out.shape[0] == 0:
+            return out
+        identity = repeat_rows(x, out.shape[0])
+        if out.requires_grad:  # + an exact 0 that carries out's derivative (0 where out is not finite)
+            identity = identity + torch.nan_to_num(out - out.detach(), nan=0.0, posinf=0.0, neginf=0.0)
+        return torch.where(per_row(magnitude, out.dim()) == 0, identity, out)
 
     def draw_params(
         self, x: Tensor, magnitude: Tensor | float, generator: torch.Generator | None = None, copies: int = 1
