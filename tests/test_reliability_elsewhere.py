@@ -43,6 +43,14 @@ def test_check_bad_input_is_a_no_op_where_nothing_was_flagged(device):
     check_bad_input(device)
 
 
+def test_check_bad_input_of_every_device_skips_those_without_values():
+    from augnet.ops.bad_input import flag
+
+    flag(torch.device("meta"))  # a dry run on meta made one
+    check_bad_input()
+    check_bad_input("meta")
+
+
 @pytest.mark.parametrize(("device", "error"), [("potato", ValueError), ("cuda:-1", ValueError), (3, TypeError),
                                                (torch.zeros(1), TypeError), ("", ValueError)])  # fmt: skip
 def test_check_bad_input_names_what_is_not_a_device(device, error):
