@@ -146,17 +146,18 @@ def _stack(n=2, weights=None):
 @pytest.mark.parametrize("weights", [[20.0, -20.0], [0.0, 0.0], [1.0, -1.0]])
 def test_the_diverse_regulariser_is_within_its_documented_bounds(n, weights):
     module = _stack(n, weights)
-    value = float(selective_regularizer(module, diverse=True))
-    norms = [float(torch.linalg.vector_norm(layer.weights * layer.effect * layer.magnitudes))
+    value = float(selective_regularizer(module, diverse=True).detach())
+    norms = [float(torch.linalg.vector_norm(layer.weights * layer.effect * layer.magnitudes).detach())
              for layer in module.layers]  # fmt: skip
     # documented: between -(sum of the layers' norms) and (the later layers' norms)
     assert -sum(norms) - 1e-6 <= value <= sum(norms[1:]) + 1e-6
-    assert float(selective_regularizer(module, diverse=False)) <= 0.0
+    assert float(selective_regularizer(module, diverse=False).detach()) <= 0.0
 
 
 def test_the_diverse_regulariser_can_be_positive_and_the_docstring_says_so():
-    assert float(selective_regularizer(_stack(2, [20.0, -20.0]), diverse=True)) == pytest.approx(0.0, abs=1e-6)
-    value = float(selective_regularizer(_stack(3, [20.0, -20.0]), diverse=True))
+    two = float(selective_regularizer(_stack(2, [20.0, -20.0]), diverse=True).detach())
+    assert two == pytest.approx(0.0, abs=1e-6)
+    value = float(selective_regularizer(_stack(3, [20.0, -20.0]), diverse=True).detach())
     assert value == pytest.approx(1.0, abs=1e-6)  # reward -1, then two repeats of the first layer's choice: +2
     returns = selective_regularizer.__doc__.split("Returns:")[1].split("Examples:")[0]
     assert "non-positive" not in returns.replace("is non-positive with", "")
