@@ -266,9 +266,11 @@ def _probe(args: argparse.Namespace) -> int:
             getattr(T, name)().check_input(x[:1])  # e.g. Hue needs RGB images
         layers = "auto" if args.layers == "auto" else _split(args.layers)
         if layers != "auto":
-            from augnet.probes.features import _resolve
+            from augnet.probes.features import check_layers
 
-            _resolve(model, layers)  # unknown layers
+            if not layers or len(set(layers)) != len(layers):
+                raise ValueError(f"--layers must name distinct layers (or auto), got {args.layers!r}")
+            check_layers(model, x, layers)  # unknown layers, calls of a reused module: one pass of one image
     except (ValueError, TypeError) as err:
         print(f"augnet probe: error: {err}", file=sys.stderr)
         return 2
@@ -352,16 +354,23 @@ def extension_cached() -> bool:
 
 
 def _usable_folder(path: str) -> str | None:
-    """Why ``path`` cannot hold the results (``None`` when it can): made now, so nothing is lost later."""
+    """Why ``path`` cannot hold the results (``None`` when it can), checked without creating anything.
+
+    The folder is made when the first result is written, so a run refused before that (or one that writes
+    nothing, such as ``augnet bench --model``) leaves no folder behind.
+    """
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
         return f"--out {path} is an existing file, not a folder"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        return f"cannot create the output folder --out {path}: {err.strerror or err}"
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return f"the output folder --out {path} is not writable"
+    existing = folder
+    while not existing.exists() and existing != existing.parent:  # the nearest folder that exists
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"cannot create the output folder --out {path}: {existing} is a file, not a folder"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        if existing == folder:
+            return f"the output folder --out {path} is not writable"
+        return f"cannot create the output folder --out {path}: {existing} is not writable"
     return None
 
 
@@ -392,6 +401,8 @@ def check_args(args: argparse.Namespace) -> str | None:
     min_time = getattr(args, "min_time", None)
     if min_time is not None and not min_time > 0:
         return f"--min-time must be > 0, got {min_time}"
+    if args.command == "bench" and getattr(args, "model", None) is not None:
+        return None  # the cost on paper: nothing is written
     return _usable_folder(args.out) if getattr(args, "out", None) is not None else None
 
 

@@ -22,6 +22,7 @@ Axis legend: B samples, C copies, N = B * C rows (copy-major), Q transforms.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -50,7 +51,22 @@ class RunningStandardize(nn.Module):
     with weight ``max(momentum, 1 / steps)``, so the first batch sets them.
     Every other call (evaluation, a batch of one, reading a policy under
     ``torch.no_grad``) uses the running values, so there each sample's output
-    depends on that sample alone, and the statistics do not move.
+    depends on that sample alone, and the statistics do not move. A batch
+    whose statistics are not finite (a NaN or infinite input) leaves the
+    running values and the step count as they were (no value is read back:
+    the same on an accelerator), so one bad batch cannot spoil evaluation.
+
+    What evaluation uses. With the default ``momentum=1`` the running values
+    are the statistics of the latest training batch alone, not an average:
+    evaluation standardises exactly as the head was last trained. The
+    features move while the conditioner trains, and an average over older
+    batches lags behind them (with momentum 0.05 the evaluation policy of the
+    per-instance experiment drifted ~55 degrees from the training one). The
+    price: the statistics are one batch's estimate (noisier for small
+    batches), and they change with every training step, so a model saved
+    after step ``k`` evaluates with step ``k``'s batch. Pass ``momentum < 1``
+    for an exponential average over batches (``0.1`` as batch normalisation)
+    when the features have settled, e.g. to fine-tune.
 
     Why a conditioner needs it: its head is trained by the sum over the batch
     of per-sample gradients times the features. Raw pooled ReLU features share
@@ -65,9 +81,12 @@ class RunningStandardize(nn.Module):
     a nearly constant feature is not blown up into noise.
 
     Args:
-        features: the number of features (``F``).
-        momentum: weight of a new batch in the running values once warmed up.
-        eps: added to the variance.
+        features: the number of features (``F``), an int >= 1.
+        momentum: weight of a new batch in the running values once warmed up, in (0, 1].
+        eps: added to the variance, positive and finite.
+
+    Raises:
+        TypeError, ValueError: an argument of the wrong type or out of range, naming it.
 
     Shape:
         - input: :math:`(B, F)`
@@ -76,11 +95,18 @@ class RunningStandardize(nn.Module):
 
     def __init__(self, features: int, momentum: float = 1.0, eps: float = 1e-2) -> None:
         super().__init__()
-        if not 0.0 < momentum <= 1.0:
+        if isinstance(features, bool) or not isinstance(features, int):
+            raise TypeError(f"RunningStandardize: features must be an int, got {features!r}")
+        if features < 1:
+            raise ValueError(f"RunningStandardize: features must be >= 1, got {features!r}")
+        for name, value in (("momentum", momentum), ("eps", eps)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"RunningStandardize: {name} must be a number, got {value!r}")
+        if not 0.0 < momentum <= 1.0:  # NaN fails too
             raise ValueError(f"RunningStandardize: momentum must be in (0, 1], got {momentum!r}")
-        if not eps > 0.0:
-            raise ValueError(f"RunningStandardize: eps must be > 0, got {eps!r}")
-        self.momentum, self.eps = momentum, eps
+        if not 0.0 < eps < math.inf:
+            raise ValueError(f"RunningStandardize: eps must be positive and finite, got {eps!r}")
+        self.momentum, self.eps = float(momentum), float(eps)
         self.register_buffer("running_mean", torch.zeros(features))
         self.register_buffer("running_var", torch.ones(features))
         self.register_buffer("steps", torch.zeros((), dtype=torch.long))
@@ -90,10 +116,13 @@ class RunningStandardize(nn.Module):
             return (h - self.running_mean.to(h.dtype)) * torch.rsqrt(self.running_var.to(h.dtype) + self.eps)
         mean, var = h.mean(0), h.var(0, unbiased=False)
         with torch.no_grad():
-            self.steps += 1
-            rate = torch.clamp(1.0 / self.steps.to(self.running_mean.dtype), min=self.momentum)
-            self.running_mean += rate * (mean.detach().to(self.running_mean.dtype) - self.running_mean)
-            self.running_var += rate * (var.detach().to(self.running_var.dtype) - self.running_var)
+            # Branch-free: a batch whose statistics are not finite moves nothing (no value read back).
+            mean_, var_ = mean.detach().to(self.running_mean.dtype), var.detach().to(self.running_var.dtype)
+            ok = torch.isfinite(mean_).all() & torch.isfinite(var_).all()
+            self.steps += ok.to(self.steps.dtype)
+            rate = torch.clamp(1.0 / self.steps.clamp_min(1).to(mean_.dtype), min=self.momentum) * ok
+            self.running_mean += rate * (torch.where(ok, mean_, self.running_mean) - self.running_mean)
+            self.running_var += rate * (torch.where(ok, var_, self.running_var) - self.running_var)
         return (h - mean) * torch.rsqrt(var + self.eps)
 
     def extra_repr(self) -> str:
@@ -138,6 +167,7 @@ class TinyConditioner(nn.Module):
         if ndim not in (3, 4):
             raise ValueError(f"TinyConditioner: ndim must be 3 (signals) or 4 (images), got {ndim!r}")
         conv = nn.Conv2d if ndim == 4 else nn.Conv1d
+        self.channels, self.ndim = channels, ndim  # what the layer checks its inputs against
         self.features = nn.Sequential(
             conv(channels, hidden, 3, stride=2, padding=1),
             nn.ReLU(),
@@ -228,6 +258,48 @@ class ConditionedAugmentationLayer(AugmentationLayer):
         self.conditioner = conditioner
         self._latest: tuple[Tensor, Tensor] | None = None
 
+    def __getstate__(self) -> dict:
+        # The latest policy is part of the latest pass's graph, not of the layer: a copy (copy.deepcopy, an
+        # EMA or best-model copy, pickle, torch.save) has not run yet. Tensors in a graph cannot be deep-copied.
+        state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__
+        return {**state, "_latest": None}
+
+    # ----------------------------------------------------------------- input
+    def check_input(self, x: Tensor) -> None:
+        """Raise the ValueError or TypeError of an input the layer cannot take, before anything changes.
+
+        Every transform's check (type, floating-point dtype, rank, sizes), the
+        channels of the default conditioner, and, on the CPU, that every pixel
+        is finite: the conditioner reads each sample, and in a training step
+        its batch statistics mix them all, so one NaN image would give every
+        sample a NaN policy (no value is read on an accelerator; there the
+        conditioner's output is NaN and its statistics stay as they were).
+        """
+        super().check_input(x)
+        channels = getattr(self.conditioner, "channels", None)
+        if isinstance(self.conditioner, TinyConditioner) and x.shape[1] != channels:
+            raise ValueError(
+                f"ConditionedAugmentationLayer: its conditioner reads {channels} channels, got an input with "
+                f"{x.shape[1]} channels, shape {tuple(x.shape)}"
+            )
+        # One reduction (a sum is not finite if a value is not, or if it overflows); the rows only then.
+        if x.device.type == "cpu" and not torch.compiler.is_compiling() and x.numel():
+            if bool(torch.isfinite(x.detach().sum())):
+                return
+            finite = torch.isfinite(x.detach()).flatten(1).all(1)
+            if not bool(finite.all()):
+                bad = (~finite).nonzero().squeeze(1).tolist()
+                raise ValueError(
+                    f"ConditionedAugmentationLayer: x has NaN or infinite values in samples {bad}: the conditioner "
+                    "cannot give them a policy (and a training step's batch statistics would mix them into every "
+                    "sample's); nothing was changed"
+                )
+
+    def _conditioner_input(self, x: Tensor) -> Tensor:
+        """``x`` in the dtype of the conditioner's parameters (float64 images for a float32 conditioner)."""
+        dtype = next((p.dtype for p in self.conditioner.parameters() if p.is_floating_point()), x.dtype)
+        return x if x.dtype == dtype else x.to(dtype)
+
     # ---------------------------------------------------------------- policy
     def sample_policy(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Per-sample weights and layer magnitudes for the batch ``x``.
@@ -243,7 +315,7 @@ class ConditionedAugmentationLayer(AugmentationLayer):
             TypeError: it is not a floating-point tensor.
         """
         q = len(self.transforms)
-        out = self.conditioner(x)
+        out = self.conditioner(self._conditioner_input(x))
         if not isinstance(out, Tensor) or not out.is_floating_point():
             what = type(out).__name__ if not isinstance(out, Tensor) else f"a {out.dtype} tensor"
             raise TypeError(f"the conditioner must return a floating-point tensor of shape (B, {2 * q}), got {what}")
@@ -283,6 +355,9 @@ class ConditionedAugmentationLayer(AugmentationLayer):
             x: a batch :math:`(B, ...)`, or (as for :meth:`augnet.AugmentationLayer.policy`) a spatial size or ``None``.
             size: spatial size for pixel units (default: that of ``x``).
 
+        Raises:
+            ValueError, TypeError: a batch the layer cannot take (see :meth:`check_input`), or one on meta.
+
         Returns:
             For a batch, a dict of ``weights`` and ``magnitudes`` (B, Q) tensors,
             ``ranges`` (B, Q, 2) tensors (low, high) in the natural ``units``
@@ -291,7 +366,15 @@ class ConditionedAugmentationLayer(AugmentationLayer):
             describe an input on which the conditioner outputs 0.
         """
         if not isinstance(x, Tensor):
-            return super().policy(x if size is None else size)
+            if x is not None and size is not None:
+                raise TypeError(f"x must be a batch (a tensor) when size is given, got {type(x).__name__}")
+            try:
+                return super().policy(x if size is None else size)
+            except TypeError as err:
+                raise TypeError(f"x must be a batch (a tensor), a spatial size or None: {err}") from None
+        self.check_input(x)
+        if x.device.type == "meta" or self.weight_logits.device.type == "meta":
+            raise ValueError("a per-sample policy needs values: x or the layer is on meta (shapes only)")
         size = size if size is not None else (tuple(x.shape[2:]) if x.dim() > 2 else None)
         with torch.no_grad():
             w, mu = self.sample_policy(x)
@@ -324,10 +407,11 @@ class ConditionedAugmentationLayer(AugmentationLayer):
     # --------------------------------------------------------------- forward
     def _augment(self, x: Tensor, c: int, generator: torch.Generator | None) -> Tensor:
         w, mu = self.sample_policy(x)  # (B, Q) each, from the clean input
-        self._latest = (w, mu)
         # Copy-major rows: row c * B + b is sample b.
         rows_w, rows_mu = (w, mu) if c == 1 else (w.repeat(c, 1), mu.repeat(c, 1))
-        return self._augment_at(x, c, rows_w, rows_mu, generator)
+        out = self._augment_at(x, c, rows_w, rows_mu, generator)
+        self._latest = (w, mu)  # once the pass has succeeded
+        return out
 
 
 def conditioned_layers(module: nn.Module) -> list[ConditionedAugmentationLayer]:

@@ -13,6 +13,7 @@ Axis legend: B samples, Q transforms, K classes.
 from __future__ import annotations
 
 import copy
+import numbers
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,9 +127,44 @@ def _first_conditioned(model: nn.Module) -> ConditionedAugmentationLayer:
 
 
 def _batches(data) -> Iterable:
-    if isinstance(data, (tuple, list)) and len(data) == 2 and all(isinstance(t, Tensor) for t in data):
+    """One ``(x, y)`` pair (a tensor of inputs and its labels) as a loader of one batch; a loader as it is."""
+    if isinstance(data, (tuple, list)) and len(data) == 2 and isinstance(data[0], Tensor):
         return [data]
     return data
+
+
+def _quantile_levels(quantiles) -> tuple[float, ...]:
+    if isinstance(quantiles, (str, bytes)) or not isinstance(quantiles, Sequence):
+        raise TypeError(f"quantiles must be a sequence of levels in [0, 1], got {quantiles!r}")
+    if not all(isinstance(q, numbers.Real) and not isinstance(q, bool) for q in quantiles):
+        raise TypeError(f"quantiles must be numbers (levels in [0, 1]), got {list(quantiles)!r}")
+    qs = tuple(float(q) for q in quantiles)
+    if not qs or any(not 0.0 <= q <= 1.0 for q in qs):  # NaN fails too
+        raise ValueError(f"quantiles must be levels in [0, 1], got {list(quantiles)!r}")
+    return qs
+
+
+def _labels(y, rows: int, index: int) -> Tensor:
+    """Batch ``index``'s labels as a (rows,) int64 tensor: integers, or whole floats; else a clear error."""
+    where = f"batch {index}"
+    if not isinstance(y, Tensor):
+        try:
+            y = torch.as_tensor(y)
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"{where}: labels must be integer class labels (a tensor), got {y!r:.80}") from None
+    if y.is_complex():
+        raise TypeError(f"{where}: labels must be integer class labels, got dtype {y.dtype}")
+    if y.dim() == 0 or y.shape[0] != rows or y.numel() != rows:
+        raise ValueError(
+            f"{where}: labels of shape {tuple(y.shape)} for {rows} inputs; expected one class label per input, "
+            f"shape ({rows},) (not one-hot rows)"
+        )
+    y = y.reshape(-1).cpu()
+    if y.is_floating_point():
+        whole = torch.isfinite(y) & (y == y.round())
+        if not bool(whole.all()):
+            raise ValueError(f"{where}: labels must be whole numbers (class labels), got {y[~whole][:5].tolist()}")
+    return y.long()
 
 
 @torch.no_grad()
@@ -140,12 +176,19 @@ def policy_summary(
     Args:
         model: an :class:`~augnet.AugNet` or module whose first augmentation layer is
             a :class:`~augnet.instance.ConditionedAugmentationLayer`, or that layer.
-        loader: an iterable of ``(x, y)`` batches (a DataLoader), or one ``(x, y)`` pair of tensors.
+        loader: an iterable of ``(x, y)`` batches (a DataLoader), or one ``(x, y)`` pair of tensors;
+            ``y`` one integer class label per input (a (B,) or (B, 1) tensor or list; whole floats are taken).
         quantiles: quantile levels in [0, 1].
         device: where to run the conditioner (default: the layer's device).
 
     Returns:
         A :class:`PolicySummary`. The layer's mode is restored.
+
+    Raises:
+        ValueError, TypeError: inputs the layer cannot take (see
+            :meth:`~augnet.instance.ConditionedAugmentationLayer.check_input`), labels that are
+            not one integer per input (another length, one-hot rows, fractions, NaN), no batch
+            or no sample, bad quantiles; naming the batch. Nothing is changed.
 
     Examples:
         >>> from augnet.transforms import image as T
@@ -155,28 +198,34 @@ def policy_summary(
         [45.0]
     """
     layer = _first_conditioned(model)
-    qs = tuple(float(q) for q in quantiles)
-    if not qs or any(not 0.0 <= q <= 1.0 for q in qs):
-        raise ValueError(f"quantiles must be levels in [0, 1], got {list(quantiles)!r}")
+    qs = _quantile_levels(quantiles)
     device = device if device is not None else layer.weight_logits.device
     was_training = layer.training
     layer.eval()
-    ws, mus, highs, labels, size = [], [], [], [], None
+    ws, mus, highs, labels, size, pol, batches = [], [], [], [], None, None, 0
     try:
-        for batch in _batches(loader):
+        for i, batch in enumerate(_batches(loader)):
+            batches += 1
             if not isinstance(batch, (tuple, list)) or len(batch) < 2:
-                raise ValueError(f"loader must give (x, y) batches, got {type(batch).__name__}")
+                raise ValueError(f"loader must give (x, y) batches, got {type(batch).__name__} in batch {i}")
             x, y = batch[0], batch[1]
-            pol = layer.policy(x.to(device))
+            if not isinstance(x, Tensor):
+                raise TypeError(f"batch {i}: x must be a tensor of inputs, got {type(x).__name__}")
+            y = _labels(y, len(x), i)
+            if len(x) == 0:
+                continue
+            pol = layer.policy(x.to(device))  # checks x
             size = tuple(x.shape[2:]) if x.dim() > 2 else None
             ws.append(pol["weights"])
             mus.append(pol["magnitudes"])
             highs.append(pol["ranges"][..., 1])
-            labels.append(torch.as_tensor(y).reshape(-1).cpu())
+            labels.append(y)
     finally:
         layer.train(was_training)
-    if not ws:
+    if not batches:
         raise ValueError("the loader gave no batch")
+    if not ws:
+        raise ValueError(f"the data hold no sample ({batches} empty batch(es)): there is nothing to summarise")
     w, mu, high, y = torch.cat(ws).double(), torch.cat(mus).double(), torch.cat(highs), torch.cat(labels)
     level = torch.tensor(qs, dtype=torch.float64)
     summary = PolicySummary(pol["transforms"], pol["units"], qs, layer=layer, size=size)

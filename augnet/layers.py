@@ -19,7 +19,7 @@ from augnet.ops import dispatch
 from augnet.ops.dispatch import tap_mix
 from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps, select_taps
-from augnet.policy import Policy, rebuild_layers, register_layer_builder, transform_classes
+from augnet.policy import Policy, check_size, rebuild_layers, register_layer_builder, transform_classes
 from augnet.transforms.base import Transform, check_copies, draw, kink_gate, wants_kink_gradient
 
 # Policy and transform_classes live in augnet.policy; imported here for the names users already import from here.
@@ -247,7 +247,25 @@ class AugmentationLayer(nn.Module):
         self.raw_magnitudes.copy_((before / caps).clamp(0.0, 1.0))
         return self.calibration
 
+    def get_extra_state(self) -> Tensor:
+        """The input size last seen (``last_size``, for the ranges in pixels of :meth:`policy`), saved in the state.
+
+        An int64 tensor of the spatial sizes, empty when the layer has not run:
+        a state dict round trip gives the same :meth:`policy`.
+        """
+        return torch.tensor(() if self.last_size is None else self.last_size, dtype=torch.long)
+
+    def set_extra_state(self, state) -> None:
+        if not isinstance(state, Tensor) or state.dim() != 1 or state.is_floating_point() or state.is_complex():
+            raise TypeError(f"an AugmentationLayer's saved input size must be a 1-D integer tensor, got {state!r}")
+        size = tuple(int(s) for s in state.tolist())
+        if any(s < 1 for s in size):
+            raise ValueError(f"an AugmentationLayer's saved input size must be positive, got {list(size)}")
+        self.last_size = size or None
+
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # A state saved before the input size was saved keeps the size this layer has.
+        state_dict.setdefault(prefix + "_extra_state", self.get_extra_state())
         # A calibrated state loads into a layer that was never calibrated (and the reverse clears it):
         # the calibration is part of the state, like the parameters.
         key = prefix + "calibration"
@@ -283,10 +301,10 @@ class AugmentationLayer(nn.Module):
         :class:`~augnet.transforms.base.Range` at that magnitude).
 
         Args:
-            size: input spatial size for pixel units; defaults to the last
+            size: input spatial size for pixel units (positive ints); defaults to the last
                 input the layer saw.
         """
-        size = size if size is not None else self.last_size
+        size = check_size(size) if size is not None else self.last_size
         with torch.no_grad():
             w, mu, m = self.weights.tolist(), self.magnitudes.tolist(), self.transform_magnitudes.tolist()
         return [
@@ -344,8 +362,7 @@ class AugmentationLayer(nn.Module):
                 batch size, each row augmented once.
             generator: source of randomness (on ``x``'s device).
         """
-        for t in self.transforms:
-            t.check_input(x)
+        self.check_input(x)
         check_generator(generator)
         c = 1 if copies is None else copies
         check_copies(c)
@@ -357,11 +374,22 @@ class AugmentationLayer(nn.Module):
                 f"AugmentationLayer weights softmax(logits / temperature) are not finite (temperature "
                 f"{self.temperature:g}, logits {self.weight_logits.detach().tolist()}): raise the temperature"
             )
-        if x.dim() > 2:
-            self.last_size = tuple(x.shape[2:])
         # float16 / bfloat16 are augmented in float32 (coordinates, spectra, blends); the result is rounded.
         with full_precision(x) as dtype:
-            return self._augment(x.to(dtype), c, generator).to(x.dtype)
+            out = self._augment(x.to(dtype), c, generator).to(x.dtype)
+        if x.dim() > 2:  # remembered once the call has succeeded: a refused call changes nothing
+            self.last_size = tuple(x.shape[2:])
+        return out
+
+    def check_input(self, x: Tensor) -> None:
+        """Raise the ValueError or TypeError of an input the layer cannot take (every transform's check).
+
+        Checks the type, the dtype (floating point), the rank and the sizes; a
+        call and :meth:`measure_effects <augnet.AugNet.measure_effects>` run it
+        before anything changes.
+        """
+        for t in self.transforms:
+            t.check_input(x)
 
     def _augment(self, x: Tensor, c: int, generator: torch.Generator | None) -> Tensor:
         return self._augment_at(x, c, self.weights, self.transform_magnitudes, generator)

@@ -200,10 +200,22 @@ class AugNet(nn.Module):
         touched.
 
         Args:
-            x: a batch of clean inputs :math:`(B, ...)`.
-            rows: how many of its rows to use.
+            x: a batch of clean inputs :math:`(B, ...)`, as the model takes them.
+            rows: how many of its rows to use (an int >= 1).
+
+        Raises:
+            TypeError, ValueError: an ``x`` that a layer's transforms cannot take (checked
+                as a layer checks its input: type, floating-point dtype, rank, sizes), or bad
+                ``rows``; before anything changes. A batch that gives nothing to compare (fewer
+                than 2 rows, outputs that are not finite) leaves the effects as they were.
         """
+        if isinstance(rows, bool) or not isinstance(rows, int):
+            raise TypeError(f"measure_effects: rows must be an int >= 1, got {rows!r}")
+        if rows < 1:
+            raise ValueError(f"measure_effects: rows must be an int >= 1, got {rows!r}")
         layers = [m for m in self.augment.modules() if isinstance(m, AugmentationLayer)]
+        for layer in layers:  # the transforms' checks: the conditioner is not run here
+            AugmentationLayer.check_input(layer, x)
         if layers:
             # Draws of their own (a meta tensor draws nothing and takes no generator).
             generator = None if x.device.type == "meta" else torch.Generator(x.device).manual_seed(self.passes)

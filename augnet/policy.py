@@ -37,7 +37,8 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Callable
+import numbers
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -141,8 +142,12 @@ class Policy(list):
         return "\n".join(lines)
 
     def layers_json(self) -> list[list[dict]]:
-        """The entries alone, JSON-serialisable: per layer, a list of entries (ranges as ``[low, high, unit]``)."""
-        return [[{**e, "range": list(e["range"])} for e in layer] for layer in self]
+        """The entries alone, JSON-serialisable: per layer, a list of entries (ranges as ``[low, high, unit]``).
+
+        An unbounded end of a range (``AddNoise``'s SNR, infinite at magnitude 0) is written as the
+        string ``"inf"`` or ``"-inf"``: strict JSON has no infinity, and :meth:`from_json` reads it back.
+        """
+        return [[{**e, "range": _range_json(e["range"])} for e in layer] for layer in self]
 
     def to_json(self) -> dict:
         """A JSON-serialisable policy file.
@@ -173,7 +178,9 @@ class Policy(list):
 
         Raises:
             ValueError, TypeError: not a policy file, or one that no reader would
-                take (see :func:`check_policy`), naming the layer, entry and field.
+                take (see :func:`check_policy`), naming the layer, entry and field;
+                a layer marked ``"conditioned": true`` (a per-instance layer is no
+                fixed pipeline: see :func:`refuse_conditioned`).
         """
         from augnet.transforms.base import Range
 
@@ -191,13 +198,14 @@ class Policy(list):
                 raise ValueError(f"policy layer {i} must be a dict with a 'transforms' list, got {layer!r}")
             for q, e in enumerate(layer["transforms"]):
                 _check_entry(e, f"policy layer {i}, entry {q}", ranges=True)
-            layers.append([{**e, "range": Range(*e["range"])} for e in layer["transforms"]])
+            layers.append([{**e, "range": Range(*_range_read(e["range"]))} for e in layer["transforms"]])
             settings.append({k: v for k, v in layer.items() if k != "transforms"})
         if any(settings) and not all(settings):
             bare = next(i for i, s in enumerate(settings) if not s)
             raise ValueError(f"policy layer {bare} has no settings (temperature, weight_logits, ...) while others do")
         policy = cls(layers, settings if all(settings) else None)
         check_policy(policy, ranges=True)
+        refuse_conditioned(policy, "read from a policy file")  # a file means one thing everywhere
         return policy
 
     def to_kornia(self, size: tuple[int, int] | None = None):
@@ -352,6 +360,17 @@ def check_policy(policy: Policy, ranges: bool = False) -> list | None:
     return layers
 
 
+def check_size(size) -> tuple[int, ...]:
+    """``size`` (a spatial size: a sequence of ints >= 1) as a tuple, or the TypeError / ValueError naming it."""
+    if isinstance(size, (str, bytes)) or not isinstance(size, Sequence):
+        raise TypeError(f"size must be a spatial size (a sequence of ints), got {type(size).__name__}: {size!r}")
+    if not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in size):
+        raise TypeError(f"size must be a spatial size (a sequence of ints), got {size!r}")
+    if not size or any(s < 1 for s in size):
+        raise ValueError(f"size must be a non-empty spatial size of ints >= 1, got {size!r}")
+    return tuple(int(s) for s in size)
+
+
 def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -375,9 +394,30 @@ def _check_entry(e, where: str, ranges: bool) -> None:
     if "range" not in e:
         raise ValueError(f"{where}: the entry of {e['transform']} has no 'range'")
     r = e["range"]
-    ok = isinstance(r, (list, tuple)) and len(r) == 3 and _is_number(r[0]) and _is_number(r[1])
-    if not ok or not isinstance(r[2], str) or not (math.isfinite(r[0]) and math.isfinite(r[1])):
-        raise ValueError(f"{where}: range of {e['transform']} must be [low, high, unit] (finite numbers), got {r!r}")
+    ok = isinstance(r, (list, tuple)) and len(r) == 3 and all(_is_end(v) for v in r[:2]) and isinstance(r[2], str)
+    if not ok:
+        raise ValueError(
+            f"{where}: range of {e['transform']} must be [low, high, unit] (numbers, or \"inf\" / \"-inf\" for an "
+            f"unbounded end; not NaN), got {r!r}"
+        )
+
+
+_ENDS = {"inf": math.inf, "-inf": -math.inf}
+
+
+def _is_end(v) -> bool:
+    """A range end: a number that is not NaN (an unbounded one is infinite), or its JSON form ``"inf"`` / ``"-inf"``."""
+    return (_is_number(v) and not math.isnan(v)) or (isinstance(v, str) and v in _ENDS)
+
+
+def _range_json(r) -> list:
+    """``[low, high, unit]`` with infinite ends as ``"inf"`` / ``"-inf"`` (strict JSON)."""
+    return [("inf" if v > 0 else "-inf") if _is_number(v) and math.isinf(v) else v for v in r[:2]] + [r[2]]
+
+
+def _range_read(r) -> list:
+    """A file's ``[low, high, unit]`` with ``"inf"`` / ``"-inf"`` ends as floats (checked before)."""
+    return [_ENDS[v] if isinstance(v, str) else v for v in r[:2]] + [r[2]]
 
 
 def _vector(value, name: str, q: int, where: str, low: float = -_FLOAT32_MAX) -> list[float]:
@@ -413,6 +453,8 @@ def _check_settings(settings: dict, q: int, where: str) -> None:
     for key in ("eval_mode", "train_mode", "backend"):
         if key in settings and not isinstance(settings[key], str):
             raise TypeError(f"{where}: {key} must be a string, got {settings[key]!r}")
+    if "conditioned" in settings and not isinstance(settings["conditioned"], bool):
+        raise TypeError(f"{where}: conditioned must be true or false, got {settings['conditioned']!r}")
     logits = _vector(settings["weight_logits"], "weight_logits", q, where)
     if max(abs(v) for v in logits) / t > _FLOAT32_MAX:
         raise ValueError(f"{where}: weight_logits / temperature overflows float32 (temperature {t!r}, logits {logits})")

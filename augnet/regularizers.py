@@ -141,7 +141,15 @@ def selective_regularizer(module: nn.Module, units: str = "effect", diverse: boo
         diverse: discount transforms chosen by earlier layers (default) or not (the paper's).
 
     Returns:
-        A differentiable scalar (non-positive).
+        A differentiable scalar. It is non-positive with ``diverse=False``, and
+        whenever no layer repeats a transform an earlier layer holds. With
+        ``diverse=True`` a later layer's repeat is a cost, so the value lies
+        between :math:`-\\sum_l \\| v^{(l)} \\|_2` and the sum of the later
+        layers' :math:`\\| v^{(l)} \\|_2`, and it is positive when several later
+        layers repeat the first one's choice: three stacked layers that all put
+        their weight on one transform at magnitude 1 give about +1 (the first
+        layer's reward -1, each later layer's cost +1). Log it as a cost, not
+        as the negative of a reward.
 
     Examples:
         >>> from augnet.transforms import image as T
@@ -226,6 +234,11 @@ def get_regularizer(name):
     ``"none"``), or ``name`` itself if it is a callable ``module -> scalar``."""
     if callable(name):
         return name
+    if not isinstance(name, str):
+        raise TypeError(
+            f"regularizer must be the name of one ({sorted(REGULARIZERS)}) or a callable module -> scalar, "
+            f"got {type(name).__name__}: {name!r}"
+        )
     if name not in REGULARIZERS:
         raise ValueError(f"unknown regularizer {name!r}; expected one of {sorted(REGULARIZERS)} or a callable")
     return REGULARIZERS[name]

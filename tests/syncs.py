@@ -47,7 +47,30 @@ _DATA_DEPENDENT = {
     aten.equal.default: "torch.equal",
     aten.is_nonzero.default: "bool() of a tensor",
 }
-_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+def _package() -> Path:
+    """The folder of the imported augnet package: what is library code, wherever the checkout lies."""
+    import augnet
+
+    return Path(augnet.__file__).resolve().parent
+
+
+_PACKAGE = _package()
+
+
+def _in_package(path: str) -> bool:
+    """Whether ``path`` (a code object's file name) is a file of the augnet package.
+
+    Decided by the resolved path, not by a ``/augnet/`` in it: a checkout in a folder named augnet (what
+    ``git clone`` makes) has ``/augnet/`` in the path of every file, its tests included.
+    """
+    if path.startswith("<"):  # <string>, <frozen ...>: not a file
+        return False
+    try:
+        return Path(path).resolve().is_relative_to(_PACKAGE)
+    except (OSError, ValueError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -67,8 +90,9 @@ def _where() -> str:
     fallback = None
     while frame is not None:
         path = frame.f_code.co_filename
-        if "/augnet/" in path and "/torch/" not in path:
-            return f"{Path(path).relative_to(_ROOT) if path.startswith(_ROOT) else path}:{frame.f_lineno}"
+        if _in_package(path):
+            where = Path(path).resolve().relative_to(_PACKAGE.parent)  # augnet/file.py
+            return f"{where}:{frame.f_lineno}"
         if fallback is None and "/torch/" not in path and __file__ not in path:
             fallback = f"{Path(path).name}:{frame.f_lineno}"
         frame = frame.f_back

@@ -121,4 +121,7 @@ def test_batches_give_the_rows_of_the_whole_call():
     net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3))
     whole = probes.invariance_curve(net, x, T.Rotate(), [0.3, 1.0], batch_size=len(x))
     streamed = probes.invariance_curve(net, x, T.Rotate(), [0.3, 1.0], batch_size=4)
-    torch.testing.assert_close(streamed["scores"], whole["scores"], rtol=1e-5, atol=1e-6)
+    # The transformed rows are the whole call's exactly (above); the model's convolution rounds differently for
+    # another batch size (7e-9 on the features with oneDNN), which the score's division by the baseline
+    # distance amplifies to ~5e-6.
+    torch.testing.assert_close(streamed["scores"], whole["scores"], rtol=1e-4, atol=1e-5)

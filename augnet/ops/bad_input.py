@@ -109,22 +109,51 @@ def check_bad_input(device: torch.device | str | None = None) -> None:
     anyway (logging a loss, the end of an epoch). A no-op where no call has
     flagged anything, and on the CPU (where the inputs were refused at once).
 
+    A device without a flag (nothing there ever ran ``tap_mix``, such as
+    ``"cuda"`` on a machine without CUDA) has nothing to report: a no-op.
+
     Raises:
         ValueError: naming what was bad, e.g. ``tap_mix: affine contains NaN or
             infinite values (seen on cuda:0 since the last check; those output
-            rows were NaN)``.
+            rows were NaN)``; or ``device`` is a string that names no device.
+        TypeError: ``device`` is neither a device, a string nor ``None``.
     """
-    devices = list(_flags) if device is None else [torch.device(device)]
+    devices = list(_flags) if device is None else _flagged(_as_device(device))
     for dev in devices:
-        if dev.type in ("cpu", "meta"):
-            continue
-        f = _flags.get(dev) if dev.type != "cuda" or dev.index is not None else flag(dev)
-        if f is None:
+        f = _flags.get(dev)
+        if f is None or dev.type in ("cpu", "meta"):  # meta has no values; the CPU refused bad input at once
             continue
         found = int(f.item())
         if found:
             f.zero_()
             raise_bad_input(found, dev)
+
+
+def _flagged(device: torch.device) -> list[torch.device]:
+    """The devices with a flag that ``device`` names: itself, or for ``"cuda"`` the current one (none on CPU/meta).
+
+    Without a flag on a device of that kind, nothing ran there (``"cuda"`` on a machine without CUDA): no device
+    is asked, so no driver is touched.
+    """
+    if device.type in ("cpu", "meta") or not any(d.type == device.type for d in _flags):
+        return []
+    if device.index is not None:
+        return [device]
+    if device.type == "cuda" and torch.cuda.is_available():
+        return [torch.device("cuda", torch.cuda.current_device())]
+    return [d for d in _flags if d.type == device.type]
+
+
+def _as_device(device) -> torch.device:
+    """``device`` as a ``torch.device``, or the TypeError / ValueError naming it."""
+    if isinstance(device, torch.device):
+        return device
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a torch.device, a string or None, got {type(device).__name__}: {device!r}")
+    try:
+        return torch.device(device)
+    except RuntimeError as err:
+        raise ValueError(f"device {device!r} is not a device: {str(err).splitlines()[0]}") from None
 
 
 def raise_bad_input(found: int, device: torch.device) -> None:

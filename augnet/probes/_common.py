@@ -112,9 +112,8 @@ def apply_paired(transform, x: Tensor, magnitude, generator: torch.Generator | N
     transformation (e.g. several models, or several layers), through
     ``transform(x, magnitude, params=params)``.
     """
-    magnitude = transform.check_magnitude(magnitude, x)
-    params = transform.sample(x, magnitude, generator=generator)
-    return transform.apply_transform(x, params), params
+    params = transform.draw_params(x, magnitude, generator)
+    return transform(x, magnitude, params=params), params
 
 
 def seeded(seed: int | None, device=None) -> torch.Generator | None:
@@ -194,6 +193,51 @@ def batch_size_of(batch_size, name: str = "batch_size") -> int:
     return int(batch_size)
 
 
+#: The largest seed a probe takes: it seeds generators with ``seed``, ``seed + 1`` and ``seed + 2`` (int64).
+MAX_SEED = 2**63 - 3
+
+
+def check_seed(seed) -> int:
+    """``seed`` if it is an int in ``[0, MAX_SEED]``, else the TypeError / ValueError naming it."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}: {seed!r}")
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"seed must be an int in [0, 2**63 - 3] (seed + 2 seeds a generator too), got {seed}")
+    return int(seed)
+
+
+def check_flag(name: str, value) -> bool:
+    """``value`` if it is a bool, else the TypeError naming ``name``."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def check_model_input(model: nn.Module, x) -> None:
+    """Refuse images a probe could not run ``model`` on, before it runs: the checks of every model-level probe.
+
+    ``x`` must be a tensor with values (not on meta), in a dtype and on a device the model's floating-point
+    parameters have (the model's own error would come in its first pass, as a RuntimeError), and finite
+    (a NaN image spoils its own measures and those it is a baseline of; its rows are named).
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(f"x must be a tensor of images, got {type(x).__name__}")
+    if x.device.type == "meta":
+        raise ValueError("x is on meta (shapes only): the probes measure values")
+    params = [p for p in model.parameters() if p.is_floating_point()]
+    dtypes, devices = {p.dtype for p in params}, {p.device for p in params}
+    if params and x.is_floating_point() and x.dtype not in dtypes:
+        kinds = ", ".join(sorted(str(d) for d in dtypes))
+        raise TypeError(f"x is {x.dtype} but the model's parameters are {kinds}: pass x.to({kinds.split(', ')[0]})")
+    if params and x.device not in devices:
+        raise ValueError(f"x is on {x.device} but the model is on {', '.join(sorted(map(str, devices)))}")
+    if x.is_floating_point() and x.numel():
+        finite = torch.isfinite(x.detach()).reshape(len(x), -1).all(1)
+        if not bool(finite.all()):
+            bad = (~finite).nonzero().flatten().tolist()
+            raise ValueError(f"x has NaN or infinite values in images {bad[:20]}: probe finite images")
+
+
 def _is_augnet_transform(transform) -> bool:
     from augnet.transforms.base import Transform
 
@@ -233,8 +277,7 @@ class Transformed:
         if _is_augnet_transform(transform) and not transform.mixes_samples:
             transform.check_input(x)
             if params is None:
-                mag = transform.check_magnitude(magnitude, x)
-                params = transform.sample(x, mag, generator=generator)
+                params = transform.draw_params(x, magnitude, generator)  # the draw of transform(x, m, generator=g)
             self.params = dict(params)
         elif params is not None:
             self._whole = transform(x, magnitude, params=params)

@@ -28,6 +28,7 @@ __all__ = [
     "LOGITS",
     "OUTPUT",
     "REDUCTIONS",
+    "check_layers",
     "describe",
     "features",
     "layer_calls",
@@ -187,6 +188,19 @@ def _resolve(model: nn.Module, names: list[str]) -> dict[str, tuple[str, int | N
     if unknown:
         raise ValueError(f"unknown layer(s) {unknown}; the model's modules are {[n for n in modules if n]}")
     return wanted
+
+
+def check_layers(model: nn.Module, x: Tensor, layers: Sequence[str], **forward_kwargs) -> None:
+    """Raise the ValueError of a name in ``layers`` that is not one layer of ``model``'s forward pass.
+
+    An unknown module, a module never called, the plain name of a module called several times (its calls
+    are ``name#0``, ``name#1``, ...) or a call index past the calls, found by one forward pass on ``x[:1]``
+    (see :func:`layer_calls`): what the probes would otherwise find in their first pass, after work began.
+    """
+    targets = _resolve(model, list(layers))
+    if targets:
+        modules = sorted({m for m, _ in targets.values()})
+        _check_calls(targets, layer_calls(model, x, modules, **forward_kwargs))
 
 
 def _check_calls(targets: dict[str, tuple[str, int | None]], counts: dict[str, int]) -> None:

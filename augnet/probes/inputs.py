@@ -72,12 +72,7 @@ def load_model(spec: str, kwargs: str | dict | None = None, weights: str | Path 
         raise ValueError(f"{spec}({kwargs or ''}) returned a {type(model).__name__}, not a torch.nn.Module")
     if weights is not None:
         path = Path(weights)
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as err:  # unpickling errors of every kind: one line
-            raise ValueError(
-                f"cannot read --weights {path} with weights_only=True: {str(err).splitlines()[0]}"
-            ) from err
+        state = _load_tensors(path, "--weights")
         if isinstance(state, dict) and not any(isinstance(v, Tensor) for v in state.values()):
             for key in ("state_dict", "model"):
                 if isinstance(state.get(key), dict):
@@ -91,6 +86,39 @@ def load_model(spec: str, kwargs: str | dict | None = None, weights: str | Path 
             detail = " ".join(str(err).split())[:300]
             raise ValueError(f"--weights {path} do not fit {spec}: {detail}") from err
     return model.eval()
+
+
+def _first_line(err: BaseException) -> str:
+    """An error's message as one line (its type when the message is empty, as an EOFError's is)."""
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
+
+
+def _load_tensors(path: Path, what: str):
+    """``torch.load(path, weights_only=True)`` on the CPU, or a one-line ValueError naming ``what``."""
+    if not path.is_file():
+        raise ValueError(f"{what} {path} is not a file")
+    if path.stat().st_size == 0:
+        raise ValueError(f"{what} {path} is an empty file")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # unpickling errors of every kind: one line
+        raise ValueError(f"cannot read {what} {path} with weights_only=True: {_first_line(err)}") from err
+
+
+def _read_image(path: Path, size: int | None) -> Tensor:
+    """One image file as (3, H, W) uint8 RGB, or a one-line ValueError naming the file."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            im = im.convert("RGB")
+            if size is not None:
+                im = im.resize((size, size), Image.BILINEAR)
+            data = torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8)
+            return data.reshape(im.height, im.width, 3).permute(2, 0, 1)
+    except (OSError, ValueError, SyntaxError) as err:  # Pillow's errors for a corrupt, empty or truncated file
+        raise ValueError(f"--data: cannot read the image {path}: {_first_line(err)}") from None
 
 
 def _as_images(x, source: str) -> Tensor:
@@ -127,27 +155,17 @@ def load_images(path: str | Path, size: int | None = None, limit: int | None = N
             raise ValueError(f"--data {path} holds no image file ({', '.join(IMAGE_SUFFIXES)})")
         files = files[:limit] if limit else files
         try:
-            from PIL import Image
+            import PIL  # noqa: F401
         except ImportError as err:  # pragma: no cover - Pillow comes with torchvision and matplotlib
             raise ValueError("reading an image folder needs Pillow: pip install pillow") from err
-        images = []
-        for f in files:
-            with Image.open(f) as im:
-                im = im.convert("RGB")
-                if size is not None:
-                    im = im.resize((size, size), Image.BILINEAR)
-                data = torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8)
-                images.append(data.reshape(im.height, im.width, 3).permute(2, 0, 1))
+        images = [_read_image(f, size) for f in files]
         shapes = {tuple(im.shape) for im in images}
         if len(shapes) > 1:
             raise ValueError(f"--data {path}: the images have different sizes {sorted(shapes)[:3]}; pass --size")
         return _as_images(torch.stack(images), f"--data {path}")
     if not path.is_file():
         raise ValueError(f"--data {path} is neither a file nor a folder")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # one line for the user
-        raise ValueError(f"cannot read --data {path} with weights_only=True: {str(err).splitlines()[0]}") from err
+    data = _load_tensors(path, "--data")
     if isinstance(data, dict):
         data = data.get("x", data.get("images"))
     elif isinstance(data, (tuple, list)) and data:

@@ -38,15 +38,23 @@ Gruver, Finzi, Goldblum and Wilson, "The Lie Derivative for Measuring Learned Eq
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 
 import torch
 from torch import Tensor, nn
 
-from augnet.probes._common import batch_size_of, evaluating, forward_kwargs, summary
+from augnet.probes._common import (
+    batch_size_of,
+    check_flag,
+    check_model_input,
+    check_seed,
+    evaluating,
+    forward_kwargs,
+    summary,
+)
 from augnet.probes.families import continuous_names, family
-from augnet.probes.features import LOGITS, REDUCTIONS, _Filler, reduce_features, stream_features
+from augnet.probes.features import LOGITS, REDUCTIONS, _Filler, check_layers, reduce_features, stream_features
 
 __all__ = ["KINK_STEP", "LIE_BATCH_SIZE", "lie_derivative", "transform_derivative"]
 
@@ -115,6 +123,19 @@ def transform_derivative(transform, x: Tensor, size: tuple[int, int] | None = No
     if transform.kink_at_zero:
         return (at(KINK_STEP) + at(-KINK_STEP)) / 2
     return at(0.0)
+
+
+def _checked_pool(reduce: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
+    """A callable ``reduce`` whose result is checked: a tensor with one row per input."""
+
+    def pool(a: Tensor) -> Tensor:
+        out = reduce(a)
+        if not isinstance(out, Tensor) or out.dim() == 0 or out.shape[0] != a.shape[0]:
+            got = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
+            raise TypeError(f"reduce must map a (B, ...) tensor to a (B, D) tensor, got {got}")
+        return out
+
+    return pool
 
 
 @contextmanager
@@ -235,8 +256,14 @@ def lie_derivative(
         batch_size: rows per forward pass (default ``LIE_BATCH_SIZE``, 64).
         copies: for an AugNet, the copies it averages (its draws are seeded with ``seed``, so the
             model is a deterministic function of its input, which is differentiated).
-        seed: an AugNet's draws.
+        seed: an AugNet's draws (an int in ``[0, 2**63 - 3]``).
         return_derivative: also return each layer's (B, ...) Lie derivative (after ``reduce``).
+
+    Raises:
+        TypeError, ValueError: before the model is differentiated: a bad argument, naming it; images
+            that are not finite (naming them), on meta, or in another dtype or on another device than
+            the model's parameters; a layer that is not one call of a module (one checking pass of one
+            image).
 
     Returns:
         ``{"transform", "parameter", "unit" (of t), "layers", "mode" (how ``J u`` was computed:
@@ -266,13 +293,21 @@ def lie_derivative(
         raise ValueError(f"x must be a non-empty batch of floating-point images, got {x.dtype} {tuple(x.shape)}")
     if not callable(reduce) and reduce not in REDUCTIONS:
         raise ValueError(f"reduce must be one of {REDUCTIONS} or a callable, got {reduce!r}")
-    pool = reduce if callable(reduce) else lambda a: reduce_features(a, reduce)
+    pool = _checked_pool(reduce) if callable(reduce) else lambda a: reduce_features(a, reduce)
     if equivariant not in (True, False, "auto"):
         raise ValueError(f"equivariant must be True, False or 'auto', got {equivariant!r}")
+    if not isinstance(layers, (str, Sequence)):
+        raise TypeError(f"layers must be a layer name or a list of them, got {type(layers).__name__}: {layers!r}")
     names = [layers] if isinstance(layers, str) else list(layers)
     if not names:
         raise ValueError("layers must name at least one layer")
+    if len(set(map(str, names))) != len(names):
+        raise ValueError(f"layers must be distinct layer names, got {names!r}")
     step = LIE_BATCH_SIZE if batch_size is None else batch_size_of(batch_size)
+    seed = check_seed(seed)
+    check_flag("return_derivative", return_derivative)
+    check_model_input(model, x)
+    check_layers(model, x, names, **forward_kwargs(model, copies, seed, x.device))  # one pass of one image
     size = tuple(x.shape[-2:])
     # Per-sample values written into tensors allocated once (see features._Filler on why).
     lee = {n: torch.empty(len(x), dtype=torch.float64) for n in names}

@@ -53,11 +53,14 @@ equivariance loss, which trains such maps with the network, is
 
 Errors (section 3.3): ``L_L2(r, r') = ||r - r'|| / ||r||`` per sample, with
 ``r = phi(x)`` the target and ``r' = M(phi(g x))``, after each feature
-dimension is divided by its root mean square over the rows of ``r`` (the
-paper "normalize[s] each dimension of r to have similar magnitude"; a
-dimension that is 0 on every row is left as is). ``error="sq"`` gives the
-squared ratio ``||r - r'||^2 / ||r||^2`` instead, and ``per_dimension=False``
-skips the scaling.
+dimension is brought to a similar magnitude (the paper "normalize[s] each
+dimension of r to have similar magnitude"): divided by
+``sqrt(r_d^2 + m^2)``, with ``r_d`` its root mean square over the rows of
+``r`` and ``m`` that of the layer's typical unit, so that neither a few loud
+units nor nearly silent ones decide the error and the error is continuous in
+the features (see :func:`~augnet.probes.map_evaluation.mapping_error`).
+``error="sq"`` gives the squared ratio ``||r - r'||^2 / ||r||^2`` instead, and
+``per_dimension=False`` skips the scaling.
 
 Where the code lives: the fitted map and the fit are here; the map modules and
 the solvers in :mod:`augnet.probes.map_solvers`; the errors, the held-out split

@@ -50,7 +50,17 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from augnet.probes._common import Transformed, batch_size_of, derangement, evaluating, forward_kwargs, seeded
+from augnet.probes._common import (
+    Transformed,
+    batch_size_of,
+    check_flag,
+    check_model_input,
+    check_seed,
+    derangement,
+    evaluating,
+    forward_kwargs,
+    seeded,
+)
 from augnet.probes.equivariance import equivariance_report
 from augnet.probes.families import family, rank_param
 from augnet.probes.features import LOGITS, _Filler, describe, stream_features
@@ -79,7 +89,7 @@ _SWEPT = ("inv_augnet", "inv_bouchacourt", "alignment", "equivariance_error", "i
 _COLUMNS = ("layer", "transform", "magnitude", "range", "measure", "value", "paper", "note")
 
 
-def auto_layers(model: nn.Module) -> list[str]:
+def auto_layers(model: nn.Module, x: Tensor | None = None, **forward_kwargs) -> list[str]:
     """The layers :func:`report` reads by default: the outputs of the model's top-level blocks, and its logits.
 
     The blocks are the model's children that hold submodules, except its last child (whose output
@@ -88,12 +98,18 @@ def auto_layers(model: nn.Module) -> list[str]:
     (a ``Sequential`` of layers) gives its children but the last, at most 8, evenly spaced. For an
     AugNet, the blocks of its trunk.
 
+    With inputs ``x``, the blocks are those of a forward pass (on ``x[:1]``, see
+    :func:`~augnet.probes.features.layer_calls`; ``forward_kwargs`` go to the model): a block called
+    ``k > 1`` times is read at each call, ``name#0`` ... ``name#{k-1}`` (its plain name is no layer),
+    and a block the pass never calls is left out. :func:`report` passes its inputs.
+
     Examples:
         >>> block = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
         >>> auto_layers(nn.Sequential(block, nn.Sequential(nn.Flatten()), nn.LazyLinear(2)))
         ['0', '1', 'logits']
     """
     from augnet.model import AugNet
+    from augnet.probes.features import CALL, layer_calls
 
     root, prefix = (model.trunk, "trunk.") if isinstance(model, AugNet) else (model, "")
     children = list(root.named_children())
@@ -109,7 +125,11 @@ def auto_layers(model: nn.Module) -> list[str]:
         cands = children[:-1]
         if len(cands) > 8:
             cands = [cands[round(i * (len(cands) - 1) / 7)] for i in range(8)]
-    return [prefix + n for n, _ in cands] + [LOGITS]
+    names = [prefix + n for n, _ in cands]
+    if x is not None and names:
+        calls = layer_calls(model, x, names, **forward_kwargs)
+        names = [n if calls[n] == 1 else f"{n}{CALL}{i}" for n in names for i in range(calls[n])]
+    return [*names, LOGITS]
 
 
 def _pool(a: Tensor, image_input: bool) -> Tensor:
@@ -175,12 +195,9 @@ class ProbeReport:
         """Layers x transforms, one panel per measure (swept measures at ``magnitude``, default the largest)."""
         from augnet.probes.plots import plot_report_heatmap
 
-        magnitude = max(self.magnitudes) if magnitude is None else float(magnitude)
-        names = (
-            [m for m in MEASURES if any(r["measure"] == m for r in self.records)]
-            if measures is None
-            else list(measures)
-        )
+        magnitude = self._swept(magnitude)
+        present = [m for m in MEASURES if any(r["measure"] == m for r in self.records)]
+        names = present if measures is None else self._measures(measures, present)
         panels = {}
         for m in names:
             grid = [[self.value(m, layer, t, magnitude) for t in self.transforms] for layer in self.layers]
@@ -197,6 +214,31 @@ class ProbeReport:
             "(bright: closer to invariant; grey: n/a)"
         )
         return plot_report_heatmap(panels, self.layers, self.transforms, path, title=title)
+
+    def _swept(self, magnitude) -> float:
+        """``magnitude`` (default the largest) if the report swept it, else the TypeError / ValueError."""
+        if magnitude is None:
+            return max(self.magnitudes)
+        if isinstance(magnitude, bool) or not isinstance(magnitude, numbers.Real):
+            raise TypeError(f"magnitude must be a number, got {type(magnitude).__name__}: {magnitude!r}")
+        if float(magnitude) not in self.magnitudes:
+            raise ValueError(f"magnitude {magnitude!r} was not swept; the report's magnitudes are {self.magnitudes}")
+        return float(magnitude)
+
+    @staticmethod
+    def _measures(measures, present: list[str]) -> list[str]:
+        """``measures`` checked: names of :data:`MEASURES` that the report holds records of."""
+        if isinstance(measures, str) or not isinstance(measures, Sequence):
+            raise TypeError(f"measures must be a list of measure names, got {measures!r}")
+        if not all(isinstance(m, str) for m in measures):
+            raise TypeError(f"measures must be measure names (str), got {list(measures)!r}")
+        unknown = [m for m in measures if m not in MEASURES]
+        if unknown:
+            raise ValueError(f"unknown measure(s) {unknown}; the measures are {list(MEASURES)}")
+        absent = [m for m in measures if m not in present]
+        if absent or not measures:
+            raise ValueError(f"no record of measure(s) {absent or list(measures)} in this report; it has {present}")
+        return list(measures)
 
     def verdict(self) -> str:
         """A few lines: per transform, which layers are invariant, and where the logits stand."""
@@ -324,8 +366,15 @@ def report(
             forward-mode pass holds every activation's tangent too).
         copies: for an AugNet, the copies it averages.
         seed: seeds every draw: the transforms' parameters (``seed + 1``; the ranker's second copies
-            ``seed + 2``), the baseline pairing, the held-out rows, an AugNet's own draws.
+            ``seed + 2``), the baseline pairing, the held-out rows, an AugNet's own draws. An int in
+            ``[0, 2**63 - 3]``.
         progress: show a progress bar (one step per pass over the inputs).
+
+    Raises:
+        TypeError, ValueError: before the model runs on the inputs (one checking pass of one image
+            finds layers that are not one call of a module): a bad argument, naming it; images that
+            are not finite (naming them), on meta, or in another dtype or on another device than the
+            model's parameters.
 
     Returns:
         A :class:`ProbeReport`: ``.records`` (the tidy table), ``.table()``, ``.save(path)`` (JSON or
@@ -338,6 +387,7 @@ def report(
         >>> sorted({r["measure"] for r in rep.records})[:3], rep.value("inv_augnet", "1", "Rotate") <= 1
         (['alignment', 'equivariance_error', 'importance'], True)
     """
+    from augnet.probes.features import check_layers
     from augnet.probes.ranking_model import _row_values
     from augnet.probes.unit_invariance import _check_tau
 
@@ -351,16 +401,23 @@ def report(
     for t in named.values():
         t.check_input(x)
     mags = _magnitudes(magnitudes)
-    names = auto_layers(model) if layers == "auto" else [layers] if isinstance(layers, str) else list(layers)
-    if not names or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+    if layers != "auto" and not isinstance(layers, str) and not isinstance(layers, Sequence):
+        raise TypeError(f"layers must be 'auto', a layer name or a list of them, got {type(layers).__name__}")
+    names = None if layers == "auto" else [layers] if isinstance(layers, str) else list(layers)
+    if names is not None and (not names or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names)):
         raise ValueError(f"layers must be 'auto' or distinct layer names, got {layers!r}")
     tau = _check_tau(tau)
     if isinstance(holdout, bool) or not isinstance(holdout, numbers.Real) or not 0 < holdout < 1:
         raise ValueError(f"holdout must be a fraction in (0, 1), got {holdout!r}")
     step = batch_size_of(batch_size)
-    from augnet.probes.features import _resolve
-
-    _resolve(model, names)  # unknown layers, before any work
+    seed = check_seed(seed)
+    check_flag("lie", lie)
+    check_flag("progress", progress)
+    check_model_input(model, x)
+    kwargs0 = forward_kwargs(model, copies, seed, x.device)
+    if names is None:
+        names = auto_layers(model, x, **kwargs0)
+    check_layers(model, x, names, **kwargs0)  # unknown layers, calls of a reused module: one pass of one image
     start_time = time.perf_counter()
     n, size = len(x), tuple(x.shape[-2:])
     plan = {name: (rank_param(t), 0.5 if rank_param(t) == "gate" else max(mags)) for name, t in named.items()}

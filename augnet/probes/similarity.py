@@ -90,6 +90,15 @@ coordinates are then mixed by the shuffle). It does not detect:
 - invariance: zero displacements have no direction; they count as cosine 0
   with every other displacement, so an invariant model scores 0.
 
+Rounding noise is no movement. A displacement smaller than ``sqrt(eps)`` of
+the features' dtype relative to the row's size (``max(|z_i|, |z_t_i|)``;
+3.5e-4 for float32 features) counts as zero: at that size it is rounding
+noise, whose direction is random. The rows a transform applied with
+probability ``mu < 1`` (a flip, ``Invert``) leaves untouched move by about
+1e-7 relative through an identity warp, or through another memory layout of
+the same images; normalised to unit length, those directions made the score
+depend on the layout (channels-last images gave another value).
+
 Where the code lives: the per-class distributions and the equivariance
 alignment are here; the pairs, :func:`similarity_change` and
 :func:`similarity_search` in :mod:`augnet.probes.similarity_pairs`;
@@ -235,6 +244,16 @@ def similarity_change_distributions(
 # --------------------------------------------------------------------------- equivariance alignment (appendix D)
 
 
+def _moved(z: Tensor, z_t: Tensor) -> Tensor:
+    """The (B, D) float64 displacements ``z_t - z``, rows below rounding noise set to 0 (see the module docstring)."""
+    a, b = z.double().flatten(1), z_t.double().flatten(1)
+    d = b - a
+    eps = max(torch.finfo(t.dtype).eps if t.is_floating_point() else 0.0 for t in (z, z_t))
+    size = torch.maximum(a.norm(dim=1), b.norm(dim=1))
+    noise = d.norm(dim=1) <= math.sqrt(eps) * size
+    return torch.where(noise[:, None], torch.zeros_like(d), d)
+
+
 def _unit(d: Tensor) -> Tensor:
     norm = d.norm(dim=1, keepdim=True)
     return torch.where(norm > 0, d / norm.clamp_min(torch.finfo(d.dtype).tiny), torch.zeros_like(d))
@@ -282,7 +301,7 @@ def equivariance_alignment(
         ``{"score", "baseline", "difference"}`` (floats; ``difference = score -
         baseline``, the paper's equivariance), ``"per_sample"`` (B,) and
         ``"baseline_per_sample"`` (B,) (the last shuffle's), ``"n_zero"`` (samples
-        that did not move).
+        that did not move, or moved by rounding noise only: see the module docstring).
 
     Raises:
         ValueError: if ``z`` or ``z_t`` holds a NaN or infinite value.
@@ -308,7 +327,7 @@ def equivariance_alignment(
     _check_finite(z_t, "z_t")
     if isinstance(shuffles, bool) or not isinstance(shuffles, numbers.Integral) or shuffles < 1:
         raise ValueError(f"shuffles must be a positive integer, got {shuffles!r}")
-    d = (z_t.detach().double() - z.detach().double()).flatten(1)
+    d = _moved(z.detach(), z_t.detach())
     per_sample = _alignment(d, reference)
     score = float(per_sample.mean())
     base = []

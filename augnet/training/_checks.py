@@ -10,6 +10,7 @@ import itertools
 import math
 import numbers
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import Tensor
@@ -274,3 +275,60 @@ def check_finite_parameters(model: torch.nn.Module, step: int, history: dict) ->
             "loss were not): the model is not usable; the history is the error's .history",
             history,
         )
+
+
+class _ModelState:
+    """What a model holds besides its parameters, kept to be put back: see :func:`undo_a_failed_start`.
+
+    Every buffer (a copy: batch-norm statistics, the effects an AugNet measures, a conditioner's statistics),
+    every module's extra state (an AugNet's pass count, a layer's input size) and mode, the last policy of the
+    per-instance layers, and the parameters' gradients (references: ``zero_grad`` replaces them, it does not
+    write into them). The parameters themselves change only in the optimiser's step, the end of a step.
+    """
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        modules = list(model.modules())
+        self.buffers = [(m, name, None if b is None else b.detach().clone())
+                        for m in modules for name, b in m._buffers.items()]  # fmt: skip
+        base = torch.nn.Module.get_extra_state
+        self.extra = [(m, m.get_extra_state()) for m in modules if type(m).get_extra_state is not base]
+        self.modes = [(m, m.training) for m in modules]
+        self.latest = [(m, m._latest) for m in modules if "_latest" in vars(m)]
+        self.grads = [(p, p.grad) for p in model.parameters()]
+
+    @torch.no_grad()
+    def restore(self) -> None:
+        for m, name, saved in self.buffers:
+            now = m._buffers.get(name)
+            same = saved is not None and now is not None and (now.shape, now.dtype, now.device) == (
+                saved.shape, saved.dtype, saved.device)  # fmt: skip
+            if same:
+                now.copy_(saved)
+            else:
+                m._buffers[name] = saved
+        for m, state in self.extra:
+            m.set_extra_state(state)
+        for m, mode in self.modes:
+            m.training = mode
+        for m, latest in self.latest:
+            m._latest = latest
+        for p, grad in self.grads:
+            p.grad = grad
+
+
+@contextmanager
+def undo_a_failed_start(model: torch.nn.Module, state) -> Iterator[None]:
+    """Put the model back as it was if training stops before its first step has succeeded.
+
+    The first forward pass changes the model before the loss is known: an AugNet measures its effects and
+    counts the pass, batch normalisation and a conditioner update their statistics. A first step that then
+    fails (labels the loss refuses, a loss that is not finite, an error in a callback) must leave the model
+    as it was given. Costs one copy of the model's buffers, once per ``fit``.
+    """
+    kept = _ModelState(model)
+    try:
+        yield
+    except BaseException:
+        if state.step == 0:
+            kept.restore()
+        raise

@@ -86,6 +86,10 @@ class Transform(nn.Module):
     #: interpolation has a kink: there the derivative in the magnitude is taken one-sided, into
     #: (0, 1], by a finite difference of step ``KINK_STEP`` (see ``kink_gate``).
     kink_at_zero: bool = False
+    #: True for tap transforms that read pixels through a warp or from another sample (``tap_mix`` with an
+    #: affine map or sources): an identity warp is exact only to rounding (about 5e-7), so a call at
+    #: magnitude 0 returns the input itself for those rows (see ``forward``).
+    resamples: bool = False
 
     # ----------------------------------------------------------------- API
     def sample(
@@ -137,12 +141,13 @@ class Transform(nn.Module):
             copies: number of augmented copies per sample (copy-major output).
 
         Returns:
-            Tensor of shape :math:`(B \\cdot copies, ...)`.
+            Tensor of shape :math:`(B \\cdot copies, ...)`. Rows at magnitude exactly 0 are the
+            input's rows, bit for bit (with the derivative in the magnitude kept).
         """
         self.check_input(x)
         check_copies(copies)
+        number, magnitude = magnitude, self.check_magnitude(magnitude, x, rows=x.shape[0] * copies)
         if params is None:
-            number, magnitude = magnitude, self.check_magnitude(magnitude, x, rows=x.shape[0] * copies)
             if x.shape[0] == 0:  # an empty batch: nothing to draw, nothing to transform
                 return x[:0].clone()
             if self.kink_at_zero and wants_kink_gradient(magnitude):
@@ -155,9 +160,7 @@ class Transform(nn.Module):
                 identity = repeat_rows(x, moved.shape[0])
                 kinked = identity + per_row(gate, moved.dim()).to(moved.dtype) * (moved - identity)
                 return torch.where(per_row(magnitude, moved.dim()) == 0, kinked, moved)
-            # A number is drawn with as a number, as sample(x, magnitude) draws: replaying those params is exact.
-            drawn_at = float(number) if isinstance(number, (int, float)) else magnitude
-            params = self.sample(x, drawn_at, generator=generator, copies=copies)
+            params = self._draw_at(x, number, magnitude, generator, copies)
         elif _rows(params) != x.shape[0] * copies:
             raise ValueError(
                 f"{type(self).__name__}: params are for {_rows(params)} rows, "
@@ -165,7 +168,40 @@ class Transform(nn.Module):
             )
         # float16 / bfloat16 are transformed in float32 (FFTs, coordinates), as a layer does.
         with full_precision(x) as dtype:
-            return self.apply_transform(x.to(dtype), params).to(x.dtype)
+            out = self.apply_transform(x.to(dtype), params).to(x.dtype)
+        return self._identity_at_zero(x, magnitude, out)
+
+    def _identity_at_zero(self, x: Tensor, magnitude: Tensor, out: Tensor) -> Tensor:
+        """``out`` with its rows at magnitude exactly 0 replaced by the input's, for transforms that resample.
+
+        Branch-free (no value read back): the value is the input bit for bit, the derivative in the
+        magnitude that of ``out`` (a flip's relaxation, a warp's one-sided difference).
+        """
+        if not self.resamples or out.shape[0] == 0:
+            return out
+        identity = repeat_rows(x, out.shape[0])
+        if out.requires_grad:  # + an exact 0 that carries out's derivative (0 where out is not finite)
+            identity = identity + torch.nan_to_num(out - out.detach(), nan=0.0, posinf=0.0, neginf=0.0)
+        return torch.where(per_row(magnitude, out.dim()) == 0, identity, out)
+
+    def draw_params(
+        self, x: Tensor, magnitude: Tensor | float, generator: torch.Generator | None = None, copies: int = 1
+    ) -> dict[str, Tensor]:
+        """The parameters ``self(x, magnitude, generator=generator, copies=copies)`` draws, checked.
+
+        Passing them back (``params=``) replays that call bit for bit; code that draws once and applies in
+        parts (the probes, batch by batch) uses this rather than :meth:`sample` with a checked magnitude,
+        which would draw at a tensor where the call draws at a number (another rounding).
+        """
+        self.check_input(x)
+        check_copies(copies)
+        checked = self.check_magnitude(magnitude, x, rows=x.shape[0] * copies)
+        return self._draw_at(x, magnitude, checked, generator, copies)
+
+    def _draw_at(self, x, number, magnitude: Tensor, generator, copies: int) -> dict[str, Tensor]:
+        # A number is drawn with as a number, as sample(x, magnitude) draws: replaying those params is exact.
+        drawn_at = float(number) if isinstance(number, (int, float)) else magnitude
+        return self.sample(x, drawn_at, generator=generator, copies=copies)
 
     def natural_range(self, magnitude: float, size: tuple[int, ...] | None = None) -> Range:
         """Range of the transform at ``magnitude`` in natural units.

@@ -53,6 +53,9 @@ class Contrast(_ImageTransform):
 
     ``out = f * x + (1 - f) * m`` with ``m`` the image's mean grey level,
     computed at sampling time (it is a parameter, and carries a gradient to x).
+    A row whose mean is not finite (an image with a NaN or infinite pixel)
+    is left as it is: its bad pixels stay, and the fused op gets a finite
+    map (it refuses non-finite maps as bad parameters).
     Parameters: ``factor`` (N,), ``mean`` (N, Ch), the grey mean repeated per channel.
     """
 
@@ -70,6 +73,8 @@ class Contrast(_ImageTransform):
     def taps(self, params):
         f, m = params["factor"], params["mean"]
         ch = m.shape[1]
+        ok = torch.isfinite(m).all(1)  # a mean taken from data that are not finite: that row left as it is
+        f, m = torch.where(ok, f, torch.ones_like(f)), torch.where(ok[:, None], m, torch.zeros_like(m))
         eye = torch.eye(ch, dtype=f.dtype, device=f.device)
         return _one_tap(color=_color(f[:, None, None] * eye, (1.0 - f)[:, None] * m))
 
@@ -236,6 +241,10 @@ class AutoContrast(_GatedColor):
     map applied as taps. Not clipped: for images in [0, 1] the output is in [0, 1]
     anyway. Magnitude 1 stretches every image. Any channel count.
 
+    A channel whose range is not finite (a NaN or infinite pixel) is left as it
+    is, as a constant channel is: its bad pixels stay, and the fused op gets a
+    finite map.
+
     Parameters: ``gate`` (N,) in {0, 1}; ``offset`` (N, Ch), the minimum (0 for a
     constant channel); ``scale`` (N, Ch), ``1 / (max - min)`` (1 for a constant channel).
     """
@@ -251,4 +260,7 @@ class AutoContrast(_GatedColor):
 
     def _color_map(self, params):
         scale, offset = params["scale"], params["offset"]
+        ok = torch.isfinite(scale) & torch.isfinite(offset) & (scale != 0)  # a range taken from bad data: kept
+        scale = torch.where(ok, scale, torch.ones_like(scale))
+        offset = torch.where(ok, offset, torch.zeros_like(offset))
         return _color(torch.diag_embed(scale), -offset * scale)

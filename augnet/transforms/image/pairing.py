@@ -21,6 +21,7 @@ class SamplePairing(_ImageTransform):
     """
 
     mixes_samples = True
+    resamples = True
 
     def __init__(self, max_blend: float = 0.5) -> None:
         super().__init__()

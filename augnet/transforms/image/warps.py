@@ -30,6 +30,7 @@ class TranslateX(_ImageTransform):
     axis = 0
 
     kink_at_zero = True
+    resamples = True
 
     def __init__(self, max_shift: float = 0.5, padding: str = "zeros") -> None:
         super().__init__(padding)
@@ -76,6 +77,7 @@ class Rotate(_ImageTransform):
     """
 
     kink_at_zero = True
+    resamples = True
 
     def __init__(self, max_angle: float = math.pi, padding: str = "zeros") -> None:
         super().__init__(padding)
@@ -110,6 +112,7 @@ class ShearX(_ImageTransform):
     axis = 0
 
     kink_at_zero = True
+    resamples = True
 
     def __init__(self, max_shear: float = 0.3, padding: str = "zeros") -> None:
         super().__init__(padding)
@@ -150,6 +153,7 @@ class Scale(_ImageTransform):
     """
 
     kink_at_zero = True
+    resamples = True
 
     def __init__(self, max_zoom: float = 2.0, padding: str = "zeros") -> None:
         super().__init__(padding)
@@ -191,6 +195,7 @@ class HorizontalFlip(_ImageTransform):
     """
 
     flip = (-1.0, 1.0)
+    resamples = True
 
     def __init__(self, temperature: float = 0.1, padding: str = "zeros") -> None:
         super().__init__(padding)
