@@ -180,7 +180,7 @@ class Policy(list):
             ValueError, TypeError: not a policy file, or one that no reader would
                 take (see :func:`check_policy`), naming the layer, entry and field;
                 a layer marked ``"conditioned": true`` (a per-instance layer is no
-                fixed pipeline: see :func:`refuse_conditioned`).
+                fixed pipeline: see ``refuse_conditioned``).
         """
         from augnet.transforms.base import Range
 

@@ -99,7 +99,7 @@ def auto_layers(model: nn.Module, x: Tensor | None = None, **forward_kwargs) -> 
     AugNet, the blocks of its trunk.
 
     With inputs ``x``, the blocks are those of a forward pass (on ``x[:1]``, see
-    :func:`~augnet.probes.features.layer_calls`; ``forward_kwargs`` go to the model): a block called
+    :func:`~augnet.probes.layer_calls`; ``forward_kwargs`` go to the model): a block called
     ``k > 1`` times is read at each call, ``name#0`` ... ``name#{k-1}`` (its plain name is no layer),
     and a block the pass never calls is left out. :func:`report` passes its inputs.
 
