@@ -135,12 +135,8 @@ def _build(method: str, task: Task, fixed: tuple[int, float] | None):
         return trunk, opt, {**kwargs, "augment_batch": augment}, augment
     if method == "none":
         return trunk, opt, kwargs, None
-    policy = _torchvision_policy(method, task_size(task))
+    policy = _torchvision_policy(method, task.size)
     return trunk, opt, {**kwargs, "policy": policy}, (lambda xb, generator=None: _apply_policy(policy, xb))
-
-
-def task_size(task: Task) -> int:
-    return {"digits": 16, "sprites": 32, "glyphs": 28}.get(task.name, 0)
 
 
 @torch.no_grad()

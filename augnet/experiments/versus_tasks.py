@@ -57,6 +57,7 @@ class Task:
     classes: int
     invariance: tuple[str, float]  # the true invariance: a transform's name and its magnitude (probe)
     shift: float | None  # the shifted test set's rotation magnitude (Rotate's 1 = 180 degrees); None: none
+    size: int = 0  # image height and width (0 for signals)
 
     def epochs_of(self, regime: str) -> int:
         """The epochs of ``regime``: the same number of steps in both regimes."""
@@ -71,9 +72,9 @@ SMALL_EPOCHS_FACTOR = 10
 _SHIFT = 30 / 180  # Rotate's magnitude for ±30 degrees
 
 TASKS: dict[str, Task] = {
-    "digits": Task("digits", "image", 1097, 200, 500, 32, 10, 1e-3, 10, ("Rotate", 30 / 180), _SHIFT),
-    "sprites": Task("sprites", "image", 2000, 500, 1000, 64, 10, 5e-4, 4, ("Rotate", 0.25), _SHIFT),
-    "glyphs": Task("glyphs", "image", 2000, 500, 1000, 64, 10, 5e-4, 4, ("Rotate", 0.25), _SHIFT),
+    "digits": Task("digits", "image", 1097, 200, 500, 32, 10, 1e-3, 10, ("Rotate", 30 / 180), _SHIFT, 16),
+    "sprites": Task("sprites", "image", 2000, 500, 1000, 64, 10, 5e-4, 4, ("Rotate", 0.25), _SHIFT, 32),
+    "glyphs": Task("glyphs", "image", 2000, 500, 1000, 64, 10, 5e-4, 4, ("Rotate", 0.25), _SHIFT, 28),
     "sinusoids": Task("sinusoids", "signal", 2000, 500, 1000, 32, 10, 1e-2, 4, ("FrequencyShift", 0.25), None),
 }
 
@@ -93,9 +94,9 @@ class Split:
 
 def _generated(task: Task, n: int, seed: int) -> tuple[Tensor, Tensor]:
     if task.name == "sprites":
-        return D.rotated_sprites(n, 32, seed=seed)
+        return D.rotated_sprites(n, task.size, seed=seed)
     if task.name == "glyphs":
-        return D.rotated_glyphs(n, 28, seed=seed)
+        return D.rotated_glyphs(n, task.size, seed=seed)
     return D.sinusoids(n, seed=seed, sfreq=SFREQ)
 
 
@@ -107,7 +108,7 @@ def load(task: Task, regime: str, seed: int, quick: bool = False) -> Split:
     if quick:
         n_val, n_test = min(n_val, 100), min(n_test, 200)
     if task.name == "digits":
-        x, y = D.digits(16)
+        x, y = D.digits(task.size)
         order = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
         test, val, train = order[:500][:n_test], order[500:700][:n_val], order[700:][:n_train]
         parts = [(x[i], y[i]) for i in (train, val, test)]
