@@ -165,9 +165,9 @@ def test_a_run_records_what_the_table_reads(tmp_path, monkeypatch):
     assert "| none |" in V.table_markdown(summary, "t")
 
 
-def _policy(name, weight, bound):
+def _policy(name, weight, bound, unit="deg"):
     others = [{"transform": "X", "weight": (1 - weight) / 2, "range": [-1, 1, ""]}] * 2
-    return {"layers": [{"transforms": [{"transform": name, "weight": weight, "range": [-bound, bound, "deg"]},
+    return {"layers": [{"transforms": [{"transform": name, "weight": weight, "range": [-bound, bound, unit]},
                                        *others]}]}  # fmt: skip
 
 
@@ -185,6 +185,13 @@ def _policy(name, weight, bound):
 )
 def test_commitment_needs_half_the_weight_on_a_label_preserving_range(task, name, weight, bound, ok):
     assert VR.committed(task, _policy(name, weight, bound))[0] is ok
+
+
+@pytest.mark.parametrize(("pixels", "ok"), [(3.5, True), (4.0, True), (5.3, False)])
+def test_a_shift_in_pixels_is_bounded_in_percent_of_the_task_image(pixels, ok):
+    # digits are 16 x 16: the table's 25 % is 4 pixels (policies state shifts in pixels)
+    ok_, text = VR.committed("digits", _policy("TranslateX", 0.9, pixels, "px"))
+    assert ok_ is ok and text.endswith(f"±{100 * pixels / 16:.3g} %")
 
 
 def test_the_rules_compare_augnet_with_the_best_hand_designed_policy_within_its_deviation():

@@ -19,6 +19,8 @@ Read on the reported seeds (5-9) only (:data:`augnet.experiments.versus.REPORTED
 
 from __future__ import annotations
 
+from augnet.experiments.versus_tasks import TASKS
+
 __all__ = ["LABEL_PRESERVING", "check_rules", "committed"]
 
 #: Per task, the transforms whose learned range the labels survive, with the largest such range
@@ -39,11 +41,14 @@ def committed(task: str, policy: dict | None) -> tuple[bool, str]:
     entries = policy["layers"][0]["transforms"]
     top = max(entries, key=lambda e: e["weight"])
     bound = abs(float(top["range"][1]))
+    unit = top["range"][2] if len(top["range"]) > 2 else ""
+    if unit == "px":  # a policy states shifts in pixels; the table bounds them in % of the image's size
+        bound, unit = 100 * bound / TASKS[task].size, "%"
     allowed = LABEL_PRESERVING[task]
     ok = top["weight"] >= 0.5 and top["transform"] in allowed and (
         allowed[top["transform"]] is None or bound <= allowed[top["transform"]]
     )
-    return ok, f"{top['transform']} w {top['weight']:.2f} ±{bound:.3g}"
+    return ok, f"{top['transform']} w {top['weight']:.2f} ±{bound:.3g}{' %' if unit == '%' else ''}"
 
 
 def check_rules(summary: dict, records: dict | None = None, seeds=None) -> str:
