@@ -222,7 +222,7 @@ def plot_report_heatmap(panels: Mapping, layers, transforms, path, title: str | 
     fig, axes = plt.subplots(rows, cols, figsize=(cols * width, rows * height), squeeze=False)
     for ax, (name, (values, paper, invariant)) in zip(axes.flat, panels.items(), strict=False):
         # Bright is closer to invariant: the scale runs backwards for the measures an invariant layer has at 0.
-        colormap = plt.get_cmap(cmap if str(invariant) in ("1", "-") else f"{cmap}_r").with_extremes(bad="0.85")
+        colormap = plt.get_cmap(cmap if str(invariant) in ("1", "-", "1/G") else f"{cmap}_r").with_extremes(bad="0.85")
         grid = torch.as_tensor(values, dtype=torch.float64)
         if grid.shape != (len(layers), len(transforms)):
             raise ValueError(f"panel {name!r}: values must be (layers, transforms), got {tuple(grid.shape)}")
@@ -239,7 +239,7 @@ def plot_report_heatmap(panels: Mapping, layers, transforms, path, title: str | 
                 v = float(grid[i, j])
                 text = "n/a" if not math.isfinite(v) else f"{v:.3g}"
                 level = 0.0 if hi <= lo else min(max((v - lo) / (hi - lo), 0.0), 1.0)
-                dark = math.isfinite(v) and (level < 0.5 if str(invariant) in ("1", "-") else level > 0.5)
+                dark = math.isfinite(v) and (level < 0.5 if str(invariant) in ("1", "-", "1/G") else level > 0.5)
                 ax.text(j, i, text, ha="center", va="center", fontsize=7, color="w" if dark else "k")
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     for ax in list(axes.flat)[len(panels) :]:
