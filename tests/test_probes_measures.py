@@ -65,6 +65,14 @@ def test_normalized_variance_against_numpy(ddof):
     assert all(v.shape == (3,) and v.dtype == torch.float64 for v in out.values())
 
 
+def test_normalized_variance_of_standard_deviations_against_numpy():
+    a = torch.randn(5, 8, 3, generator=gen(9), dtype=torch.float64)
+    out = normalized_variance(a, spread="std")
+    x = a.numpy()
+    expected = x.std(0, ddof=1).mean(0) / x.std(1, ddof=1).mean(0)
+    np.testing.assert_allclose(out["normalized_variance"].numpy(), expected, rtol=1e-12)
+
+
 def test_normalized_variance_hand_example_and_zero_divisions():
     # unit 0: samples 0 and 2 under two transformations that add 0 and 1; unit 1 constant; unit 2 moves only
     # with the transformation.
@@ -276,6 +284,7 @@ def test_channel_mean_positions():
         (lambda: normalized_variance(torch.zeros(2, 3, 2, dtype=torch.long)), ValueError, "floating"),
         (lambda: normalized_variance(torch.full((2, 3, 2), float("nan"))), ValueError, "non-finite"),
         (lambda: normalized_variance(torch.zeros(2, 3, 2), ddof=2), ValueError, "ddof"),
+        (lambda: normalized_variance(torch.zeros(2, 3, 2), spread="mad"), ValueError, "spread"),
         (lambda: anova_invariance(torch.zeros(2, 3, 2), alpha=1.5), ValueError, "alpha"),
         (lambda: anova_invariance(torch.zeros(2, 3, 2), correction="holm"), ValueError, "correction"),
         (lambda: p_adjust(torch.tensor([1.5]), "bh"), ValueError, "p-values"),

@@ -83,7 +83,7 @@ def _check_ddof(ddof) -> int:
     return int(ddof)
 
 
-def normalized_variance(a: Tensor, ddof: int = 1) -> dict[str, Tensor]:
+def normalized_variance(a: Tensor, ddof: int = 1, spread: str = "variance") -> dict[str, Tensor]:
     """Per-unit normalised variance: variance across transformations over variance across samples.
 
     Quiroga et al. (2023), section 3 ("Normalized Variance"), the ``NormalizedVarianceInvariance`` of
@@ -94,9 +94,12 @@ def normalized_variance(a: Tensor, ddof: int = 1) -> dict[str, Tensor]:
     move it as much as changing the input does.
 
     Both variances use ``ddof`` (default 1, the unbiased ``n - 1`` that tmeasures' running variance
-    divides by). A unit that is constant over every sample and transformation (both variances 0)
-    gets NaN (tmeasures gives 1); one that varies across transformations but not across samples
-    gets ``inf`` (as tmeasures).
+    divides by). ``spread="std"`` averages standard deviations instead of variances (the mean over
+    samples of the standard deviation across transformations, over the mean over transformations of
+    the standard deviation across samples): the quotient tmeasures 1.2's numpy
+    ``NormalizedVarianceInvariance`` computes. A unit that is constant over every sample and
+    transformation (both parts 0) gets NaN (tmeasures gives 1); one that varies across
+    transformations but not across samples gets ``inf`` (as tmeasures).
 
     Shape:
         - a: (T, N, U), T >= 2 transformations, N >= 2 samples.
@@ -105,14 +108,15 @@ def normalized_variance(a: Tensor, ddof: int = 1) -> dict[str, Tensor]:
     Args:
         a: activations, ``a[t, n, u]``.
         ddof: 1 (default) or 0.
+        spread: ``"variance"`` (default) or ``"std"``.
 
     Returns:
         ``{"transformation_variance", "sample_variance", "normalized_variance"}``, each (U,).
 
     Raises:
         TypeError: ``a`` is not a tensor.
-        ValueError: ``a`` is not (T, N, U) floating with T, N >= 2, holds non-finite values, or ``ddof`` is
-            not 0 or 1.
+        ValueError: ``a`` is not (T, N, U) floating with T, N >= 2, holds non-finite values, ``ddof`` is
+            not 0 or 1, or ``spread`` is neither ``"variance"`` nor ``"std"``.
 
     Examples:
         >>> a = torch.tensor([[[1.0], [3.0]], [[1.0], [3.0]]])  # two transformations that change nothing
@@ -121,8 +125,11 @@ def normalized_variance(a: Tensor, ddof: int = 1) -> dict[str, Tensor]:
     """
     a = _check_activations(a)
     ddof = _check_ddof(ddof)
-    tv = a.var(0, correction=ddof).mean(0)
-    sv = a.var(1, correction=ddof).mean(0)
+    if spread not in ("variance", "std"):
+        raise ValueError(f"spread must be 'variance' or 'std', got {spread!r}")
+    of = torch.var if spread == "variance" else torch.std
+    tv = of(a, 0, correction=ddof).mean(0)
+    sv = of(a, 1, correction=ddof).mean(0)
     return {"transformation_variance": tv, "sample_variance": sv, "normalized_variance": _ratio(tv, sv)}
 
 
