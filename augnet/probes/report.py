@@ -20,7 +20,25 @@ ranking_accuracy         held-out accuracy of a linear ranker of the transform's
 importance               the layer's share of the ranker on every layer                 Yan & Huang Fig. 5
 lie_derivative           mean ``|L phi|`` per feature, per unit of ``t`` (0: locally    Gruver et al.
                          invariant); ``lie_derivative_relative``: ``|L phi| / |phi|``
+normalized_variance      per unit, variance across transformations over variance       Quiroga et al. (2023)
+                         across samples (0: invariant); its two parts
+                         ``transformation_variance``, ``sample_variance``
+anova_invariant          fraction of units whose one-way ANOVA (transformations as      Quiroga et al. (2023)
+                         groups, Bonferroni) finds no effect at ``alpha`` (1)
+goodfellow               per unit, local / global firing rate (``1 / G``: invariant);   Goodfellow et al. (2009)
+                         ``goodfellow_local`` (L), ``goodfellow_global`` (G)
+normalized_distance      per unit, mean distance across transformations / across        Quiroga et al. (2023)
+                         samples (0: invariant)
+same_equivariance        per channel, ``g^-1 F(g x)`` against ``F(x)`` over the         Lenc & Vedaldi; Quiroga
+                         channel's variance (0), for grid views that are exact          et al.
+                         actions, with ``aggregation="positions"``
 =======================  =============================================================  ==========================
+
+The per-unit measures (:data:`UNIT_MEASURES`, :mod:`augnet.probes.measures`) are recorded as their
+mean over the layer's units; ``per_unit=True`` keeps each unit's value, ``by_class`` measures each
+class apart, ``transformations="grid"`` reads every input under a fixed grid of parameters, and
+``aggregation`` chooses between pooling a feature map first and measuring every position (see
+:func:`report`).
 
 Every layer is read as its channels averaged over positions (``(B, C)``; a transformer's (B, tokens,
 D) output averaged over its tokens), Yan & Huang's and Bouchacourt et al.'s reading, so a run on
