@@ -9,7 +9,9 @@ seeded random images, reads the channel-pooled output of each top-level block un
 of ``--angles`` rotations (augnet's ``Rotate``, every image under every angle), and hands the same
 (T, N, U) activations to augnet (:mod:`augnet.probes.measures`) and to tmeasures' numpy measures
 (``tmeasures.np``, through a minimal activations iterator over the arrays). It prints, per layer,
-the largest absolute difference, and writes them to ``--out`` (default
+the largest absolute difference; then runs augnet's report on the same model, images and grid and
+prints the ranking of the layers by every measure with its Spearman correlation against
+tmeasures' normalised variance; and writes it all to ``--out`` (default
 ``benchmarks/results/probe_peer_check.json``).
 
 Where the definitions coincide:
@@ -74,8 +76,9 @@ def _arrays_iterator(tnp, acts: dict):
     return Arrays()
 
 
-def activations(n: int, size: int, angles: int) -> tuple[str, dict]:
-    """``(model name, {layer: (T, N, U) float64 tensor})``: pooled block outputs under a grid of rotations."""
+def activations(n: int, size: int, angles: int) -> tuple[str, object, object, dict]:
+    """``(model name, model, images, {layer: (T, N, U) float64 tensor})``: pooled block outputs under a grid of
+    rotations."""
     import torch
     from torch import nn
 
@@ -100,7 +103,52 @@ def activations(n: int, size: int, angles: int) -> tuple[str, dict]:
     for angle in grid_values(rotate, 1.0, angles, (size, size)):
         params = {"angle": torch.full((n,), angle), "aspect": torch.ones(n)}
         views.append(probes.features(model, rotate(x, 1.0, params=params), layers, reduce="mean"))
-    return name, {k: torch.stack([v[k] for v in views]).double() for k in layers}
+    return name, model, x, {k: torch.stack([v[k] for v in views]).double() for k in layers}
+
+
+def rankings(model, x, angles: int, reference: dict) -> dict:
+    """Every measure of augnet's report on the same model, images and grid, as a ranking of the layers.
+
+    Rank 1 is the layer closest to invariant (the highest value of a measure whose invariant value
+    is 1, or 1 / G, the lowest of one whose invariant value is 0 or 0.5 (chance)); measures without
+    such a direction (``importance``, ``sample_variance``, ``goodfellow_global``) are left out.
+    ``reference`` (``{layer: value}``, lower is more invariant) adds each ranking's Spearman
+    correlation with it.
+    """
+    import torch
+
+    from augnet import probes
+    from augnet.probes.report import MEASURES
+    from augnet.transforms import image as T
+
+    layers = list(reference)
+    rep = probes.report(
+        model, x, {"Rotate": T.Rotate()}, layers, [1.0], lie=True, transformations="grid", grid_points=angles
+    )
+
+    def ranks(values: list[float], higher_is_invariant: bool) -> list[int]:
+        order = sorted(range(len(values)), key=lambda i: -values[i] if higher_is_invariant else values[i])
+        out = [0] * len(values)
+        for r, i in enumerate(order, 1):
+            out[i] = r
+        return out
+
+    def spearman(a: list[int], b: list[int]) -> float:
+        ta, tb = torch.tensor(a, dtype=torch.float64), torch.tensor(b, dtype=torch.float64)
+        ta, tb = ta - ta.mean(), tb - tb.mean()
+        return float((ta * tb).sum() / (ta.norm() * tb.norm()))
+
+    ref = ranks([reference[k] for k in layers], False)
+    table = {"layers": layers, "tmeasures_nv": ref, "measures": {}}
+    for measure, (_, _, invariant) in MEASURES.items():
+        if invariant == "-":
+            continue
+        values = [rep.value(measure, layer, "Rotate") for layer in layers]
+        if not all(math.isfinite(v) for v in values):
+            continue
+        r = ranks(values, invariant in ("1", "1/G"))
+        table["measures"][measure] = {"values": values, "ranks": r, "spearman_vs_tmeasures_nv": spearman(r, ref)}
+    return table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     from augnet.probes.measures import anova_invariance, normalized_variance
 
-    model, acts = activations(args.n, args.size, args.angles)
+    model, net, x, acts = activations(args.n, args.size, args.angles)
     arrays = {k: v.numpy() for k, v in acts.items()}
     nv_theirs = tnp.NormalizedVarianceInvariance().eval(_arrays_iterator(tnp, arrays)).layers
     f_theirs = tnp.ANOVAFInvariance().eval(_arrays_iterator(tnp, arrays)).layers
@@ -169,6 +217,15 @@ def main(argv: list[str] | None = None) -> int:
         )
     worst = max(max(r["nv_std_max_abs_diff"] or 0, r["f_max_rel_diff"] or 0) for r in rows)
     print(f"largest difference (NV absolute, F relative): {worst:.2e} ({'within' if worst <= 1e-6 else 'above'} 1e-6)")
+    reference = {r["layer"]: r["nv_mean_augnet_std"] for r in rows}  # = tmeasures' NV, to the digits above
+    table = rankings(net, x, args.angles, reference)
+    result["rankings"] = table
+    print("\nper-layer ranks (1: closest to invariant) under the same grid; Spearman against tmeasures' NV")
+    print(f"{'measure':<26} " + " ".join(f"{k:>7}" for k in table["layers"]) + "  Spearman")
+    print(f"{'tmeasures NV':<26} " + " ".join(f"{v:>7}" for v in table["tmeasures_nv"]))
+    for measure, entry in table["measures"].items():
+        cells = " ".join(f"{v:>7}" for v in entry["ranks"])
+        print(f"{measure:<26} {cells}  {entry['spearman_vs_tmeasures_nv']:>8.2f}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1, default=lambda v: None if math.isnan(v) else v))
