@@ -212,3 +212,21 @@ def test_bad_options_are_refused_before_the_model_runs(args, error, match):
 def test_grid_refuses_a_transform_without_a_grid():
     with pytest.raises(ValueError, match="no grid"):
         probes.report(reader_net(), torch.rand(16, 3, 8, 8), ["Solarize"], ["2"], transformations="grid", **KW)
+
+
+def test_units_plot_and_heatmap_of_a_class(tmp_path):
+    pytest.importorskip("matplotlib")
+    x = torch.rand(12, 3, 8, 8, generator=gen(9))
+    rep = probes.report(reader_net(), x, ["Rotate", "HorizontalFlip"], ["2", "logits"], per_unit=True,
+                        by_class=torch.arange(12) % 2, **KW)  # fmt: skip
+    png = rep.units_plot(tmp_path / "u.png", "goodfellow", cls=1)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert rep.heatmap(tmp_path / "h.png", cls=0).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="measure must be one of"):
+        rep.units_plot(tmp_path / "u.png", "inv_augnet")
+    with pytest.raises(ValueError, match="not a class"):
+        rep.units_plot(tmp_path / "u.png", cls=5)
+    with pytest.raises(ValueError, match="not a class"):
+        rep.heatmap(tmp_path / "h.png", cls=5)
+    with pytest.raises(ValueError, match="per_unit=True"):
+        probes.report(reader_net(), x, ["Rotate"], ["2"], **KW).units_plot(tmp_path / "u.png")

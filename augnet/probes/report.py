@@ -330,6 +330,44 @@ class ProbeReport:
         )
         return plot_report_heatmap(panels, self.layers, self.transforms, path, title=title)
 
+    def units_plot(
+        self, path, measure: str = "normalized_variance", magnitude: float | None = None, cls: int | None = None
+    ) -> Path:
+        """Per transform, each layer's per-unit values of ``measure`` (``per_unit=True``), their median marked.
+
+        Args:
+            path: where to write the PNG.
+            measure: one of :data:`UNIT_MEASURES` (default the normalised variance).
+            magnitude: a swept magnitude (default the largest).
+            cls: a class of ``by_class`` (default every input).
+
+        Raises:
+            ValueError: no per-unit values in this report, an unknown measure, magnitude or class.
+        """
+        from augnet.probes.plots import plot_report_units
+
+        if not self.units:
+            raise ValueError("this report holds no per-unit values: run report(..., per_unit=True)")
+        if measure not in UNIT_MEASURES:
+            raise ValueError(f"measure must be one of {list(UNIT_MEASURES)}, got {measure!r}")
+        magnitude = self._swept(magnitude)
+        if cls is not None and cls not in self.classes():
+            raise ValueError(f"cls {cls!r} is not a class of this report; its classes are {self.classes()}")
+        panels = {}
+        for t in self.transforms:
+            layers = {
+                layer: self.units[(layer, t, magnitude, measure, cls)]
+                for layer in self.layers
+                if (layer, t, magnitude, measure, cls) in self.units
+            }
+            if layers:
+                panels[f"{t} (mu = {magnitude:g})"] = layers
+        if not panels:
+            raise ValueError(f"no per-unit values of {measure!r} at magnitude {magnitude:g}")
+        who = "" if cls is None else f", class {cls}"
+        title = f"{self.info.get('model', 'model')}: {measure} per unit{who} ({MEASURES[measure][0]})"
+        return plot_report_units(panels, path, f"{measure} (invariant: {MEASURES[measure][2]})", title)
+
     def _swept(self, magnitude) -> float:
         """``magnitude`` (default the largest) if the report swept it, else the TypeError / ValueError."""
         if magnitude is None:
