@@ -197,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument(
         "--per-unit",
         action="store_true",
-        help="also write every per-unit measure, one value per channel, to probe.units.json",
+        help="also write every per-unit measure, one value per channel, to probe.units.json (and units.png)",
     )
     probe.add_argument(
         "--by-class",
@@ -350,6 +350,8 @@ def _probe(args: argparse.Namespace) -> int:
     saved.append(out / "verdict.txt")
     try:
         saved.append(rep.heatmap(out / "heatmap.png"))
+        if rep.units:
+            saved.append(rep.units_plot(out / "units.png"))
     except ImportError as err:
         print(f"no heatmap: {err}")
     print(f"\n{verdict}\n")

@@ -41,6 +41,8 @@ def test_every_new_option_reaches_the_report(tmp_path, capsys):
     assert (info["transformations"], info["aggregation"], info["classes"]) == ("grid", "positions", [0, 1])
     assert info["grid"]["Rotate"]["1.0"] == pytest.approx([-math.pi, 0.0, math.pi])
     units = json.loads((tmp_path / "out" / "probe.units.json").read_text())["units"]
+    if (tmp_path / "out" / "heatmap.png").exists():  # with matplotlib
+        assert (tmp_path / "out" / "units.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert {(u["class"], len(u["values"])) for u in units if u["layer"] == "1"} == {(None, 4), (0, 4), (1, 4)}
     # The same numbers as the report's, on the same images and options.
     x = fake_images(12, 8, 3, 0)

@@ -563,11 +563,12 @@ def report(
             (channel, position) measured as a unit, then the statistics averaged over the positions
             of each channel (:func:`~augnet.probes.measures.channel_mean`), which also allows the
             same-equivariance of ``"grid"`` views that are exact actions (quarter turns, flips,
-            whole-pixel shifts). The default pools because it holds (N, C) per layer and view as the
-            rest of the report does (``"positions"`` holds (N, C, H, W), every position of every
-            layer, for a few hundred inputs rather than 20,000) and reads the layer as the pairwise
-            measures and a classifier head do; the two can rank layers differently. The pairwise
-            measures always read pooled features.
+            whole-pixel shifts, compared where the shifted-back map has content: the border
+            effects of a padded convolution count against it). The default pools because it
+            holds (N, C) per layer and view as the rest of the report does (``"positions"`` holds
+            (N, C, H, W), every position of every layer, for a few hundred inputs rather than
+            20,000) and reads the layer as the pairwise measures and a classifier head do; the two
+            can rank layers differently. The pairwise measures always read pooled features.
         grid_points: the values of a continuous transform's grid (default 9, >= 2).
         alpha: the level of the per-unit ANOVA (Bonferroni over the layer's units; default 0.05).
         firing_rate: Goodfellow et al.'s global firing rate (default 0.01).
