@@ -42,7 +42,8 @@ class apart, ``transformations="grid"`` reads every input under a fixed grid of 
 
 Every layer is read as its channels averaged over positions (``(B, C)``; a transformer's (B, tokens,
 D) output averaged over its tokens), Yan & Huang's and Bouchacourt et al.'s reading, so a run on
-20,000 inputs holds (20,000, C) features per layer. The ranking probe and the Lie derivative do not
+20,000 inputs holds (20,000, C) features per layer (the unit measures can read every position
+instead, ``aggregation="positions"``). The ranking probe and the Lie derivative do not
 depend on a magnitude sweep: the ranker orders two copies drawn at one magnitude (the largest probed;
 0.5 for a transform applied with a probability, so that half the copies are transformed), the Lie
 derivative is taken at the identity; their records carry that magnitude (``None`` for the Lie
