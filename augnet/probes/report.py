@@ -56,15 +56,11 @@ The model runs in evaluation mode (its modes are restored), batch by batch, on t
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import numbers
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 from torch import Tensor, nn
@@ -80,17 +76,32 @@ from augnet.probes._common import (
     forward_kwargs,
     seeded,
 )
-from augnet.probes.equivariance import equivariance_report
 from augnet.probes.families import family, grid_params, grid_values, rank_param
 from augnet.probes.features import LOGITS, _Filler, describe, stream_features
-from augnet.probes.invariance import invariance_score
 from augnet.probes.lie import LIE_BATCH_SIZE, lie_derivative
 from augnet.probes.ranking import ranking_probe_per_layer
-from augnet.probes.similarity import equivariance_alignment
-from augnet.probes.unit_invariance import neuron_invariance
+from augnet.probes.report_measures import (
+    AGGREGATIONS,
+    INVARIANT_NV,
+    MEASURES,
+    TRANSFORMATIONS,
+    UNIT_MEASURES,
+    _exact_action,
+    _labels,
+    _layer_measures,
+    _notes,
+    _Options,
+    _pool,
+    _pooled,
+    _read_units,
+    _record,
+    _unit_records,
+)
+from augnet.probes.report_result import ProbeReport
 
 __all__ = [
     "AGGREGATIONS",
+    "INVARIANT_NV",
     "MEASURES",
     "TRANSFORMATIONS",
     "UNIT_MEASURES",
@@ -99,56 +110,6 @@ __all__ = [
     "report",
     "transform_names",
 ]
-
-#: Every measure of a report: ``{name: (paper, what it is, the value of an invariant layer)}``.
-MEASURES = {
-    "inv_augnet": ("AugNet eq. 4", "Inv_T, cosine, clean baseline (median)", "1"),
-    "inv_bouchacourt": ("Bouchacourt et al. eq. 1", "invariance, transformed baseline (median)", "1"),
-    "alignment": ("Bouchacourt et al. app. D", "displacement alignment - shuffled", "0"),
-    "equivariance_error": ("Tensmeyer & Martinez eq. 2", "held-out error, best linear map", "0"),
-    "invariance_error": ("Tensmeyer & Martinez eq. 2", "held-out error, M = I", "0"),
-    "neuron_invariance": ("Zaidi et al. eq. 1", "mean I_k over channels", "1"),
-    "ranking_accuracy": ("Yan & Huang Table II", "ranking accuracy, layer alone", "0.5"),
-    "importance": ("Yan & Huang Fig. 5", "share of the all-layer ranker", "-"),
-    "lie_derivative": ("Gruver et al.", "mean |L phi| per feature", "0"),
-    "lie_derivative_relative": ("Gruver et al.", "|L phi| / |phi|", "0"),
-    "normalized_variance": ("Quiroga et al. (2023)", "variance across transformations / samples", "0"),
-    "transformation_variance": ("Quiroga et al. (2023)", "variance across transformations", "0"),
-    "sample_variance": ("Quiroga et al. (2023)", "variance across samples", "-"),
-    "anova_invariant": ("Quiroga et al. (2023)", "fraction of units ANOVA finds unmoved", "1"),
-    "goodfellow": ("Goodfellow et al. (2009)", "local / global firing rate", "1/G"),
-    "goodfellow_local": ("Goodfellow et al. (2009)", "local firing rate L", "1"),
-    "goodfellow_global": ("Goodfellow et al. (2009)", "global firing rate G", "-"),
-    "normalized_distance": ("Quiroga et al. (2023)", "distance across transformations / samples", "0"),
-    "same_equivariance": ("Lenc & Vedaldi; Quiroga et al.", "g^-1 F(gx) against F(x), normalised", "0"),
-}
-#: The per-unit measures (:mod:`augnet.probes.measures`): a value per unit, their mean per layer.
-UNIT_MEASURES = (
-    "normalized_variance",
-    "transformation_variance",
-    "sample_variance",
-    "anova_invariant",
-    "goodfellow",
-    "goodfellow_local",
-    "goodfellow_global",
-    "normalized_distance",
-    "same_equivariance",
-)
-_SWEPT = (
-    "inv_augnet",
-    "inv_bouchacourt",
-    "alignment",
-    "equivariance_error",
-    "invariance_error",
-    "neuron_invariance",
-    *UNIT_MEASURES,
-)
-_COLUMNS = ("layer", "transform", "magnitude", "range", "measure", "value", "paper", "note", "class")
-#: A class is called invariant to a transform, in the verdict, where its normalised variance at the last layer is at
-#: most this: the transformation moves the layer at most a tenth as much as a change of input.
-INVARIANT_NV = 0.1
-TRANSFORMATIONS = ("random", "grid")
-AGGREGATIONS = ("pool", "positions")
 
 
 def auto_layers(model: nn.Module, x: Tensor | None = None, **forward_kwargs) -> list[str]:
@@ -194,253 +155,6 @@ def auto_layers(model: nn.Module, x: Tensor | None = None, **forward_kwargs) -> 
     return [*names, LOGITS]
 
 
-def _pool(a: Tensor, image_input: bool) -> Tensor:
-    """A layer's output as (B, C): channels averaged over positions, or a transformer's tokens averaged."""
-    if a.dim() == 3 and image_input:
-        return a.mean(1)  # (B, tokens, D): the tokens' mean
-    return a.flatten(2).mean(2) if a.dim() > 2 else a.reshape(len(a), -1)
-
-
-@dataclass
-class ProbeReport:
-    """The result of :func:`report`: one tidy table of records, with its figure and verdict.
-
-    Attributes:
-        records: one dict per (layer, transform, magnitude, measure, class) with the keys ``layer``,
-            ``transform``, ``magnitude``, ``range`` (natural units), ``measure``, ``value``,
-            ``paper``, ``note``, ``class`` (``None``: every input; a label: that class's inputs, with
-            ``by_class``).
-        layers, transforms: in the order probed.
-        magnitudes: the magnitudes swept.
-        info: the model, the inputs, the settings and the time taken.
-        units: with ``per_unit=True``, ``{(layer, transform, magnitude, measure, class): (U,) float64
-            tensor}`` for the measures of :data:`UNIT_MEASURES` (``U``: the layer's channels); the
-            record's value is the mean of the finite-or-infinite (non-NaN) entries. Read with
-            :meth:`unit_values`.
-    """
-
-    records: list[dict]
-    layers: list[str]
-    transforms: list[str]
-    magnitudes: list[float]
-    info: dict = field(default_factory=dict)
-    units: dict = field(default_factory=dict)
-
-    def table(self) -> dict[str, list]:
-        """The records as columns, ``{column: [values]}`` (what ``pandas.DataFrame`` takes)."""
-        return {c: [r[c] for r in self.records] for c in _COLUMNS}
-
-    def value(
-        self, measure: str, layer: str, transform: str, magnitude: float | None = None, cls: int | None = None
-    ) -> float:
-        """One value (for a swept measure at ``magnitude``, default the largest; of class ``cls``, default every
-        input); NaN if absent."""
-        if measure in _SWEPT and magnitude is None:
-            magnitude = max(self.magnitudes)
-        for r in self.records:
-            if (r["measure"], r["layer"], r["transform"], r.get("class")) == (measure, layer, transform, cls) and (
-                measure not in _SWEPT or r["magnitude"] == magnitude
-            ):
-                return r["value"]
-        return math.nan
-
-    def classes(self) -> list[int]:
-        """The classes of ``by_class`` (empty without it)."""
-        return list(self.info.get("classes", []))
-
-    def unit_values(
-        self, measure: str, layer: str, transform: str, magnitude: float | None = None, cls: int | None = None
-    ) -> Tensor:
-        """The per-unit values of one measure of :data:`UNIT_MEASURES` (``report(..., per_unit=True)``), (U,).
-
-        Raises:
-            ValueError: the report holds no per-unit values (``per_unit=False``), or none for these keys.
-        """
-        if not self.units:
-            raise ValueError("this report holds no per-unit values: run report(..., per_unit=True)")
-        magnitude = max(self.magnitudes) if magnitude is None else float(magnitude)
-        key = (layer, transform, magnitude, measure, cls)
-        if key not in self.units:
-            raise ValueError(f"no per-unit values for {key}; the measures with some are {list(UNIT_MEASURES)}")
-        return self.units[key]
-
-    def save(self, path) -> Path:
-        """Write the records to ``path``: ``.json`` (with ``info``) or ``.csv``.
-
-        With per-unit values, they go beside it, to ``<stem>.units.json``: ``{"info", "units": [{"layer",
-        "transform", "magnitude", "measure", "class", "values": [U numbers, NaN as null]}]}``.
-        """
-        path = Path(path)
-        if path.suffix not in (".json", ".csv"):
-            raise ValueError(f"save writes .json or .csv, got {path.suffix!r} ({path})")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if self.units:
-            rows = [
-                {
-                    "layer": k[0],
-                    "transform": k[1],
-                    "magnitude": k[2],
-                    "measure": k[3],
-                    "class": k[4],
-                    "values": [None if math.isnan(v) else v for v in values.tolist()],
-                }
-                for k, values in self.units.items()
-            ]
-            beside = path.with_name(f"{path.stem}.units.json")
-            beside.write_text(json.dumps({"info": self.info, "units": rows}, allow_nan=True))
-        if path.suffix == ".json":
-            rows = [
-                {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in self.records
-            ]
-            path.write_text(json.dumps({"info": self.info, "records": rows}, indent=1))
-        elif path.suffix == ".csv":
-            with path.open("w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=_COLUMNS)
-                writer.writeheader()
-                writer.writerows(self.records)
-        else:
-            raise ValueError(f"save writes .json or .csv, got {path.suffix!r} ({path})")
-        return path
-
-    def heatmap(
-        self, path, magnitude: float | None = None, measures: Sequence[str] | None = None, cls: int | None = None
-    ) -> Path:
-        """Layers x transforms, one panel per measure (swept measures at ``magnitude``, default the largest; of class
-        ``cls`` of ``by_class``, default every input)."""
-        from augnet.probes.plots import plot_report_heatmap
-
-        magnitude = self._swept(magnitude)
-        present = [m for m in MEASURES if any(r["measure"] == m for r in self.records)]
-        names = present if measures is None else self._measures(measures, present)
-        panels = {}
-        for m in names:
-            grid = [[self.value(m, layer, t, magnitude, cls) for t in self.transforms] for layer in self.layers]
-            if m in _SWEPT:
-                what = f"{m} (mu = {magnitude:g})"
-            elif m.startswith("lie"):
-                what = f"{m} (at the identity)"
-            else:
-                at = {r["transform"]: r["magnitude"] for r in self.records if r["measure"] == m}
-                what = f"{m} (mu = {', '.join(f'{v:g}' for v in dict.fromkeys(at.values()))})"
-            panels[what] = (torch.tensor(grid, dtype=torch.float64), MEASURES[m][0], MEASURES[m][2])
-        if cls is not None and cls not in self.classes():
-            raise ValueError(f"cls {cls!r} is not a class of this report; its classes are {self.classes()}")
-        title = (
-            f"{self.info.get('model', 'model')} on {self.info.get('n_inputs', '?')} inputs"
-            f"{'' if cls is None else f' of class {cls}'} (bright: closer to invariant; grey: n/a)"
-        )
-        return plot_report_heatmap(panels, self.layers, self.transforms, path, title=title)
-
-    def units_plot(
-        self, path, measure: str = "normalized_variance", magnitude: float | None = None, cls: int | None = None
-    ) -> Path:
-        """Per transform, each layer's per-unit values of ``measure`` (``per_unit=True``), their median marked.
-
-        Args:
-            path: where to write the PNG.
-            measure: one of :data:`UNIT_MEASURES` (default the normalised variance).
-            magnitude: a swept magnitude (default the largest).
-            cls: a class of ``by_class`` (default every input).
-
-        Raises:
-            ValueError: no per-unit values in this report, an unknown measure, magnitude or class.
-        """
-        from augnet.probes.plots import plot_report_units
-
-        if not self.units:
-            raise ValueError("this report holds no per-unit values: run report(..., per_unit=True)")
-        if measure not in UNIT_MEASURES:
-            raise ValueError(f"measure must be one of {list(UNIT_MEASURES)}, got {measure!r}")
-        magnitude = self._swept(magnitude)
-        if cls is not None and cls not in self.classes():
-            raise ValueError(f"cls {cls!r} is not a class of this report; its classes are {self.classes()}")
-        panels = {}
-        for t in self.transforms:
-            layers = {
-                layer: self.units[(layer, t, magnitude, measure, cls)]
-                for layer in self.layers
-                if (layer, t, magnitude, measure, cls) in self.units
-            }
-            if layers:
-                panels[f"{t} (mu = {magnitude:g})"] = layers
-        if not panels:
-            raise ValueError(f"no per-unit values of {measure!r} at magnitude {magnitude:g}")
-        who = "" if cls is None else f", class {cls}"
-        title = f"{self.info.get('model', 'model')}: {measure} per unit{who} ({MEASURES[measure][0]})"
-        return plot_report_units(panels, path, f"{measure} (invariant: {MEASURES[measure][2]})", title)
-
-    def _swept(self, magnitude) -> float:
-        """``magnitude`` (default the largest) if the report swept it, else the TypeError / ValueError."""
-        if magnitude is None:
-            return max(self.magnitudes)
-        if isinstance(magnitude, bool) or not isinstance(magnitude, numbers.Real):
-            raise TypeError(f"magnitude must be a number, got {type(magnitude).__name__}: {magnitude!r}")
-        if float(magnitude) not in self.magnitudes:
-            raise ValueError(f"magnitude {magnitude!r} was not swept; the report's magnitudes are {self.magnitudes}")
-        return float(magnitude)
-
-    @staticmethod
-    def _measures(measures, present: list[str]) -> list[str]:
-        """``measures`` checked: names of :data:`MEASURES` that the report holds records of."""
-        if isinstance(measures, str) or not isinstance(measures, Sequence):
-            raise TypeError(f"measures must be a list of measure names, got {measures!r}")
-        if not all(isinstance(m, str) for m in measures):
-            raise TypeError(f"measures must be measure names (str), got {list(measures)!r}")
-        unknown = [m for m in measures if m not in MEASURES]
-        if unknown:
-            raise ValueError(f"unknown measure(s) {unknown}; the measures are {list(MEASURES)}")
-        absent = [m for m in measures if m not in present]
-        if absent or not measures:
-            raise ValueError(f"no record of measure(s) {absent or list(measures)} in this report; it has {present}")
-        return list(measures)
-
-    def verdict(self) -> str:
-        """A few lines: per transform, which layers are invariant, and where the logits stand."""
-        top = max(self.magnitudes)
-        lines = [f"{self.info.get('model', 'model')}: {self.info.get('features', '')}"]
-        for t in self.transforms:
-            inv = {layer: self.value("inv_augnet", layer, t, top) for layer in self.layers}
-            finite = {k: v for k, v in inv.items() if math.isfinite(v)}
-            if not finite:
-                lines.append(f"{t}: no invariance score (see the notes)")
-                continue
-            best = max(finite, key=finite.get)
-            first, last = self.layers[0], self.layers[-1]
-            trend = "grows" if inv[last] > inv[first] + 0.01 else "falls" if inv[last] < inv[first] - 0.01 else "stays"
-            eq, ie = self.value("equivariance_error", last, t, top), self.value("invariance_error", last, t, top)
-            line = (
-                f"{t} at mu = {top:g}: Inv_T {inv[last]:.3f} at {last} ({trend} with depth from {inv[first]:.3f} at "
-                f"{first}; highest {finite[best]:.3f} at {best}); held-out error {ie:.3f} as invariant, "
-                f"{eq:.3f} through the best linear map"
-            )
-            lie = self.value("lie_derivative_relative", last, t)
-            if math.isfinite(lie):
-                line += f"; Lie derivative |L phi| / |phi| {lie:.3g} per {self.info.get('units', {}).get(t, 'unit')}"
-            rank = self.value("ranking_accuracy", last, t)
-            if math.isfinite(rank):
-                at = next(
-                    r["magnitude"] for r in self.records if r["measure"] == "ranking_accuracy" and r["transform"] == t
-                )
-                line += f"; its parameter ranked at {rank:.2f} from the logits (chance 0.5; copies at mu = {at:g})"
-            nv = self.value("normalized_variance", last, t, top)
-            if math.isfinite(nv):
-                line += f"; normalised variance {nv:.3g} at {last} (0: invariant)"
-            lines.append(line + ".")
-            if self.classes():
-                lines.append(self._class_line(t, last, top))
-        return "\n".join(lines)
-
-    def _class_line(self, t: str, layer: str, top: float) -> str:
-        """Which classes ``layer`` treats invariantly to ``t`` (normalised variance at most :data:`INVARIANT_NV`)."""
-        nv = {k: self.value("normalized_variance", layer, t, top, k) for k in self.classes()}
-        yes = [f"{k} ({v:.3g})" for k, v in nv.items() if v <= INVARIANT_NV]
-        no = [f"{k} ({v:.3g})" for k, v in nv.items() if v > INVARIANT_NV]
-        none = [str(k) for k, v in nv.items() if not v <= INVARIANT_NV and not v > INVARIANT_NV]
-        text = f"{t} by class at {layer} (normalised variance; invariant at <= {INVARIANT_NV:g}): "
-        text += f"invariant: {', '.join(yes) or 'none'}; not invariant: {', '.join(no) or 'none'}"
-        return text + (f"; not measured: {', '.join(none)}." if none else ".")
-
-
 def transform_names() -> list[str]:
     """The names of augnet's image transforms (what :func:`report` and ``augnet probe`` take by name)."""
     from augnet.transforms import image as T
@@ -481,27 +195,6 @@ def _magnitudes(magnitudes) -> list[float]:
     if not ms or any(isinstance(m, bool) or not isinstance(m, numbers.Real) or not 0 < float(m) <= 1 for m in ms):
         raise ValueError(f"magnitudes must be numbers in (0, 1], got {magnitudes!r}")
     return sorted({float(m) for m in ms})
-
-
-def _record(records, layer, transform, magnitude, rng, measure, value, note="", cls=None):
-    records.append(
-        {
-            "layer": layer,
-            "transform": transform,
-            "magnitude": magnitude,
-            "range": rng,
-            "measure": measure,
-            "value": float(value),
-            "paper": MEASURES[measure][0],
-            "note": note,
-            "class": cls,
-        }
-    )
-
-
-def _notes(caught) -> str:
-    """The warnings caught, each up to its first colon or semicolon, without repeats."""
-    return "; ".join(dict.fromkeys(str(w.message).split(";")[0].split(": it")[0] for w in caught))
 
 
 def report(
@@ -592,8 +285,8 @@ def report(
         (['alignment', 'anova_invariant', 'equivariance_error'], True)
     """
     from augnet.probes.features import check_layers
-    from augnet.probes.measures import _check_alpha
     from augnet.probes.ranking_model import _row_values
+    from augnet.probes.stats import _check_alpha
     from augnet.probes.unit_invariance import _check_tau
 
     if not isinstance(model, nn.Module):
@@ -765,212 +458,3 @@ def report(
     if labels is not None:
         info["classes"] = labels.unique().tolist()
     return ProbeReport(records, names, list(named), mags, info, units)
-
-
-def _labels(by_class, n: int) -> Tensor | None:
-    """``by_class`` checked: ``None``, or (N,) integer labels as a CPU tensor."""
-    if by_class is None:
-        return None
-    if isinstance(by_class, Tensor):
-        labels = by_class.detach().cpu()
-    elif isinstance(by_class, Sequence) and not isinstance(by_class, str):
-        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in by_class):
-            raise TypeError("by_class must hold integer class labels")
-        labels = torch.tensor(list(by_class), dtype=torch.long)
-    else:
-        raise TypeError(f"by_class must be None or (N,) integer labels, got {type(by_class).__name__}")
-    if labels.dtype.is_floating_point or labels.dtype == torch.bool or labels.is_complex():
-        raise TypeError(f"by_class must hold integer class labels, got {labels.dtype}")
-    if labels.shape != (n,):
-        raise ValueError(f"by_class must hold one label per input, shape ({n},), got {tuple(labels.shape)}")
-    return labels.long()
-
-
-@dataclass(frozen=True)
-class _Options:
-    tau: float
-    holdout: float
-    seed: int
-    alpha: float
-    rate: float
-    positions: bool
-    grid: bool
-    per_unit: bool
-    size: tuple
-
-
-def _read_units(a: Tensor, positions: bool) -> Tensor:
-    """A batch of a layer's output as (B, C) pooled (:func:`_pool`), or as (B, C, P) every position kept."""
-    if not positions:
-        return _pool(a, True)
-    if a.dim() == 3:
-        return a.transpose(1, 2)  # (B, tokens, D): D channels, the tokens as positions
-    return a.flatten(2) if a.dim() > 2 else a.reshape(len(a), -1, 1)
-
-
-def _pooled(read: dict[str, Tensor] | Tensor):
-    """The pooled (B, C) features of a read (``"positions"`` reads are averaged over their positions)."""
-    if isinstance(read, dict):
-        return {k: _pooled(v) for k, v in read.items()}
-    return read.mean(-1) if read.dim() == 3 else read
-
-
-def _exact_action(t, value: float, inputs: Transformed, x: Tensor):
-    """The exact action (:data:`~augnet.probes.measures.ACTIONS`) a grid view applies to the images, or ``None``.
-
-    A candidate is read from the transform and its grid value (a gate of a flip, a rotation by a
-    multiple of 90 degrees, a whole-pixel shift), then checked on the first images.
-    """
-    from augnet.probes.measures import act
-
-    name = type(t).__name__
-    if name in ("HorizontalFlip", "VerticalFlip"):
-        cands = [("hflip" if name == "HorizontalFlip" else "vflip")] if value == 1 else []
-    elif name == "Rotate":
-        k = value / (math.pi / 2)
-        cands = ["rot90", "rot270"] if abs(k - round(k)) < 1e-9 and round(k) % 2 else []
-        cands += ["rot180"] if abs(k - round(k)) < 1e-9 and round(k) % 4 == 2 else []
-    elif name in ("TranslateX", "TranslateY") and abs(value - round(value)) < 1e-6 and round(value) != 0:
-        d = round(value)
-        cands = [("translate", 0, d), ("translate", 0, -d)] if name == "TranslateX" else []
-        cands += [("translate", d, 0), ("translate", -d, 0)] if name == "TranslateY" else []
-    else:
-        cands = []
-    few = x[: min(4, len(x))]
-    moved = inputs.rows(0, len(few))
-    tol = 1e-4 * (1 + float(few.abs().max()))
-    for c in cands:
-        try:
-            if float((act(few, c) - moved).abs().max()) <= tol:
-                return c
-        except ValueError:  # a quarter turn of non-square images
-            continue
-    return None
-
-
-def _layer_action(action, shape: tuple, size: tuple):
-    """An action on the images as one on a layer's (H', W') maps, or ``None`` where it is not exact there."""
-    if action is None or len(shape) != 2:
-        return None
-    if isinstance(action, str):
-        return None if action in ("rot90", "rot270") and shape[0] != shape[1] else action
-    sy, sx = size[0] / shape[0], size[1] / shape[1]
-    _, dy, dx = action
-    if sy != int(sy) or sx != int(sx) or dy % int(sy) or dx % int(sx):
-        return None
-    return ("translate", dy // int(sy), dx // int(sx))
-
-
-def _swept_values(z: Tensor, z_t: Tensor, perm, opts: _Options) -> dict[str, tuple[float, str]]:
-    """The pairwise measures of one layer on pooled (N, C) clean and moved features: ``{measure: (value, note)}``."""
-    out = {}
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        clean_base = invariance_score(z, z_t, "cosine", "clean", permutation=perm)
-        moved_base = invariance_score(z, z_t, "cosine", "transformed", permutation=perm)
-    note = _notes(caught)
-    out["inv_augnet"] = (float(clean_base.nanmedian()), note)
-    out["inv_bouchacourt"] = (float(moved_base.nanmedian()), note)
-    aligned = equivariance_alignment(z, z_t, generator=seeded(opts.seed))
-    out["alignment"] = (float(aligned["difference"]), "")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        scores = equivariance_report(z, z_t, holdout=opts.holdout, seed=opts.seed)["scores"]
-    note = _notes(caught)
-    out["equivariance_error"] = (float(scores["equivariance"]), note)
-    out["invariance_error"] = (float(scores["invariance"]), "")  # M = I: nothing fitted
-    if bool((z >= 0).all()) and bool((z_t >= 0).all()):
-        found = neuron_invariance(z, z_t, opts.tau, units="channel", per_input=False)
-        out["neuron_invariance"] = (float(found["summary"]["mean"]), "")
-    else:
-        note = "negative activations: Zaidi et al.'s measure needs a layer after its ReLU"
-        out["neuron_invariance"] = (math.nan, note)
-    return out
-
-
-def _layer_measures(records, units, key, clean, views, perm, opts: _Options, cls=None) -> None:
-    """The pairwise measures of one layer at one magnitude (averaged over a grid's views), of every input or a class."""
-    layer, t_name, m, rng = key
-    z = _pooled(clean)
-    try:
-        if perm is None:
-            raise ValueError("fewer than 2 inputs")
-        found = [_swept_values(z, _pooled(v), perm, opts) for v in views]
-    except (ValueError, TypeError) as err:
-        if cls is None:
-            raise type(err)(f"layer {layer!r}, {t_name} at magnitude {m:g}: {err}") from err
-        for measure in _SWEPT[:6]:
-            _record(records, layer, t_name, m, rng, measure, math.nan, f"class {cls}: {str(err).split(';')[0]}", cls)
-        return
-    for measure in found[0]:
-        values = torch.tensor([f[measure][0] for f in found], dtype=torch.float64)
-        value = float(values.nanmean()) if len(found) > 1 and bool((~values.isnan()).any()) else float(values[0])
-        note = "; ".join(dict.fromkeys(f[measure][1] for f in found if f[measure][1]))
-        if len(found) > 1:
-            note = "; ".join(filter(None, [f"mean over the {len(found)} grid views", note]))
-        _record(records, layer, t_name, m, rng, measure, value, note, cls)
-
-
-def _unit_records(records, units, key, clean, views, actions, shape, opts: _Options, cls=None) -> None:
-    """The per-unit measures of one layer at one magnitude: a record of each's mean over units, and the units."""
-    from augnet.probes.measures import (
-        anova_invariance,
-        channel_mean,
-        distance_invariance,
-        goodfellow_invariance,
-        normalized_variance,
-        same_equivariance,
-    )
-
-    layer, t_name, m, rng = key
-    stack = torch.stack(views if opts.grid else [clean, *views])  # (T, N, C[, P])
-    channels = stack.shape[2]
-
-    def per_channel(v: Tensor) -> Tensor:
-        return channel_mean(v, channels) if opts.positions else v
-
-    found: dict[str, tuple[Tensor | None, str]] = {}
-    try:
-        flat = stack.reshape(stack.shape[0], stack.shape[1], -1)
-        nv = normalized_variance(flat)
-        for name in ("normalized_variance", "transformation_variance", "sample_variance"):
-            found[name] = (per_channel(nv[name]), "")
-        anova = anova_invariance(flat, opts.alpha)
-        invariant = torch.where(anova["p_adjusted"].isnan(), torch.nan, anova["invariant"].double())
-        found["anova_invariant"] = (per_channel(invariant), "")
-        moved = torch.stack(views).reshape(len(views), flat.shape[1], -1)
-        good = goodfellow_invariance(clean.reshape(flat.shape[1], -1), moved, opts.rate)
-        found["goodfellow"] = (per_channel(good["invariance"]), "")
-        found["goodfellow_local"] = (per_channel(good["local_rate"]), "")
-        found["goodfellow_global"] = (per_channel(good["global_rate"]), "")
-        found["normalized_distance"] = (per_channel(distance_invariance(flat)["normalized_distance"]), "")
-    except ValueError as err:
-        note = f"class {cls}: {str(err).split(';')[0]}" if cls is not None else str(err).split(";")[0]
-        found = {name: (None, note) for name in UNIT_MEASURES[:-1]}
-    found["same_equivariance"] = _same_values(clean, views, actions, shape, opts, same_equivariance)
-    for name in UNIT_MEASURES:
-        values, note = found[name]
-        value = math.nan if values is None or bool(values.isnan().all()) else float(values.nanmean())
-        _record(records, layer, t_name, m, rng, name, value, note, cls)
-        if opts.per_unit and values is not None:
-            units[(layer, t_name, m, name, cls)] = values
-
-
-def _same_values(clean, views, actions, shape, opts: _Options, same_equivariance) -> tuple[Tensor | None, str]:
-    """Per-channel same-equivariance over the grid views that are exact actions, with a note; ``None`` where n/a."""
-    if not opts.grid or not opts.positions:
-        return None, "same-equivariance needs transformations='grid' and aggregation='positions'"
-    if len(shape) != 2:
-        return None, "not a feature map (N, C, H, W)"
-    pairs = [(v, _layer_action(a, shape, opts.size)) for v, a in zip(views, actions) if a is not None]
-    pairs = [(v, a) for v, a in pairs if a is not None]
-    if not pairs:
-        return None, "no view of the grid is an exact action on this layer (quarter turn, flip, whole-pixel shift)"
-    n, c = clean.shape[:2]
-    maps = clean.reshape(n, c, *shape)
-    try:
-        out = same_equivariance(maps, [v.reshape(n, c, *shape) for v, _ in pairs], [a for _, a in pairs])
-    except ValueError as err:
-        return None, str(err).split(";")[0]
-    names = ", ".join(dict.fromkeys(a if isinstance(a, str) else f"shift {a[1:]}" for _, a in pairs))
-    return out["normalized"], f"{len(pairs)} of {len(views)} views compared ({names})"
