@@ -306,7 +306,7 @@ def distance_invariance(a: Tensor) -> dict[str, Tensor]:
 
 
 def _parse_action(action) -> tuple[str, int, int]:
-    """``action`` as (name, dy, dx): a name of :data:`ACTIONS`, or ``("translate", dy, dx)``."""
+    """``action`` as (name, dy, dx): a name of ``ACTIONS``, or ``("translate", dy, dx)``."""
     if isinstance(action, str) and action in ACTIONS and action != "translate":
         return action, 0, 0
     if (
@@ -416,7 +416,7 @@ def same_equivariance(z: Tensor, moved: Sequence[Tensor], actions: Sequence, mar
         z: the feature maps of the clean inputs.
         moved: the feature maps of the inputs under each action (same pixel units as the maps: a
             translation of the images by ``s`` pixels is one of ``s / stride`` on the maps).
-        actions: one per ``moved``: a name of :data:`ACTIONS` or ``("translate", dy, dx)``.
+        actions: one per ``moved``: a name of ``ACTIONS`` or ``("translate", dy, dx)``.
         margin: extra pixels left out on every side for translations (default 0).
 
     Returns:

@@ -34,7 +34,7 @@ same_equivariance        per channel, ``g^-1 F(g x)`` against ``F(x)`` over the 
                          actions, with ``aggregation="positions"``
 =======================  =============================================================  ==========================
 
-The per-unit measures (:data:`UNIT_MEASURES`, :mod:`augnet.probes.measures`) are recorded as their
+The per-unit measures (``UNIT_MEASURES``, :mod:`augnet.probes.measures`) are recorded as their
 mean over the layer's units; ``per_unit=True`` keeps each unit's value, ``by_class`` measures each
 class apart, ``transformations="grid"`` reads every input under a fixed grid of parameters, and
 ``aggregation`` chooses between pooling a feature map first and measuring every position (see
@@ -239,23 +239,23 @@ def report(
             ``seed + 2``), the baseline pairing, the held-out rows, an AugNet's own draws. An int in
             ``[0, 2**63 - 3]``.
         progress: show a progress bar (one step per pass over the inputs).
-        per_unit: keep the per-unit values of the measures of :data:`UNIT_MEASURES` (one per channel)
+        per_unit: keep the per-unit values of the measures of ``UNIT_MEASURES`` (one per channel)
             in :attr:`ProbeReport.units`; :meth:`ProbeReport.save` writes them beside the table.
         by_class: (N,) integer labels: every swept measure is also measured on each class's inputs
             alone (records with ``class`` set), and the verdict says which classes the last layer
-            treats invariantly (normalised variance at most :data:`INVARIANT_NV`). A class with too
+            treats invariantly (normalised variance at most 0.1, ``INVARIANT_NV``). A class with too
             few inputs for a measure gets NaN with a note.
         transformations: ``"random"`` (default: each input under one random draw of the transform
             per magnitude, the unit measures comparing that draw with the clean input, ``T = 2``) or
             ``"grid"`` (each input under every value of a fixed grid per magnitude,
-            :func:`~augnet.probes.families.grid_values`: ``grid_points`` values of a continuous
+            ``augnet.probes.families.grid_values``: ``grid_points`` values of a continuous
             transform's parameter, evenly spaced over its range at the magnitude, or a gate's 0 and 1;
             the unit measures read the ``T = grid_points`` views, the pairwise measures are averaged
             over the grid's views, and ``info["grid"]`` lists the values).
         aggregation: how a feature map becomes units for the unit measures. ``"pool"`` (default): its
             channels averaged over positions first, then measured (``U = C``); ``"positions"``: each
             (channel, position) measured as a unit, then the statistics averaged over the positions
-            of each channel (:func:`~augnet.probes.measures.channel_mean`), which also allows the
+            of each channel (:func:`~augnet.probes.channel_mean`), which also allows the
             same-equivariance of ``"grid"`` views that are exact actions (quarter turns, flips,
             whole-pixel shifts, compared where the shifted-back map has content: the border
             effects of a padded convolution count against it). The default pools because it

@@ -163,7 +163,7 @@ def _pooled(read: dict[str, Tensor] | Tensor):
 
 
 def _exact_action(t, value: float, inputs: Transformed, x: Tensor):
-    """The exact action (:data:`~augnet.probes.measures.ACTIONS`) a grid view applies to the images, or ``None``.
+    """The exact action (``augnet.probes.measures.ACTIONS``) a grid view applies to the images, or ``None``.
 
     A candidate is read from the transform and its grid value (a gate of a flip, a rotation by a
     multiple of 90 degrees, a whole-pixel shift), then checked on the first images.

@@ -31,7 +31,7 @@ class ProbeReport:
         magnitudes: the magnitudes swept.
         info: the model, the inputs, the settings and the time taken.
         units: with ``per_unit=True``, ``{(layer, transform, magnitude, measure, class): (U,) float64
-            tensor}`` for the measures of :data:`UNIT_MEASURES` (``U``: the layer's channels); the
+            tensor}`` for the measures of ``UNIT_MEASURES`` (``U``: the layer's channels); the
             record's value is the mean of the finite-or-infinite (non-NaN) entries. Read with
             :meth:`unit_values`.
     """
@@ -68,7 +68,7 @@ class ProbeReport:
     def unit_values(
         self, measure: str, layer: str, transform: str, magnitude: float | None = None, cls: int | None = None
     ) -> Tensor:
-        """The per-unit values of one measure of :data:`UNIT_MEASURES` (``report(..., per_unit=True)``), (U,).
+        """The per-unit values of one measure of ``UNIT_MEASURES`` (``report(..., per_unit=True)``), (U,).
 
         Raises:
             ValueError: the report holds no per-unit values (``per_unit=False``), or none for these keys.
@@ -155,7 +155,7 @@ class ProbeReport:
 
         Args:
             path: where to write the PNG.
-            measure: one of :data:`UNIT_MEASURES` (default the normalised variance).
+            measure: one of ``UNIT_MEASURES`` (default the normalised variance).
             magnitude: a swept magnitude (default the largest).
             cls: a class of ``by_class`` (default every input).
 
@@ -248,7 +248,7 @@ class ProbeReport:
         return "\n".join(lines)
 
     def _class_line(self, t: str, layer: str, top: float) -> str:
-        """Which classes ``layer`` treats invariantly to ``t`` (normalised variance at most :data:`INVARIANT_NV`)."""
+        """Which classes ``layer`` treats invariantly to ``t`` (normalised variance at most 0.1, ``INVARIANT_NV``)."""
         nv = {k: self.value("normalized_variance", layer, t, top, k) for k in self.classes()}
         yes = [f"{k} ({v:.3g})" for k, v in nv.items() if v <= INVARIANT_NV]
         no = [f"{k} ({v:.3g})" for k, v in nv.items() if v > INVARIANT_NV]
