@@ -165,9 +165,9 @@ def test_a_run_records_what_the_table_reads(tmp_path, monkeypatch):
     assert "| none |" in V.table_markdown(summary, "t")
 
 
-def _policy(name, weight, bound):
+def _policy(name, weight, bound, unit="deg"):
     others = [{"transform": "X", "weight": (1 - weight) / 2, "range": [-1, 1, ""]}] * 2
-    return {"layers": [{"transforms": [{"transform": name, "weight": weight, "range": [-bound, bound, "deg"]},
+    return {"layers": [{"transforms": [{"transform": name, "weight": weight, "range": [-bound, bound, unit]},
                                        *others]}]}  # fmt: skip
 
 
@@ -187,6 +187,13 @@ def test_commitment_needs_half_the_weight_on_a_label_preserving_range(task, name
     assert VR.committed(task, _policy(name, weight, bound))[0] is ok
 
 
+@pytest.mark.parametrize(("pixels", "ok"), [(3.5, True), (4.0, True), (5.3, False)])
+def test_a_shift_in_pixels_is_bounded_in_percent_of_the_task_image(pixels, ok):
+    # digits are 16 x 16: the table's 25 % is 4 pixels (policies state shifts in pixels)
+    ok_, text = VR.committed("digits", _policy("TranslateX", 0.9, pixels, "px"))
+    assert ok_ is ok and text.endswith(f"±{100 * pixels / 16:.3g} %")
+
+
 def test_the_rules_compare_augnet_with_the_best_hand_designed_policy_within_its_deviation():
     def cell(acc, sd, inv):
         return {"accuracy": [acc, sd, 5], "invariance": [inv, 0.0, 5]}
@@ -196,8 +203,14 @@ def test_the_rules_compare_augnet_with_the_best_hand_designed_policy_within_its_
                                     "instance": cell(0.9, 0.0, 0.99)}}}  # fmt: skip
     verdict = VR.check_rules(summary)
     assert "1 digits small: AugNet 0.940 vs best hand-designed randaugment 0.950 ± 0.020: MET" in verdict
-    assert "2 digits small: AugNet 0.940 vs none 0.900 ± 0.010: MET" in verdict
+    assert "2 digits small: AugNet 0.940 vs none 0.900 ± 0.010: MET (+0.0400)" in verdict
     assert "3 digits small: AugNet's invariance 0.800 vs next augmix 0.700: MET" in verdict
     summary["digits"]["small"]["augnet"] = cell(0.92, 0.01, 0.65)
     verdict = VR.check_rules(summary)
     assert verdict.count("NOT MET") == 2 and "2 digits small" in verdict and "MET" in verdict.split("\n")[1]
+    assert verdict.split("\n")[0].endswith("NOT MET (-0.0300)")  # stated, not rounded to -0.000
+    policy = _policy("Rotate", 0.8, 30)
+    records = {str(s): {"kind": "run", "method": "augnet", "task": "digits", "regime": "full", "seed": s,
+                        "policy": _policy("TranslateX", 0.8, 6, "px") if s == 1 else policy} for s in range(3)}
+    line = VR.check_rules({"digits": {"full": {}}}, records).split("\n")[-1]
+    assert line.startswith("4 digits full: NOT MET, 2 of 3 seeds (Rotate w 0.80 ±30; TranslateX w 0.80 ±37.5 %")

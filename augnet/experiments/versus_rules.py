@@ -19,6 +19,8 @@ Read on the reported seeds (5-9) only (:data:`augnet.experiments.versus.REPORTED
 
 from __future__ import annotations
 
+from augnet.experiments.versus_tasks import TASKS
+
 __all__ = ["LABEL_PRESERVING", "check_rules", "committed"]
 
 #: Per task, the transforms whose learned range the labels survive, with the largest such range
@@ -39,11 +41,14 @@ def committed(task: str, policy: dict | None) -> tuple[bool, str]:
     entries = policy["layers"][0]["transforms"]
     top = max(entries, key=lambda e: e["weight"])
     bound = abs(float(top["range"][1]))
+    unit = top["range"][2] if len(top["range"]) > 2 else ""
+    if unit == "px":  # a policy states shifts in pixels; the table bounds them in % of the image's size
+        bound, unit = 100 * bound / TASKS[task].size, "%"
     allowed = LABEL_PRESERVING[task]
     ok = top["weight"] >= 0.5 and top["transform"] in allowed and (
         allowed[top["transform"]] is None or bound <= allowed[top["transform"]]
     )
-    return ok, f"{top['transform']} w {top['weight']:.2f} ±{bound:.3g}"
+    return ok, f"{top['transform']} w {top['weight']:.2f} ±{bound:.3g}{' %' if unit == '%' else ''}"
 
 
 def check_rules(summary: dict, records: dict | None = None, seeds=None) -> str:
@@ -58,14 +63,14 @@ def check_rules(summary: dict, records: dict | None = None, seeds=None) -> str:
         best = max(hand, key=lambda m: hand[m][0])
         a, (b, sd) = cell["augnet"]["accuracy"][0], hand[best][:2]
         lines.append(f"1 {task} small: AugNet {a:.3f} vs best hand-designed {best} {b:.3f} ± {sd:.3f}: "
-                     f"{'MET' if a >= b - sd else 'NOT MET'} ({a - b:+.3f})")  # fmt: skip
+                     f"{'MET' if a >= b - sd else 'NOT MET'} ({a - b:+.4f})")  # fmt: skip
     for task, regimes in summary.items():
         for regime, cell in regimes.items():
             if "augnet" not in cell or "none" not in cell:
                 continue
             a, (n, sd) = cell["augnet"]["accuracy"][0], cell["none"]["accuracy"][:2]
             lines.append(f"2 {task} {regime}: AugNet {a:.3f} vs none {n:.3f} ± {sd:.3f}: "
-                         f"{'MET' if a >= n - sd else 'NOT MET'}")  # fmt: skip
+                         f"{'MET' if a >= n - sd else 'NOT MET'} ({a - n:+.4f})")  # fmt: skip
     for task in images:
         for regime, cell in summary[task].items():
             if "augnet" not in cell:
@@ -74,7 +79,7 @@ def check_rules(summary: dict, records: dict | None = None, seeds=None) -> str:
             best = max(others, key=others.get)
             a = cell["augnet"]["invariance"][0]
             lines.append(f"3 {task} {regime}: AugNet's invariance {a:.3f} vs next {best} {others[best]:.3f}: "
-                         f"{'MET' if a >= others[best] else 'NOT MET'}")  # fmt: skip
+                         f"{'MET' if a >= others[best] else 'NOT MET'} ({a - others[best]:+.4f})")  # fmt: skip
     if records is not None:
         for task in summary:
             runs = [r for r in records.values() if (r["kind"], r["method"], r["task"], r["regime"])
@@ -83,5 +88,6 @@ def check_rules(summary: dict, records: dict | None = None, seeds=None) -> str:
                 continue
             results = [committed(task, r["policy"]) for r in sorted(runs, key=lambda r: r["seed"])]
             ok = all(c for c, _ in results)
-            lines.append(f"4 {task} full: {'MET' if ok else 'NOT MET'} ({'; '.join(s for _, s in results)})")
+            lines.append(f"4 {task} full: {'MET' if ok else 'NOT MET'}, {sum(c for c, _ in results)} of "
+                         f"{len(results)} seeds ({'; '.join(s for _, s in results)})")  # fmt: skip
     return "\n".join(lines)
