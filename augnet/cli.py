@@ -194,6 +194,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     probe.add_argument("--batch-size", type=int, default=None, help="rows per forward pass (default: 256)")
     probe.add_argument("--no-lie", action="store_true", help="skip the Lie derivative")
+    probe.add_argument(
+        "--per-unit",
+        action="store_true",
+        help="also write every per-unit measure, one value per channel, to probe.units.json (and units.png)",
+    )
+    probe.add_argument(
+        "--by-class",
+        default=None,
+        metavar="LABELS",
+        help="measure each class apart: 'data' (the labels of --data: its 'y' tensor or its subfolders) or a "
+        "file of labels (a tensor file, or a text file of one integer per line)",
+    )
+    probe.add_argument(
+        "--transformations",
+        choices=("random", "grid"),
+        default="random",
+        help="random: one draw per image and magnitude (default); grid: every image under every value of a "
+        "fixed grid of the transform's parameter (--grid-points values; a flip's off and on)",
+    )
+    probe.add_argument(
+        "--grid-points", type=int, default=9, help="values of a continuous transform's grid (default: %(default)s)"
+    )
+    probe.add_argument(
+        "--aggregation",
+        choices=("pool", "positions"),
+        default="pool",
+        help="feature maps to units: pool the positions, then measure (default; (N, C) per layer); or measure "
+        "every position, then average per channel (holds every map; needed for same-equivariance)",
+    )
     probe.add_argument("--seed", type=int, default=0)
     probe.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     probe.add_argument("--device", default="cpu", help="where to run, e.g. cpu or cuda (default: %(default)s)")
@@ -224,6 +253,12 @@ def _check_probe(args: argparse.Namespace) -> str | None:
         return f"--magnitudes must be comma-separated numbers, got {args.magnitudes!r}"
     if not mags or not all(0 < m <= 1 for m in mags):
         return f"--magnitudes must lie in (0, 1], got {args.magnitudes!r}"
+    if args.grid_points < 2:
+        return f"--grid-points must be >= 2, got {args.grid_points}"
+    if args.by_class is not None and args.by_class != "data" and not Path(args.by_class).is_file():
+        return f"--by-class {args.by_class} is neither 'data' nor a file"
+    if args.by_class == "data" and args.data is None:
+        return "--by-class data reads the labels of --data; with --fake, give a labels file"
     for name in ("n", "size", "channels", "batch_size"):
         value = getattr(args, name)
         if value is not None and value < (8 if name in ("n", "size") else 1):
@@ -247,7 +282,7 @@ def _probe(args: argparse.Namespace) -> int:
     import torch
 
     from augnet.probes import report
-    from augnet.probes.inputs import fake_images, load_images, load_model
+    from augnet.probes.inputs import fake_images, load_images, load_labels, load_model
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -262,6 +297,16 @@ def _probe(args: argparse.Namespace) -> int:
             raise ValueError(f"--data holds {len(x)} images; the probes need at least 8")
         from augnet.transforms import image as T
 
+        labels = None
+        if args.by_class is not None:
+            labels = load_labels(args.by_class, args.data, args.n)
+            if len(labels) != len(x):
+                raise ValueError(f"--by-class {args.by_class} holds {len(labels)} labels for {len(x)} images")
+        if args.transformations == "grid":
+            from augnet.probes.families import grid_values
+
+            for name in _split(args.transforms):
+                grid_values(getattr(T, name)(), 1.0, args.grid_points, tuple(x.shape[-2:]))
         for name in _split(args.transforms):
             getattr(T, name)().check_input(x[:1])  # e.g. Hue needs RGB images
         layers = "auto" if args.layers == "auto" else _split(args.layers)
@@ -289,15 +334,24 @@ def _probe(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         seed=args.seed,
         progress=not args.no_progress,
+        per_unit=args.per_unit,
+        by_class=labels,
+        transformations=args.transformations,
+        aggregation=args.aggregation,
+        grid_points=args.grid_points,
     )
     out = Path(args.out)
     rep.info.update(command="augnet " + " ".join(args.argv), data="fake" if args.fake else str(args.data))
     saved = [rep.save(out / "probe.json"), rep.save(out / "probe.csv")]
+    if rep.units:
+        saved.append(out / "probe.units.json")
     verdict = rep.verdict()
     (out / "verdict.txt").write_text(verdict + "\n")
     saved.append(out / "verdict.txt")
     try:
         saved.append(rep.heatmap(out / "heatmap.png"))
+        if rep.units:
+            saved.append(rep.units_plot(out / "units.png"))
     except ImportError as err:
         print(f"no heatmap: {err}")
     print(f"\n{verdict}\n")

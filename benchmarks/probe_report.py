@@ -8,7 +8,8 @@ images, reads its resident memory, resets the peak (``/proc/self/clear_refs``), 
 reports the peak's excess over that starting point (``VmHWM``), the wall time, and the load averages
 of the machine before and after (another process may be running). ``cli`` runs ``augnet probe`` itself
 (its extra memory includes the model and the images it builds); ``memory`` runs every probe on
-``--n`` inputs held by the process beforehand (their memory is not counted: they are the user's).
+``--n`` inputs held by the process beforehand (their memory is not counted: they are the user's);
+``report_units`` is the report with ``per_unit=True`` and ``by_class`` (10 classes).
 Results go to ``benchmarks/results/probe_report.json`` (updated after every measurement) and print.
 """
 
@@ -37,6 +38,7 @@ PROBES = (
     "category_accuracy",
     "lie_derivative",
     "report",
+    "report_units",
 )
 
 
@@ -78,6 +80,10 @@ def run_one(name: str, n: int, threads: int) -> dict:
         "category_accuracy": lambda: probes.category_accuracy(model, x, y, rotate, seen_classes=[0, 1]),
         "lie_derivative": lambda: probes.lie_derivative(model, x, rotate, ["layer4", "logits"], reduce="mean"),
         "report": lambda: probes.report(model, x, ["Rotate", "HorizontalFlip"], magnitudes=[1.0]),
+        # Every measure, each unit's value kept, and every measure again for each of the 10 classes.
+        "report_units": lambda: probes.report(
+            model, x, ["Rotate", "HorizontalFlip"], magnitudes=[1.0], per_unit=True, by_class=y
+        ),
     }
     base = status_mb("VmRSS")
     Path("/proc/self/clear_refs").write_text("5")

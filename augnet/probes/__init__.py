@@ -10,6 +10,14 @@ probe                            what it measures                               
 ===============================  =================================================  ===============================
 report, augnet probe             every measure below, per layer and transform       all
 lie_derivative                   local equivariance error, exact by autograd        Gruver et al. (ICLR 2023)
+normalized_variance              per unit: variance across transformations /        Quiroga et al. (2023)
+                                 across samples, both parts kept
+anova_invariance, p_adjust       per-unit ANOVA, transformations as groups,         Quiroga et al. (2023)
+                                 Bonferroni / Benjamini-Hochberg
+goodfellow_invariance            local / global firing rate per unit                Goodfellow et al. (2009)
+distance_invariance              mean distance across transformations / samples     Quiroga et al. (2023)
+same_equivariance, act           ``g^-1 F(g x)`` against ``F(x)``, exact actions    Lenc & Vedaldi; Quiroga et al.
+                                 (quarter turns, flips, shifts)
 features, layer_calls            activations of named layers (forward hooks)        all
 invariance_score / _curve        (b - d(z, z_t)) / b against a derangement          AugNet eq. 4; Bouchacourt eq. 1
 accuracy_curve                   accuracy against the transformation magnitude      Tensmeyer & Martinez
@@ -46,6 +54,17 @@ from augnet.probes.features import features, layer_calls
 from augnet.probes.invariance import accuracy_curve, distance, invariance_curve, invariance_score
 from augnet.probes.lie import lie_derivative
 from augnet.probes.maps import EquivarianceMap, fit_equivariance_map, mapping_error
+from augnet.probes.measures import (
+    act,
+    anova_invariance,
+    channel_mean,
+    distance_invariance,
+    f_sf,
+    goodfellow_invariance,
+    normalized_variance,
+    p_adjust,
+    same_equivariance,
+)
 from augnet.probes.neurons import (
     layer_units,
     layerwise_invariance,
@@ -81,15 +100,21 @@ __all__ = [
     "ProbeReport",
     "SeenTransformedDataset",
     "accuracy_curve",
+    "act",
+    "anova_invariance",
     "auto_layers",
     "category_accuracy",
+    "channel_mean",
     "derangement",
     "distance",
+    "distance_invariance",
     "equivariance_alignment",
     "equivariance_curve",
     "equivariance_report",
+    "f_sf",
     "features",
     "fit_equivariance_map",
+    "goodfellow_invariance",
     "invariance_curve",
     "invariance_score",
     "layer_calls",
@@ -100,6 +125,8 @@ __all__ = [
     "mapping_error",
     "nested_splits",
     "neuron_invariance",
+    "normalized_variance",
+    "p_adjust",
     "pairwise_rank_loss",
     "plot_equivariance_curves",
     "plot_neuron_invariance",
@@ -113,6 +140,7 @@ __all__ = [
     "report",
     "representation_distance",
     "same_class_pairs",
+    "same_equivariance",
     "select_tau",
     "similarity_change",
     "similarity_change_distributions",

@@ -26,13 +26,14 @@ Yan & Huang can order copies by (the family's, or the flips' gate).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-__all__ = ["RANK_PARAMS", "Family", "family", "rank_param"]
+__all__ = ["RANK_PARAMS", "Family", "family", "grid_params", "grid_values", "rank_param"]
 
 
 @dataclass(frozen=True)
@@ -127,3 +128,68 @@ def rank_param(transform) -> str | None:
 def continuous_names() -> list[str]:
     """The names of the transforms with a family, for messages."""
     return sorted(_families())
+
+
+#: Each family's reach in its natural units at magnitude 1: ``t`` spans ``[-m * reach, m * reach]`` at magnitude ``m``
+#: (each transform draws its parameter as the family's value at ``m * reach * u``, ``u`` uniform in [-1, 1]).
+_REACH = {
+    "TranslateX": lambda t, size: t.max_shift * size[-1],
+    "TranslateY": lambda t, size: t.max_shift * size[-2],
+    "Rotate": lambda t, size: t.max_angle,
+    "ShearX": lambda t, size: t.max_shear,
+    "ShearY": lambda t, size: t.max_shear,
+    "Scale": lambda t, size: math.log(t.max_zoom),
+    "Brightness": lambda t, size: t.max_shift,
+    "Contrast": lambda t, size: t.max_delta,
+    "Saturation": lambda t, size: t.max_delta,
+    "Hue": lambda t, size: t.max_angle,
+}
+
+
+def grid_values(transform, magnitude: float, points: int, size: tuple[int, int]) -> list[float]:
+    """The fixed grid of a transform at ``magnitude``, in its family's natural units, or its gate's values.
+
+    A continuous family (:func:`family`) gets ``points`` evenly spaced values of ``t`` over its range at
+    ``magnitude`` (``linspace(-1, 1, points) * magnitude * reach``; an odd ``points`` holds the
+    identity, ``t = 0``); a transform applied with a probability (a flip, ``Invert``, ...) gets its
+    gate's two values, 0 (not applied) and 1 (applied), whatever the magnitude.
+
+    Raises:
+        ValueError: ``transform`` has neither a family nor a gate, or ``points`` < 2.
+
+    Examples:
+        >>> from augnet.transforms import image as T
+        >>> [round(math.degrees(v)) for v in grid_values(T.Rotate(), 0.5, 5, (8, 8))]
+        [-90, -45, 0, 45, 90]
+        >>> grid_values(T.HorizontalFlip(), 1.0, 9, (8, 8))
+        [0.0, 1.0]
+    """
+    if isinstance(points, bool) or not isinstance(points, int) or points < 2:
+        raise ValueError(f"grid_points must be an integer >= 2, got {points!r}")
+    reach = _lookup(transform, _REACH)
+    if reach is not None:
+        top = float(magnitude) * float(reach(transform, size))
+        return [top * (-1 + 2 * i / (points - 1)) for i in range(points)]
+    if rank_param(transform) == "gate":
+        return [0.0, 1.0]
+    raise ValueError(
+        f"{type(transform).__name__} has no grid of parameters (a continuous family or a gate): "
+        f"transformations='grid' takes {sorted({*_REACH, *(k for k, v in RANK_PARAMS.items() if v == 'gate')})}"
+    )
+
+
+def grid_params(transform, base: dict[str, Tensor], value: float, size: tuple[int, int]) -> dict[str, Tensor]:
+    """``base``, a draw of ``transform``'s parameters, with every row at the grid ``value`` (:func:`grid_values`).
+
+    The family's parameter becomes its value at ``t = value`` (a gate becomes ``value``); the other
+    parameters of the draw (a rotation's aspect, a contrast's mean) are kept.
+    """
+    params = dict(base)
+    fam = family(transform)
+    if fam is not None:
+        like = base[fam.param]
+        t = torch.full((like.shape[0],), float(value), dtype=like.dtype, device=like.device)
+        params[fam.param] = fam.value(t, like, size)
+    else:
+        params["gate"] = torch.full_like(base["gate"], float(value))
+    return params

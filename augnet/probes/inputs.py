@@ -179,3 +179,53 @@ def load_images(path: str | Path, size: int | None = None, limit: int | None = N
 def fake_images(n: int, size: int, channels: int = 3, seed: int = 0) -> Tensor:
     """``n`` random images, uniform in [0, 1], (n, channels, size, size), seeded."""
     return torch.rand(n, channels, size, size, generator=torch.Generator().manual_seed(seed))
+
+
+def load_labels(path: str | Path, data: str | Path | None = None, limit: int | None = None) -> Tensor:
+    """Class labels, (N,) int64, for ``report(..., by_class=...)`` and ``augnet probe --by-class``.
+
+    Args:
+        path: ``"data"``, the labels of ``data``: the ``"y"`` (or ``"labels"``) tensor of a tensor file,
+            the second item of an ``(x, y)`` tuple, or for a folder, the index of each image's subfolder
+            (in sorted order, the order :func:`load_images` reads the images in); or a file: a text
+            file (``.txt``, ``.csv``) of one integer per line, or a tensor file holding (N,) labels
+            (alone, or as ``"y"`` / ``"labels"`` of a dict, or the second item of a tuple).
+        data: the ``--data`` path, for ``"data"``.
+        limit: keep the first ``limit`` labels (as ``--n`` keeps the first images).
+
+    Raises:
+        ValueError: no labels there, or labels that are not integers of one dimension.
+    """
+    if str(path) == "data":
+        if data is None:
+            raise ValueError("--by-class data needs --data (its labels)")
+        source = Path(data)
+        if source.is_dir():
+            files = sorted(p for p in source.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+            folders = sorted({f.parent for f in files})
+            index = {folder: i for i, folder in enumerate(folders)}
+            labels = torch.tensor([index[f.parent] for f in files], dtype=torch.long)
+            return labels[:limit] if limit else labels
+    else:
+        source = Path(path)
+        if not source.is_file():
+            raise ValueError(f"--by-class {path} is not a file (or 'data')")
+        if source.suffix.lower() in (".txt", ".csv"):
+            try:
+                values = [int(line.strip().split(",")[0]) for line in source.read_text().splitlines() if line.strip()]
+            except ValueError as err:
+                raise ValueError(f"--by-class {path}: one integer label per line, got {_first_line(err)}") from err
+            labels = torch.tensor(values, dtype=torch.long)
+            return labels[:limit] if limit else labels
+    what = "--data" if str(path) == "data" else "--by-class"
+    found = _load_tensors(source, what)
+    if isinstance(found, dict):
+        found = found.get("y", found.get("labels"))
+    elif isinstance(found, (tuple, list)):
+        found = found[1] if len(found) > 1 else None
+    elif str(path) == "data":
+        found = None
+    if not isinstance(found, Tensor) or found.dim() != 1 or found.is_floating_point() or found.is_complex():
+        raise ValueError(f"{what} {source} holds no (N,) integer labels (a tensor, 'y' or 'labels', or (x, y))")
+    labels = found.long()
+    return labels[:limit] if limit else labels

@@ -4,6 +4,7 @@ Here live :func:`plot_neuron_invariance` (Zaidi et al., Figs. 3-4, 8-9),
 :func:`plot_ranking_heatmap` (Yan & Huang, Fig. 5),
 :func:`plot_similarity_change_distributions` (Bouchacourt et al., Fig. 3A) and
 :func:`plot_report_heatmap` (the panels of :meth:`augnet.probes.report.ProbeReport.heatmap`),
+:func:`plot_report_units` (the units of :meth:`augnet.probes.report.ProbeReport.units_plot`),
 each re-exported by its probe's module (:mod:`augnet.probes.neurons`,
 :mod:`augnet.probes.ranking`, :mod:`augnet.probes.similarity`) and by
 :mod:`augnet.probes`; this module imports no probe module. The equivariance
@@ -24,6 +25,7 @@ __all__ = [
     "plot_neuron_invariance",
     "plot_ranking_heatmap",
     "plot_report_heatmap",
+    "plot_report_units",
     "plot_similarity_change_distributions",
 ]
 
@@ -222,7 +224,7 @@ def plot_report_heatmap(panels: Mapping, layers, transforms, path, title: str | 
     fig, axes = plt.subplots(rows, cols, figsize=(cols * width, rows * height), squeeze=False)
     for ax, (name, (values, paper, invariant)) in zip(axes.flat, panels.items(), strict=False):
         # Bright is closer to invariant: the scale runs backwards for the measures an invariant layer has at 0.
-        colormap = plt.get_cmap(cmap if str(invariant) in ("1", "-") else f"{cmap}_r").with_extremes(bad="0.85")
+        colormap = plt.get_cmap(cmap if str(invariant) in ("1", "-", "1/G") else f"{cmap}_r").with_extremes(bad="0.85")
         grid = torch.as_tensor(values, dtype=torch.float64)
         if grid.shape != (len(layers), len(transforms)):
             raise ValueError(f"panel {name!r}: values must be (layers, transforms), got {tuple(grid.shape)}")
@@ -239,9 +241,58 @@ def plot_report_heatmap(panels: Mapping, layers, transforms, path, title: str | 
                 v = float(grid[i, j])
                 text = "n/a" if not math.isfinite(v) else f"{v:.3g}"
                 level = 0.0 if hi <= lo else min(max((v - lo) / (hi - lo), 0.0), 1.0)
-                dark = math.isfinite(v) and (level < 0.5 if str(invariant) in ("1", "-") else level > 0.5)
+                dark = math.isfinite(v) and (level < 0.5 if str(invariant) in ("1", "-", "1/G") else level > 0.5)
                 ax.text(j, i, text, ha="center", va="center", fontsize=7, color="w" if dark else "k")
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.axis("off")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return save_figure(fig, path)
+
+
+def plot_report_units(panels: Mapping, path, ylabel: str, title: str | None = None):
+    """One panel per transform: each layer's per-unit values as points, with their median as a bar.
+
+    Needs matplotlib (``pip install "augnet[viz]"``), imported only here.
+
+    Args:
+        panels: ``{panel title: {layer: (U,) values}}`` (NaN values are left out; infinite ones are
+            drawn at the top of the panel, as a triangle).
+        path: where to write the PNG.
+        ylabel: the measure's name and its invariant value.
+        title: optional figure title.
+
+    Returns:
+        The path written.
+    """
+    from augnet.viz import require_matplotlib, save_figure
+
+    if not isinstance(panels, Mapping) or not panels:
+        raise ValueError("panels must be a non-empty {title: {layer: values}} dict")
+    plt = require_matplotlib()
+    cols = min(3, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    width = max(3.0, 0.8 * max(len(v) for v in panels.values()) + 1.6)
+    fig, axes = plt.subplots(rows, cols, figsize=(cols * width, rows * 3.0), squeeze=False)
+    for ax, (name, layers) in zip(axes.flat, panels.items(), strict=False):
+        finite_all = [torch.as_tensor(v, dtype=torch.float64) for v in layers.values()]
+        finite_all = torch.cat([v[torch.isfinite(v)] for v in finite_all]) if finite_all else torch.zeros(0)
+        top = float(finite_all.max()) if len(finite_all) else 1.0
+        for i, values in enumerate(layers.values()):
+            v = torch.as_tensor(values, dtype=torch.float64)
+            v = v[~torch.isnan(v)]
+            finite, infinite = v[torch.isfinite(v)], int(torch.isinf(v).sum())
+            jitter = (torch.rand(len(finite), generator=torch.Generator().manual_seed(i)) - 0.5) * 0.5
+            ax.scatter((i + jitter).numpy(), finite.numpy(), s=6, alpha=0.5)
+            if len(finite):
+                median = float(finite.median())
+                ax.plot([i - 0.3, i + 0.3], [median, median], color="k", lw=1.5)
+            if infinite:
+                ax.scatter([i], [top], marker="^", color="r", s=20)
+        ax.set_xticks(range(len(layers)), [str(k) for k in layers], rotation=30, ha="right", fontsize=8)
+        ax.set_title(name, fontsize=9)
+        ax.set_ylabel(ylabel, fontsize=8)
     for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     if title:

@@ -20,11 +20,30 @@ ranking_accuracy         held-out accuracy of a linear ranker of the transform's
 importance               the layer's share of the ranker on every layer                 Yan & Huang Fig. 5
 lie_derivative           mean ``|L phi|`` per feature, per unit of ``t`` (0: locally    Gruver et al.
                          invariant); ``lie_derivative_relative``: ``|L phi| / |phi|``
+normalized_variance      per unit, variance across transformations over variance       Quiroga et al. (2023)
+                         across samples (0: invariant); its two parts
+                         ``transformation_variance``, ``sample_variance``
+anova_invariant          fraction of units whose one-way ANOVA (transformations as      Quiroga et al. (2023)
+                         groups, Bonferroni) finds no effect at ``alpha`` (1)
+goodfellow               per unit, local / global firing rate (``1 / G``: invariant);   Goodfellow et al. (2009)
+                         ``goodfellow_local`` (L), ``goodfellow_global`` (G)
+normalized_distance      per unit, mean distance across transformations / across        Quiroga et al. (2023)
+                         samples (0: invariant)
+same_equivariance        per channel, ``g^-1 F(g x)`` against ``F(x)`` over the         Lenc & Vedaldi; Quiroga
+                         channel's variance (0), for grid views that are exact          et al.
+                         actions, with ``aggregation="positions"``
 =======================  =============================================================  ==========================
+
+The per-unit measures (``UNIT_MEASURES``, :mod:`augnet.probes.measures`) are recorded as their
+mean over the layer's units; ``per_unit=True`` keeps each unit's value, ``by_class`` measures each
+class apart, ``transformations="grid"`` reads every input under a fixed grid of parameters, and
+``aggregation`` chooses between pooling a feature map first and measuring every position (see
+:func:`report`).
 
 Every layer is read as its channels averaged over positions (``(B, C)``; a transformer's (B, tokens,
 D) output averaged over its tokens), Yan & Huang's and Bouchacourt et al.'s reading, so a run on
-20,000 inputs holds (20,000, C) features per layer. The ranking probe and the Lie derivative do not
+20,000 inputs holds (20,000, C) features per layer (the unit measures can read every position
+instead, ``aggregation="positions"``). The ranking probe and the Lie derivative do not
 depend on a magnitude sweep: the ranker orders two copies drawn at one magnitude (the largest probed;
 0.5 for a transform applied with a probability, so that half the copies are transformed), the Lie
 derivative is taken at the identity; their records carry that magnitude (``None`` for the Lie
@@ -37,15 +56,11 @@ The model runs in evaluation mode (its modes are restored), batch by batch, on t
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import numbers
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 from torch import Tensor, nn
@@ -61,32 +76,40 @@ from augnet.probes._common import (
     forward_kwargs,
     seeded,
 )
-from augnet.probes.equivariance import equivariance_report
-from augnet.probes.families import family, rank_param
+from augnet.probes.families import family, grid_params, grid_values, rank_param
 from augnet.probes.features import LOGITS, _Filler, describe, stream_features
-from augnet.probes.invariance import invariance_score
 from augnet.probes.lie import LIE_BATCH_SIZE, lie_derivative
 from augnet.probes.ranking import ranking_probe_per_layer
-from augnet.probes.similarity import equivariance_alignment
-from augnet.probes.unit_invariance import neuron_invariance
+from augnet.probes.report_measures import (
+    AGGREGATIONS,
+    INVARIANT_NV,
+    MEASURES,
+    TRANSFORMATIONS,
+    UNIT_MEASURES,
+    _exact_action,
+    _labels,
+    _layer_measures,
+    _notes,
+    _Options,
+    _pool,
+    _pooled,
+    _read_units,
+    _record,
+    _unit_records,
+)
+from augnet.probes.report_result import ProbeReport
 
-__all__ = ["MEASURES", "ProbeReport", "auto_layers", "report", "transform_names"]
-
-#: Every measure of a report: ``{name: (paper, what it is, the value of an invariant layer)}``.
-MEASURES = {
-    "inv_augnet": ("AugNet eq. 4", "Inv_T, cosine, clean baseline (median)", "1"),
-    "inv_bouchacourt": ("Bouchacourt et al. eq. 1", "invariance, transformed baseline (median)", "1"),
-    "alignment": ("Bouchacourt et al. app. D", "displacement alignment - shuffled", "0"),
-    "equivariance_error": ("Tensmeyer & Martinez eq. 2", "held-out error, best linear map", "0"),
-    "invariance_error": ("Tensmeyer & Martinez eq. 2", "held-out error, M = I", "0"),
-    "neuron_invariance": ("Zaidi et al. eq. 1", "mean I_k over channels", "1"),
-    "ranking_accuracy": ("Yan & Huang Table II", "ranking accuracy, layer alone", "0.5"),
-    "importance": ("Yan & Huang Fig. 5", "share of the all-layer ranker", "-"),
-    "lie_derivative": ("Gruver et al.", "mean |L phi| per feature", "0"),
-    "lie_derivative_relative": ("Gruver et al.", "|L phi| / |phi|", "0"),
-}
-_SWEPT = ("inv_augnet", "inv_bouchacourt", "alignment", "equivariance_error", "invariance_error", "neuron_invariance")
-_COLUMNS = ("layer", "transform", "magnitude", "range", "measure", "value", "paper", "note")
+__all__ = [
+    "AGGREGATIONS",
+    "INVARIANT_NV",
+    "MEASURES",
+    "TRANSFORMATIONS",
+    "UNIT_MEASURES",
+    "ProbeReport",
+    "auto_layers",
+    "report",
+    "transform_names",
+]
 
 
 def auto_layers(model: nn.Module, x: Tensor | None = None, **forward_kwargs) -> list[str]:
@@ -132,146 +155,6 @@ def auto_layers(model: nn.Module, x: Tensor | None = None, **forward_kwargs) -> 
     return [*names, LOGITS]
 
 
-def _pool(a: Tensor, image_input: bool) -> Tensor:
-    """A layer's output as (B, C): channels averaged over positions, or a transformer's tokens averaged."""
-    if a.dim() == 3 and image_input:
-        return a.mean(1)  # (B, tokens, D): the tokens' mean
-    return a.flatten(2).mean(2) if a.dim() > 2 else a.reshape(len(a), -1)
-
-
-@dataclass
-class ProbeReport:
-    """The result of :func:`report`: one tidy table of records, with its figure and verdict.
-
-    Attributes:
-        records: one dict per (layer, transform, magnitude, measure) with the keys ``layer``,
-            ``transform``, ``magnitude``, ``range`` (natural units), ``measure``, ``value``,
-            ``paper``, ``note``.
-        layers, transforms: in the order probed.
-        magnitudes: the magnitudes swept.
-        info: the model, the inputs, the settings and the time taken.
-    """
-
-    records: list[dict]
-    layers: list[str]
-    transforms: list[str]
-    magnitudes: list[float]
-    info: dict = field(default_factory=dict)
-
-    def table(self) -> dict[str, list]:
-        """The records as columns, ``{column: [values]}`` (what ``pandas.DataFrame`` takes)."""
-        return {c: [r[c] for r in self.records] for c in _COLUMNS}
-
-    def value(self, measure: str, layer: str, transform: str, magnitude: float | None = None) -> float:
-        """One value (for a swept measure at ``magnitude``, default the largest); NaN if absent."""
-        if measure in _SWEPT and magnitude is None:
-            magnitude = max(self.magnitudes)
-        for r in self.records:
-            if (r["measure"], r["layer"], r["transform"]) == (measure, layer, transform) and (
-                measure not in _SWEPT or r["magnitude"] == magnitude
-            ):
-                return r["value"]
-        return math.nan
-
-    def save(self, path) -> Path:
-        """Write the records to ``path``: ``.json`` (with ``info``) or ``.csv``."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.suffix == ".json":
-            rows = [
-                {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in self.records
-            ]
-            path.write_text(json.dumps({"info": self.info, "records": rows}, indent=1))
-        elif path.suffix == ".csv":
-            with path.open("w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=_COLUMNS)
-                writer.writeheader()
-                writer.writerows(self.records)
-        else:
-            raise ValueError(f"save writes .json or .csv, got {path.suffix!r} ({path})")
-        return path
-
-    def heatmap(self, path, magnitude: float | None = None, measures: Sequence[str] | None = None) -> Path:
-        """Layers x transforms, one panel per measure (swept measures at ``magnitude``, default the largest)."""
-        from augnet.probes.plots import plot_report_heatmap
-
-        magnitude = self._swept(magnitude)
-        present = [m for m in MEASURES if any(r["measure"] == m for r in self.records)]
-        names = present if measures is None else self._measures(measures, present)
-        panels = {}
-        for m in names:
-            grid = [[self.value(m, layer, t, magnitude) for t in self.transforms] for layer in self.layers]
-            if m in _SWEPT:
-                what = f"{m} (mu = {magnitude:g})"
-            elif m.startswith("lie"):
-                what = f"{m} (at the identity)"
-            else:
-                at = {r["transform"]: r["magnitude"] for r in self.records if r["measure"] == m}
-                what = f"{m} (mu = {', '.join(f'{v:g}' for v in dict.fromkeys(at.values()))})"
-            panels[what] = (torch.tensor(grid, dtype=torch.float64), MEASURES[m][0], MEASURES[m][2])
-        title = (
-            f"{self.info.get('model', 'model')} on {self.info.get('n_inputs', '?')} inputs "
-            "(bright: closer to invariant; grey: n/a)"
-        )
-        return plot_report_heatmap(panels, self.layers, self.transforms, path, title=title)
-
-    def _swept(self, magnitude) -> float:
-        """``magnitude`` (default the largest) if the report swept it, else the TypeError / ValueError."""
-        if magnitude is None:
-            return max(self.magnitudes)
-        if isinstance(magnitude, bool) or not isinstance(magnitude, numbers.Real):
-            raise TypeError(f"magnitude must be a number, got {type(magnitude).__name__}: {magnitude!r}")
-        if float(magnitude) not in self.magnitudes:
-            raise ValueError(f"magnitude {magnitude!r} was not swept; the report's magnitudes are {self.magnitudes}")
-        return float(magnitude)
-
-    @staticmethod
-    def _measures(measures, present: list[str]) -> list[str]:
-        """``measures`` checked: names of :data:`MEASURES` that the report holds records of."""
-        if isinstance(measures, str) or not isinstance(measures, Sequence):
-            raise TypeError(f"measures must be a list of measure names, got {measures!r}")
-        if not all(isinstance(m, str) for m in measures):
-            raise TypeError(f"measures must be measure names (str), got {list(measures)!r}")
-        unknown = [m for m in measures if m not in MEASURES]
-        if unknown:
-            raise ValueError(f"unknown measure(s) {unknown}; the measures are {list(MEASURES)}")
-        absent = [m for m in measures if m not in present]
-        if absent or not measures:
-            raise ValueError(f"no record of measure(s) {absent or list(measures)} in this report; it has {present}")
-        return list(measures)
-
-    def verdict(self) -> str:
-        """A few lines: per transform, which layers are invariant, and where the logits stand."""
-        top = max(self.magnitudes)
-        lines = [f"{self.info.get('model', 'model')}: {self.info.get('features', '')}"]
-        for t in self.transforms:
-            inv = {layer: self.value("inv_augnet", layer, t, top) for layer in self.layers}
-            finite = {k: v for k, v in inv.items() if math.isfinite(v)}
-            if not finite:
-                lines.append(f"{t}: no invariance score (see the notes)")
-                continue
-            best = max(finite, key=finite.get)
-            first, last = self.layers[0], self.layers[-1]
-            trend = "grows" if inv[last] > inv[first] + 0.01 else "falls" if inv[last] < inv[first] - 0.01 else "stays"
-            eq, ie = self.value("equivariance_error", last, t, top), self.value("invariance_error", last, t, top)
-            line = (
-                f"{t} at mu = {top:g}: Inv_T {inv[last]:.3f} at {last} ({trend} with depth from {inv[first]:.3f} at "
-                f"{first}; highest {finite[best]:.3f} at {best}); held-out error {ie:.3f} as invariant, "
-                f"{eq:.3f} through the best linear map"
-            )
-            lie = self.value("lie_derivative_relative", last, t)
-            if math.isfinite(lie):
-                line += f"; Lie derivative |L phi| / |phi| {lie:.3g} per {self.info.get('units', {}).get(t, 'unit')}"
-            rank = self.value("ranking_accuracy", last, t)
-            if math.isfinite(rank):
-                at = next(
-                    r["magnitude"] for r in self.records if r["measure"] == "ranking_accuracy" and r["transform"] == t
-                )
-                line += f"; its parameter ranked at {rank:.2f} from the logits (chance 0.5; copies at mu = {at:g})"
-            lines.append(line + ".")
-        return "\n".join(lines)
-
-
 def transform_names() -> list[str]:
     """The names of augnet's image transforms (what :func:`report` and ``augnet probe`` take by name)."""
     from augnet.transforms import image as T
@@ -314,26 +197,6 @@ def _magnitudes(magnitudes) -> list[float]:
     return sorted({float(m) for m in ms})
 
 
-def _record(records, layer, transform, magnitude, rng, measure, value, note=""):
-    records.append(
-        {
-            "layer": layer,
-            "transform": transform,
-            "magnitude": magnitude,
-            "range": rng,
-            "measure": measure,
-            "value": float(value),
-            "paper": MEASURES[measure][0],
-            "note": note,
-        }
-    )
-
-
-def _notes(caught) -> str:
-    """The warnings caught, each up to its first colon or semicolon, without repeats."""
-    return "; ".join(dict.fromkeys(str(w.message).split(";")[0].split(": it")[0] for w in caught))
-
-
 def report(
     model: nn.Module,
     x: Tensor,
@@ -348,6 +211,13 @@ def report(
     copies: int | None = None,
     seed: int = 0,
     progress: bool = False,
+    per_unit: bool = False,
+    by_class=None,
+    transformations: str = "random",
+    aggregation: str = "pool",
+    grid_points: int = 9,
+    alpha: float = 0.05,
+    firing_rate: float = 0.01,
 ) -> ProbeReport:
     """Every measure of the probes, per layer, transform and magnitude, as one table (see the module docstring).
 
@@ -369,6 +239,33 @@ def report(
             ``seed + 2``), the baseline pairing, the held-out rows, an AugNet's own draws. An int in
             ``[0, 2**63 - 3]``.
         progress: show a progress bar (one step per pass over the inputs).
+        per_unit: keep the per-unit values of the measures of ``UNIT_MEASURES`` (one per channel)
+            in :attr:`ProbeReport.units`; :meth:`ProbeReport.save` writes them beside the table.
+        by_class: (N,) integer labels: every swept measure is also measured on each class's inputs
+            alone (records with ``class`` set), and the verdict says which classes the last layer
+            treats invariantly (normalised variance at most 0.1, ``INVARIANT_NV``). A class with too
+            few inputs for a measure gets NaN with a note.
+        transformations: ``"random"`` (default: each input under one random draw of the transform
+            per magnitude, the unit measures comparing that draw with the clean input, ``T = 2``) or
+            ``"grid"`` (each input under every value of a fixed grid per magnitude,
+            ``augnet.probes.families.grid_values``: ``grid_points`` values of a continuous
+            transform's parameter, evenly spaced over its range at the magnitude, or a gate's 0 and 1;
+            the unit measures read the ``T = grid_points`` views, the pairwise measures are averaged
+            over the grid's views, and ``info["grid"]`` lists the values).
+        aggregation: how a feature map becomes units for the unit measures. ``"pool"`` (default): its
+            channels averaged over positions first, then measured (``U = C``); ``"positions"``: each
+            (channel, position) measured as a unit, then the statistics averaged over the positions
+            of each channel (:func:`~augnet.probes.channel_mean`), which also allows the
+            same-equivariance of ``"grid"`` views that are exact actions (quarter turns, flips,
+            whole-pixel shifts, compared where the shifted-back map has content: the border
+            effects of a padded convolution count against it). The default pools because it
+            holds (N, C) per layer and view as the rest of the report does (``"positions"`` holds
+            (N, C, H, W), every position of every layer, for a few hundred inputs rather than
+            20,000) and reads the layer as the pairwise measures and a classifier head do; the two
+            can rank layers differently. The pairwise measures always read pooled features.
+        grid_points: the values of a continuous transform's grid (default 9, >= 2).
+        alpha: the level of the per-unit ANOVA (Bonferroni over the layer's units; default 0.05).
+        firing_rate: Goodfellow et al.'s global firing rate (default 0.01).
 
     Raises:
         TypeError, ValueError: before the model runs on the inputs (one checking pass of one image
@@ -378,17 +275,18 @@ def report(
 
     Returns:
         A :class:`ProbeReport`: ``.records`` (the tidy table), ``.table()``, ``.save(path)`` (JSON or
-        CSV), ``.heatmap(path)`` and ``.verdict()``.
+        CSV), ``.heatmap(path)`` and ``.verdict()``; ``.units`` with ``per_unit``.
 
     Examples:
         >>> from augnet.transforms import image as T
         >>> net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3))
         >>> rep = report(net, torch.rand(16, 3, 8, 8), [T.Rotate()], layers=["1", "logits"], magnitudes=[1.0])
         >>> sorted({r["measure"] for r in rep.records})[:3], rep.value("inv_augnet", "1", "Rotate") <= 1
-        (['alignment', 'equivariance_error', 'importance'], True)
+        (['alignment', 'anova_invariant', 'equivariance_error'], True)
     """
     from augnet.probes.features import check_layers
     from augnet.probes.ranking_model import _row_values
+    from augnet.probes.stats import _check_alpha
     from augnet.probes.unit_invariance import _check_tau
 
     if not isinstance(model, nn.Module):
@@ -413,31 +311,53 @@ def report(
     seed = check_seed(seed)
     check_flag("lie", lie)
     check_flag("progress", progress)
+    check_flag("per_unit", per_unit)
+    if transformations not in TRANSFORMATIONS:
+        raise ValueError(f"transformations must be one of {TRANSFORMATIONS}, got {transformations!r}")
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
+    alpha = _check_alpha(alpha)
+    if isinstance(firing_rate, bool) or not isinstance(firing_rate, numbers.Real) or not 0 < firing_rate < 1:
+        raise ValueError(f"firing_rate must be a rate in (0, 1), got {firing_rate!r}")
+    labels = _labels(by_class, len(x))
+    n, size = len(x), tuple(x.shape[-2:])
+    grid = transformations == "grid"
+    grids = {name: {m: grid_values(t, m, grid_points, size) for m in mags} for name, t in named.items()} if grid else {}
     check_model_input(model, x)
     kwargs0 = forward_kwargs(model, copies, seed, x.device)
     if names is None:
         names = auto_layers(model, x, **kwargs0)
     check_layers(model, x, names, **kwargs0)  # unknown layers, calls of a reused module: one pass of one image
     start_time = time.perf_counter()
-    n, size = len(x), tuple(x.shape[-2:])
+    positions = aggregation == "positions"
+    opts = _Options(tau, holdout, seed, alpha, float(firing_rate), positions, grid, per_unit, size)
     plan = {name: (rank_param(t), 0.5 if rank_param(t) == "gate" else max(mags)) for name, t in named.items()}
-    passes = 1 + sum(len(mags) + 1 + (p is not None and m not in mags) for p, m in plan.values())
+    views = {name: sum(len(grids[name][m]) for m in mags) if grid else len(mags) for name in named}
+    passes = 1 + sum(views[k] + 1 + (p is not None and (grid or m not in mags)) for k, (p, m) in plan.items())
     passes += sum(3 for t in named.values() if lie and family(t) is not None)
     from tqdm.auto import tqdm
 
     bar = tqdm(total=passes, disable=not progress, desc="probe", unit="pass")
+    shapes: dict[str, tuple] = {}
 
     def read(source, index: int, what: str) -> dict[str, Tensor]:
         bar.set_postfix_str(what)
-        keep = _Filler(n, lambda a: _pool(a.detach(), True).cpu())
+        keep = _Filler(n)
+
+        def on_batch(start: int, stop: int, batch: dict[str, Tensor]) -> None:
+            for nm, a in batch.items():
+                shapes.setdefault(nm, tuple(a.shape[2:]) if a.dim() == 4 else ())
+            keep(start, stop, {nm: _read_units(a.detach(), positions).cpu() for nm, a in batch.items()})
+
         kwargs = forward_kwargs(model, copies, seed, x.device, "shared", index)
         with torch.no_grad():
-            stream_features(model, source, names, keep, "none", step, **kwargs)
+            stream_features(model, source, names, on_batch, "none", step, **kwargs)
         bar.update(1)
-        pooled = keep.result()
-        return {nm: pooled[nm] for nm in names}
+        got = keep.result()
+        return {nm: got[nm] for nm in names}
 
     records: list[dict] = []
+    units: dict = {}
     perm = derangement(n, seeded(seed))
     with evaluating(model):
         clean = read(x, 0, "clean")
@@ -446,16 +366,32 @@ def report(
             param, rank_mag = plan[t_name]
             kept = None
             for m in mags:
-                index += 1
-                moved_inputs = Transformed(t, x, m, seeded(seed + 1, x.device))
-                moved = read(moved_inputs, index, f"{t_name} {m:g}")
                 rng = str(t.natural_range(m, size))
+                if grid:
+                    base = t.draw_params(x, m, seeded(seed + 1, x.device))
+                    read_views, actions = [], []
+                    for v in grids[t_name][m]:
+                        index += 1
+                        inputs = Transformed(t, x, m, params=grid_params(t, base, v, size))
+                        read_views.append(read(inputs, index, f"{t_name} {m:g} at {v:.3g}"))
+                        actions.append(_exact_action(t, v, inputs, x))
+                else:
+                    index += 1
+                    moved_inputs = Transformed(t, x, m, seeded(seed + 1, x.device))
+                    read_views, actions = [read(moved_inputs, index, f"{t_name} {m:g}")], [None]
+                    if param is not None and m == rank_mag:
+                        kept = (read_views[0], moved_inputs)
                 for layer in names:
-                    _layer_measures(
-                        records, layer, t_name, m, rng, clean[layer], moved[layer], perm, tau, holdout, seed
-                    )
-                if param is not None and m == rank_mag:
-                    kept = (moved, moved_inputs)
+                    layer_views = [v[layer] for v in read_views]
+                    key = (layer, t_name, m, rng)
+                    _layer_measures(records, units, key, clean[layer], layer_views, perm, opts)
+                    _unit_records(records, units, key, clean[layer], layer_views, actions, shapes[layer], opts)
+                    for k in labels.unique().tolist() if labels is not None else []:
+                        rows = (labels == k).nonzero().flatten()
+                        sub = [v[rows] for v in layer_views]
+                        kperm = derangement(len(rows), seeded(seed)) if len(rows) >= 2 else None
+                        _layer_measures(records, units, key, clean[layer][rows], sub, kperm, opts, k)
+                        _unit_records(records, units, key, clean[layer][rows], sub, actions, shapes[layer], opts, k)
             if param is not None:
                 if kept is None:
                     index += 1
@@ -471,7 +407,7 @@ def report(
                     try:
                         m_a = _row_values(inputs_a.params[param], param, n)
                         m_b = _row_values(second.params[param], param, n)
-                        ranked = ranking_probe_per_layer(za, other, m_a, m_b, generator=seeded(seed))
+                        ranked = ranking_probe_per_layer(_pooled(za), _pooled(other), m_a, m_b, generator=seeded(seed))
                         note = ""
                     except ValueError as err:
                         ranked, note = None, str(err).split(";")[0]
@@ -510,34 +446,15 @@ def report(
         "seed": seed,
         "batch_size": step,
         "units": {k: family(t).unit for k, t in named.items() if family(t) is not None},
+        "transformations": transformations,
+        "aggregation": aggregation,
+        "alpha": alpha,
+        "firing_rate": float(firing_rate),
+        "per_unit": per_unit,
         "seconds": round(time.perf_counter() - start_time, 2),
     }
-    return ProbeReport(records, names, list(named), mags, info)
-
-
-def _layer_measures(records, layer, t_name, m, rng, z, z_t, perm, tau, holdout, seed) -> None:
-    """The swept measures of one layer at one magnitude."""
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            clean_base = invariance_score(z, z_t, "cosine", "clean", permutation=perm)
-            moved_base = invariance_score(z, z_t, "cosine", "transformed", permutation=perm)
-        note = _notes(caught)
-        _record(records, layer, t_name, m, rng, "inv_augnet", clean_base.nanmedian(), note)
-        _record(records, layer, t_name, m, rng, "inv_bouchacourt", moved_base.nanmedian(), note)
-        aligned = equivariance_alignment(z, z_t, generator=seeded(seed))
-        _record(records, layer, t_name, m, rng, "alignment", aligned["difference"])
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            scores = equivariance_report(z, z_t, holdout=holdout, seed=seed)["scores"]
-        note = _notes(caught)
-        _record(records, layer, t_name, m, rng, "equivariance_error", scores["equivariance"], note)
-        _record(records, layer, t_name, m, rng, "invariance_error", scores["invariance"])  # M = I: nothing fitted
-        if bool((z >= 0).all()) and bool((z_t >= 0).all()):
-            units = neuron_invariance(z, z_t, tau, units="channel", per_input=False)
-            _record(records, layer, t_name, m, rng, "neuron_invariance", units["summary"]["mean"])
-        else:
-            note = "negative activations: Zaidi et al.'s measure needs a layer after its ReLU"
-            _record(records, layer, t_name, m, rng, "neuron_invariance", math.nan, note)
-    except (ValueError, TypeError) as err:
-        raise type(err)(f"layer {layer!r}, {t_name} at magnitude {m:g}: {err}") from err
+    if grid:
+        info["grid"] = {k: {str(m): v for m, v in g.items()} for k, g in grids.items()}
+    if labels is not None:
+        info["classes"] = labels.unique().tolist()
+    return ProbeReport(records, names, list(named), mags, info, units)

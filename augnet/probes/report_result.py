@@ -1,0 +1,258 @@
+"""The result of :func:`augnet.probes.report.report`: :class:`ProbeReport`, its table, figures and verdict."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import numbers
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from augnet.probes.report_measures import _COLUMNS, _SWEPT, INVARIANT_NV, MEASURES, UNIT_MEASURES
+
+__all__ = ["ProbeReport"]
+
+
+@dataclass
+class ProbeReport:
+    """The result of :func:`report`: one tidy table of records, with its figure and verdict.
+
+    Attributes:
+        records: one dict per (layer, transform, magnitude, measure, class) with the keys ``layer``,
+            ``transform``, ``magnitude``, ``range`` (natural units), ``measure``, ``value``,
+            ``paper``, ``note``, ``class`` (``None``: every input; a label: that class's inputs, with
+            ``by_class``).
+        layers, transforms: in the order probed.
+        magnitudes: the magnitudes swept.
+        info: the model, the inputs, the settings and the time taken.
+        units: with ``per_unit=True``, ``{(layer, transform, magnitude, measure, class): (U,) float64
+            tensor}`` for the measures of ``UNIT_MEASURES`` (``U``: the layer's channels); the
+            record's value is the mean of the finite-or-infinite (non-NaN) entries. Read with
+            :meth:`unit_values`.
+    """
+
+    records: list[dict]
+    layers: list[str]
+    transforms: list[str]
+    magnitudes: list[float]
+    info: dict = field(default_factory=dict)
+    units: dict = field(default_factory=dict)
+
+    def table(self) -> dict[str, list]:
+        """The records as columns, ``{column: [values]}`` (what ``pandas.DataFrame`` takes)."""
+        return {c: [r[c] for r in self.records] for c in _COLUMNS}
+
+    def value(
+        self, measure: str, layer: str, transform: str, magnitude: float | None = None, cls: int | None = None
+    ) -> float:
+        """One value (for a swept measure at ``magnitude``, default the largest; of class ``cls``, default every
+        input); NaN if absent."""
+        if measure in _SWEPT and magnitude is None:
+            magnitude = max(self.magnitudes)
+        for r in self.records:
+            if (r["measure"], r["layer"], r["transform"], r.get("class")) == (measure, layer, transform, cls) and (
+                measure not in _SWEPT or r["magnitude"] == magnitude
+            ):
+                return r["value"]
+        return math.nan
+
+    def classes(self) -> list[int]:
+        """The classes of ``by_class`` (empty without it)."""
+        return list(self.info.get("classes", []))
+
+    def unit_values(
+        self, measure: str, layer: str, transform: str, magnitude: float | None = None, cls: int | None = None
+    ) -> Tensor:
+        """The per-unit values of one measure of ``UNIT_MEASURES`` (``report(..., per_unit=True)``), (U,).
+
+        Raises:
+            ValueError: the report holds no per-unit values (``per_unit=False``), or none for these keys.
+        """
+        if not self.units:
+            raise ValueError("this report holds no per-unit values: run report(..., per_unit=True)")
+        magnitude = max(self.magnitudes) if magnitude is None else float(magnitude)
+        key = (layer, transform, magnitude, measure, cls)
+        if key not in self.units:
+            raise ValueError(f"no per-unit values for {key}; the measures with some are {list(UNIT_MEASURES)}")
+        return self.units[key]
+
+    def save(self, path) -> Path:
+        """Write the records to ``path``: ``.json`` (with ``info``) or ``.csv``.
+
+        With per-unit values, they go beside it, to ``<stem>.units.json``: ``{"info", "units": [{"layer",
+        "transform", "magnitude", "measure", "class", "values": [U numbers, NaN as null]}]}``.
+        """
+        path = Path(path)
+        if path.suffix not in (".json", ".csv"):
+            raise ValueError(f"save writes .json or .csv, got {path.suffix!r} ({path})")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if self.units:
+            rows = [
+                {
+                    "layer": k[0],
+                    "transform": k[1],
+                    "magnitude": k[2],
+                    "measure": k[3],
+                    "class": k[4],
+                    "values": [None if math.isnan(v) else v for v in values.tolist()],
+                }
+                for k, values in self.units.items()
+            ]
+            beside = path.with_name(f"{path.stem}.units.json")
+            beside.write_text(json.dumps({"info": self.info, "units": rows}, allow_nan=True))
+        if path.suffix == ".json":
+            rows = [
+                {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in self.records
+            ]
+            path.write_text(json.dumps({"info": self.info, "records": rows}, indent=1))
+        elif path.suffix == ".csv":
+            with path.open("w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=_COLUMNS)
+                writer.writeheader()
+                writer.writerows(self.records)
+        else:
+            raise ValueError(f"save writes .json or .csv, got {path.suffix!r} ({path})")
+        return path
+
+    def heatmap(
+        self, path, magnitude: float | None = None, measures: Sequence[str] | None = None, cls: int | None = None
+    ) -> Path:
+        """Layers x transforms, one panel per measure (swept measures at ``magnitude``, default the largest; of class
+        ``cls`` of ``by_class``, default every input)."""
+        from augnet.probes.plots import plot_report_heatmap
+
+        magnitude = self._swept(magnitude)
+        present = [m for m in MEASURES if any(r["measure"] == m for r in self.records)]
+        names = present if measures is None else self._measures(measures, present)
+        panels = {}
+        for m in names:
+            grid = [[self.value(m, layer, t, magnitude, cls) for t in self.transforms] for layer in self.layers]
+            if m in _SWEPT:
+                what = f"{m} (mu = {magnitude:g})"
+            elif m.startswith("lie"):
+                what = f"{m} (at the identity)"
+            else:
+                at = {r["transform"]: r["magnitude"] for r in self.records if r["measure"] == m}
+                what = f"{m} (mu = {', '.join(f'{v:g}' for v in dict.fromkeys(at.values()))})"
+            panels[what] = (torch.tensor(grid, dtype=torch.float64), MEASURES[m][0], MEASURES[m][2])
+        if cls is not None and cls not in self.classes():
+            raise ValueError(f"cls {cls!r} is not a class of this report; its classes are {self.classes()}")
+        title = (
+            f"{self.info.get('model', 'model')} on {self.info.get('n_inputs', '?')} inputs"
+            f"{'' if cls is None else f' of class {cls}'} (bright: closer to invariant; grey: n/a)"
+        )
+        return plot_report_heatmap(panels, self.layers, self.transforms, path, title=title)
+
+    def units_plot(
+        self, path, measure: str = "normalized_variance", magnitude: float | None = None, cls: int | None = None
+    ) -> Path:
+        """Per transform, each layer's per-unit values of ``measure`` (``per_unit=True``), their median marked.
+
+        Args:
+            path: where to write the PNG.
+            measure: one of ``UNIT_MEASURES`` (default the normalised variance).
+            magnitude: a swept magnitude (default the largest).
+            cls: a class of ``by_class`` (default every input).
+
+        Raises:
+            ValueError: no per-unit values in this report, an unknown measure, magnitude or class.
+        """
+        from augnet.probes.plots import plot_report_units
+
+        if not self.units:
+            raise ValueError("this report holds no per-unit values: run report(..., per_unit=True)")
+        if measure not in UNIT_MEASURES:
+            raise ValueError(f"measure must be one of {list(UNIT_MEASURES)}, got {measure!r}")
+        magnitude = self._swept(magnitude)
+        if cls is not None and cls not in self.classes():
+            raise ValueError(f"cls {cls!r} is not a class of this report; its classes are {self.classes()}")
+        panels = {}
+        for t in self.transforms:
+            layers = {
+                layer: self.units[(layer, t, magnitude, measure, cls)]
+                for layer in self.layers
+                if (layer, t, magnitude, measure, cls) in self.units
+            }
+            if layers:
+                panels[f"{t} (mu = {magnitude:g})"] = layers
+        if not panels:
+            raise ValueError(f"no per-unit values of {measure!r} at magnitude {magnitude:g}")
+        who = "" if cls is None else f", class {cls}"
+        title = f"{self.info.get('model', 'model')}: {measure} per unit{who} ({MEASURES[measure][0]})"
+        return plot_report_units(panels, path, f"{measure} (invariant: {MEASURES[measure][2]})", title)
+
+    def _swept(self, magnitude) -> float:
+        """``magnitude`` (default the largest) if the report swept it, else the TypeError / ValueError."""
+        if magnitude is None:
+            return max(self.magnitudes)
+        if isinstance(magnitude, bool) or not isinstance(magnitude, numbers.Real):
+            raise TypeError(f"magnitude must be a number, got {type(magnitude).__name__}: {magnitude!r}")
+        if float(magnitude) not in self.magnitudes:
+            raise ValueError(f"magnitude {magnitude!r} was not swept; the report's magnitudes are {self.magnitudes}")
+        return float(magnitude)
+
+    @staticmethod
+    def _measures(measures, present: list[str]) -> list[str]:
+        """``measures`` checked: names of :data:`MEASURES` that the report holds records of."""
+        if isinstance(measures, str) or not isinstance(measures, Sequence):
+            raise TypeError(f"measures must be a list of measure names, got {measures!r}")
+        if not all(isinstance(m, str) for m in measures):
+            raise TypeError(f"measures must be measure names (str), got {list(measures)!r}")
+        unknown = [m for m in measures if m not in MEASURES]
+        if unknown:
+            raise ValueError(f"unknown measure(s) {unknown}; the measures are {list(MEASURES)}")
+        absent = [m for m in measures if m not in present]
+        if absent or not measures:
+            raise ValueError(f"no record of measure(s) {absent or list(measures)} in this report; it has {present}")
+        return list(measures)
+
+    def verdict(self) -> str:
+        """A few lines: per transform, which layers are invariant, and where the logits stand."""
+        top = max(self.magnitudes)
+        lines = [f"{self.info.get('model', 'model')}: {self.info.get('features', '')}"]
+        for t in self.transforms:
+            inv = {layer: self.value("inv_augnet", layer, t, top) for layer in self.layers}
+            finite = {k: v for k, v in inv.items() if math.isfinite(v)}
+            if not finite:
+                lines.append(f"{t}: no invariance score (see the notes)")
+                continue
+            best = max(finite, key=finite.get)
+            first, last = self.layers[0], self.layers[-1]
+            trend = "grows" if inv[last] > inv[first] + 0.01 else "falls" if inv[last] < inv[first] - 0.01 else "stays"
+            eq, ie = self.value("equivariance_error", last, t, top), self.value("invariance_error", last, t, top)
+            line = (
+                f"{t} at mu = {top:g}: Inv_T {inv[last]:.3f} at {last} ({trend} with depth from {inv[first]:.3f} at "
+                f"{first}; highest {finite[best]:.3f} at {best}); held-out error {ie:.3f} as invariant, "
+                f"{eq:.3f} through the best linear map"
+            )
+            lie = self.value("lie_derivative_relative", last, t)
+            if math.isfinite(lie):
+                line += f"; Lie derivative |L phi| / |phi| {lie:.3g} per {self.info.get('units', {}).get(t, 'unit')}"
+            rank = self.value("ranking_accuracy", last, t)
+            if math.isfinite(rank):
+                at = next(
+                    r["magnitude"] for r in self.records if r["measure"] == "ranking_accuracy" and r["transform"] == t
+                )
+                line += f"; its parameter ranked at {rank:.2f} from the logits (chance 0.5; copies at mu = {at:g})"
+            nv = self.value("normalized_variance", last, t, top)
+            if math.isfinite(nv):
+                line += f"; normalised variance {nv:.3g} at {last} (0: invariant)"
+            lines.append(line + ".")
+            if self.classes():
+                lines.append(self._class_line(t, last, top))
+        return "\n".join(lines)
+
+    def _class_line(self, t: str, layer: str, top: float) -> str:
+        """Which classes ``layer`` treats invariantly to ``t`` (normalised variance at most 0.1, ``INVARIANT_NV``)."""
+        nv = {k: self.value("normalized_variance", layer, t, top, k) for k in self.classes()}
+        yes = [f"{k} ({v:.3g})" for k, v in nv.items() if v <= INVARIANT_NV]
+        no = [f"{k} ({v:.3g})" for k, v in nv.items() if v > INVARIANT_NV]
+        none = [str(k) for k, v in nv.items() if not v <= INVARIANT_NV and not v > INVARIANT_NV]
+        text = f"{t} by class at {layer} (normalised variance; invariant at <= {INVARIANT_NV:g}): "
+        text += f"invariant: {', '.join(yes) or 'none'}; not invariant: {', '.join(no) or 'none'}"
+        return text + (f"; not measured: {', '.join(none)}." if none else ".")
