@@ -230,3 +230,22 @@ def test_units_plot_and_heatmap_of_a_class(tmp_path):
         rep.heatmap(tmp_path / "h.png", cls=5)
     with pytest.raises(ValueError, match="per_unit=True"):
         probes.report(reader_net(), x, ["Rotate"], ["2"], **KW).units_plot(tmp_path / "u.png")
+
+
+def test_the_unit_measures_taken_a_few_units_at_a_time_equal_all_at_once(monkeypatch):
+    # The report measures units in slices (UNIT_CHUNK) to bound its memory; every per-unit value, and the
+    # ANOVA's correction over the whole layer, must be those of one pass over every unit.
+    from augnet.probes import report_measures
+
+    x = torch.rand(24, 3, 8, 8, generator=gen(3))
+    y = torch.arange(24) % 2
+    kwargs = {"per_unit": True, "by_class": y, "aggregation": "positions", **KW}
+    whole = probes.report(reader_net(), x, ["Rotate", "HorizontalFlip"], ["0", "2", "logits"], **kwargs)
+    monkeypatch.setattr(report_measures, "UNIT_CHUNK", 2)
+    sliced = probes.report(reader_net(), x, ["Rotate", "HorizontalFlip"], ["0", "2", "logits"], **kwargs)
+    assert whole.units.keys() == sliced.units.keys() and len(whole.units) > 0
+    for key, values in whole.units.items():
+        torch.testing.assert_close(sliced.units[key], values, rtol=1e-12, atol=0, equal_nan=True, msg=str(key))
+    measures = [(r["layer"], r["transform"], r["measure"], r["class"]) for r in whole.records]
+    assert [r["value"] for r in sliced.records] == pytest.approx([r["value"] for r in whole.records], nan_ok=True)
+    assert ("logits", "Rotate", "anova_invariant", None) in measures
