@@ -26,6 +26,14 @@ Where the definitions coincide:
   with ``scipy.stats.f.ppf(alpha / units)`` for its ``alpha = 0.99``, a lower quantile; augnet
   rejects where the Bonferroni- (or Benjamini-Hochberg-) corrected p-value is at most ``alpha``:
   the decisions are not compared.
+- ``NormalizedDistanceInvariance`` (a ``DistanceAggregation`` of each unit alone) against
+  ``distance_invariance(a)["normalized_distance"]``: tmeasures averages the distances between the
+  samples of each batch only, so the two coincide when one batch holds every sample, as here; with
+  smaller batches tmeasures' sample distance is that of the pairs within a batch.
+- Goodfellow et al.'s firing rates are not compared: tmeasures sets each unit's threshold on at most
+  20 batches per transformation and takes the local rate over every sample and transformation,
+  where augnet (as Goodfellow et al.) sets it on the clean inputs and takes the local rate over the
+  transformed versions of the inputs that make the unit fire.
 """
 
 from __future__ import annotations
@@ -40,13 +48,12 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "probe_peer_check.json"
 
 
-def _arrays_iterator(tnp, acts: dict):
-    """A tmeasures numpy activations iterator over precomputed ``{layer: (T, N, U) array}``."""
+def _arrays_iterator(tnp, acts: dict, batch: int = 16):
+    """A tmeasures numpy activations iterator over ``{layer: (T, N, U) array}``, ``batch`` samples a batch."""
     import numpy as np
 
     names = list(acts)
     t, n = next(iter(acts.values())).shape[:2]
-    batch = 16
 
     class Arrays(tnp.activations_iterator.ActivationsIterator):
         def get_transformations(self):
@@ -166,19 +173,24 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     sys.path.insert(0, str(ROOT))
-    from augnet.probes.measures import anova_invariance, normalized_variance
+    from augnet.probes.measures import anova_invariance, distance_invariance, normalized_variance
 
     model, net, x, acts = activations(args.n, args.size, args.angles)
     arrays = {k: v.numpy() for k, v in acts.items()}
     nv_theirs = tnp.NormalizedVarianceInvariance().eval(_arrays_iterator(tnp, arrays)).layers
     f_theirs = tnp.ANOVAFInvariance().eval(_arrays_iterator(tnp, arrays)).layers
+    aggregation = tnp.DistanceAggregation(normalize=False, keep_shape=False)
+    d_theirs = tnp.NormalizedDistanceInvariance(aggregation).eval(_arrays_iterator(tnp, arrays, args.n)).layers
     rows = []
-    for (layer, a), nv_t, f_t in zip(acts.items(), nv_theirs, f_theirs, strict=True):
+    for (layer, a), nv_t, f_t, d_t in zip(acts.items(), nv_theirs, f_theirs, d_theirs, strict=True):
         nv = normalized_variance(a, spread="std")["normalized_variance"].numpy()
         nv_var = normalized_variance(a)["normalized_variance"].numpy()
         f = anova_invariance(a)["f"].numpy()
         both = np.isfinite(nv) & np.isfinite(np.asarray(nv_t, dtype=float))
         fboth = np.isfinite(f) & np.isfinite(np.asarray(f_t, dtype=float))
+        d = distance_invariance(a)["normalized_distance"].numpy()
+        d_t = np.asarray(d_t, dtype=float).reshape(-1)
+        dboth = np.isfinite(d) & np.isfinite(d_t)
         rows.append(
             {
                 "layer": layer,
@@ -189,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                 "f_max_rel_diff": float((np.abs(f[fboth] - np.asarray(f_t)[fboth]) / np.maximum(1, f[fboth])).max())
                 if fboth.any()
                 else None,
+                "distance_max_abs_diff": float(np.abs(d[dboth] - d_t[dboth]).max()) if dboth.any() else None,
                 "nv_mean_augnet_variance": float(np.nanmean(nv_var)),
                 "nv_mean_augnet_std": float(np.nanmean(nv)),
                 "nv_mean_tmeasures": float(np.nanmean(np.asarray(nv_t, dtype=float))),
@@ -209,14 +222,18 @@ def main(argv: list[str] | None = None) -> int:
         "layers": rows,
     }
     print(f"{model}, {args.n} images {args.size}x{args.size}, {args.angles} rotations; tmeasures {result['tmeasures']}")
-    print(f"{'layer':<10} {'units':>6} {'NV (std) |diff|':>16} {'F |diff|':>10} {'NV var':>8} {'NV std':>8}")
+    print(f"{'layer':<10} {'units':>6} {'NV (std) |diff|':>16} {'F |diff|':>10} {'dist |diff|':>11} {'NV var':>8} "
+          f"{'NV std':>8}")  # fmt: skip
     for r in rows:
         print(
             f"{r['layer']:<10} {r['units']:>6} {r['nv_std_max_abs_diff']:>16.2e} {r['f_max_abs_diff']:>10.2e} "
+            f"{r['distance_max_abs_diff']:>11.2e} "
             f"{r['nv_mean_augnet_variance']:>8.4f} {r['nv_mean_augnet_std']:>8.4f}"
         )
-    worst = max(max(r["nv_std_max_abs_diff"] or 0, r["f_max_rel_diff"] or 0) for r in rows)
-    print(f"largest difference (NV absolute, F relative): {worst:.2e} ({'within' if worst <= 1e-6 else 'above'} 1e-6)")
+    worst = max(max(r["nv_std_max_abs_diff"] or 0, r["f_max_rel_diff"] or 0, r["distance_max_abs_diff"] or 0)
+                for r in rows)  # fmt: skip
+    print(f"largest difference (NV and distance absolute, F relative): {worst:.2e} "
+          f"({'within' if worst <= 1e-6 else 'above'} 1e-6)")  # fmt: skip
     reference = {r["layer"]: r["nv_mean_augnet_std"] for r in rows}  # = tmeasures' NV, to the digits above
     table = rankings(net, x, args.angles, reference)
     result["rankings"] = table
