@@ -34,6 +34,9 @@ Where the definitions coincide:
   20 batches per transformation and takes the local rate over every sample and transformation,
   where augnet (as Goodfellow et al.) sets it on the clean inputs and takes the local rate over the
   transformed versions of the inputs that make the unit fire.
+- Same-equivariance is not compared: tmeasures' is the normalised variance of the maps transformed
+  back (their spread across transformations over that across samples), augnet's each map
+  transformed back against the clean input's (mean squared difference over the channel's variance).
 """
 
 from __future__ import annotations
