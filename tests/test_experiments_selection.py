@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 
 import augnet.experiments.selection as S
 import augnet.experiments.selection_rules as R
@@ -51,6 +52,28 @@ def test_each_setting_configures_each_task():
     fresh = SinusoidsConfig()
     for name in ("regularizer", "units", "diverse", "train_mode", "effect_every", "magnitude_weight_decay"):
         assert getattr(default, name) == getattr(fresh, name), name
+
+
+@pytest.mark.parametrize("task", ["sprites", "glyphs", "sinusoids-1", "sinusoids-4", "capacity"])
+def test_the_default_row_is_the_readme_model_on_every_task(task):
+    """What `AugmentationLayer(ts)`, `AugNet(trunk, layer)`, `param_groups(model)` and lambda 0.5 give a user."""
+    import augnet
+
+    config = S.SelectionConfig().task_config(task, S.DEFAULT_SETTING, 0)
+    layer = augnet.AugmentationLayer([augnet.transforms.image.Rotate()])
+    net = augnet.AugNet(torch.nn.Linear(2, 2), layer)
+    groups = augnet.param_groups(net)
+    aug = next(g for g in groups if any(p is layer.raw_magnitudes for p in g["params"]))
+    trunk = next(g for g in groups if g is not aug and g["params"])
+    assert config.lam == 0.5 and config.aug_lr == aug["lr"] and config.aug_weight_decay == aug["weight_decay"]
+    assert config.weight_decay == trunk["weight_decay"] and config.magnitude_weight_decay is None
+    assert (config.train_copies, config.eval_copies, config.effect_every) == (
+        net.train_copies, net.eval_copies, net.effect_every)  # fmt: skip
+    assert config.init_magnitude == float(layer.magnitudes.detach()[0]) and config.temperature == layer.temperature
+    assert (config.regularizer, config.units, config.diverse, config.train_mode) == ("selective", "effect", True,
+                                                                                      layer.train_mode)  # fmt: skip
+    # Everything else is the task's: its data, trunk, learning rate and epochs.
+    assert config.lr == type(config)().lr
 
 
 def entry(name, weight, magnitude, high):
@@ -199,3 +222,29 @@ def test_worker_processes_start_after_autograd_has_run_in_this_process():
     records = S.run_selection(config)
     assert [(r["task"], r["seed"]) for r in records] == [("sinusoids-1", 0), ("sinusoids-1", 1)]
     assert all(0.0 <= r["accuracy"] <= 1.0 and len(r["layers"]) == 1 for r in records)
+
+
+def test_weights_at_epoch_reads_the_last_record_within_the_epochs():
+    from types import SimpleNamespace
+
+    config = SimpleNamespace(n_train=100, batch_size=32)  # 4 steps an epoch (the last batch is partial)
+    history = {"step": [1, 5, 8, 10], "weights": [[[0.5, 0.5]], [[0.6, 0.4]], [[0.7, 0.3]], [[0.9, 0.1]]]}
+    early = S.weights_at_epoch(history, config, ["Rotate", "TranslateX"], 2)
+    assert early == {"epoch": 2, "step": 8, "weights": {"Rotate": 0.7, "TranslateX": 0.3}}
+    assert S.weights_at_epoch(history, config, ["Rotate", "TranslateX"], 100)["step"] == 10
+    assert S.weights_at_epoch({"step": [5], "weights": [[[1.0]]]}, config, ["Rotate"], 1) is None  # no record yet
+    assert S.weights_at_epoch({"step": [1], "loss": [0.1]}, config, ["Rotate"], 1) is None  # no layers
+    with pytest.raises(ValueError):  # a name per weight
+        S.weights_at_epoch(history, config, ["Rotate"], 2)
+
+
+def test_the_report_counts_the_runs_committed_after_the_early_epochs():
+    def run(seed, early):
+        layers = [[entry("Rotate", 0.8, 0.25, 45.0), entry("ShearX", 0.2, 0.1, 0.1)]]
+        return {"task": "sprites", "setting": "s", "seed": seed, "accuracy": 1.0, "layers": layers, "early": early}
+
+    weights = [{"Rotate": 0.55, "ShearX": 0.45}, {"Rotate": 0.3, "ShearX": 0.7}, {"Rotate": 0.4, "ShearX": 0.35}]
+    records = [run(k, {"weights": w}) for k, w in enumerate(weights)] + [run(3, None)]
+    row = R.summarize(records)[0]
+    assert row["early"] == {"known": 3, "committed": 2, "described": ["Rotate 0.55", "ShearX 0.70", "Rotate 0.40"]}
+    assert "early" not in R.summarize([run(0, None)])[0]

@@ -199,12 +199,20 @@ def evaluate(
 
 
 def train_capacity_model(
-    method: str, width: int, depth: int, x: Tensor, y: Tensor, config: CapacityConfig | None = None
+    method: str,
+    width: int,
+    depth: int,
+    x: Tensor,
+    y: Tensor,
+    config: CapacityConfig | None = None,
+    *,
+    history: dict | None = None,
 ) -> nn.Module:
     """Train one MLP of ``width`` x ``depth`` by ``method`` (one of :data:`CAPACITY_METHODS`).
 
     The trunk's initial weights depend only on the seed, the width and the
-    depth, so the methods start from the same MLP. It trains on ``x``'s device.
+    depth, so the methods start from the same MLP. It trains on ``x``'s device;
+    a ``history`` dict receives :func:`augnet.fit`'s history (an AugNet's weights and magnitudes over training).
     """
     config = config or CapacityConfig()
     if method not in CAPACITY_METHODS:
@@ -231,8 +239,10 @@ def train_capacity_model(
         magnitude_weight_decay=config.magnitude_weight_decay,
     )  # fmt: skip
     opt = torch.optim.Adam(groups, lr=config.lr)
-    fit(model, x, y, opt, epochs=config.epochs, batch_size=config.batch_size, lam=config.lam, generator=generator,
-        regularizer=regularizer_of(config))  # fmt: skip
+    trained = fit(model, x, y, opt, epochs=config.epochs, batch_size=config.batch_size, lam=config.lam,
+                  generator=generator, regularizer=regularizer_of(config))  # fmt: skip
+    if history is not None:
+        history.update(trained)
     return model.eval()
 
 
@@ -278,7 +288,8 @@ def _run_capacity(config: CapacityConfig, progress: bool) -> list[dict]:
         (x_train, y_train), (x_test, y_test) = data[seed]
         run_config = dataclasses.replace(config, seed=seed)
         start = time.perf_counter()
-        model = train_capacity_model(method, width, depth, x_train, y_train, run_config)
+        history: dict = {}
+        model = train_capacity_model(method, width, depth, x_train, y_train, run_config, history=history)
         seconds = time.perf_counter() - start
         record = {
             "seed": seed,
@@ -292,6 +303,7 @@ def _run_capacity(config: CapacityConfig, progress: bool) -> list[dict]:
         if isinstance(model, AugNet):
             record["copies"] = model.eval_copies
             record["policy"] = model.policy().layers_json()
+            record["history"] = {k: history[k] for k in ("step", "weights") if k in history}
             record["by_copies"] = {
                 str(c): evaluate(
                     model, x_test, y_test, copies=c, seed=seed, repeats=config.accuracy_repeats, draws=config.draws

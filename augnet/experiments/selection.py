@@ -16,13 +16,20 @@ augnet's previous default (a weight decay on the magnitudes), magnitudes
 calibrated once to the untrained trunk, and the parts of augnet's selection
 alone and together (:mod:`augnet.effects`, ``train_mode="sample"``, the
 without-replacement rule of :func:`augnet.selective_regularizer`); the last
-row is augnet's default, what ``AugNet``, ``AugmentationLayer``,
-``param_groups`` and ``selective_regularizer`` give with no arguments.
+row is augnet's default, the README's first model on every task
+(:func:`readme_model`): what ``AugmentationLayer``, ``AugNet``, ``param_groups``
+and ``selective_regularizer`` give with no arguments and lambda 0.5, whatever
+the experiment's own config says (its initial magnitudes, copies, rates,
+decays and lambda); only the data, the trunk, its learning rate and the epochs
+are the task's. The other rows keep each experiment's own settings. Every run
+also records its first layer's weights after :data:`EARLY_EPOCHS` epochs, and
+the report counts the runs that committed by then.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import multiprocessing
 import os
 import time
@@ -32,14 +39,43 @@ from pathlib import Path
 
 from augnet.experiments._registry import Report, register
 from augnet.experiments.demo import PAPER_SELECTION, PRESETS, SIZES, DemoConfig, run_demo
-from augnet.experiments.selection_rules import ORACLE, RULES, selection_report
+from augnet.experiments.selection_rules import EARLY_EPOCHS, ORACLE, RULES, selection_report
 
-__all__ = ["RULES", "SETTINGS", "TASKS", "SelectionConfig", "run_one", "run_selection"]
+__all__ = [
+    "RULES", "SETTINGS", "TASKS", "SelectionConfig", "readme_model", "run_one", "run_selection", "weights_at_epoch",
+]  # fmt: skip
 
 #: The tasks: the two rotation data sets, the sinusoids with 1, 2 and 4 layers, the capacity experiment.
 TASKS = ("sprites", "glyphs", "sinusoids-1", "sinusoids-2", "sinusoids-4", "capacity")
 
 _NO_DECAY = {"magnitude_weight_decay": None}
+
+
+def readme_model() -> dict:
+    """The settings of the README's first model, read off the library's own defaults.
+
+    ``AugmentationLayer(transforms)`` (its initial magnitude and temperature), ``AugNet(trunk, layer)``
+    (its copies and effect measurements), ``param_groups(model)`` (its rates and decays) and
+    ``0.5 * selective_regularizer(model)``: the default row of :data:`SETTINGS` trains exactly this,
+    on every task, with only the data, the trunk, its learning rate and the epochs of the task.
+    """
+    from augnet.experiments.versus_methods import LAM
+    from augnet.layers import AugmentationLayer
+    from augnet.model import AugNet
+    from augnet.regularizers import param_groups, selective_regularizer
+
+    layer = inspect.signature(AugmentationLayer).parameters
+    regularizer = inspect.signature(selective_regularizer).parameters
+    net = inspect.signature(AugNet).parameters
+    groups = inspect.signature(param_groups).parameters
+    picks = {
+        "init_magnitude": layer, "temperature": layer, "train_mode": layer, "units": regularizer,
+        "diverse": regularizer, "train_copies": net, "eval_copies": net,
+        "effect_every": net, "weight_decay": groups, "aug_weight_decay": groups, "aug_lr": groups,
+        "magnitude_weight_decay": groups,
+    }  # fmt: skip
+    return {"lam": LAM, "regularizer": "selective", **{name: params[name].default for name, params in picks.items()}}
+
 
 #: ``{name: {task kind or "*": config overrides}}``; task kinds are "image", "sinusoids" and "capacity".
 SETTINGS: dict[str, dict[str, dict]] = {
@@ -64,10 +100,12 @@ SETTINGS: dict[str, dict[str, dict]] = {
     "effect units": {"*": {**_NO_DECAY, "train_mode": "mix", "diverse": False}},
     "sampled training": {"*": {**_NO_DECAY, "regularizer": "paper", "effect_every": 0}},
     "effect units + sampled training": {"*": {**_NO_DECAY, "diverse": False}},
-    "augnet default (+ without replacement)": {"*": {}},
+    # The README's first model (readme_model()): the library's defaults, whatever each experiment's own config says.
+    "augnet default (+ without replacement)": {"*": readme_model()},
 }  # fmt: skip
 
 DEFAULT_SETTING = "augnet default (+ without replacement)"
+
 
 
 def task_kind(task: str) -> str:
@@ -152,11 +190,13 @@ def run_one(task: str, setting: str, seed: int, config: SelectionConfig) -> dict
 
         trunks = []
         for r in run_capacity(run_config):
+            names = [e["transform"] for e in r["policy"][0]] if r.get("policy") else []
             trunks.append(
                 {
                     "depth": r["depth"], "width": r["width"], "accuracy": r["accuracy"],
                     "invariance": r["invariance"], "scores": [round(v, 4) for v in r["scores"].tolist()],
                     "layers": r.get("policy", []),
+                    "early": weights_at_epoch(r["history"], run_config, names, EARLY_EPOCHS) if names else None,
                 }
             )  # fmt: skip
         record.update(trunks=trunks, accuracy=sum(t["accuracy"] for t in trunks) / len(trunks))
@@ -168,8 +208,22 @@ def run_one(task: str, setting: str, seed: int, config: SelectionConfig) -> dict
 
             result = run_sinusoids(run_config)
         record.update(accuracy=result.test_accuracy, layers=result.policy.layers_json())
+        record["early"] = weights_at_epoch(result.history, run_config, result.names, EARLY_EPOCHS)
     record["seconds"] = time.perf_counter() - start
     return record
+
+
+def weights_at_epoch(history: dict, config, names: list[str], epochs: int) -> dict | None:
+    """The first layer's weights at the last record of :func:`augnet.fit`'s ``history`` within ``epochs`` epochs.
+
+    ``{"epoch": epochs, "step": step, "weights": {name: weight}}``, or ``None`` without a record then.
+    """
+    steps = epochs * -(-config.n_train // config.batch_size)  # fit's steps per epoch on tensors
+    rows = [i for i, step in enumerate(history.get("step", ())) if step <= steps]
+    if not rows or not history.get("weights"):
+        return None
+    weights = history["weights"][rows[-1]][0]
+    return {"epoch": epochs, "step": history["step"][rows[-1]], "weights": dict(zip(names, weights, strict=True))}
 
 
 def _run_one_packed(args) -> dict:

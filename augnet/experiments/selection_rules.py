@@ -55,6 +55,8 @@ RULES = {
 }
 
 HOLD_WEIGHT, HOLD_MAGNITUDE, IDENTITY = 0.5, 0.05, 0.05
+#: The report also counts the runs whose first layer holds a weight of at least HOLD_WEIGHT after this many epochs.
+EARLY_EPOCHS = 10
 
 #: The capacity experiment's reference setting: the plain trunk trained on the true ±0.5 Hz shifts.
 ORACLE = "oracle (true shifts)"
@@ -130,6 +132,13 @@ def _capacity_summary(runs: list[dict]) -> dict:
     return out
 
 
+def _early(layers: list[dict]) -> tuple[int, int, list[str]]:
+    """Of ``layers`` (records' ``"early"`` entries), how many are known, how many committed, and what to each."""
+    known = [e for e in layers if e]
+    top = [max(e["weights"].items(), key=lambda kv: kv[1]) for e in known]
+    return len(known), sum(w >= HOLD_WEIGHT for _, w in top), [f"{name} {w:.2f}" for name, w in top]
+
+
 def summarize(records: list[dict]) -> list[dict]:
     """One row per (task, setting): successes, choices and accuracies (capacity: per-trunk figures)."""
     keys = list(dict.fromkeys((r["task"], r["setting"]) for r in records))
@@ -141,10 +150,15 @@ def summarize(records: list[dict]) -> list[dict]:
                "accuracy_mean": statistics.fmean(accuracy), "accuracy_min": min(accuracy)}  # fmt: skip
         if task == "capacity":
             row["trunks"] = _capacity_summary(runs)
+            early = [t.get("early") for r in runs for t in r["trunks"] if t["layers"]]
         else:
+            early = [r.get("early") for r in runs]
             row["successes"] = sum(bool(succeeds(r)) for r in runs)
             row["runs_described"] = [_describe(r) for r in runs]
             row["choices"] = dict(Counter(layer_choice(r["layers"][0]) for r in runs).most_common())
+        known, committed, described = _early(early)
+        if known:
+            row["early"] = {"known": known, "committed": committed, "described": described}
         rows.append(row)
     return rows
 
@@ -252,6 +266,11 @@ def selection_report(config, records: list[dict], out_dir: Path, seconds: float)
         passed = [ok for ok, _ in verdicts[s].values() if ok is not None]
         lines.append(f"{s}: {'meets every rule' if passed and all(passed) else 'misses a rule'}")
         lines += [f"  {'pass' if ok else 'MISS'} {rule}: {what}" for rule, (ok, what) in verdicts[s].items()]
+        early = [f"{r['task']} {r['early']['committed']}/{r['early']['known']}" for r in rows
+                 if r["setting"] == s and "early" in r]  # fmt: skip
+        if early:
+            lines.append(f"  first layer's top weight >= {HOLD_WEIGHT} after {EARLY_EPOCHS} epochs (runs; capacity: "
+                         f"trunks): {', '.join(early)}")  # fmt: skip
     figures = []
     with contextlib.suppress(ImportError):  # no matplotlib: numbers only
         figures.append(plot_selection(rows, Path(out_dir) / "selection.png"))
