@@ -168,7 +168,12 @@ def write_cli_help(path: Path) -> None:
     parser = build_parser()
     # argparse has no public accessor for subcommands: the one subparsers action holds them.
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
-    parts = ["# Command line\n\nThe `augnet` command (also `python -m augnet`); generated from its parser.\n"]
+    parts = [
+        "# Command line\n\nThe `augnet` command (also `python -m augnet`); generated from its parser. An option that "
+        "takes several values takes them one after another, separated by spaces (`--transforms Rotate "
+        "HorizontalFlip`); the comma-separated form of `augnet probe`'s lists (`--transforms Rotate,HorizontalFlip`) "
+        "is deprecated: it still works, with a warning that gives the spaced form.\n"
+    ]
     for argv in ([], *([name] for name in commands)):
         buffer = io.StringIO()
         with contextlib.redirect_stdout(buffer), contextlib.suppress(SystemExit):
