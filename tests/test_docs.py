@@ -195,3 +195,38 @@ def test_every_python_block_of_the_readme_and_the_guide_runs(path, code, not_run
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore", UserWarning)  # approximate exports, backend fallbacks
         exec(compile(code, str(path), "exec"), {"__name__": "__docs__"})
+
+
+# ------------------------------------------------------------------------------- what a reader reads
+
+#: The project's own work items and rounds of work: meaningless to a reader of the site or of ``--help``.
+WORK_ITEM = re.compile(
+    r"\bissues? ?#?\d+|\b(?:this|previous|second|third|fourth|first|earlier|last|next) round\b", re.I
+)
+
+
+def reader_texts() -> dict[str, str]:
+    """Every text the site renders or the command prints: README, pages, docstrings, examples, ``--help``."""
+    from augnet.cli import build_parser
+
+    files = [ROOT / "README.md", *DOCS.glob("*.md"), *DOCS.glob("*/*.md"), *DOCS.glob("api/*.rst")]
+    files += [*(ROOT / "augnet").rglob("*.py"), *(ROOT / "examples").glob("*.py"), ROOT / "examples/GALLERY_HEADER.rst"]
+    texts = {str(p.relative_to(ROOT)): p.read_text() for p in files if "_generated" not in p.parts}
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction").choices
+    texts["augnet --help"] = parser.format_help()
+    for name, sub in commands.items():
+        texts[f"augnet {name} --help"] = sub.format_help()
+    return texts
+
+
+def test_no_page_docstring_or_help_names_a_work_item_of_the_project():
+    found = [f"{name}: {m.group(0)!r}" for name, text in reader_texts().items() for m in WORK_ITEM.finditer(text)]
+    assert not found, found
+
+
+def test_the_work_item_check_finds_them():
+    for text in ("Before issue 24 a step", "(issue #26)", "the previous round's run", "of this round in the warp"):
+        assert WORK_ITEM.search(text), text
+    for text in ("a state dict round trip", "rounds each shift", "7 interleaved rounds", "each round times it"):
+        assert not WORK_ITEM.search(text), text
