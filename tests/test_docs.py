@@ -130,13 +130,37 @@ def test_the_readme_is_the_landing_page_and_the_guide_holds_the_manual():
         assert f"docs/guide/{page.name}" in text, f"README.md does not link docs/guide/{page.name}"
 
 
-def test_readme_fragments_get_links_that_work_from_the_guide(tmp_path):
+def test_readme_fragments_get_links_and_images_that_work_from_the_home_page(tmp_path):
     readme_sections.write_fragments(tmp_path)
     text = "".join(p.read_text() for p in tmp_path.glob("*.md"))
-    assert "](docs/" not in text  # every docs/ link rewritten for a page in docs/guide/
-    for target in re.findall(r"\]\((\.\./[^)]+)\)", text):
-        assert (DOCS / "guide" / target).resolve().is_file(), target
+    assert "](docs/" not in text  # every docs/ link rewritten for docs/index.md
+    targets = re.findall(r"\]\(([^)\s]+)\)", text)
+    local = [t for t in targets if not t.startswith(("http://", "https://", "#"))]
+    assert "results/demo/policy.png" in local and "guide/concepts.md" in local
+    for target in local:
+        assert (DOCS / target).is_file(), f"{target}: no such file from docs/index.md"
     assert not re.search(r"^# ", re.sub(r"```.*?```", "", text, flags=re.S), re.M)  # sections start at level 2
+    # The guide's form (--move) keeps its ../ links.
+    found = readme_sections.sections(readme_sections.README.read_text())
+    section = next(s for s in found if s.title == "Documentation")
+    assert "](../guide/concepts.md)" in readme_sections.fragment(section, "../")
+
+
+def test_the_home_page_is_the_landing_text_and_a_map_and_the_sidebar_lists_every_page_once():
+    index = (DOCS / "index.md").read_text()
+    toctrees = re.findall(r"```\{toctree\}\n(.*?)```", index, re.S)
+    captions = [re.search(r":caption: (.+)", t).group(1) for t in toctrees]
+    assert captions == ["Guide", "Reference", "Design notes"]
+    assert all(":hidden:" in t for t in toctrees)  # the sidebar shows the tree; the page shows the map
+    entries = [line.strip() for t in toctrees for line in t.splitlines() if line.strip() and ":" not in line]
+    assert len(entries) == len(set(entries)), "a page listed twice in the sidebar"
+    pages = {p.relative_to(DOCS).with_suffix("").as_posix() for p in DOCS.rglob("*.md")} | {
+        p.relative_to(DOCS).with_suffix("").as_posix() for p in (DOCS / "api").glob("*.rst")
+    }
+    pages = {p for p in pages if not p.startswith(("_", "results", "auto_examples")) and p != "index"}
+    assert pages | {"auto_examples/index"} == set(entries), set(entries) ^ (pages | {"auto_examples/index"})
+    for name in ("augnet", "quickstart", "what-augnet-gives-you"):
+        assert f"_generated/readme/{name}.md" in index
 
 
 # ------------------------------------------------------------------------------- the catalogue
