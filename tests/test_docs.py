@@ -254,3 +254,61 @@ def test_the_work_item_check_finds_them():
         assert WORK_ITEM.search(text), text
     for text in ("a state dict round trip", "rounds each shift", "7 interleaved rounds", "each round times it"):
         assert not WORK_ITEM.search(text), text
+
+
+# ------------------------------------------------------------------------------- the browser check
+
+
+def test_raw_tex_is_found_in_a_pages_text_and_plain_text_passes():
+    import browser_check
+
+    for text in (r"\[\tilde f(x) = \frac{1}{C} \sum_c f(g_c x)\]", r"shapes as \((B, C)\)", "$$x^2$$", r"a $\alpha$ b"):
+        assert browser_check.raw_tex(text), text
+    for text in ("costs $5 and $10", "a (B, C) tensor, [0, 1]", "f̃(x) = 1/C ∑ f(g x)", r"C:\Users", "a \\ b"):
+        assert not browser_check.raw_tex(text), text
+    assert len(browser_check.raw_tex(r"one formula, \(x^2\), is one place")) == 1
+    assert len(browser_check.raw_tex(r"\(a\)" + " far apart " * 10 + r"\(b\)")) == 2
+
+
+def test_the_browser_check_opens_every_page_but_the_static_files(tmp_path):
+    import browser_check
+
+    for name in ("index.html", "guide/a.html", "api/b.html", "_static/x.html", "_sources/y.html"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("<html></html>")
+    assert browser_check.pages(tmp_path) == ["index.html", "api/b.html", "guide/a.html"]
+
+
+PAGE = '<!doctype html><html><head><meta charset="utf-8"><link rel="icon" href="data:,"></head><body>{}</body></html>'
+
+#: Pages of a small site, each with one defect the check must report (and one with none).
+BROKEN_PAGES = {
+    "index.html": ("<p>A clean page: <code>\\frac{1}{2}</code> in code is code.</p><pre>$$x$$</pre>", None),
+    "tex.html": ('<p>A formula: <span class="math">\\(x^2\\)</span>, never typeset.</p>', "raw TeX in the text"),
+    "image.html": ('<img src="no_such.png" alt="x">', "broken image: no_such.png"),
+    "script.html": ("<script>throw new Error('boom')</script>", "script error"),
+    "console.html": ("<script>console.error('bad thing')</script>", "console error: bad thing"),
+    "cdn.html": ('<script src="https://cdn.example.invalid/tex-chtml.js"></script>', "request leaves the machine"),
+}
+
+
+def test_the_browser_check_reports_each_defect_of_a_small_site(tmp_path):
+    pytest.importorskip("playwright")
+    import browser_check
+
+    try:
+        browser_check.find_chromium()
+    except FileNotFoundError as err:
+        pytest.skip(str(err))
+    for name, (body, _) in BROKEN_PAGES.items():
+        (tmp_path / name).write_text(PAGE.format(body))
+    result = browser_check.check(tmp_path, screenshots=tmp_path / "shots")
+    assert result.pages == len(BROKEN_PAGES)
+    for name, (_, expected) in BROKEN_PAGES.items():
+        found = [p for p in result.problems if p.startswith(f"{name}: ")]
+        if expected is None:
+            assert not found, found
+        else:
+            assert any(expected in p for p in found), (name, result.problems)
+    assert any(p == "tex.html: 1 of 1 formulas not typeset (MathJax absent)" for p in result.problems)
+    assert (tmp_path / "shots" / "home.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
