@@ -61,7 +61,12 @@ extensions = [
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 # _generated/ holds fragments that pages include, not pages; results/ the experiments' figures and numbers.
-exclude_patterns = ["_build", "_generated", "results", "scripts", "auto_examples/*.ipynb", "auto_examples/*.py"]
+# sg_execution_times.rst: sphinx-gallery's run-times page, which this configuration does not write; a copy left in
+# docs/ by another configuration is not built either (not for readers, and it loads scripts from a CDN).
+exclude_patterns = [
+    "_build", "_generated", "results", "scripts", "auto_examples/*.ipynb", "auto_examples/*.py",
+    "sg_execution_times.rst", "auto_examples/sg_execution_times.rst",
+]
 html_theme = "furo"
 html_title = f"augnet {release}"
 myst_heading_anchors = 3
