@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 
 __all__ = ["main"]
@@ -186,11 +187,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     probe.add_argument("--channels", type=int, default=3, help="channels of --fake images (default: %(default)s)")
     probe.add_argument(
-        "--transforms", required=True, help="comma-separated augnet image transforms, e.g. Rotate,HorizontalFlip"
+        "--transforms",
+        required=True,
+        nargs="+",
+        action=SpaceList,
+        metavar="NAME",
+        help="augnet image transforms, e.g. --transforms Rotate HorizontalFlip",
     )
-    probe.add_argument("--layers", default="auto", help="comma-separated layer names, or auto (default)")
     probe.add_argument(
-        "--magnitudes", default="0.25,0.5,1", help="comma-separated magnitudes in (0, 1] (default: %(default)s)"
+        "--layers",
+        nargs="+",
+        action=SpaceList,
+        default=["auto"],
+        metavar="LAYER",
+        help="layer names, e.g. --layers layer4 fc, or auto: the top-level blocks and the logits (default)",
+    )
+    probe.add_argument(
+        "--magnitudes",
+        nargs="+",
+        action=SpaceList,
+        default=["0.25", "0.5", "1"],
+        metavar="MU",
+        help="magnitudes in (0, 1] (default: 0.25 0.5 1)",
     )
     probe.add_argument("--batch-size", type=int, default=None, help="rows per forward pass (default: 256)")
     probe.add_argument("--no-lie", action="store_true", help="skip the Lie derivative")
@@ -232,8 +250,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _split(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
+class SpaceList(argparse.Action):
+    """An option of several values (``nargs="+"``), given the way every list option of ``augnet`` is given: one
+    value after another, separated by spaces (``--transforms Rotate HorizontalFlip``).
+
+    The comma-separated form (``--transforms Rotate,HorizontalFlip``) is deprecated but still works: the values
+    are split at the commas, with a :class:`DeprecationWarning` that gives the space-separated form (printed on
+    stderr when ``augnet`` runs as a command).
+    """
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        values = list(values)
+        if any("," in value for value in values):
+            split = [part.strip() for value in values for part in value.split(",") if part.strip()]
+            warnings.warn(
+                f"{parser.prog} {option_string} {' '.join(values)}: comma-separated values are deprecated and "
+                f"will stop working in a future release; separate them with spaces: {option_string} {' '.join(split)}",
+                DeprecationWarning,
+                stacklevel=1,
+            )
+            values = split
+        setattr(namespace, self.dest, values)
 
 
 def _check_probe(args: argparse.Namespace) -> str | None:
@@ -242,17 +279,19 @@ def _check_probe(args: argparse.Namespace) -> str | None:
 
     if ":" not in args.model:
         return f"--model must be 'package.module:name' (e.g. torchvision.models:resnet18), got {args.model!r}"
-    names = _split(args.transforms)
+    names = args.transforms
     unknown = [n for n in names if n not in transform_names()]
     if not names or unknown:
-        given = ", ".join(unknown) or repr(args.transforms)
+        given = " ".join(unknown) or "(none)"
         return f"--transforms {given}: not augnet image transforms ({', '.join(transform_names())})"
     try:
-        mags = [float(m) for m in _split(args.magnitudes)]
+        mags = [float(m) for m in args.magnitudes]
     except ValueError:
-        return f"--magnitudes must be comma-separated numbers, got {args.magnitudes!r}"
+        return f"--magnitudes must be numbers, got {' '.join(args.magnitudes)}"
     if not mags or not all(0 < m <= 1 for m in mags):
-        return f"--magnitudes must lie in (0, 1], got {args.magnitudes!r}"
+        return f"--magnitudes must lie in (0, 1], got {' '.join(args.magnitudes) or 'none'}"
+    if "auto" in args.layers and args.layers != ["auto"]:
+        return f"--layers auto stands alone (the default layers), got {' '.join(args.layers)}"
     if args.grid_points < 2:
         return f"--grid-points must be >= 2, got {args.grid_points}"
     if args.by_class is not None and args.by_class != "data" and not Path(args.by_class).is_file():
@@ -305,16 +344,16 @@ def _probe(args: argparse.Namespace) -> int:
         if args.transformations == "grid":
             from augnet.probes.families import grid_values
 
-            for name in _split(args.transforms):
+            for name in args.transforms:
                 grid_values(getattr(T, name)(), 1.0, args.grid_points, tuple(x.shape[-2:]))
-        for name in _split(args.transforms):
+        for name in args.transforms:
             getattr(T, name)().check_input(x[:1])  # e.g. Hue needs RGB images
-        layers = "auto" if args.layers == "auto" else _split(args.layers)
+        layers = "auto" if args.layers == ["auto"] else args.layers
         if layers != "auto":
             from augnet.probes.features import check_layers
 
             if not layers or len(set(layers)) != len(layers):
-                raise ValueError(f"--layers must name distinct layers (or auto), got {args.layers!r}")
+                raise ValueError(f"--layers must name distinct layers (or auto), got {' '.join(args.layers) or 'none'}")
             check_layers(model, x, layers)  # unknown layers, calls of a reused module: one pass of one image
     except (ValueError, TypeError) as err:
         print(f"augnet probe: error: {err}", file=sys.stderr)
@@ -322,14 +361,14 @@ def _probe(args: argparse.Namespace) -> int:
     model, x = model.to(args.device), x.to(args.device)
     print(
         f"augnet probe: {type(model).__name__} ({args.model}) on {len(x)} images {tuple(x.shape[1:])}, "
-        f"transforms {', '.join(_split(args.transforms))}"
+        f"transforms {', '.join(args.transforms)}"
     )
     rep = report(
         model,
         x,
-        _split(args.transforms),
+        args.transforms,
         layers,
-        [float(m) for m in _split(args.magnitudes)],
+        [float(m) for m in args.magnitudes],
         lie=not args.no_lie,
         batch_size=args.batch_size,
         seed=args.seed,
@@ -461,6 +500,10 @@ def check_args(args: argparse.Namespace) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and not sys.warnoptions:
+        # Run as the ``augnet`` command: its own deprecations are for the person typing it, so they are shown
+        # (Python hides a DeprecationWarning raised outside ``__main__``), unless -W or PYTHONWARNINGS say otherwise.
+        warnings.filterwarnings("default", category=DeprecationWarning, module=r"augnet\.cli")
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     problem = check_args(args)

@@ -1,4 +1,4 @@
-"""Per-instance augmentation: a layer whose weights and magnitudes depend on the input (issue 27).
+"""Per-instance augmentation: a layer whose weights and magnitudes depend on the input.
 
 A :class:`ConditionedAugmentationLayer` is an :class:`~augnet.AugmentationLayer`
 whose policy is a function of the data point. A small network, the
@@ -71,8 +71,8 @@ class RunningStandardize(nn.Module):
     Why a conditioner needs it: its head is trained by the sum over the batch
     of per-sample gradients times the features. Raw pooled ReLU features share
     a large common part, so that sum mostly moves every sample's output
-    together (one offset for all inputs: the failure of issue 27's first
-    runs). Centred, unit-scale features leave the common part to the head's
+    together (one offset for all inputs, which is what a conditioner on raw
+    features learns). Centred, unit-scale features leave the common part to the head's
     bias and let its weights learn the differences between inputs; and with
     the gradient through the batch statistics, a push shared by every sample
     (the regulariser's) cannot drive the features themselves (it is projected

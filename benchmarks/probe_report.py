@@ -113,7 +113,7 @@ def run_cli(n: int, threads: int, out: str) -> dict:
     T.Rotate()(torch.rand(1, 3, 8, 8), 0.5)  # loads (or builds) the compiled tap_mix before anything is timed
 
     argv = ["probe", "--model", "torchvision.models:resnet18", "--fake", "--n", str(n), "--size", "64"]
-    argv += ["--transforms", "Rotate,HorizontalFlip", "--threads", str(threads), "--out", out, "--no-progress"]
+    argv += ["--transforms", "Rotate", "HorizontalFlip", "--threads", str(threads), "--out", out, "--no-progress"]
     base = status_mb("VmRSS")
     Path("/proc/self/clear_refs").write_text("5")
     before = load()

@@ -16,6 +16,10 @@ The build regenerates, before reading any page (``builder-inited``):
 and sphinx-gallery runs every script of ``examples/`` (with the reduced
 settings of :data:`GALLERY_ARGS`) into ``auto_examples/``.
 
+Nothing a page needs is fetched when it is read: MathJax 3 comes with the site
+(``_static/mathjax/``, from the package sphinx-mathjax-offline), so formulas
+render offline, and no page loads a script or a style from elsewhere.
+
 What fails the build: any warning (``-W``), including a reference to an augnet
 name that does not exist (``nitpicky``; names of other libraries are not
 checked, since no inventory is fetched), a documented public name without a
@@ -57,12 +61,34 @@ extensions = [
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 # _generated/ holds fragments that pages include, not pages; results/ the experiments' figures and numbers.
-exclude_patterns = ["_build", "_generated", "results", "scripts", "auto_examples/*.ipynb", "auto_examples/*.py"]
+# sg_execution_times.rst: sphinx-gallery's run-times page, which this configuration does not write; a copy left in
+# docs/ by another configuration is not built either (not for readers, and it loads scripts from a CDN).
+exclude_patterns = [
+    "_build", "_generated", "results", "scripts", "auto_examples/*.ipynb", "auto_examples/*.py",
+    "sg_execution_times.rst", "auto_examples/sg_execution_times.rst",
+]
 html_theme = "furo"
 html_title = f"augnet {release}"
-html_static_path: list[str] = []
 myst_heading_anchors = 3
 myst_enable_extensions = ["dollarmath"]
+
+
+# ------------------------------------------------------------------ math, rendered without a network
+def mathjax_files() -> Path:
+    """The folder that holds ``mathjax/`` (MathJax 3, its fonts and extensions), from the package
+    sphinx-mathjax-offline that the docs extra installs: the site ships the renderer, so a page read offline, behind
+    a proxy or on an intranet still shows its formulas. Only its files are used, not its Sphinx hooks."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sphinx-mathjax-offline")
+    folder = Path(spec.origin).parent / "static" if spec is not None and spec.origin else None
+    if folder is None or not (folder / "mathjax" / "tex-chtml.js").is_file():
+        raise RuntimeError('docs/conf.py: MathJax is missing; pip install -e ".[docs]" installs it')
+    return folder
+
+
+html_static_path = [str(mathjax_files())]  # copied into _build/html/_static/mathjax/
+mathjax_path = "mathjax/tex-chtml.js"  # relative: the page loads _static/mathjax/tex-chtml.js, never a CDN
 
 # ------------------------------------------------------------------ references: checked, offline
 nitpicky = True  # every :class:/:func: reference to an augnet name must resolve
@@ -154,6 +180,9 @@ sphinx_gallery_conf = {
     "show_signature": False,
     "abort_on_example_error": True,  # an example that raises fails the build at once
     "capture_repr": (),
+    # No page of the examples' run times: it is about the build machine, not for readers, and it loads its
+    # table scripts from a CDN (the site must read offline; docs/scripts/browser_check.py checks it).
+    "write_computation_times": False,
 }
 
 
@@ -168,7 +197,12 @@ def write_cli_help(path: Path) -> None:
     parser = build_parser()
     # argparse has no public accessor for subcommands: the one subparsers action holds them.
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
-    parts = ["# Command line\n\nThe `augnet` command (also `python -m augnet`); generated from its parser.\n"]
+    parts = [
+        "# Command line\n\nThe `augnet` command (also `python -m augnet`); generated from its parser. An option that "
+        "takes several values takes them one after another, separated by spaces (`--transforms Rotate "
+        "HorizontalFlip`); the comma-separated form of `augnet probe`'s lists (`--transforms Rotate,HorizontalFlip`) "
+        "is deprecated: it still works, with a warning that gives the spaced form.\n"
+    ]
     for argv in ([], *([name] for name in commands)):
         buffer = io.StringIO()
         with contextlib.redirect_stdout(buffer), contextlib.suppress(SystemExit):

@@ -1,8 +1,9 @@
-"""The command line: augnet demo."""
+"""The command line: augnet demo, and the one convention of every option that takes several values."""
 
 import json
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -84,3 +85,84 @@ def test_demo_config_follows_preset_data_and_overrides():
 def test_entry_point_runs_as_a_module():
     proc = subprocess.run([sys.executable, "-m", "augnet.cli", "demo", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "--quick" in proc.stdout
+
+
+# ------------------------------------------------------------------------------- lists of values
+
+
+def _subcommands(parser):
+    import argparse
+
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+#: Every option of ``augnet`` that takes several values, with two values it accepts and the arguments its
+#: subcommand needs besides. A new list option must be added here (the test below finds every one).
+LIST_OPTIONS = {
+    ("demo", "--transforms"): (["Rotate", "Scale"], []),
+    ("bench", "--sizes"): (["32", "128"], []),
+    ("bench", "--providers"): (["eager", "reference"], []),
+    ("probe", "--transforms"): (["Rotate", "HorizontalFlip"], ["--model", "m:f", "--fake"]),
+    ("probe", "--layers"): (["layer4", "fc"], ["--model", "m:f", "--fake", "--transforms", "Rotate"]),
+    ("probe", "--magnitudes"): (["0.5", "1"], ["--model", "m:f", "--fake", "--transforms", "Rotate"]),
+}
+
+
+def test_every_list_option_takes_space_separated_values():
+    from augnet.cli import build_parser
+
+    found = set()
+    for command, sub in _subcommands(build_parser()).items():
+        for action in sub._actions:
+            if action.nargs in ("+", "*") or (isinstance(action.nargs, int) and action.nargs > 1):
+                found.add((command, action.option_strings[-1]))
+            assert "comma" not in (action.help or ""), f"augnet {command} {action.option_strings}: {action.help}"
+            assert not (isinstance(action.default, str) and "," in action.default), (command, action.dest)
+    assert found == set(LIST_OPTIONS)
+    for (command, option), (values, needed) in LIST_OPTIONS.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the space-separated form is the documented one: no warning
+            args = build_parser().parse_args([command, *needed, option, *values, "--out", "o"])
+        got = getattr(args, option.lstrip("-").replace("-", "_"))
+        assert [str(v) for v in got] == values, (command, option, got)
+
+
+def test_probe_transforms_separated_by_spaces_or_by_commas_parse_the_same():
+    from augnet.cli import build_parser
+
+    base = ["probe", "--model", "torchvision.models:resnet18", "--fake"]
+    spaced = build_parser().parse_args([*base, "--transforms", "Rotate", "HorizontalFlip", "--magnitudes", "0.5", "1"])
+    with pytest.warns(DeprecationWarning, match="separate them with spaces: --transforms Rotate HorizontalFlip"):
+        commas = build_parser().parse_args([*base, "--transforms", "Rotate,HorizontalFlip"])
+    with pytest.warns(DeprecationWarning, match="separate them with spaces: --magnitudes 0.5 1"):
+        build_parser().parse_args([*base, "--transforms", "Rotate", "--magnitudes", "0.5,1"])
+    with pytest.warns(DeprecationWarning, match="--layers layer4 fc"):
+        layers = build_parser().parse_args([*base, "--transforms", "Rotate", "--layers", "layer4,", "fc"]).layers
+    assert commas.transforms == spaced.transforms == ["Rotate", "HorizontalFlip"]
+    assert spaced.magnitudes == ["0.5", "1"] and layers == ["layer4", "fc"]
+    defaults = build_parser().parse_args([*base, "--transforms", "Rotate"])
+    assert (defaults.layers, defaults.magnitudes) == (["auto"], ["0.25", "0.5", "1"])
+
+
+def test_the_comma_form_warns_on_the_command_line(tmp_path):
+    """Run as a command, the deprecation is printed (Python would hide it), and the run goes on as before."""
+    argv = ["--model", "no_module_here", "--fake", "--transforms", "Rotate,HorizontalFlip", "--out", str(tmp_path)]
+    proc = subprocess.run([sys.executable, "-m", "augnet", "probe", *argv], capture_output=True, text=True)
+    assert proc.returncode == 2  # refused for its --model, after the lists were read
+    assert "DeprecationWarning" in proc.stderr and "--transforms Rotate HorizontalFlip" in proc.stderr
+    assert "--model must be 'package.module:name'" in proc.stderr
+    argv[argv.index("Rotate,HorizontalFlip")] = "Rotate"
+    proc = subprocess.run([sys.executable, "-m", "augnet", "probe", *argv], capture_output=True, text=True)
+    assert proc.returncode == 2 and "Warning" not in proc.stderr
+
+
+def test_probe_list_options_refuse_bad_values_in_one_line(capsys, tmp_path):
+    base = ["probe", "--model", "torch.nn:Identity", "--fake", "--out", str(tmp_path)]
+    for extra, message in (
+        (["--transforms", "Rotate", "--layers", "auto", "fc"], "--layers auto stands alone"),
+        (["--transforms", "Rotate", "--magnitudes", "0.5", "big"], "--magnitudes must be numbers, got 0.5 big"),
+        (["--transforms", "Rotate", "Spin"], "--transforms Spin: not augnet image transforms"),
+    ):
+        assert main([*base, *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("augnet probe: error:") and message in err and err.count("\n") == 1, err

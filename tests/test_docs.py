@@ -130,13 +130,37 @@ def test_the_readme_is_the_landing_page_and_the_guide_holds_the_manual():
         assert f"docs/guide/{page.name}" in text, f"README.md does not link docs/guide/{page.name}"
 
 
-def test_readme_fragments_get_links_that_work_from_the_guide(tmp_path):
+def test_readme_fragments_get_links_and_images_that_work_from_the_home_page(tmp_path):
     readme_sections.write_fragments(tmp_path)
     text = "".join(p.read_text() for p in tmp_path.glob("*.md"))
-    assert "](docs/" not in text  # every docs/ link rewritten for a page in docs/guide/
-    for target in re.findall(r"\]\((\.\./[^)]+)\)", text):
-        assert (DOCS / "guide" / target).resolve().is_file(), target
+    assert "](docs/" not in text  # every docs/ link rewritten for docs/index.md
+    targets = re.findall(r"\]\(([^)\s]+)\)", text)
+    local = [t for t in targets if not t.startswith(("http://", "https://", "#"))]
+    assert "results/demo/policy.png" in local and "guide/concepts.md" in local
+    for target in local:
+        assert (DOCS / target).is_file(), f"{target}: no such file from docs/index.md"
     assert not re.search(r"^# ", re.sub(r"```.*?```", "", text, flags=re.S), re.M)  # sections start at level 2
+    # The guide's form (--move) keeps its ../ links.
+    found = readme_sections.sections(readme_sections.README.read_text())
+    section = next(s for s in found if s.title == "Documentation")
+    assert "](../guide/concepts.md)" in readme_sections.fragment(section, "../")
+
+
+def test_the_home_page_is_the_landing_text_and_a_map_and_the_sidebar_lists_every_page_once():
+    index = (DOCS / "index.md").read_text()
+    toctrees = re.findall(r"```\{toctree\}\n(.*?)```", index, re.S)
+    captions = [re.search(r":caption: (.+)", t).group(1) for t in toctrees]
+    assert captions == ["Guide", "Reference", "Design notes"]
+    assert all(":hidden:" in t for t in toctrees)  # the sidebar shows the tree; the page shows the map
+    entries = [line.strip() for t in toctrees for line in t.splitlines() if line.strip() and ":" not in line]
+    assert len(entries) == len(set(entries)), "a page listed twice in the sidebar"
+    pages = {p.relative_to(DOCS).with_suffix("").as_posix() for p in DOCS.rglob("*.md")} | {
+        p.relative_to(DOCS).with_suffix("").as_posix() for p in (DOCS / "api").glob("*.rst")
+    }
+    pages = {p for p in pages if not p.startswith(("_", "results", "auto_examples")) and p != "index"}
+    assert pages | {"auto_examples/index"} == set(entries), set(entries) ^ (pages | {"auto_examples/index"})
+    for name in ("augnet", "quickstart", "what-augnet-gives-you"):
+        assert f"_generated/readme/{name}.md" in index
 
 
 # ------------------------------------------------------------------------------- the catalogue
@@ -195,3 +219,96 @@ def test_every_python_block_of_the_readme_and_the_guide_runs(path, code, not_run
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore", UserWarning)  # approximate exports, backend fallbacks
         exec(compile(code, str(path), "exec"), {"__name__": "__docs__"})
+
+
+# ------------------------------------------------------------------------------- what a reader reads
+
+#: The project's own work items and rounds of work: meaningless to a reader of the site or of ``--help``.
+WORK_ITEM = re.compile(
+    r"\bissues? ?#?\d+|\b(?:this|previous|second|third|fourth|first|earlier|last|next) round\b", re.I
+)
+
+
+def reader_texts() -> dict[str, str]:
+    """Every text the site renders or the command prints: README, pages, docstrings, examples, ``--help``."""
+    from augnet.cli import build_parser
+
+    files = [ROOT / "README.md", *DOCS.glob("*.md"), *DOCS.glob("*/*.md"), *DOCS.glob("api/*.rst")]
+    files += [*(ROOT / "augnet").rglob("*.py"), *(ROOT / "examples").glob("*.py"), ROOT / "examples/GALLERY_HEADER.rst"]
+    texts = {str(p.relative_to(ROOT)): p.read_text() for p in files if "_generated" not in p.parts}
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction").choices
+    texts["augnet --help"] = parser.format_help()
+    for name, sub in commands.items():
+        texts[f"augnet {name} --help"] = sub.format_help()
+    return texts
+
+
+def test_no_page_docstring_or_help_names_a_work_item_of_the_project():
+    found = [f"{name}: {m.group(0)!r}" for name, text in reader_texts().items() for m in WORK_ITEM.finditer(text)]
+    assert not found, found
+
+
+def test_the_work_item_check_finds_them():
+    for text in ("Before issue 24 a step", "(issue #26)", "the previous round's run", "of this round in the warp"):
+        assert WORK_ITEM.search(text), text
+    for text in ("a state dict round trip", "rounds each shift", "7 interleaved rounds", "each round times it"):
+        assert not WORK_ITEM.search(text), text
+
+
+# ------------------------------------------------------------------------------- the browser check
+
+
+def test_raw_tex_is_found_in_a_pages_text_and_plain_text_passes():
+    import browser_check
+
+    for text in (r"\[\tilde f(x) = \frac{1}{C} \sum_c f(g_c x)\]", r"shapes as \((B, C)\)", "$$x^2$$", r"a $\alpha$ b"):
+        assert browser_check.raw_tex(text), text
+    for text in ("costs $5 and $10", "a (B, C) tensor, [0, 1]", "f̃(x) = 1/C ∑ f(g x)", r"C:\Users", "a \\ b"):
+        assert not browser_check.raw_tex(text), text
+    assert len(browser_check.raw_tex(r"one formula, \(x^2\), is one place")) == 1
+    assert len(browser_check.raw_tex(r"\(a\)" + " far apart " * 10 + r"\(b\)")) == 2
+
+
+def test_the_browser_check_opens_every_page_but_the_static_files(tmp_path):
+    import browser_check
+
+    for name in ("index.html", "guide/a.html", "api/b.html", "_static/x.html", "_sources/y.html"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("<html></html>")
+    assert browser_check.pages(tmp_path) == ["index.html", "api/b.html", "guide/a.html"]
+
+
+PAGE = '<!doctype html><html><head><meta charset="utf-8"><link rel="icon" href="data:,"></head><body>{}</body></html>'
+
+#: Pages of a small site, each with one defect the check must report (and one with none).
+BROKEN_PAGES = {
+    "index.html": ("<p>A clean page: <code>\\frac{1}{2}</code> in code is code.</p><pre>$$x$$</pre>", None),
+    "tex.html": ('<p>A formula: <span class="math">\\(x^2\\)</span>, never typeset.</p>', "raw TeX in the text"),
+    "image.html": ('<img src="no_such.png" alt="x">', "broken image: no_such.png"),
+    "script.html": ("<script>throw new Error('boom')</script>", "script error"),
+    "console.html": ("<script>console.error('bad thing')</script>", "console error: bad thing"),
+    "cdn.html": ('<script src="https://cdn.example.invalid/tex-chtml.js"></script>', "request leaves the machine"),
+}
+
+
+def test_the_browser_check_reports_each_defect_of_a_small_site(tmp_path):
+    pytest.importorskip("playwright")
+    import browser_check
+
+    try:
+        browser_check.find_chromium()
+    except FileNotFoundError as err:
+        pytest.skip(str(err))
+    for name, (body, _) in BROKEN_PAGES.items():
+        (tmp_path / name).write_text(PAGE.format(body))
+    result = browser_check.check(tmp_path, screenshots=tmp_path / "shots")
+    assert result.pages == len(BROKEN_PAGES)
+    for name, (_, expected) in BROKEN_PAGES.items():
+        found = [p for p in result.problems if p.startswith(f"{name}: ")]
+        if expected is None:
+            assert not found, found
+        else:
+            assert any(expected in p for p in found), (name, result.problems)
+    assert any(p == "tex.html: 1 of 1 formulas not typeset (MathJax absent)" for p in result.problems)
+    assert (tmp_path / "shots" / "home.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

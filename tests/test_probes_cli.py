@@ -19,8 +19,8 @@ RESNET = ["--model", "torchvision.models:resnet18", "--model-args", '{"num_class
 
 def test_probe_on_fake_images_writes_the_table_the_heatmap_and_a_verdict(tmp_path, capsys):
     pytest.importorskip("matplotlib")
-    argv = ["probe", *RESNET, "--fake", "--n", "16", "--size", "16", "--transforms", "Rotate,HorizontalFlip"]
-    assert main([*argv, "--magnitudes", "0.5,1", "--out", str(tmp_path), "--no-progress"]) == 0
+    argv = ["probe", *RESNET, "--fake", "--n", "16", "--size", "16", "--transforms", "Rotate", "HorizontalFlip"]
+    assert main([*argv, "--magnitudes", "0.5", "1", "--out", str(tmp_path), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "Rotate at mu = 1" in out and "HorizontalFlip at mu = 1" in out
     data = json.loads((tmp_path / "probe.json").read_text())
@@ -40,7 +40,7 @@ def test_probe_reads_a_weights_file_and_a_tensor_file(tmp_path, capsys):
     x = torch.rand(12, 3, 16, 16, generator=gen(1))
     torch.save({"x": (x * 255).round().to(torch.uint8), "y": torch.arange(12)}, tmp_path / "data.pt")
     argv = ["probe", *RESNET, "--weights", str(tmp_path / "w.pt"), "--data", str(tmp_path / "data.pt")]
-    argv += ["--transforms", "Brightness", "--layers", "layer4,logits", "--magnitudes", "1", "--no-lie"]
+    argv += ["--transforms", "Brightness", "--layers", "layer4", "logits", "--magnitudes", "1", "--no-lie"]
     assert main([*argv, "--out", str(tmp_path / "out"), "--no-progress"]) == 0
     records = json.loads((tmp_path / "out" / "probe.json").read_text())["records"]
     got = {(r["layer"], r["measure"]): math.nan if r["value"] is None else r["value"] for r in records}  # JSON null
@@ -73,9 +73,9 @@ def test_probe_reads_an_image_folder(tmp_path):
         (["--model", "torchvision.models", "--fake", "--transforms", "Rotate"], "package.module:name"),
         (["--model", "torchvision.models:nope", "--fake", "--transforms", "Rotate"], "has no 'nope'"),
         (["--model", "no_such_package_xyz:net", "--fake", "--transforms", "Rotate"], "cannot import"),
-        ([*RESNET, "--fake", "--transforms", "Rotate,Spin"], "--transforms Spin"),
+        ([*RESNET, "--fake", "--transforms", "Rotate", "Spin"], "--transforms Spin"),
         ([*RESNET, "--fake", "--transforms", "GEOMETRIC"], "--transforms GEOMETRIC"),
-        ([*RESNET, "--fake", "--transforms", "Rotate", "--magnitudes", "0,1"], "--magnitudes must lie in"),
+        ([*RESNET, "--fake", "--transforms", "Rotate", "--magnitudes", "0", "1"], "--magnitudes must lie in"),
         ([*RESNET, "--fake", "--transforms", "Rotate", "--n", "4"], "--n must be >= 8"),
         ([*RESNET, "--fake", "--transforms", "Hue", "--channels", "1"], "RGB"),
         ([*RESNET, "--fake", "--transforms", "Rotate", "--layers", "layer9"], "unknown layer"),

@@ -24,13 +24,13 @@ class TinyNet(nn.Sequential):
 
 
 MODEL = ["--model", "test_probes_cli_units:TinyNet"]
-FAST = ["--magnitudes", "1", "--no-lie", "--no-progress", "--layers", "1,logits"]
+FAST = ["--magnitudes", "1", "--no-lie", "--no-progress", "--layers", "1", "logits"]
 
 
 def test_every_new_option_reaches_the_report(tmp_path, capsys):
     labels = [0, 1] * 6
     (tmp_path / "labels.txt").write_text("\n".join(map(str, labels)) + "\n")
-    argv = ["probe", *MODEL, "--fake", "--n", "12", "--size", "8", "--transforms", "Rotate,HorizontalFlip", *FAST]
+    argv = ["probe", *MODEL, "--fake", "--n", "12", "--size", "8", "--transforms", "Rotate", "HorizontalFlip", *FAST]
     argv += ["--per-unit", "--by-class", str(tmp_path / "labels.txt"), "--transformations", "grid"]
     argv += ["--grid-points", "3", "--aggregation", "positions", "--out", str(tmp_path / "out")]
     assert main(argv) == 0

@@ -400,7 +400,7 @@ def test_probe_on_a_folder_with_a_good_image_of_every_kind(tmp_path):
     pytest.importorskip("PIL")
     folder = _folder(tmp_path)
     argv = ["probe", *RESNET, "--data", str(folder), "--transforms", "Rotate", "--magnitudes", "1", "--no-lie"]
-    assert main([*argv, "--no-progress", "--layers", "layer1.0.relu#1,logits", "--out", str(tmp_path / "out")]) == 0
+    assert main([*argv, "--no-progress", "--layers", "layer1.0.relu#1", "logits", "--out", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "probe.json").exists()
 
 

@@ -1,4 +1,4 @@
-"""Per-instance augmentation (issue 27): ``augnet reproduce instance``.
+"""Per-instance augmentation: ``augnet reproduce instance``.
 
 Generated data where the invariance differs by instance: two sprite pairs
 (:func:`augnet.data.make_sprite_pair` 0 and 1), six classes.

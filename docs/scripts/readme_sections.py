@@ -5,7 +5,8 @@ list, a first model, links into the site); the user guide's text lives in
 docs/guide/. The docs build (``docs/conf.py``) calls :func:`write_fragments`,
 which cuts README.md at its ``##`` / ``###`` headings and writes every section
 to ``docs/_generated/readme/<slug>.md``, from which docs/index.md includes the
-landing sections.
+landing sections (all but "Documentation", whose place the site's own map
+takes), with their links and images made right for the home page.
 
 A heading of the README that :data:`PAGES` does not place, or a placed heading
 that the README no longer has, stops the build with an error that names it: a
@@ -80,8 +81,10 @@ def slug(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
 
 
-def rewrite_links(text: str) -> str:
-    """README links, made right for a page in docs/guide/: ``docs/x.md`` -> ``../x.md``; a folder -> plain text."""
+def rewrite_links(text: str, prefix: str = "") -> str:
+    """README links and images, made right for a page of docs/: ``docs/x.md`` -> ``prefix + x.md`` (``prefix``
+    ``""`` for the home page, docs/index.md; ``"../"`` for a page in docs/guide/); a link to a folder -> its
+    plain text."""
 
     def fix(match: re.Match) -> str:
         label, target = match.group(1), match.group(2)
@@ -89,7 +92,7 @@ def rewrite_links(text: str) -> str:
             return match.group(0)
         inside = target[len("docs/") :]
         if (ROOT / target).is_file():
-            return f"[{label}](../{inside})"
+            return f"[{label}]({prefix}{inside})"
         return label  # a folder of the repository: no page to link to
 
     return re.sub(r"\[([^\]]*)\]\(([^)\s]+)\)", fix, text)
@@ -119,9 +122,10 @@ def check_mapping(found: list[Section]) -> None:
         raise ValueError(f"{Path(__file__).name}: " + "; ".join(problems))
 
 
-def fragment(section: Section) -> str:
-    """A section as a guide page includes it: its heading at level 2 (a page's own title is level 1)."""
-    return shift_headings(rewrite_links(section.text), 2 - section.level)
+def fragment(section: Section, prefix: str = "") -> str:
+    """A section as a page of docs/ includes it (the home page by default, see :func:`rewrite_links`): its
+    heading at level 2 (a page's own title is level 1)."""
+    return shift_headings(rewrite_links(section.text, prefix), 2 - section.level)
 
 
 def write_fragments(out: Path = OUT) -> dict[str, list[str]]:
@@ -152,7 +156,7 @@ def move() -> None:
     by_slug = {slug(s.title): s for s in found}
     for page in GUIDE.glob("*.md"):
         text = page.read_text()
-        new = INCLUDE.sub(lambda m: fragment(by_slug[m.group("name")]), text)
+        new = INCLUDE.sub(lambda m: fragment(by_slug[m.group("name")], "../"), text)
         if new != text:
             page.write_text(new)
             print(f"moved into {page.relative_to(ROOT)}")
