@@ -55,11 +55,11 @@ def test_each_setting_configures_each_task():
 
 
 @pytest.mark.parametrize("task", ["sprites", "glyphs", "sinusoids-1", "sinusoids-4", "capacity"])
-def test_the_default_row_is_the_readme_model_on_every_task(task):
+def test_the_readme_row_is_the_readme_model_on_every_task(task):
     """What `AugmentationLayer(ts)`, `AugNet(trunk, layer)`, `param_groups(model)` and lambda 0.5 give a user."""
     import augnet
 
-    config = S.SelectionConfig().task_config(task, S.DEFAULT_SETTING, 0)
+    config = S.SelectionConfig().task_config(task, S.README_SETTING, 0)
     layer = augnet.AugmentationLayer([augnet.transforms.image.Rotate()])
     net = augnet.AugNet(torch.nn.Linear(2, 2), layer)
     groups = augnet.param_groups(net)

@@ -15,15 +15,16 @@ several seeds, and checks each setting against :data:`RULES`
 augnet's previous default (a weight decay on the magnitudes), magnitudes
 calibrated once to the untrained trunk, and the parts of augnet's selection
 alone and together (:mod:`augnet.effects`, ``train_mode="sample"``, the
-without-replacement rule of :func:`augnet.selective_regularizer`); the last
-row is augnet's default, the README's first model on every task
-(:func:`readme_model`): what ``AugmentationLayer``, ``AugNet``, ``param_groups``
-and ``selective_regularizer`` give with no arguments and lambda 0.5, whatever
-the experiment's own config says (its initial magnitudes, copies, rates,
-decays and lambda); only the data, the trunk, its learning rate and the epochs
-are the task's. The other rows keep each experiment's own settings. Every run
-also records its first layer's weights after :data:`EARLY_EPOCHS` epochs, and
-the report counts the runs that committed by then.
+without-replacement rule of :func:`augnet.selective_regularizer`); then
+augnet's default selection with each experiment's own settings (its initial
+magnitudes, copies, rates and lambda: :data:`DEFAULT_SETTING`); the last row is
+the README's first model on every task (:func:`readme_model`,
+:data:`README_SETTING`): what ``AugmentationLayer``, ``AugNet``,
+``param_groups`` and ``selective_regularizer`` give with no arguments and
+lambda 0.5, whatever the experiment's config says; only the data, the trunk,
+its learning rate and the epochs are the task's. Every run also records its
+first layer's weights after :data:`EARLY_EPOCHS` epochs, and the report counts
+the runs that committed by then.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ from augnet.experiments.demo import PAPER_SELECTION, PRESETS, SIZES, DemoConfig,
 from augnet.experiments.selection_rules import EARLY_EPOCHS, ORACLE, RULES, selection_report
 
 __all__ = [
-    "RULES", "SETTINGS", "TASKS", "SelectionConfig", "readme_model", "run_one", "run_selection", "weights_at_epoch",
+    "DEFAULT_SETTING", "README_SETTING", "RULES", "SETTINGS", "TASKS", "SelectionConfig", "readme_model", "run_one",
+    "run_selection", "weights_at_epoch",
 ]  # fmt: skip
 
 #: The tasks: the two rotation data sets, the sinusoids with 1, 2 and 4 layers, the capacity experiment.
@@ -100,11 +102,14 @@ SETTINGS: dict[str, dict[str, dict]] = {
     "effect units": {"*": {**_NO_DECAY, "train_mode": "mix", "diverse": False}},
     "sampled training": {"*": {**_NO_DECAY, "regularizer": "paper", "effect_every": 0}},
     "effect units + sampled training": {"*": {**_NO_DECAY, "diverse": False}},
+    # augnet's selection with each experiment's own settings (initial magnitudes, copies, rates, lambda).
+    "augnet default (+ without replacement)": {"*": {}},
     # The README's first model (readme_model()): the library's defaults, whatever each experiment's own config says.
-    "augnet default (+ without replacement)": {"*": readme_model()},
+    "README's first model": {"*": readme_model()},
 }  # fmt: skip
 
 DEFAULT_SETTING = "augnet default (+ without replacement)"
+README_SETTING = "README's first model"
 
 
 
