@@ -52,14 +52,17 @@ TASKS = ("sprites", "glyphs", "sinusoids-1", "sinusoids-2", "sinusoids-4", "capa
 
 _NO_DECAY = {"magnitude_weight_decay": None}
 
+DEFAULT_SETTING = "augnet default (+ without replacement)"
+README_SETTING = "README's first model"
+
 
 def readme_model() -> dict:
     """The settings of the README's first model, read off the library's own defaults.
 
     ``AugmentationLayer(transforms)`` (its initial magnitude and temperature), ``AugNet(trunk, layer)``
     (its copies and effect measurements), ``param_groups(model)`` (its rates and decays) and
-    ``0.5 * selective_regularizer(model)``: the default row of :data:`SETTINGS` trains exactly this,
-    on every task, with only the data, the trunk, its learning rate and the epochs of the task.
+    ``0.5 * selective_regularizer(model)``: the :data:`README_SETTING` row of :data:`SETTINGS` trains exactly
+    this, on every task, with only the data, the trunk, its learning rate and the epochs of the task.
     """
     from augnet.experiments.versus_methods import LAM
     from augnet.layers import AugmentationLayer
@@ -103,14 +106,10 @@ SETTINGS: dict[str, dict[str, dict]] = {
     "sampled training": {"*": {**_NO_DECAY, "regularizer": "paper", "effect_every": 0}},
     "effect units + sampled training": {"*": {**_NO_DECAY, "diverse": False}},
     # augnet's selection with each experiment's own settings (initial magnitudes, copies, rates, lambda).
-    "augnet default (+ without replacement)": {"*": {}},
+    DEFAULT_SETTING: {"*": {}},
     # The README's first model (readme_model()): the library's defaults, whatever each experiment's own config says.
-    "README's first model": {"*": readme_model()},
+    README_SETTING: {"*": readme_model()},
 }  # fmt: skip
-
-DEFAULT_SETTING = "augnet default (+ without replacement)"
-README_SETTING = "README's first model"
-
 
 
 def task_kind(task: str) -> str:
