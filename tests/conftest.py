@@ -1,4 +1,5 @@
 import importlib.metadata
+import sys
 
 import pytest
 import torch
@@ -18,3 +19,11 @@ def pytest_report_header(config):
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    """Every test compiles afresh: dynamo's caches (and its recompile limit per code object, such as AugNet.forward's)
+    are per process, so without a reset a test's compile would depend on which tests ran before it in its worker."""
+    if "torch._dynamo" in sys.modules:
+        torch._dynamo.reset()
