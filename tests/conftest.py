@@ -27,3 +27,14 @@ def _fresh_dynamo():
     are per process, so without a reset a test's compile would depend on which tests ran before it in its worker."""
     if "torch._dynamo" in sys.modules:
         torch._dynamo.reset()
+
+
+def pytest_xdist_auto_num_workers(config):
+    """The slow set (``-m slow``) runs in this process, the rest in one worker per core (``-n auto`` in pyproject).
+
+    The slow set's trainings use both cores themselves (two threads, or two worker processes each): two pytest workers
+    beside them left their OpenMP threads competing, and the set ran many times slower than in one process.
+    """
+    if config.option.markexpr.strip() == "slow":
+        return 0
+    return None  # pytest-xdist's own count
