@@ -175,3 +175,17 @@ def test_version_flag(capsys):
         main(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.strip() == f"augnet {augnet.__version__}"
+
+
+def test_the_slow_set_runs_in_one_process_and_the_rest_in_xdists_workers():
+    from types import SimpleNamespace
+
+    from conftest import pytest_xdist_auto_num_workers as workers
+
+    def config(markexpr):
+        return SimpleNamespace(option=SimpleNamespace(markexpr=markexpr))
+
+    assert workers(config("slow")) == 0 and workers(config(" slow ")) == 0  # 0: pytest-xdist starts no worker
+    assert workers(config("not slow")) is None and workers(config("")) is None  # None: pytest-xdist's own count
+    addopts = re.search(r'^addopts = "(.*)"$', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    assert "-n auto" in addopts and "--dist loadfile" in addopts  # the hook decides only under -n auto
