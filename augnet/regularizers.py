@@ -108,7 +108,9 @@ def _transform_key(t) -> str:
     return type(t).__name__ + json.dumps(t.config(), sort_keys=True, default=str)
 
 
-def selective_regularizer(module: nn.Module, units: str = "effect", diverse: bool = True) -> Tensor:
+def selective_regularizer(
+    module: nn.Module, units: str = "effect", diverse: bool = True, saturation: float | None = None
+) -> Tensor:
     """AugNet's selective regulariser in augnet's units, :math:`-\\sum_{layers} \\| w \\odot e \\odot \\mu \\|_2`.
 
     With ``units="magnitude"`` and ``diverse=False`` it is the AugNet paper's
@@ -139,6 +141,19 @@ def selective_regularizer(module: nn.Module, units: str = "effect", diverse: boo
             containing augmentation layers (in the order they are applied).
         units: ``"effect"`` (default) or ``"magnitude"`` (the paper's).
         diverse: discount transforms chosen by earlier layers (default) or not (the paper's).
+        saturation: ``None`` (default): the magnitudes enter linearly, as
+            above. A positive :math:`s`: each magnitude enters as
+            :math:`\\phi(\\mu) = s \\log(1 + \\mu / s)`, equal to :math:`\\mu` to first
+            order at 0 (the same pull out of the identity) and pulling a
+            magnitude with :math:`s / (s + \\mu)` of the linear pull above it;
+            a large :math:`s` is the linear regulariser. With a linear pull, a
+            task loss that grows about linearly with a magnitude either stays
+            below the pull (the range grows until the labels break) or above
+            it (the range collapses to the identity); with a falling pull the
+            two meet inside. A single layer with one transform, weight 1,
+            effect 1 and a task loss :math:`c \\mu` settles at
+            :math:`\\mu^* = s (\\lambda / c - 1)` for :math:`\\lambda > c` (see
+            the reproducing guide for what it does on the comparison's tasks).
 
     Returns:
         A differentiable scalar. It is non-positive with ``diverse=False``, and
@@ -167,10 +182,17 @@ def selective_regularizer(module: nn.Module, units: str = "effect", diverse: boo
         raise ValueError(f"units must be one of {UNITS}, got {units!r}")
     if not isinstance(diverse, bool):
         raise TypeError(f"diverse must be a bool, got {type(diverse).__name__}")
+    if saturation is not None:
+        if not _is_number(saturation):
+            raise TypeError(f"saturation must be None or a positive number, got {type(saturation).__name__}")
+        if not (math.isfinite(saturation) and saturation > 0):
+            raise ValueError(f"saturation must be None or a positive finite number, got {saturation}")
     taken: dict[str, Tensor] = {}  # transform key -> the largest weight an earlier layer gives it
     terms = []
     for layer in _augmentations(module, lie=False):
         w, mu = _layer_policy(layer)
+        if saturation is not None:
+            mu = saturation * torch.log1p(mu / saturation)
         v = w * mu
         if units == "effect":
             v = v * layer.effect.to(v)

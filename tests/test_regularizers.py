@@ -9,6 +9,7 @@ from torch import nn
 
 import augnet
 from augnet.regularizers import paper_selective_regularizer
+from augnet.training import fit
 from augnet.transforms import image as T
 
 
@@ -51,6 +52,107 @@ def test_selective_gradient_favours_the_transform_with_the_larger_magnitude():
     # dR/dmu_i = -w_i^2 mu_i / ||w * mu||
     norm = math.hypot(0.15, 0.3)
     torch.testing.assert_close(m, torch.tensor([-0.25 * 0.3 / norm, -0.25 * 0.6 / norm]))
+
+
+def _phi(mu, s):
+    return s * math.log1p(mu / s)
+
+
+def test_saturation_by_hand_on_stacked_layers():
+    # Each magnitude enters as s log(1 + mu / s); the effects and the without-replacement discount as before.
+    a = layer_with([0.5, 0.3, 0.2], [0.4, 1.0, 0.0])
+    b = layer_with([0.9, 0.1], [0.2, 0.6])
+    module = augnet.AugmentationModule([a, b])
+    s = 0.5
+    expected = -math.hypot(0.5 * _phi(0.4, s), 0.3 * _phi(1.0, s), 0.0)
+    expected -= math.hypot(0.9 * _phi(0.2, s), 0.1 * _phi(0.6, s))
+    got = augnet.selective_regularizer(module, units="magnitude", diverse=False, saturation=s)
+    assert math.isclose(got.item(), expected, rel_tol=1e-6)
+    with torch.no_grad():
+        a.effect.copy_(torch.tensor([1.5, 0.5, 1.0]))
+    held = torch.tensor([0.5, 0.3])  # b's Rotate and ShearX are a's first two transforms: a's weights discount them
+    vb = torch.tensor([0.9 * _phi(0.2, s), 0.1 * _phi(0.6, s)])
+    expected = (
+        -math.hypot(0.5 * 1.5 * _phi(0.4, s), 0.3 * 0.5 * _phi(1.0, s), 0.0)
+        - torch.linalg.vector_norm(vb * (1 - held)).item()
+        + torch.linalg.vector_norm(vb * held).item()
+    )
+    assert math.isclose(augnet.selective_regularizer(module, saturation=s).item(), expected, rel_tol=1e-5)
+
+
+def test_saturation_scales_the_pull_on_each_magnitude_by_s_over_s_plus_mu():
+    # The same layer with phi(mu) = s log(1 + mu / s) in place of mu: dR/dmu = (dR/dphi) * s / (s + mu), and the
+    # weights' gradient is that of the linear regulariser evaluated at phi(mu).
+    s, mags = 0.3, [0.2, 0.7, 0.45]
+    layer = layer_with([0.2, 0.5, 0.3], mags)
+    augnet.selective_regularizer(layer, saturation=s).backward()
+    phis = [_phi(m, s) for m in mags]
+    ref = layer_with([0.2, 0.5, 0.3], phis)
+    augnet.selective_regularizer(ref).backward()
+    scale = torch.tensor([s / (s + m) for m in mags])
+    torch.testing.assert_close(layer.raw_magnitudes.grad, ref.raw_magnitudes.grad * scale)
+    torch.testing.assert_close(layer.weight_logits.grad, ref.weight_logits.grad)
+
+
+def test_a_large_saturation_is_the_linear_regularizer_and_none_is_the_default():
+    layer = layer_with([0.2, 0.5, 0.3], [0.2, 0.7, 0.45])
+    linear = augnet.selective_regularizer(layer)
+    assert augnet.selective_regularizer(layer, saturation=None).item() == linear.item()
+    assert math.isclose(augnet.selective_regularizer(layer, saturation=1e7).item(), linear.item(), rel_tol=1e-6)
+    # small magnitudes: the same value and pull as the linear one to first order
+    tiny = layer_with([0.2, 0.5, 0.3], [1e-4, 2e-4, 3e-4])
+    lin, sat = augnet.selective_regularizer(tiny).item(), augnet.selective_regularizer(tiny, saturation=0.5).item()
+    assert math.isclose(sat, lin, rel_tol=1e-3)
+
+
+@pytest.mark.parametrize("s, c", [(0.5, 0.3), (0.2, 0.1), (1.0, 0.4)])
+def test_saturation_meets_a_linear_task_loss_at_the_interior_point(s, c):
+    # One transform (weight 1, effect 1) and a task loss c * mu: the linear pull (lambda > c) runs the magnitude to
+    # 1, the saturated one stops where lambda s / (s + mu) = c, i.e. mu* = s (lambda / c - 1).
+    lam = 0.5
+    out = {}
+    for saturation in (None, s):
+        layer = augnet.AugmentationLayer([T.Rotate()], init_magnitude=0.05)
+        opt = torch.optim.SGD([layer.raw_magnitudes], lr=0.2)
+        for _ in range(600):
+            opt.zero_grad()
+            loss = c * layer.magnitudes[0] + lam * augnet.selective_regularizer(layer, saturation=saturation)
+            loss.backward()
+            opt.step()
+        out[saturation] = layer.magnitudes[0].item()
+    assert out[None] > 0.9  # at the bound 1 (within one step: the task loss's inward gradient passes there)
+    assert out[s] == pytest.approx(min(1.0, s * (lam / c - 1)), abs=1e-3)
+
+
+def test_saturation_on_a_conditioned_layer_is_the_batch_mean_of_each_rows_term():
+    layer = augnet.ConditionedAugmentationLayer([T.Rotate(), T.TranslateX()], channels=1)
+    layer(torch.rand(5, 1, 12, 12, generator=torch.Generator().manual_seed(0)), copies=1)
+    w, mu = layer.latest_policy()
+    s = 0.25
+    expected = -torch.linalg.vector_norm(w * layer.effect * s * torch.log1p(mu / s), dim=1).mean()
+    torch.testing.assert_close(augnet.selective_regularizer(layer, saturation=s), expected)
+
+
+@pytest.mark.parametrize("bad, error", [(0.0, ValueError), (-1.0, ValueError), (math.nan, ValueError),
+                                        (math.inf, ValueError), (True, TypeError), ("0.5", TypeError)])  # fmt: skip
+def test_saturation_must_be_a_positive_number(bad, error):
+    layer = layer_with([0.5, 0.5], [0.3, 0.6])
+    with pytest.raises(error, match="saturation"):
+        augnet.selective_regularizer(layer, saturation=bad)
+
+
+def test_saturation_through_fit_with_a_partial():
+    # How a user passes it to fit: a partial of the regulariser.
+    torch.manual_seed(0)
+    x, y = torch.rand(32, 1, 8, 8), torch.randint(0, 2, (32,))
+    trunk = nn.Sequential(nn.Flatten(), nn.Linear(64, 2))
+    model = augnet.AugNet(trunk, augnet.AugmentationLayer([T.Rotate(), T.TranslateX()], init_magnitude=0.1))
+    opt = torch.optim.Adam(augnet.param_groups(model), lr=1e-2)
+    before = model.augment.layers[0].magnitudes.detach().clone()
+    reg = functools.partial(augnet.selective_regularizer, saturation=0.5)
+    history = fit(model, x, y, opt, epochs=2, batch_size=16, regularizer=reg, lam=0.5)
+    assert len(history["loss"]) > 0
+    assert not torch.equal(model.augment.layers[0].magnitudes.detach(), before)
 
 
 def test_get_regularizer_by_name():
