@@ -191,6 +191,32 @@ def test_param_groups_separate_augmentation_parameters():
     torch.optim.AdamW(groups, lr=1e-3)  # accepted by an optimiser as is
 
 
+def test_param_groups_weight_lr_gives_the_weight_logits_their_own_rate():
+    layer = augnet.AugmentationLayer([T.Rotate(), T.TranslateX()], init_magnitude=[0.2, 0.6])
+    model = augnet.AugNet(torch.nn.Linear(4, 2), layer)
+    groups = augnet.param_groups(model, weight_lr=1.5e-2, aug_weight_decay=1e-3)
+    assert [[id(p) for p in g["params"]] for g in groups[1:]] == [[id(layer.weight_logits)], [id(layer.raw_magnitudes)]]
+    assert [g.get("lr") for g in groups] == [None, 1.5e-2, augnet.AUG_LR]
+    assert [g["weight_decay"] for g in groups] == [0.0, 1e-3, 1e-3]  # the magnitudes keep aug_weight_decay
+    with_decay = augnet.param_groups(model, weight_lr=1.5e-2, magnitude_weight_decay=0.5, aug_lr=None)
+    assert [g.get("lr") for g in with_decay] == [None, 1.5e-2, None] and with_decay[2]["weight_decay"] == 0.5
+    # Adam's first step moves the weight logits by weight_lr and the magnitudes by aug_lr
+    opt = torch.optim.Adam(groups, lr=1e-4)
+    w0, m0 = layer.weight_logits.detach().clone(), layer.raw_magnitudes.detach().clone()
+    augnet.selective_regularizer(layer).backward()
+    opt.step()
+    torch.testing.assert_close((layer.weight_logits - w0).abs().max(), torch.tensor(1.5e-2), rtol=1e-3, atol=0)
+    torch.testing.assert_close((layer.raw_magnitudes - m0).abs().max(), torch.tensor(augnet.AUG_LR), rtol=1e-3, atol=0)
+
+
+@pytest.mark.parametrize("bad, error", [(0.0, ValueError), (-1e-3, ValueError), (math.inf, ValueError),
+                                        ("1e-2", TypeError)])  # fmt: skip
+def test_param_groups_weight_lr_must_be_positive(bad, error):
+    model = augnet.AugNet(torch.nn.Linear(4, 2), augnet.AugmentationLayer([T.Rotate()]))
+    with pytest.raises(error, match="weight_lr"):
+        augnet.param_groups(model, weight_lr=bad)
+
+
 def test_param_groups_give_the_augmentation_its_own_rate_by_default():
     """The augmentation learns at AUG_LR whatever the optimiser's rate; aug_lr=None leaves it the optimiser's."""
     model = augnet.AugNet(torch.nn.Linear(4, 2), augnet.AugmentationLayer([T.Rotate(), T.TranslateX()]))
