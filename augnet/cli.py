@@ -437,11 +437,7 @@ def extension_cached() -> bool:
     if list(_cpp._PACKAGE.glob("_C*.so")) + list(_cpp._PACKAGE.glob("_C*.pyd")):
         return True
     try:
-        with _cpp.quiet_cpp_extension_log():
-            from torch.utils.cpp_extension import _get_build_directory
-
-        name = _cpp.extension_name()
-        return (Path(_get_build_directory(name, verbose=False)) / f"{name}.so").exists()
+        return _cpp.cached_build().exists()
     except Exception:  # a torch without the helper: say so, to be safe
         return False
 

@@ -153,6 +153,18 @@ def extension_name() -> str:
     return f"augnet_tap_mix_{_cpu_tag()}_{_source_tag(_cxx_flags())}"
 
 
+def cached_build() -> Path:
+    """Where torch's extension cache keeps this checkout's build (:func:`extension_name`), whether it exists or not.
+
+    Raises whatever ``torch.utils.cpp_extension`` raises when it cannot say (a private helper of torch's).
+    """
+    with quiet_cpp_extension_log():
+        from torch.utils.cpp_extension import _get_build_directory
+
+    name = extension_name()
+    return Path(_get_build_directory(name, verbose=False)) / f"{name}.so"
+
+
 def _build_now() -> None:
     cxx = _cxx_flags()
     name = extension_name()
