@@ -21,6 +21,8 @@ from augnet.ops.dispatch import tap_mix
 from augnet.policy import Policy
 from augnet.regularizers import (
     AUG_LR,
+    SATURATION,
+    WEIGHT_LR,
     LambdaSchedule,
     augerino_regularizer,
     no_regularizer,
@@ -33,6 +35,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AUG_LR",
+    "SATURATION",
+    "WEIGHT_LR",
     "AugNet",
     "Augerino",
     "AugmentationLayer",

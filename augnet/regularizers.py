@@ -40,7 +40,9 @@ from augnet.layers import AugmentationLayer
 __all__ = [
     "AUG_LR",
     "REGULARIZERS",
+    "SATURATION",
     "UNITS",
+    "WEIGHT_LR",
     "LambdaSchedule",
     "augerino_regularizer",
     "get_regularizer",
@@ -49,6 +51,13 @@ __all__ = [
     "param_groups",
     "selective_regularizer",
 ]
+
+
+#: The default saturation of :func:`selective_regularizer`: a magnitude :math:`\\mu` enters as
+#: :math:`s \\log(1 + \\mu / s)`, so the pull on a committed transform's magnitude falls to a third of
+#: the linear one at magnitude 1 and its range settles where the task loss's push meets it, rather than at
+#: one end of [0, 1] (the reproducing guide, "Why the digits' range runs away or collapses").
+SATURATION = 0.5
 
 
 def _augmentations(module: nn.Module, lie: bool = True) -> list[AugmentationLayer | LieAugmentation]:
@@ -109,7 +118,7 @@ def _transform_key(t) -> str:
 
 
 def selective_regularizer(
-    module: nn.Module, units: str = "effect", diverse: bool = True, saturation: float | None = None
+    module: nn.Module, units: str = "effect", diverse: bool = True, saturation: float | None = SATURATION
 ) -> Tensor:
     """AugNet's selective regulariser in augnet's units, :math:`-\\sum_{layers} \\| w \\odot e \\odot \\mu \\|_2`.
 
@@ -141,19 +150,19 @@ def selective_regularizer(
             containing augmentation layers (in the order they are applied).
         units: ``"effect"`` (default) or ``"magnitude"`` (the paper's).
         diverse: discount transforms chosen by earlier layers (default) or not (the paper's).
-        saturation: ``None`` (default): the magnitudes enter linearly, as
-            above. A positive :math:`s`: each magnitude enters as
-            :math:`\\phi(\\mu) = s \\log(1 + \\mu / s)`, equal to :math:`\\mu` to first
-            order at 0 (the same pull out of the identity) and pulling a
-            magnitude with :math:`s / (s + \\mu)` of the linear pull above it;
-            a large :math:`s` is the linear regulariser. With a linear pull, a
-            task loss that grows about linearly with a magnitude either stays
-            below the pull (the range grows until the labels break) or above
-            it (the range collapses to the identity); with a falling pull the
-            two meet inside. A single layer with one transform, weight 1,
-            effect 1 and a task loss :math:`c \\mu` settles at
-            :math:`\\mu^* = s (\\lambda / c - 1)` for :math:`\\lambda > c` (see
-            the reproducing guide for what it does on the comparison's tasks).
+        saturation: a positive :math:`s` (:data:`SATURATION`, 0.5, by default): each
+            magnitude enters as :math:`\\phi(\\mu) = s \\log(1 + \\mu / s)`, equal to :math:`\\mu`
+            to first order at 0 (the same pull out of the identity) and pulling a magnitude
+            with :math:`s / (s + \\mu)` of the linear pull above it; a large :math:`s` is the
+            linear regulariser. ``None``: the magnitudes enter linearly, as above (the
+            paper's; augnet's default until the comparison with hand-designed policies).
+            With a linear pull, a task loss that grows about linearly with a magnitude
+            either stays below the pull (the range grows until the labels break) or above
+            it (the range collapses to the identity); with a falling pull the two meet
+            inside. A single layer with one transform, weight 1, effect 1 and a task loss
+            :math:`c \\mu` settles at :math:`\\mu^* = s (\\lambda / c - 1)` for
+            :math:`\\lambda > c` (see the reproducing guide for what it does on the
+            comparison's tasks).
 
     Returns:
         A differentiable scalar. It is non-positive with ``diverse=False``, and
@@ -237,10 +246,10 @@ def no_regularizer(module: nn.Module) -> Tensor:
 def paper_selective_regularizer(module: nn.Module) -> Tensor:
     """The AugNet paper's selective regulariser, :math:`-\\sum_{layers} \\| w \\odot \\mu \\|_2`.
 
-    :func:`selective_regularizer` with ``units="magnitude", diverse=False``:
-    magnitudes in the transforms' own units, no discount across layers.
+    :func:`selective_regularizer` with ``units="magnitude", diverse=False, saturation=None``:
+    magnitudes in the transforms' own units, linearly, no discount across layers.
     """
-    return selective_regularizer(module, units="magnitude", diverse=False)
+    return selective_regularizer(module, units="magnitude", diverse=False, saturation=None)
 
 
 REGULARIZERS = {
@@ -329,6 +338,11 @@ def augmentation_parameters(module: nn.Module) -> list[nn.Parameter]:
 #: trunk's own 1e-3 or 5e-4 the weights stay within 0.3 of uniform after as many steps; at 1e-2 the
 #: digits' layers commit as often but hold smaller rotation ranges and lose accuracy on rotated digits.
 AUG_LR = 5e-3
+#: The default learning rate of the weight logits (:func:`param_groups`), 3 times :data:`AUG_LR`. The
+#: regulariser rewards a weight in proportion to its transform's magnitude, and with the falling pull
+#: of :data:`SATURATION` the magnitudes stay moderate, so at :data:`AUG_LR` the weights of the
+#: comparison's digits stayed below 0.5 after 10 epochs; at this rate they commit (weights 0.66-0.84).
+WEIGHT_LR = 3 * AUG_LR
 
 
 def param_groups(
@@ -339,7 +353,7 @@ def param_groups(
     magnitude_weight_decay: float | None = None,
     conditioner_lr: float | None = None,
     conditioner_weight_decay: float = 0.0,
-    weight_lr: float | None = None,
+    weight_lr: float | None = WEIGHT_LR,
 ) -> list[dict]:
     """Optimiser parameter groups: trunk parameters, then augmentation parameters (then conditioners).
 
@@ -361,18 +375,19 @@ def param_groups(
         conditioner_lr: learning rate of the conditioners of per-instance layers
             (:class:`~augnet.instance.ConditionedAugmentationLayer`); default ``aug_lr``.
         conditioner_weight_decay: their weight decay (default 0).
-        weight_lr: if given, the weight logits get their own group at this
-            learning rate (the magnitudes keep ``aug_lr``). The regulariser's
-            reward for a weight is proportional to its transform's magnitude,
-            so where the magnitudes stay small (a falling pull,
-            ``selective_regularizer(..., saturation=s)``) the weights move
-            slowly: 3 times ``aug_lr`` made the comparison's digits commit
-            within 10 epochs (the reproducing guide).
+        weight_lr: the learning rate of the weight logits, in a group of their own
+            (:data:`WEIGHT_LR`, 1.5e-2, by default, whatever ``aug_lr``); the
+            magnitudes keep ``aug_lr``. The regulariser's reward for a weight is
+            proportional to its transform's magnitude, so where the magnitudes stay
+            moderate (the default falling pull of :func:`selective_regularizer`) the
+            weights need the faster rate to commit within 10 epochs (the reproducing
+            guide). ``None``: the weight logits share the magnitudes' group and rate
+            (augnet's default until the comparison with hand-designed policies).
 
     Returns:
-        ``[trunk group, augmentation group]``, or ``[trunk, weight logits, magnitudes]``
-        with ``magnitude_weight_decay`` or ``weight_lr``; a model with per-instance layers gets one
-        more group at the end, the parameters of their conditioners.
+        ``[trunk, weight logits, magnitudes]``, or ``[trunk group, augmentation group]``
+        with ``weight_lr=None`` and no ``magnitude_weight_decay``; a model with per-instance layers
+        gets one more group at the end, the parameters of their conditioners.
 
     Raises:
         ValueError: a decay that is negative or not finite, or an ``aug_lr`` that is not positive
@@ -385,9 +400,11 @@ def param_groups(
         >>> model = augnet.AugNet(nn.Linear(4, 2), AugmentationLayer([T.Rotate()]))
         >>> groups = param_groups(model, weight_decay=1e-4)
         >>> [len(g["params"]) for g in groups], [g["weight_decay"] for g in groups]
-        ([2, 2], [0.0001, 0.0])
-        >>> [g.get("lr") for g in groups], [g.get("lr") for g in param_groups(model, aug_lr=None)]
-        ([None, 0.005], [None, None])
+        ([2, 1, 1], [0.0001, 0.0, 0.0])
+        >>> [g.get("lr") for g in groups]  # trunk (the optimiser's), weight logits, magnitudes
+        [None, 0.015, 0.005]
+        >>> [g.get("lr") for g in param_groups(model, aug_lr=None, weight_lr=None)]
+        [None, None]
         >>> [g["weight_decay"] for g in param_groups(model, magnitude_weight_decay=1.0)]
         [0.0, 0.0, 1.0]
     """

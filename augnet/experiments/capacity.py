@@ -89,6 +89,10 @@ class CapacityConfig:
     train_mode: str = "sample"  # the layer's training mode ("mix": the paper's blend)
     effect_every: int = 10  # AugNet measures the transforms' effects every this many steps (0: never, the paper)
     magnitude_weight_decay: float | None = None  # a weight decay on the magnitudes alone (param_groups)
+    # The selective regulariser's saturation and the weight logits' rate (param_groups): None, the linear pull
+    # and one rate for the augmentation group, as the kept results were trained (the README row sets both).
+    saturation: float | None = None
+    weight_lr: float | None = None
     init_magnitude: float = 0.05
     train_copies: int = 1  # the official code's default (--ncopies-tr 1)
     eval_copies: int = 10
@@ -236,7 +240,7 @@ def train_capacity_model(
     calibrate_layers(model, x, config.calibrate)
     groups = param_groups(
         model, config.weight_decay, config.aug_weight_decay, config.aug_lr,
-        magnitude_weight_decay=config.magnitude_weight_decay,
+        magnitude_weight_decay=config.magnitude_weight_decay, weight_lr=config.weight_lr,
     )  # fmt: skip
     opt = torch.optim.Adam(groups, lr=config.lr)
     trained = fit(model, x, y, opt, epochs=config.epochs, batch_size=config.batch_size, lam=config.lam,

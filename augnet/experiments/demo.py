@@ -28,7 +28,7 @@ from augnet.experiments.runner import CALIBRATIONS, ExperimentResult, calibrate_
 from augnet.experiments.trunks import PaperCNN, SmallCNN
 from augnet.layers import AugmentationLayer
 from augnet.model import AugNet
-from augnet.regularizers import AUG_LR
+from augnet.regularizers import AUG_LR, SATURATION, WEIGHT_LR
 from augnet.training import TemperatureAnnealing, WeightWarmup
 from augnet.transforms import image as T
 
@@ -79,16 +79,17 @@ PRESETS: dict[str, dict] = {
     "paper": dict(
         temperature=1.0, lr=5e-4, aug_lr=None, weight_decay=1.0, aug_weight_decay=1.0, lam=0.5,
         init_magnitude=0.125, batch_size=128, n_train=10_000, n_test=5_000, epochs=20, width=32,
-        magnitude_weight_decay=None, **PAPER_SELECTION,
+        magnitude_weight_decay=None, weight_lr=None, max_translate=0.5, **PAPER_SELECTION,
     ),
     "official": dict(
         temperature=0.01, lr=5e-4, aug_lr=None, weight_decay=1.0, aug_weight_decay=1.0, lam=0.5,
         init_magnitude=0.125, batch_size=128, train_copies=1, width=32, magnitude_weight_decay=None,
-        **PAPER_SELECTION,
+        weight_lr=None, max_translate=0.5, **PAPER_SELECTION,
     ),
     "augnet": dict(
         temperature=1.0, lr=5e-4, aug_lr=5e-3, weight_decay=0.0, aug_weight_decay=0.0, magnitude_weight_decay=None,
         regularizer="selective", units="effect", diverse=True, train_mode="sample", effect_every=10,
+        saturation=SATURATION, weight_lr=WEIGHT_LR, max_translate=0.25,
     ),
 }  # fmt: skip
 
@@ -100,6 +101,7 @@ class DemoConfig:
     data: str = "sprites"
     pair: int = 0  # which sprite pair (data="sprites")
     transforms: tuple[str, ...] = tuple(cls.__name__ for cls in T.GEOMETRIC)
+    max_translate: float = 0.25  # TranslateX / TranslateY's max_shift (their default; 0.5 before the comparison)
     epochs: int = 20
     n_train: int = 4000
     n_test: int = 1000
@@ -107,10 +109,12 @@ class DemoConfig:
     batch_size: int = 128
     lr: float = 5e-4
     aug_lr: float | None = AUG_LR  # param_groups' default (None: the trunk's lr)
+    weight_lr: float | None = WEIGHT_LR  # param_groups' default for the weight logits (None: aug_lr's group)
     lam: float = 0.5
     regularizer: str = "selective"
     units: str = "effect"  # the selective regulariser's units ("magnitude": the paper's)
     diverse: bool = True  # stacked layers choose without replacement (False: the paper's)
+    saturation: float | None = SATURATION  # the selective regulariser's (None: a linear pull, the paper's)
     train_mode: str = "sample"  # the layer's training mode ("mix": the paper's blend)
     effect_every: int = 10  # AugNet measures the transforms' effects every this many steps (0: never, the paper)
     init_magnitude: float = 0.125
@@ -183,8 +187,12 @@ def make_trunk(config: DemoConfig) -> torch.nn.Module:
 
 def build_model(config: DemoConfig, x_train: Tensor | None = None) -> AugNet:
     """The demo's AugNet; with ``config.calibrate`` the layer is calibrated on (up to 256 of) ``x_train``."""
+    def make(name):
+        cls = getattr(T, name)
+        return cls(max_shift=config.max_translate) if issubclass(cls, T.TranslateX) else cls()
+
     layer = AugmentationLayer(
-        [getattr(T, name)() for name in config.transforms],
+        [make(name) for name in config.transforms],
         init_magnitude=config.init_magnitude,
         temperature=config.temperature,
         train_mode=config.train_mode,

@@ -86,7 +86,9 @@ class RotationConfig:
     The AugNet runs use :class:`~augnet.experiments.demo.DemoConfig`'s defaults (4000
     images, 20 epochs, Adam with learning rate 5e-4 for the trunk and 5e-3 for
     the augmentation, batches of 128, magnitudes initialised at 1/8, lambda 0.5
-    with either regulariser). Augerino uses the AugNet paper's settings for it
+    with either regulariser) as they were when the kept results were trained: a
+    linear pull, the weight logits at the magnitudes' rate and shifts of up to
+    half the size (``saturation=None, weight_lr=None, max_translate=0.5``). Augerino uses the AugNet paper's settings for it
     (appendix A.1): Adam with learning rate 1e-2 for all its parameters, no
     weight decay, lambda 0.05, every generator's width initialised at pi/8 (so
     that the rotation range starts at ±22.5 degrees, as AugNet's does). The
@@ -155,6 +157,9 @@ class RotationConfig:
             regularizer=regularizer,
             init_magnitude=self.init_magnitude,
             magnitude_weight_decay=self.magnitude_weight_decay if regularizer == "selective" else None,
+            saturation=None,
+            weight_lr=None,
+            max_translate=0.5,
             eval_copies=self.eval_copies,
             seed=self.seed,
             threads=self.threads,

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from augnet.layers import Policy
 from augnet.model import AugNet
-from augnet.regularizers import param_groups, selective_regularizer
+from augnet.regularizers import SATURATION, WEIGHT_LR, param_groups, selective_regularizer
 from augnet.training import accuracy, fit, resolve_device
 
 __all__ = ["CALIBRATIONS", "ExperimentResult", "calibrate_layers", "regularizer_of", "run_experiment"]
@@ -34,15 +34,18 @@ CALIBRATIONS = (None, "input", "trunk")
 
 
 def regularizer_of(config):
-    """The regulariser a config asks for: its ``regularizer`` name, with ``units`` and ``diverse`` when selective.
+    """The regulariser a config asks for: its ``regularizer`` name, with ``units``, ``diverse`` and
+    ``saturation`` when selective.
 
-    A config without ``units`` / ``diverse`` gets :func:`augnet.selective_regularizer`'s defaults.
+    A config without ``units`` / ``diverse`` / ``saturation`` gets :func:`augnet.selective_regularizer`'s
+    defaults for them.
     """
     name = config.regularizer
     units, diverse = getattr(config, "units", "effect"), getattr(config, "diverse", True)
-    if name != "selective" or (units, diverse) == ("effect", True):
+    saturation = getattr(config, "saturation", SATURATION)
+    if name != "selective" or (units, diverse, saturation) == ("effect", True, SATURATION):
         return name
-    return functools.partial(selective_regularizer, units=units, diverse=diverse)
+    return functools.partial(selective_regularizer, units=units, diverse=diverse, saturation=saturation)
 
 
 @torch.no_grad()
@@ -133,6 +136,7 @@ def run_experiment(
         config.aug_weight_decay,
         config.aug_lr,
         getattr(config, "magnitude_weight_decay", None),
+        weight_lr=getattr(config, "weight_lr", WEIGHT_LR),
     )
     opt = torch.optim.Adam(groups, lr=config.lr)
     start = time.perf_counter()

@@ -56,6 +56,12 @@ DEFAULT_SETTING = "augnet default (+ without replacement)"
 README_SETTING = "README's first model"
 
 
+def _translate_default() -> float:
+    from augnet.transforms.image import TranslateX
+
+    return inspect.signature(TranslateX).parameters["max_shift"].default
+
+
 def readme_model() -> dict:
     """The settings of the README's first model, read off the library's own defaults.
 
@@ -77,7 +83,7 @@ def readme_model() -> dict:
         "init_magnitude": layer, "temperature": layer, "train_mode": layer, "units": regularizer,
         "diverse": regularizer, "train_copies": net, "eval_copies": net,
         "effect_every": net, "weight_decay": groups, "aug_weight_decay": groups, "aug_lr": groups,
-        "magnitude_weight_decay": groups,
+        "magnitude_weight_decay": groups, "saturation": regularizer, "weight_lr": groups,
     }  # fmt: skip
     return {"lam": LAM, "regularizer": "selective", **{name: params[name].default for name, params in picks.items()}}
 
@@ -107,9 +113,18 @@ SETTINGS: dict[str, dict[str, dict]] = {
     "effect units + sampled training": {"*": {**_NO_DECAY, "diverse": False}},
     # augnet's selection with each experiment's own settings (initial magnitudes, copies, rates, lambda).
     DEFAULT_SETTING: {"*": {}},
-    # The README's first model (readme_model()): the library's defaults, whatever each experiment's own config says.
-    README_SETTING: {"*": readme_model()},
+    # The README's first model (readme_model()): the library's defaults, whatever each experiment's own config says;
+    # on images also TranslateX / TranslateY's default range.
+    README_SETTING: {"*": readme_model(), "image": {"max_translate": _translate_default()}},
 }  # fmt: skip
+
+#: What every setting but :data:`README_SETTING` was run with, before the comparison with hand-designed
+#: policies changed the library's defaults (a linear pull, the weight logits at the magnitudes' rate, shifts
+#: of up to half the size): the kept table of those settings stays what they train.
+HISTORICAL: dict[str, dict] = {
+    "*": {"saturation": None, "weight_lr": None},
+    "image": {"max_translate": 0.5},
+}
 
 
 def task_kind(task: str) -> str:
@@ -155,8 +170,9 @@ class SelectionConfig:
     def overrides(self, task: str, setting: str) -> dict:
         if setting == ORACLE:
             return {}
-        per_kind = SETTINGS[setting]
-        return {**per_kind.get("*", {}), **per_kind.get(task_kind(task), {}), **self.base}
+        per_kind, kind = SETTINGS[setting], task_kind(task)
+        history = {} if setting == README_SETTING else {**HISTORICAL["*"], **HISTORICAL.get(kind, {})}
+        return {**history, **per_kind.get("*", {}), **per_kind.get(kind, {}), **self.base}
 
     def task_config(self, task: str, setting: str, seed: int):
         """The experiment config of one run (a DemoConfig, SinusoidsConfig or CapacityConfig)."""

@@ -36,6 +36,10 @@ class SinusoidsConfig:
     weight_decay: float = 1e-4
     aug_weight_decay: float = 0.0
     magnitude_weight_decay: float | None = None  # None: the magnitudes decay with aug_weight_decay
+    # The selective regulariser's saturation and the weight logits' rate (param_groups): None, the linear pull
+    # and one rate for the augmentation group, as the kept results were trained (the README row sets both).
+    saturation: float | None = None
+    weight_lr: float | None = None
     lam: float = 0.2
     regularizer: str = "selective"
     units: str = "effect"  # the selective regulariser's units ("magnitude": the paper's)

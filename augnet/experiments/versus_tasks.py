@@ -138,9 +138,13 @@ def candidates(task: Task) -> list:
 
 
 def fixed_candidates(task: Task) -> list:
-    """The transforms the best fixed augmentation is searched over: the image candidates, or the EEG set."""
+    """The transforms the best fixed augmentation is searched over: the image candidates, or the EEG set.
+
+    The image shifts reach half the size (``max_shift=0.5``, TranslateX's default when the grid was run; at
+    the grid's magnitudes 0.1-0.5 they cover the shifts of up to a quarter that AugNet's candidates have).
+    """
     if task.kind == "image":
-        return candidates(task)
+        return [cls(max_shift=0.5) if issubclass(cls, T.TranslateX) else cls() for cls in T.GEOMETRIC]
     return [
         S.FrequencyShift(SFREQ, max_shift=2.0), S.FTSurrogate(max_phase=0.2 * math.pi), S.GaussianNoise(0.1),
         S.TimeReverse(), S.SignFlip(), S.TimeMask(), S.BandStop(SFREQ),
