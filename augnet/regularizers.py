@@ -171,20 +171,23 @@ def selective_regularizer(
         between :math:`-\\sum_l \\| v^{(l)} \\|_2` and the sum of the later
         layers' :math:`\\| v^{(l)} \\|_2`, and it is positive when several later
         layers repeat the first one's choice: three stacked layers that all put
-        their weight on one transform at magnitude 1 give about +1 (the first
-        layer's reward -1, each later layer's cost +1). Log it as a cost, not
-        as the negative of a reward.
+        their weight on one transform at magnitude 1 give about +1 with a linear
+        pull (the first layer's reward -1, each later layer's cost +1), about
+        +0.55 at the default saturation (each term :math:`\\phi(1) = 0.5 \\log 3`).
+        Log it as a cost, not as the negative of a reward.
 
     Examples:
         >>> from augnet.transforms import image as T
         >>> layer = AugmentationLayer([T.Rotate(), T.TranslateX()], init_magnitude=[0.3, 0.4])
-        >>> selective_regularizer(layer)  # -|| (0.5 * 0.3, 0.5 * 0.4) ||, the effects not yet measured
+        >>> selective_regularizer(layer, saturation=None)  # -|| (0.5 * 0.3, 0.5 * 0.4) ||, effects not yet measured
         tensor(-0.2500, grad_fn=<NegBackward0>)
+        >>> selective_regularizer(layer)  # the default: -|| (0.5 * phi(0.3), 0.5 * phi(0.4)) ||, phi(mu) < mu
+        tensor(-0.1881, grad_fn=<NegBackward0>)
         >>> with torch.no_grad():
         ...     _ = layer.effect.copy_(torch.tensor([1.5, 0.5]))
-        >>> selective_regularizer(layer)  # -|| (0.5 * 1.5 * 0.3, 0.5 * 0.5 * 0.4) ||
+        >>> selective_regularizer(layer, saturation=None)  # -|| (0.5 * 1.5 * 0.3, 0.5 * 0.5 * 0.4) ||
         tensor(-0.2462, grad_fn=<NegBackward0>)
-        >>> selective_regularizer(layer, units="magnitude")
+        >>> selective_regularizer(layer, units="magnitude", saturation=None)
         tensor(-0.2500, grad_fn=<NegBackward0>)
     """
     if units not in UNITS:
@@ -386,7 +389,8 @@ def param_groups(
 
     Returns:
         ``[trunk, weight logits, magnitudes]``, or ``[trunk group, augmentation group]``
-        with ``weight_lr=None`` and no ``magnitude_weight_decay``; a model with per-instance layers
+        with ``weight_lr=None`` and no ``magnitude_weight_decay``; a model without weight logits (an
+        :class:`~augnet.Augerino`) has no weight-logit group; a model with per-instance layers
         gets one more group at the end, the parameters of their conditioners.
 
     Raises:
@@ -443,9 +447,10 @@ def param_groups(
     magnitudes = [p for p in aug if id(p) in magnitude_ids]
     logits_lr = extra if weight_lr is None else {"lr": float(weight_lr)}
     magnitude_decay = aug_weight_decay if magnitude_weight_decay is None else magnitude_weight_decay
+    logits_group = [{"params": logits, "weight_decay": float(aug_weight_decay), **logits_lr}] if logits else []
     return [
         {"params": rest, "weight_decay": float(weight_decay)},
-        {"params": logits, "weight_decay": float(aug_weight_decay), **logits_lr},
+        *logits_group,
         {"params": magnitudes, "weight_decay": float(magnitude_decay), **extra},
         *tail,
     ]

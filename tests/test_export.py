@@ -366,8 +366,8 @@ def test_rotation_angles_fill_the_learned_range():
 
 
 def test_shifts_fill_the_learned_range():
-    # TranslateX at magnitude 0.5 shifts by up to ±25 % of the width: ±10 px at width 40.
-    module = module_of([(T.TranslateX(), 1.0, 0.5)])
+    # TranslateX at magnitude 0.5 with max_shift 0.5 shifts by up to ±25 % of the width: ±10 px at width 40.
+    module = module_of([(T.TranslateX(max_shift=0.5), 1.0, 0.5)])
     probe = torch.zeros(3, 9, 40)
     probe[:, 3:6, 19:22] = 1.0
     shifts = {}

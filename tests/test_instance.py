@@ -225,7 +225,7 @@ def test_selective_regularizer_is_the_mean_of_per_sample_norms():
     layer(x)
     w, mu = layer.sample_policy(x)
     expected = -(w * mu).norm(dim=1).mean()
-    torch.testing.assert_close(augnet.selective_regularizer(layer, units="magnitude"), expected)
+    torch.testing.assert_close(augnet.selective_regularizer(layer, units="magnitude", saturation=None), expected)
     # a constant conditioner: the global layer's value
     cond, plain = pair()
     cond(x[:, :, :8, :8])
@@ -248,12 +248,18 @@ def test_conditioner_entropy_is_the_mean_entropy_of_the_sample_weights():
 def test_param_groups_give_the_conditioner_its_own_group():
     layer = ConditionedAugmentationLayer([T.Rotate()], channels=3)
     model = augnet.AugNet(nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 2)), layer)
-    groups = augnet.param_groups(model, aug_lr=1e-2, conditioner_lr=1e-3, conditioner_weight_decay=1e-4)
+    groups = augnet.param_groups(model, aug_lr=1e-2, conditioner_lr=1e-3, conditioner_weight_decay=1e-4,
+                                 weight_lr=None)  # fmt: skip
     assert [len(g["params"]) for g in groups] == [2, 2, len(list(layer.conditioner.parameters()))]
     assert groups[2]["lr"] == 1e-3 and groups[2]["weight_decay"] == 1e-4 and groups[1]["lr"] == 1e-2
     assert {id(p) for p in groups[2]["params"]} == {id(p) for p in layer.conditioner.parameters()}
+    # by default the layer's own weight logits have their own group at WEIGHT_LR; the conditioner stays last
+    groups = augnet.param_groups(model, aug_lr=1e-2, conditioner_lr=1e-3)
+    assert [[id(p) for p in g["params"]] for g in groups[1:3]] == [[id(layer.weight_logits)], [id(layer.raw_magnitudes)]]
+    assert [g["lr"] for g in groups[1:]] == [augnet.WEIGHT_LR, 1e-2, 1e-3]
+    assert {id(p) for p in groups[3]["params"]} == {id(p) for p in layer.conditioner.parameters()}
     global_model = augnet.AugNet(nn.Linear(4, 2), AugmentationLayer([T.Rotate()]))
-    assert len(augnet.param_groups(global_model)) == 2  # unchanged for global layers
+    assert len(augnet.param_groups(global_model)) == 3  # no conditioner group for global layers
     with pytest.raises(ValueError, match="conditioner_lr"):
         augnet.param_groups(model, conditioner_lr=0.0)
 

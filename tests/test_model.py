@@ -104,7 +104,7 @@ def test_policy_reports_natural_units():
     assert len(policy) == 2
     first = {e["transform"]: e for e in policy[0]}
     assert first["Rotate"]["range"] == (-45.0, 45.0, "deg")
-    assert first["TranslateX"]["range"] == (-2.5, 2.5, "px")
+    assert first["TranslateX"]["range"] == (-1.25, 1.25, "px")  # 0.25 x a quarter of the width 20
     assert math.isclose(sum(e["weight"] for e in policy[1]), 1.0, rel_tol=1e-6)
     text = str(policy)
     assert "layer 1:" in text and "±45 deg" in text

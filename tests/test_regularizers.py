@@ -25,7 +25,7 @@ def test_selective_regularizer_by_hand():
     b = layer_with([0.9, 0.1], [0.2, 0.6])
     module = augnet.AugmentationModule([a, b])
     expected = -math.hypot(0.5 * 0.4, 0.3 * 1.0, 0.0) - math.hypot(0.9 * 0.2, 0.1 * 0.6)
-    paper = functools.partial(augnet.selective_regularizer, units="magnitude", diverse=False)
+    paper = functools.partial(augnet.selective_regularizer, units="magnitude", diverse=False, saturation=None)
     assert math.isclose(paper(module).item(), expected, rel_tol=1e-6)
     model = augnet.AugNet(nn.Linear(2, 2), module)
     assert math.isclose(paper(model).item(), expected, rel_tol=1e-6)
@@ -45,7 +45,7 @@ def test_selective_gradient_favours_the_transform_with_the_larger_magnitude():
     # dR/dw_i is proportional to -w_i mu_i^2: gradient descent on R raises the
     # weight of the transform with the larger magnitude (paper, section 3.4).
     layer = layer_with([0.5, 0.5], [0.3, 0.6])
-    augnet.selective_regularizer(layer).backward()
+    augnet.selective_regularizer(layer, saturation=None).backward()
     g = layer.weight_logits.grad
     assert g[1] < 0 < g[0]
     m = layer.raw_magnitudes.grad
@@ -88,21 +88,30 @@ def test_saturation_scales_the_pull_on_each_magnitude_by_s_over_s_plus_mu():
     augnet.selective_regularizer(layer, saturation=s).backward()
     phis = [_phi(m, s) for m in mags]
     ref = layer_with([0.2, 0.5, 0.3], phis)
-    augnet.selective_regularizer(ref).backward()
+    augnet.selective_regularizer(ref, saturation=None).backward()
     scale = torch.tensor([s / (s + m) for m in mags])
     torch.testing.assert_close(layer.raw_magnitudes.grad, ref.raw_magnitudes.grad * scale)
     torch.testing.assert_close(layer.weight_logits.grad, ref.weight_logits.grad)
 
 
-def test_a_large_saturation_is_the_linear_regularizer_and_none_is_the_default():
+def test_a_large_saturation_is_the_linear_regularizer_and_the_default_saturates_at_one_half():
     layer = layer_with([0.2, 0.5, 0.3], [0.2, 0.7, 0.45])
-    linear = augnet.selective_regularizer(layer)
-    assert augnet.selective_regularizer(layer, saturation=None).item() == linear.item()
+    linear = augnet.selective_regularizer(layer, saturation=None)
+    assert math.isclose(linear.item(), -math.hypot(0.2 * 0.2, 0.5 * 0.7, 0.3 * 0.45), rel_tol=1e-6)
     assert math.isclose(augnet.selective_regularizer(layer, saturation=1e7).item(), linear.item(), rel_tol=1e-6)
+    assert augnet.SATURATION == 0.5
+    default = augnet.selective_regularizer(layer).item()
+    assert default == augnet.selective_regularizer(layer, saturation=0.5).item()
+    assert math.isclose(default, -math.hypot(0.2 * _phi(0.2, 0.5), 0.5 * _phi(0.7, 0.5), 0.3 * _phi(0.45, 0.5)),
+                        rel_tol=1e-6)  # fmt: skip
+    assert default > linear.item()  # a smaller reward: phi(mu) < mu
     # small magnitudes: the same value and pull as the linear one to first order
     tiny = layer_with([0.2, 0.5, 0.3], [1e-4, 2e-4, 3e-4])
-    lin, sat = augnet.selective_regularizer(tiny).item(), augnet.selective_regularizer(tiny, saturation=0.5).item()
+    lin, sat = augnet.selective_regularizer(tiny, saturation=None).item(), augnet.selective_regularizer(tiny).item()
     assert math.isclose(sat, lin, rel_tol=1e-3)
+    # the paper's regulariser and the "paper" name stay linear
+    paper = augnet.selective_regularizer(layer, units="magnitude", diverse=False, saturation=None)
+    assert paper_selective_regularizer(layer).item() == paper.item()
 
 
 @pytest.mark.parametrize("s, c", [(0.5, 0.3), (0.2, 0.1), (1.0, 0.4)])
@@ -184,11 +193,18 @@ def test_lambda_schedule():
 def test_param_groups_separate_augmentation_parameters():
     trunk = nn.Linear(4, 2)
     model = augnet.AugNet(trunk, [layer_with([0.5, 0.5], [0.1, 0.1]), layer_with([0.5, 0.5], [0.1, 0.1])])
-    groups = augnet.param_groups(model, weight_decay=1e-4, aug_weight_decay=0.0, aug_lr=1e-2)
+    groups = augnet.param_groups(model, weight_decay=1e-4, aug_weight_decay=0.0, aug_lr=1e-2, weight_lr=None)
     assert {id(p) for p in groups[0]["params"]} == {id(p) for p in trunk.parameters()}
     assert {id(p) for p in groups[1]["params"]} == {id(p) for p in model.augment.parameters()}
     assert groups[0]["weight_decay"] == 1e-4 and groups[1]["weight_decay"] == 0.0 and groups[1]["lr"] == 1e-2
     torch.optim.AdamW(groups, lr=1e-3)  # accepted by an optimiser as is
+    # by default the weight logits (of both layers) have a group of their own at WEIGHT_LR
+    groups = augnet.param_groups(model)
+    layers = model.augment.layers
+    assert [id(p) for p in groups[1]["params"]] == [id(layer.weight_logits) for layer in layers]
+    assert [id(p) for p in groups[2]["params"]] == [id(layer.raw_magnitudes) for layer in layers]
+    assert [g.get("lr") for g in groups] == [None, augnet.WEIGHT_LR, augnet.AUG_LR]
+    assert augnet.WEIGHT_LR == 3 * augnet.AUG_LR
 
 
 def test_param_groups_weight_lr_gives_the_weight_logits_their_own_rate():
@@ -222,11 +238,11 @@ def test_param_groups_give_the_augmentation_its_own_rate_by_default():
     model = augnet.AugNet(torch.nn.Linear(4, 2), augnet.AugmentationLayer([T.Rotate(), T.TranslateX()]))
     for lr in (5e-4, 1e-2):
         opt = torch.optim.Adam(augnet.param_groups(model), lr=lr)
-        assert [g["lr"] for g in opt.param_groups] == [lr, augnet.AUG_LR] and augnet.AUG_LR == 5e-3
-        opt = torch.optim.Adam(augnet.param_groups(model, aug_lr=None), lr=lr)
+        assert [g["lr"] for g in opt.param_groups] == [lr, augnet.WEIGHT_LR, augnet.AUG_LR] and augnet.AUG_LR == 5e-3
+        opt = torch.optim.Adam(augnet.param_groups(model, aug_lr=None, weight_lr=None), lr=lr)
         assert [g["lr"] for g in opt.param_groups] == [lr, lr]
     # Adam's first step moves each augmentation parameter by the group's rate, not the trunk's
-    opt = torch.optim.Adam(augnet.param_groups(model), lr=1e-4)
+    opt = torch.optim.Adam(augnet.param_groups(model, weight_lr=None), lr=1e-4)
     layer = model.augment.layers[0]
     before = layer.weight_logits.detach().clone()
     (-(layer.weights[0] * layer.magnitudes[0])).backward()

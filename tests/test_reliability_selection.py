@@ -157,8 +157,10 @@ def test_the_diverse_regulariser_is_within_its_documented_bounds(n, weights):
 def test_the_diverse_regulariser_can_be_positive_and_the_docstring_says_so():
     two = float(selective_regularizer(_stack(2, [20.0, -20.0]), diverse=True).detach())
     assert two == pytest.approx(0.0, abs=1e-6)
-    value = float(selective_regularizer(_stack(3, [20.0, -20.0]), diverse=True).detach())
+    value = float(selective_regularizer(_stack(3, [20.0, -20.0]), diverse=True, saturation=None).detach())
     assert value == pytest.approx(1.0, abs=1e-6)  # reward -1, then two repeats of the first layer's choice: +2
+    value = float(selective_regularizer(_stack(3, [20.0, -20.0]), diverse=True).detach())
+    assert value == pytest.approx(0.5 * math.log(3.0), abs=1e-6)  # the same with magnitude 1 entering as phi(1)
     returns = selective_regularizer.__doc__.split("Returns:")[1].split("Examples:")[0]
     assert "non-positive" not in returns.replace("is non-positive with", "")
     assert "positive" in returns

@@ -142,7 +142,8 @@ def test_param_groups_refuse_bad_learning_rates(value, error):
 def test_param_groups_keep_good_values():
     groups = augnet.param_groups(_model(), weight_decay=1e-4, aug_weight_decay=0, aug_lr=1e-2,
                                  magnitude_weight_decay=0.5)  # fmt: skip
-    assert [g["weight_decay"] for g in groups] == [1e-4, 0.0, 0.5] and groups[1]["lr"] == 1e-2
+    assert [g["weight_decay"] for g in groups] == [1e-4, 0.0, 0.5]
+    assert [g.get("lr") for g in groups] == [None, augnet.WEIGHT_LR, 1e-2]
 
 
 @pytest.mark.parametrize(

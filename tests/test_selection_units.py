@@ -227,13 +227,13 @@ def test_a_later_layer_discounts_what_an_earlier_one_chose():
     new = math.hypot(0.6 * 0.5 * (1 - 0.9), 0.4 * 0.5 * (1 - 0.1))
     repeated = math.hypot(0.6 * 0.5 * 0.9, 0.4 * 0.5 * 0.1)
     expected = -math.hypot(0.9 * 0.5, 0.1 * 0.5) - new + repeated
-    got = augnet.selective_regularizer(module)
+    got = augnet.selective_regularizer(module, saturation=None)
     assert math.isclose(got.item(), expected, rel_tol=1e-6)
     got.backward()
     # The first layer's weights are constants in the second layer's term: its gradient is its own term's.
     first = module.layers[0]
     alone = two_layers([0.9, 0.1], [0.6, 0.4]).layers[0]
-    augnet.selective_regularizer(alone).backward()
+    augnet.selective_regularizer(alone, saturation=None).backward()
     torch.testing.assert_close(first.weight_logits.grad, alone.weight_logits.grad)
 
 
@@ -244,7 +244,7 @@ def test_the_same_transform_means_the_same_class_and_arguments():
         a.weight_logits.copy_(torch.tensor([0.9, 0.1]).log())
     module = augnet.AugmentationModule([a, b])
     expected = -math.hypot(0.9 * 0.5, 0.1 * 0.5) - math.hypot(0.5 * 0.5, 0.5 * 0.5 * (1 - 0.1)) + 0.5 * 0.5 * 0.1
-    assert math.isclose(augnet.selective_regularizer(module).item(), expected, rel_tol=1e-6)
+    assert math.isclose(augnet.selective_regularizer(module, saturation=None).item(), expected, rel_tol=1e-6)
 
 
 def test_effect_units_weigh_each_magnitude_by_its_effect():
@@ -252,9 +252,10 @@ def test_effect_units_weigh_each_magnitude_by_its_effect():
     with torch.no_grad():
         layer.effect.copy_(torch.tensor([1.8, 0.2]))
     expected = -math.hypot(0.5 * 1.8 * 0.2, 0.5 * 0.2 * 0.8)
-    assert math.isclose(augnet.selective_regularizer(layer).item(), expected, rel_tol=1e-6)
+    assert math.isclose(augnet.selective_regularizer(layer, saturation=None).item(), expected, rel_tol=1e-6)
     paper = -math.hypot(0.5 * 0.2, 0.5 * 0.8)
-    assert math.isclose(augnet.selective_regularizer(layer, units="magnitude").item(), paper, rel_tol=1e-6)
+    got = augnet.selective_regularizer(layer, units="magnitude", saturation=None).item()
+    assert math.isclose(got, paper, rel_tol=1e-6)
     with pytest.raises(ValueError, match="units must be one of"):
         augnet.selective_regularizer(layer, units="pixels")
     with pytest.raises(TypeError, match="diverse must be a bool"):

@@ -34,8 +34,9 @@ def test_sample_pairing_commutes_with_a_permutation_of_the_batch():
 
 def test_natural_ranges_in_units():
     assert T.Rotate().natural_range(0.25) == (-45.0, 45.0, "deg")
-    assert T.TranslateX().natural_range(0.5, (28, 32)) == (-8.0, 8.0, "px")
-    assert T.TranslateY().natural_range(0.5, (28, 32)) == (-7.0, 7.0, "px")
+    assert T.TranslateX().natural_range(0.5, (28, 32)) == (-4.0, 4.0, "px")  # the default: a quarter of the size
+    assert T.TranslateY().natural_range(0.5, (28, 32)) == (-3.5, 3.5, "px")
+    assert T.TranslateX(max_shift=0.5).natural_range(0.5, (28, 32)) == (-8.0, 8.0, "px")
     low, high, unit = T.Scale().natural_range(1.0)
     assert (low, high, unit) == (0.5, 2.0, "x zoom")
     assert T.ShearX().natural_range(1.0) == (-0.3, 0.3, "")
