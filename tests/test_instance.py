@@ -255,7 +255,8 @@ def test_param_groups_give_the_conditioner_its_own_group():
     assert {id(p) for p in groups[2]["params"]} == {id(p) for p in layer.conditioner.parameters()}
     # by default the layer's own weight logits have their own group at WEIGHT_LR; the conditioner stays last
     groups = augnet.param_groups(model, aug_lr=1e-2, conditioner_lr=1e-3)
-    assert [[id(p) for p in g["params"]] for g in groups[1:3]] == [[id(layer.weight_logits)], [id(layer.raw_magnitudes)]]
+    own = [[id(layer.weight_logits)], [id(layer.raw_magnitudes)]]
+    assert [[id(p) for p in g["params"]] for g in groups[1:3]] == own
     assert [g["lr"] for g in groups[1:]] == [augnet.WEIGHT_LR, 1e-2, 1e-3]
     assert {id(p) for p in groups[3]["params"]} == {id(p) for p in layer.conditioner.parameters()}
     global_model = augnet.AugNet(nn.Linear(4, 2), AugmentationLayer([T.Rotate()]))

@@ -23,7 +23,6 @@ same for all), the test accuracy and the rotation invariance per class
 from __future__ import annotations
 
 import functools
-
 import json
 import math
 import time

@@ -88,11 +88,12 @@ class RotationConfig:
     the augmentation, batches of 128, magnitudes initialised at 1/8, lambda 0.5
     with either regulariser) as they were when the kept results were trained: a
     linear pull, the weight logits at the magnitudes' rate and shifts of up to
-    half the size (``saturation=None, weight_lr=None, max_translate=0.5``). Augerino uses the AugNet paper's settings for it
-    (appendix A.1): Adam with learning rate 1e-2 for all its parameters, no
-    weight decay, lambda 0.05, every generator's width initialised at pi/8 (so
-    that the rotation range starts at ±22.5 degrees, as AugNet's does). The
-    plain trunk is trained with the AugNet trunk's optimiser and schedule.
+    half the size (``saturation=None, weight_lr=None, max_translate=0.5``).
+    Augerino uses the AugNet paper's settings for it (appendix A.1): Adam with
+    learning rate 1e-2 for all its parameters, no weight decay, lambda 0.05,
+    every generator's width initialised at pi/8 (so that the rotation range
+    starts at ±22.5 degrees, as AugNet's does). The plain trunk is trained with
+    the AugNet trunk's optimiser and schedule.
     The ``augerino_lam_augnet`` variant is Augerino with ``lam`` instead of
     ``augerino_lam``.
 
