@@ -72,8 +72,28 @@ def test_the_readme_row_is_the_readme_model_on_every_task(task):
     assert config.init_magnitude == float(layer.magnitudes.detach()[0]) and config.temperature == layer.temperature
     assert (config.regularizer, config.units, config.diverse, config.train_mode) == ("selective", "effect", True,
                                                                                       layer.train_mode)  # fmt: skip
+    logits = next(g for g in groups if any(p is layer.weight_logits for p in g["params"]))
+    assert config.weight_lr == logits["lr"] == augnet.WEIGHT_LR
+    assert config.saturation == augnet.SATURATION  # selective_regularizer's default
+    if S.task_kind(task) == "image":  # TranslateX() / TranslateY() as a user writes them
+        assert config.max_translate == augnet.transforms.image.TranslateX().max_shift == 0.25
     # Everything else is the task's: its data, trunk, learning rate and epochs.
     assert config.lr == type(config)().lr
+
+
+@pytest.mark.parametrize("task", ["sprites", "sinusoids-2", "capacity"])
+@pytest.mark.parametrize("setting", ["paper", "official", S.DEFAULT_SETTING, "effect units"])
+def test_the_other_rows_keep_the_settings_they_were_run_with(task, setting):
+    # The kept table of every row but the README's was trained with a linear pull, one rate for the augmentation
+    # and shifts of up to half the size: the library's later defaults must not change what those rows train.
+    config = S.SelectionConfig().task_config(task, setting, 0)
+    assert config.saturation is None and config.weight_lr is None
+    if S.task_kind(task) == "image":
+        assert config.max_translate == 0.5
+        from augnet.experiments.demo import build_model
+
+        shifts = [t for t in build_model(config).augment.layers[0].transforms if type(t).__name__.startswith("Trans")]
+        assert [t.max_shift for t in shifts] == [0.5, 0.5]
 
 
 def entry(name, weight, magnitude, high):
@@ -248,3 +268,31 @@ def test_the_report_counts_the_runs_committed_after_the_early_epochs():
     row = R.summarize(records)[0]
     assert row["early"] == {"known": 3, "committed": 2, "described": ["Rotate 0.55", "ShearX 0.70", "Rotate 0.40"]}
     assert "early" not in R.summarize([run(0, None)])[0]
+
+
+def test_the_kept_experiments_pin_the_settings_they_were_run_with():
+    # Their stored results were trained with a linear pull, one augmentation rate and shifts of half the size.
+    import functools
+
+    import augnet
+    from augnet.experiments.capacity import CapacityConfig
+    from augnet.experiments.instance import InstanceConfig
+    from augnet.experiments.rotation import RotationConfig
+    from augnet.experiments.runner import regularizer_of
+    from augnet.experiments.versus_tasks import TASKS as VERSUS_TASKS
+    from augnet.experiments.versus_tasks import candidates, fixed_candidates
+
+    for config in (RotationConfig().demo_config(), SinusoidsConfig(), CapacityConfig(), InstanceConfig()):
+        assert (config.saturation, config.weight_lr) == (None, None), type(config).__name__
+    for config in (RotationConfig().demo_config(), SinusoidsConfig(), CapacityConfig()):
+        reg = regularizer_of(config)
+        assert isinstance(reg, functools.partial) and reg.keywords["saturation"] is None
+    assert RotationConfig().demo_config().max_translate == 0.5
+    # the demo is the README's model: the library's defaults, the regulariser by name
+    assert regularizer_of(DemoConfig()) == "selective"
+    assert (DemoConfig().saturation, DemoConfig().weight_lr, DemoConfig().max_translate) == (
+        augnet.SATURATION, augnet.WEIGHT_LR, 0.25)  # fmt: skip
+    # the comparison's fixed grid searched shifts of up to half the size; AugNet's candidates are the defaults
+    digits = VERSUS_TASKS["digits"]
+    assert [t.max_shift for t in fixed_candidates(digits)[:2]] == [0.5, 0.5]
+    assert [t.max_shift for t in candidates(digits)[:2]] == [0.25, 0.25]
