@@ -176,6 +176,10 @@ def test_registered_experiment_writes_the_table_the_verdicts_and_the_figure(tmp_
     assert len(runs[0]["layers"][0]) == 5 and len(runs[2]["trunks"]) == 2
     assert "paper: misses a rule" in report.verdict or "paper: meets every rule" in report.verdict
     assert payload["numbers"]["rules"] == json.loads(json.dumps(R.RULES))
+    # the same report from the stored rows and runs (how a table with one setting trained again is rebuilt)
+    again = R.report_of_rows(S.SelectionConfig(seeds=1), payload["numbers"]["summary"], runs, tmp_path, 1.0)
+    assert again.verdict.splitlines()[1:] == report.verdict.splitlines()[1:]
+    assert json.loads(json.dumps(again.numbers["verdicts"])) == payload["numbers"]["verdicts"]
     pytest.importorskip("matplotlib")
     assert (tmp_path / "selection" / "selection.png").exists()
 

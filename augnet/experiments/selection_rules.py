@@ -42,6 +42,7 @@ __all__ = [
     "check_rules",
     "layer_choice",
     "plot_selection",
+    "report_of_rows",
     "selection_report",
     "succeeds",
     "summarize",
@@ -257,9 +258,20 @@ def plot_selection(rows: list[dict], path: Path) -> Path:
 
 def selection_report(config, records: list[dict], out_dir: Path, seconds: float) -> Report:
     """The report of ``records`` (from :func:`~augnet.experiments.selection.run_selection`): table, verdicts, figure."""
-    rows = summarize(records)
+    # The runs without the capacity trunks' per-sample scores (their pooled summaries are in "summary").
+    runs = [{**r, "trunks": [{k: v for k, v in t.items() if k != "scores"} for t in r["trunks"]]}
+            if "trunks" in r else r for r in records]  # fmt: skip
+    return report_of_rows(config, summarize(records), runs, out_dir, seconds)
+
+
+def report_of_rows(config, rows: list[dict], runs: list[dict], out_dir: Path, seconds: float) -> Report:
+    """:func:`selection_report` from the summary ``rows`` (:func:`summarize`) and the kept ``runs``.
+
+    A stored table whose rows were trained at different times (one setting trained again) is reported from
+    its rows, since the kept runs no longer hold the capacity trunks' per-sample scores.
+    """
     settings = list(dict.fromkeys(r["setting"] for r in rows if r["setting"] != ORACLE))
-    lines = [f"{len(records)} runs, {config.seeds} seed(s) per task and setting ({seconds:.0f} s)", *_table(rows), ""]
+    lines = [f"{len(runs)} runs, {config.seeds} seed(s) per task and setting ({seconds:.0f} s)", *_table(rows), ""]
     verdicts = {}
     for s in settings:
         verdicts[s] = check_rules(rows, s, oracle=ORACLE)
@@ -274,9 +286,6 @@ def selection_report(config, records: list[dict], out_dir: Path, seconds: float)
     figures = []
     with contextlib.suppress(ImportError):  # no matplotlib: numbers only
         figures.append(plot_selection(rows, Path(out_dir) / "selection.png"))
-    # The runs without the capacity trunks' per-sample scores (their pooled summaries are in "summary").
-    runs = [{**r, "trunks": [{k: v for k, v in t.items() if k != "scores"} for t in r["trunks"]]}
-            if "trunks" in r else r for r in records]  # fmt: skip
     numbers = {"config": dataclasses.asdict(config), "rules": RULES, "summary": rows, "verdicts": verdicts,
                "runs": runs}  # fmt: skip
     return Report("selection", "\n".join(lines), numbers, figures)
