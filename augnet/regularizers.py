@@ -53,10 +53,10 @@ __all__ = [
 ]
 
 
-#: The default saturation of :func:`selective_regularizer`: a magnitude :math:`\\mu` enters as
-#: :math:`s \\log(1 + \\mu / s)`, so the pull on a committed transform's magnitude falls to a third of
+#: The default saturation of :func:`selective_regularizer`: a magnitude :math:`\mu` enters as
+#: :math:`s \log(1 + \mu / s)`, so the pull on a committed transform's magnitude falls to a third of
 #: the linear one at magnitude 1 and its range settles where the task loss's push meets it, rather than at
-#: one end of [0, 1] (the reproducing guide, "Why the digits' range runs away or collapses").
+#: one end of [0, 1] (the reproducing guide, "How the defaults were found").
 SATURATION = 0.5
 
 

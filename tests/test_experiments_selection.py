@@ -193,11 +193,13 @@ def test_presets_say_what_the_paper_and_its_code_use():
     assert DemoConfig.preset("augnet", epochs=3).epochs == 3
     # The demo's default is augnet's selection; the paper's text and its code select as the paper does.
     augnet_preset = DemoConfig.preset("augnet")
-    for name in ("regularizer", "units", "diverse", "train_mode", "effect_every", "magnitude_weight_decay"):
+    for name in ("regularizer", "units", "diverse", "train_mode", "effect_every", "magnitude_weight_decay",
+                 "saturation", "weight_lr", "max_translate"):  # fmt: skip
         assert getattr(DemoConfig(), name) == getattr(augnet_preset, name), name
     for preset in (paper, official):
         assert (preset.regularizer, preset.train_mode, preset.effect_every) == ("paper", "mix", 0)
         assert preset.magnitude_weight_decay is None
+        assert (preset.weight_lr, preset.max_translate) == (None, 0.5)  # the paper's one rate and shift range
     assert set(PRESETS) == {"augnet", "official", "paper"}
     with pytest.raises(ValueError, match="unknown preset"):
         DemoConfig.preset("fast")
@@ -212,6 +214,9 @@ def test_presets_say_what_the_paper_and_its_code_use():
         ("calibrate", "output", "calibrate must be one of"),
         ("warmup_epochs", -1, "warmup_epochs"),
         ("anneal_to", 0.0, "anneal_to"),
+        ("max_translate", 0.0, "max_translate"),
+        ("max_translate", float("nan"), "max_translate"),
+        ("max_translate", "0.25", "max_translate"),
     ],
 )
 def test_demo_config_is_checked_before_any_work(field, value, match):

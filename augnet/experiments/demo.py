@@ -18,6 +18,7 @@ annealing, a weight warm-up) and calibrated magnitudes
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import torch
@@ -158,6 +159,10 @@ class DemoConfig:
         unknown = [name for name in self.transforms if not isinstance(getattr(T, name, None), type)]
         if unknown or not self.transforms:
             raise ValueError(f"unknown transforms {unknown or '(none given)'}; see augnet.transforms.image")
+        if isinstance(self.max_translate, bool) or not isinstance(self.max_translate, (int, float)) or not (
+            math.isfinite(self.max_translate) and self.max_translate > 0
+        ):
+            raise ValueError(f"max_translate must be a positive, finite fraction, got {self.max_translate!r}")
         if self.anneal_to is not None and not self.anneal_to > 0:
             raise ValueError(f"anneal_to must be a positive temperature or None, got {self.anneal_to}")
         if self.warmup_epochs < 0:
