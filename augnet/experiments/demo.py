@@ -76,6 +76,9 @@ TRUNKS = ("paper", "small")
 #: discount across layers (augnet's default measures effects, samples and discounts; see README).
 PAPER_SELECTION: dict = dict(regularizer="paper", train_mode="mix", effect_every=0)
 
+#: TranslateX / TranslateY's default range (a fraction of the size), which the demo's layer uses.
+_TRANSLATE_DEFAULT = T.TranslateX().max_shift
+
 PRESETS: dict[str, dict] = {
     "paper": dict(
         temperature=1.0, lr=5e-4, aug_lr=None, weight_decay=1.0, aug_weight_decay=1.0, lam=0.5,
@@ -90,7 +93,7 @@ PRESETS: dict[str, dict] = {
     "augnet": dict(
         temperature=1.0, lr=5e-4, aug_lr=5e-3, weight_decay=0.0, aug_weight_decay=0.0, magnitude_weight_decay=None,
         regularizer="selective", units="effect", diverse=True, train_mode="sample", effect_every=10,
-        saturation=SATURATION, weight_lr=WEIGHT_LR, max_translate=0.25,
+        saturation=SATURATION, weight_lr=WEIGHT_LR, max_translate=_TRANSLATE_DEFAULT,
     ),
 }  # fmt: skip
 
@@ -102,7 +105,7 @@ class DemoConfig:
     data: str = "sprites"
     pair: int = 0  # which sprite pair (data="sprites")
     transforms: tuple[str, ...] = tuple(cls.__name__ for cls in T.GEOMETRIC)
-    max_translate: float = 0.25  # TranslateX / TranslateY's max_shift (their default; 0.5 before the comparison)
+    max_translate: float = _TRANSLATE_DEFAULT  # TranslateX / TranslateY's max_shift (0.5 before the comparison)
     epochs: int = 20
     n_train: int = 4000
     n_test: int = 1000
@@ -190,14 +193,16 @@ def make_trunk(config: DemoConfig) -> torch.nn.Module:
     return SmallCNN(channels, 4, config.width)
 
 
+def image_transform(name: str, max_translate: float):
+    """The image transform ``name`` at its defaults, the shifts (TranslateX, TranslateY) reaching ``max_translate``."""
+    cls = getattr(T, name)
+    return cls(max_shift=max_translate) if issubclass(cls, T.TranslateX) else cls()
+
+
 def build_model(config: DemoConfig, x_train: Tensor | None = None) -> AugNet:
     """The demo's AugNet; with ``config.calibrate`` the layer is calibrated on (up to 256 of) ``x_train``."""
-    def make(name):
-        cls = getattr(T, name)
-        return cls(max_shift=config.max_translate) if issubclass(cls, T.TranslateX) else cls()
-
     layer = AugmentationLayer(
-        [make(name) for name in config.transforms],
+        [image_transform(name, config.max_translate) for name in config.transforms],
         init_magnitude=config.init_magnitude,
         temperature=config.temperature,
         train_mode=config.train_mode,

@@ -144,7 +144,9 @@ def fixed_candidates(task: Task) -> list:
     the grid's magnitudes 0.1-0.5 they cover the shifts of up to a quarter that AugNet's candidates have).
     """
     if task.kind == "image":
-        return [cls(max_shift=0.5) if issubclass(cls, T.TranslateX) else cls() for cls in T.GEOMETRIC]
+        from augnet.experiments.demo import image_transform
+
+        return [image_transform(cls.__name__, 0.5) for cls in T.GEOMETRIC]
     return [
         S.FrequencyShift(SFREQ, max_shift=2.0), S.FTSurrogate(max_phase=0.2 * math.pi), S.GaussianNoise(0.1),
         S.TimeReverse(), S.SignFlip(), S.TimeMask(), S.BandStop(SFREQ),
