@@ -214,3 +214,45 @@ def test_the_rules_compare_augnet_with_the_best_hand_designed_policy_within_its_
                         "policy": _policy("TranslateX", 0.8, 6, "px") if s == 1 else policy} for s in range(3)}
     line = VR.check_rules({"digits": {"full": {}}}, records).split("\n")[-1]
     assert line.startswith("4 digits full: NOT MET, 2 of 3 seeds (Rotate w 0.80 ±30; TranslateX w 0.80 ±37.5 %")
+
+
+def _readme_first_model() -> tuple[dict, str]:
+    """The namespace after running the README's "A first model" block, and the block's code."""
+    import contextlib
+    import io
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text.split("## A first model", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    namespace: dict = {"__name__": "__readme__"}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(code, "README.md", "exec"), namespace)
+    return namespace, code
+
+
+def augnet_rate(opt, param) -> float:
+    return next(g["lr"] for g in opt.param_groups if any(p is param for p in g["params"]))
+
+
+def test_the_readme_first_model_as_written_is_what_the_augnet_method_trains():
+    """Every setting the README's snippet writes (copies, layer, rates, lambda) is the comparison's AugNet's."""
+    import re
+
+    readme, code = _readme_first_model()
+    model, opt = readme["model"], readme["opt"]
+    built, built_opt, kwargs, _ = VM._build("augnet", VT.TASKS["digits"], None)
+    for name in ("train_copies", "eval_copies", "effect_every", "aggregation"):
+        assert getattr(model, name) == getattr(built, name), name
+    mine, theirs = model.augment.layers[0], built.augment.layers[0]
+    for name in ("temperature", "train_mode", "eval_mode"):
+        assert getattr(mine, name) == getattr(theirs, name), name
+    # The same initial magnitudes, less the one Adam step the snippet takes (at most the magnitudes' rate).
+    step = augnet_rate(opt, mine.raw_magnitudes)
+    assert (mine.raw_magnitudes - theirs.raw_magnitudes[: len(mine.raw_magnitudes)]).abs().max() <= step * 1.001
+    # The augmentation groups' own rates and decays (the trunk's group takes the task's learning rate).
+    aug = [(g["lr"], g["weight_decay"]) for g in opt.param_groups[1:]]
+    assert aug == [(g["lr"], g["weight_decay"]) for g in built_opt.param_groups[1:]]
+    lam = re.search(r"([0-9.]+) \* augnet\.selective_regularizer\(model\)", code)
+    assert lam is not None and float(lam.group(1)) == kwargs["lam"] == VM.LAM
