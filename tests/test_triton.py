@@ -130,9 +130,9 @@ needs_nvidia_compiler = pytest.mark.skipif(
 
 
 def _compile_all(cases) -> list[dict]:
-    from augnet.bench.gpu_compile import ARCHS, compile_triton
+    from augnet.bench.gpu_compile import compile_all
 
-    records = [compile_triton(case, arch) for case in cases for arch in ARCHS]
+    records = compile_all(cases)  # in one process per core
     failed = [
         f"{r['kernel']} {r['padding']} color={r['color']} {r['dtype']} Ch={r['channels']} {r['arch']}: "
         + (r["error"] or f"spills ({r['stack']} bytes stack, {r['local']} bytes local memory)")
@@ -152,6 +152,17 @@ def test_kernels_compile_for_sm80_and_sm90_without_spills():
 
     records = _compile_all(quick_cases())
     assert len(records) == 2 * len(quick_cases()) and all(r["registers"] > 0 for r in records)
+
+
+@needs_nvidia_compiler
+def test_compiles_in_worker_processes_give_the_records_of_one_process_in_order():
+    from augnet.bench.gpu_compile import compile_all, quick_cases
+
+    cases = quick_cases()[:2]
+    one = compile_all(cases, workers=1)
+    assert compile_all(cases, workers=2) == one and [r["arch"] for r in one] == ["sm_80", "sm_90"] * 2
+    with pytest.raises(ValueError, match="workers must be >= 1, got 0"):
+        compile_all(cases, workers=0)
 
 
 @pytest.mark.slow

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["ARCHS", "TritonCase", "compile_triton", "cuda_resources", "quick_cases", "triton_cases"]
+__all__ = ["ARCHS", "TritonCase", "compile_all", "compile_triton", "cuda_resources", "quick_cases", "triton_cases"]
 
 #: Compute capabilities compiled for: A100 (sm_80), H100 and H200 (sm_90).
 ARCHS = (80, 90)
@@ -313,17 +313,35 @@ def versions() -> dict:
     return out
 
 
+def compile_all(cases: list[TritonCase], archs: tuple[int, ...] = ARCHS, workers: int | None = None) -> list[dict]:
+    """:func:`compile_triton` of every case for every arch, in that order, over ``workers`` processes.
+
+    Each compile runs Triton's pipeline and ptxas on one core, and the cases are independent: ``None``
+    uses every core (:func:`os.cpu_count`), ``1`` compiles in this process.
+    """
+    jobs = [(case, arch) for case in cases for arch in archs]
+    workers = min(len(jobs), os.cpu_count() or 1) if workers is None else workers
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if workers == 1 or len(jobs) < 2:
+        return [compile_triton(case, arch) for case, arch in jobs]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawned: a forked child of a process that has run torch's thread pools can hang
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(compile_triton, *zip(*jobs, strict=True)))
+
+
 def main(out_dir: str = "benchmarks/results", full: bool = True) -> int:
     """Compile everything, write the two JSON files, print a summary; exit status 1 on any error or spill."""
+    records = compile_all(triton_cases(full))
     bad = 0
-    records = []
-    for case in triton_cases(full):
-        for arch in ARCHS:
-            r = compile_triton(case, arch)
-            records.append(r)
-            if r["error"] or r["spills"]:
-                bad += 1
-                print(f"FAIL {case.name} sm_{arch}: {r['error'] or 'spills'}", flush=True)
+    for r in records:
+        if r["error"] or r["spills"]:
+            bad += 1
+            print(f"FAIL {r['kernel']} {r['padding']} {r['dtype']} Ch={r['channels']} {r['arch']}: "
+                  f"{r['error'] or 'spills'}", flush=True)  # fmt: skip
     os.makedirs(out_dir, exist_ok=True)
     meta = versions()
     with open(Path(out_dir) / "triton_resources.json", "w") as f:
