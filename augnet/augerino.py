@@ -20,7 +20,7 @@ from augnet.model import AugNet
 from augnet.ops.dispatch import PADDING_MODES, tap_mix
 from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps
-from augnet.transforms.base import Range, check_copies, draw
+from augnet.transforms.base import Range, check_copies, draw, stratify
 
 __all__ = ["LIE_GENERATORS", "Augerino", "LieAugmentation"]
 
@@ -92,7 +92,8 @@ class LieAugmentation(nn.Module):
     def matrices(self, n: int, x: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """(n, 3, 3) random warps for ``n`` rows, drawn on ``x``'s device."""
         dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-        u = draw(torch.rand, n, len(LIE_GENERATORS), generator=generator, device=x.device, dtype=dtype) * 2 - 1
+        u = draw(torch.rand, n, len(LIE_GENERATORS), generator=generator, device=x.device, dtype=dtype)
+        u = stratify(u, generator) * 2 - 1  # stratified over an evaluation's copies (AugNet.forward)
         coeffs = u * self.widths.to(dtype)
         algebra = torch.einsum("nk,kij->nij", coeffs, self.generators.to(device=x.device, dtype=dtype))
         return torch.linalg.matrix_exp(algebra)
@@ -153,6 +154,7 @@ class Augerino(AugNet):
         init_width: initial width of every generator, or one per generator.
         train_copies, eval_copies, aggregate: as for :class:`~augnet.AugNet`.
         padding, backend: of the warps.
+        stratify: as for :class:`~augnet.AugNet` (its coefficients stratified over an evaluation's copies).
 
     Examples:
         >>> trunk = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 10))
@@ -172,5 +174,7 @@ class Augerino(AugNet):
         aggregate: str = "log_softmax",
         padding: str = "zeros",
         backend: str = "auto",
+        stratify: bool = False,
     ) -> None:
-        super().__init__(trunk, LieAugmentation(init_width, padding, backend), train_copies, eval_copies, aggregate)
+        super().__init__(trunk, LieAugmentation(init_width, padding, backend), train_copies, eval_copies, aggregate,
+                         stratify=stratify)  # fmt: skip

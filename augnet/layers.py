@@ -20,7 +20,7 @@ from augnet.ops.dispatch import tap_mix
 from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps, select_taps
 from augnet.policy import Policy, check_size, rebuild_layers, register_layer_builder, transform_classes
-from augnet.transforms.base import Transform, check_copies, draw, kink_gate, wants_kink_gradient
+from augnet.transforms.base import Transform, check_copies, draw, kink_gate, stratify, stratifying, wants_kink_gradient
 
 # Policy and transform_classes live in augnet.policy; imported here for the names users already import from here.
 __all__ = ["AugmentationLayer", "AugmentationModule", "Policy", "transform_classes"]
@@ -405,7 +405,13 @@ class AugmentationLayer(nn.Module):
         if mode == "sample":
             # One transform per output row from Categorical(w).
             probs = w.detach().to(x.device).expand(n, -1)
-            drawn = draw(torch.multinomial, probs, 1, generator=generator).squeeze(1)
+            if self.training or not stratifying(n):
+                drawn = draw(torch.multinomial, probs, 1, generator=generator).squeeze(1)
+            else:  # stratified over the copies (stratified_copies): by the inverse of the weights' cumulative sum
+                u = stratify(draw(torch.rand, n, generator=generator, device=x.device, dtype=probs.dtype), generator)
+                cdf = probs.cumsum(-1)
+                drawn = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).squeeze(1)
+                drawn = drawn.clamp(max=probs.shape[-1] - 1)
             if self.training:  # the drawn transform's output, with the blend's gradient for the weights
                 one_hot = drawn[:, None] == torch.arange(len(self.transforms), device=drawn.device)  # no value read
                 scales = one_hot.to(w.dtype) + (w - w.detach()).to(drawn.device)

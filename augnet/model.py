@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from augnet.effects import measure_effects
 from augnet.layers import AugmentationLayer, AugmentationModule, Policy
-from augnet.transforms.base import check_copies
+from augnet.transforms.base import check_copies, stratified_copies
 
 __all__ = ["AGGREGATES", "AugNet", "aggregate", "as_augmentation", "check_trunk_rows"]
 
@@ -122,6 +122,14 @@ class AugNet(nn.Module):
             and then every ``effect_every`` passes; 0 never measures (the
             selective regulariser then compares magnitudes in the transforms'
             own units, as the AugNet paper does).
+        stratify: in evaluation, draw each sample's copies stratified over
+            the transforms' ranges (:class:`~augnet.transforms.stratified_copies`):
+            every copy is still one draw of the augmentation, but a
+            sample's C copies cover each range evenly, so the average's
+            sampling noise falls at the same cost (on the comparison's full
+            sinusoids, 4 stratified copies classify what 16 independent ones
+            do). Training draws are independent either way. Default False:
+            independent copies, what every stored result was measured with.
 
     Shape:
         - input: :math:`(B, ...)`
@@ -144,6 +152,7 @@ class AugNet(nn.Module):
         eval_copies: int = 4,
         aggregate: str = "log_softmax",
         effect_every: int = 10,
+        stratify: bool = False,
     ) -> None:
         super().__init__()
         if not isinstance(trunk, nn.Module):
@@ -155,12 +164,15 @@ class AugNet(nn.Module):
             raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
         if isinstance(effect_every, bool) or not isinstance(effect_every, int) or effect_every < 0:
             raise ValueError(f"effect_every must be an int >= 0, got {effect_every!r}")
+        if not isinstance(stratify, bool):
+            raise TypeError(f"stratify must be a bool, got {type(stratify).__name__}")
         self.trunk = trunk
         self.augment = augment
         self.train_copies = train_copies
         self.eval_copies = eval_copies
         self.aggregation = aggregate
         self.effect_every = effect_every
+        self.stratify = stratify
         self.passes = 0  # training forward passes so far (saved in the state dict: a resumed run measures alike)
 
     def forward(self, x: Tensor, copies: int | None = None, generator: torch.Generator | None = None) -> Tensor:
@@ -175,7 +187,11 @@ class AugNet(nn.Module):
             raise TypeError(f"AugNet expects a tensor input, got {type(x).__name__}")
         c = copies if copies is not None else (self.train_copies if self.training else self.eval_copies)
         check_copies(c)
-        rows = self.augment(x, copies=c, generator=generator)  # checks x
+        if self.training or not self.stratify:
+            rows = self.augment(x, copies=c, generator=generator)  # checks x
+        else:  # the average over copies estimates an expectation: the copies cover the ranges evenly
+            with stratified_copies(c):
+                rows = self.augment(x, copies=c, generator=generator)
         if self.training and torch.is_grad_enabled() and not torch.compiler.is_compiling():
             if self.effect_every and self.passes % self.effect_every == 0:
                 self.measure_effects(x)
@@ -235,5 +251,5 @@ class AugNet(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"train_copies={self.train_copies}, eval_copies={self.eval_copies}, aggregate={self.aggregation!r}, "
-            f"effect_every={self.effect_every}"
+            f"effect_every={self.effect_every}" + (", stratify=True" if self.stratify else "")
         )

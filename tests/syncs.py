@@ -359,16 +359,17 @@ def evaluations(device: str = "meta") -> dict[str, object]:
 
     out = {}
     for name, (transforms, make) in _layer_kinds().items():
-        x = make(4)
-        layer = augnet.AugmentationLayer(transforms, init_magnitude=0.3)
-        model = augnet.AugNet(_trunk(x), layer, eval_copies=3)
+        for stratify in (False, True):  # independent copies, or stratified ones (AugNet(stratify=True))
+            x = make(4)
+            layer = augnet.AugmentationLayer(transforms, init_magnitude=0.3)
+            model = augnet.AugNet(_trunk(x), layer, eval_copies=3, stratify=stratify)
 
-        def prepare(model=model, x=x):
-            model.to(device).eval()
-            xd = x.to(device)
-            return lambda: model(xd)
+            def prepare(model=model, x=x):
+                model.to(device).eval()
+                xd = x.to(device)
+                return lambda: model(xd)
 
-        out[name] = prepare
+            out[name + (", stratified" if stratify else "")] = prepare
     return out
 
 

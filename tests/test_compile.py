@@ -36,7 +36,23 @@ def run(model, x, seed, training):
     return out
 
 
-@pytest.mark.parametrize("make", [lambda: image_model("cpp"), lambda: image_model("reference"), signal_model])
+def stratified(make):
+    """The model of ``make`` with its evaluation copies stratified."""
+    model, x = make()
+    model.stratify = True
+    return model, x
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: image_model("cpp"),
+        lambda: image_model("reference"),
+        signal_model,
+        lambda: stratified(lambda: image_model("cpp")),
+        lambda: stratified(signal_model),
+    ],
+)
 def test_fullgraph_compile_matches_eager(make):
     model, x = make()
     compiled = torch.compile(model, fullgraph=True, backend="aot_eager")

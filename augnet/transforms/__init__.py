@@ -6,6 +6,6 @@ Import sets by module: ``from augnet.transforms import image as T``,
 
 from augnet.ops.taps import Taps
 from augnet.transforms import audio, image, signal
-from augnet.transforms.base import Range, SignalTransform, Transform
+from augnet.transforms.base import Range, SignalTransform, Transform, stratified_copies
 
-__all__ = ["Range", "SignalTransform", "Taps", "Transform", "audio", "image", "signal"]
+__all__ = ["Range", "SignalTransform", "Taps", "Transform", "audio", "image", "signal", "stratified_copies"]

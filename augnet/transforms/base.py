@@ -39,7 +39,7 @@ from augnet.ops.dispatch import tap_mix
 from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps
 
-__all__ = ["Range", "SignalTransform", "Taps", "Transform", "draw", "per_row", "positive"]
+__all__ = ["Range", "SignalTransform", "Taps", "Transform", "draw", "per_row", "positive", "stratified_copies"]
 
 
 class Range(NamedTuple):
@@ -425,9 +425,69 @@ def draw(fn, *args, generator: torch.Generator | None = None, **kwargs) -> Tenso
     return fn(*args, **kwargs)
 
 
+_STRATA: list[int] = []  # the copies of the innermost stratified_copies() block
+
+
+class stratified_copies:
+    """Within this block, the transforms' uniform draws are stratified over ``copies`` copy-major copies.
+
+    Each sample's C copies take the C strata ``[k/C, (k+1)/C)`` of the unit interval in a random
+    order (one permutation per sample and per drawn quantity), each drawn uniformly within its
+    stratum; a layer's choice of transform per copy is stratified the same way. Every row is still
+    uniform on its own, so each copy is the augmentation it would be, but a sample's copies cover
+    the ranges evenly, and their average is nearer its expectation than C independent draws:
+    the sampling noise of an average over copies falls at the same cost.
+    :class:`~augnet.AugNet` evaluates inside such a block when built with ``stratify=True``.
+
+    Draws whose row count is not a multiple of ``copies`` (and ``copies=1``) are independent, as
+    outside a block. Blocks nest; the innermost one counts.
+
+    Args:
+        copies: the copies C of each sample (rows ``c * B + b``).
+
+    Examples:
+        >>> from augnet.transforms import image as T
+        >>> x = torch.zeros(2, 1, 8, 8)
+        >>> with stratified_copies(4):
+        ...     params = T.Rotate().draw_params(x, 1.0, generator=torch.Generator().manual_seed(0), copies=4)
+        >>> strata = ((params["angle"] / math.pi + 1) * 2).floor().reshape(4, 2)  # (copies, samples)
+        >>> strata.sort(0).values.T.tolist()  # each sample: one copy in each quarter of ±180 degrees
+        [[0.0, 1.0, 2.0, 3.0], [0.0, 1.0, 2.0, 3.0]]
+    """
+
+    def __init__(self, copies: int) -> None:
+        check_copies(copies)
+        self.copies = copies
+
+    def __enter__(self) -> stratified_copies:
+        _STRATA.append(self.copies)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _STRATA.pop()
+
+
+def stratifying(n: int) -> bool:
+    """Whether draws for ``n`` rows are stratified (in a :class:`stratified_copies` block, ``n`` a multiple of C)."""
+    return bool(_STRATA) and _STRATA[-1] > 1 and n % _STRATA[-1] == 0
+
+
+def stratify(u: Tensor, generator: torch.Generator | None) -> Tensor:
+    """Draws ``u`` of U(0, 1), shape (N, ...) with N copy-major rows, stratified over the copies of the
+    innermost :class:`stratified_copies` block (each element on its own); ``u`` unchanged outside one."""
+    n = u.shape[0]
+    if not stratifying(n):
+        return u
+    c = _STRATA[-1]
+    # Row c * B + b is copy c of sample b: its stratum comes from a random permutation of the C strata, per sample.
+    keys = draw(torch.rand, (n // c, c, *u.shape[1:]), generator=generator, device=u.device)
+    strata = keys.argsort(dim=1).transpose(0, 1).reshape(u.shape)
+    return (strata.to(u.dtype) + u) / c
+
+
 def uniform(n: int, x: Tensor, generator: torch.Generator | None, low: float = -1.0, high: float = 1.0) -> Tensor:
-    """``n`` draws of U(low, high) on ``x``'s device, in the parameter dtype."""
-    u = draw(torch.rand, n, generator=generator, device=x.device, dtype=param_dtype(x))
+    """``n`` draws of U(low, high) on ``x``'s device, in the parameter dtype (see :class:`stratified_copies`)."""
+    u = stratify(draw(torch.rand, n, generator=generator, device=x.device, dtype=param_dtype(x)), generator)
     return u * (high - low) + low
 
 
