@@ -136,3 +136,19 @@ def test_stratify_must_be_a_bool(bad):
         augnet.AugNet(trunk, augnet.AugmentationLayer([T.Rotate()]), stratify=bad)
     with pytest.raises(TypeError, match="stratify must be a bool"):
         augnet.Augerino(trunk, stratify=bad)
+
+
+def test_a_block_holds_in_its_own_thread_only():
+    import threading
+
+    seen = {}
+
+    def other():
+        seen["other"] = stratifying(8)
+
+    with stratified_copies(4):
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+        seen["here"] = stratifying(8)
+    assert seen == {"other": False, "here": True}

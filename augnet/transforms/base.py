@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import threading
 from typing import NamedTuple
 
 import einops
@@ -425,7 +426,15 @@ def draw(fn, *args, generator: torch.Generator | None = None, **kwargs) -> Tenso
     return fn(*args, **kwargs)
 
 
-_STRATA: list[int] = []  # the copies of the innermost stratified_copies() block
+# Per thread (a DataParallel replica or a server thread evaluates in its own): the copies of the open
+# stratified_copies blocks, innermost last.
+_STRATA = threading.local()
+
+
+def _strata() -> list[int]:
+    if not hasattr(_STRATA, "stack"):
+        _STRATA.stack = []
+    return _STRATA.stack
 
 
 class stratified_copies:
@@ -440,7 +449,7 @@ class stratified_copies:
     :class:`~augnet.AugNet` evaluates inside such a block when built with ``stratify=True``.
 
     Draws whose row count is not a multiple of ``copies`` (and ``copies=1``) are independent, as
-    outside a block. Blocks nest; the innermost one counts.
+    outside a block. Blocks nest; the innermost one counts. A block holds in its own thread only.
 
     Args:
         copies: the copies C of each sample (rows ``c * B + b``).
@@ -460,16 +469,17 @@ class stratified_copies:
         self.copies = copies
 
     def __enter__(self) -> stratified_copies:
-        _STRATA.append(self.copies)
+        _strata().append(self.copies)
         return self
 
     def __exit__(self, *exc) -> None:
-        _STRATA.pop()
+        _strata().pop()
 
 
 def stratifying(n: int) -> bool:
     """Whether draws for ``n`` rows are stratified (in a :class:`stratified_copies` block, ``n`` a multiple of C)."""
-    return bool(_STRATA) and _STRATA[-1] > 1 and n % _STRATA[-1] == 0
+    stack = _strata()
+    return bool(stack) and stack[-1] > 1 and n % stack[-1] == 0
 
 
 def stratify(u: Tensor, generator: torch.Generator | None) -> Tensor:
@@ -478,7 +488,7 @@ def stratify(u: Tensor, generator: torch.Generator | None) -> Tensor:
     n = u.shape[0]
     if not stratifying(n):
         return u
-    c = _STRATA[-1]
+    c = _strata()[-1]
     # Row c * B + b is copy c of sample b: its stratum comes from a random permutation of the C strata, per sample.
     keys = draw(torch.rand, (n // c, c, *u.shape[1:]), generator=generator, device=u.device)
     strata = keys.argsort(dim=1).transpose(0, 1).reshape(u.shape)
