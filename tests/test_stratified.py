@@ -152,3 +152,15 @@ def test_a_block_holds_in_its_own_thread_only():
         thread.join()
         seen["here"] = stratifying(8)
     assert seen == {"other": False, "here": True}
+
+
+def test_a_per_instance_layer_evaluates_stratified():
+    # Each sample's copies share that sample's own weights and ranges: its copies are stratified under them.
+    torch.manual_seed(0)
+    layer = augnet.ConditionedAugmentationLayer([T.Rotate(), T.TranslateX()], channels=3)
+    trunk = nn.Sequential(nn.Flatten(), nn.Linear(3 * 16 * 16, 4))
+    x, g = torch.rand(5, 3, 16, 16), lambda: torch.Generator().manual_seed(0)
+    strat = augnet.AugNet(trunk, layer, eval_copies=4, stratify=True).eval()(x, generator=g())
+    plain = augnet.AugNet(trunk, layer, eval_copies=4).eval()(x, generator=g())
+    assert strat.shape == plain.shape == (5, 4) and bool(torch.isfinite(strat).all())
+    assert not torch.equal(strat, plain)
