@@ -115,6 +115,7 @@ CASES = {
         raises(TypeError, "trunk must be an nn.Module", lambda: augnet.AugNet(lambda x: x, layer())),
         raises(ValueError, "aggregate must be one of", lambda: augnet.Augerino(nn.Flatten(), aggregate="max")),
         raises(ValueError, "copies must be >= 1", lambda: augnet.AugNet(nn.Flatten(), layer(), eval_copies=0)),
+        raises(TypeError, "stratify must be a bool, got int", lambda: augnet.AugNet(nn.Flatten(), layer(), stratify=1)),
     ),
     "model-input": lambda: raises(TypeError, "expects a tensor input, got list", lambda: model()([1, 2])),
     "model-trunk-output": lambda: raises(
