@@ -232,7 +232,7 @@ def _readme_first_model() -> tuple[dict, str]:
     return namespace, code
 
 
-def augnet_rate(opt, param) -> float:
+def _rate_of(opt, param) -> float:
     return next(g["lr"] for g in opt.param_groups if any(p is param for p in g["params"]))
 
 
@@ -249,7 +249,7 @@ def test_the_readme_first_model_as_written_is_what_the_augnet_method_trains():
     for name in ("temperature", "train_mode", "eval_mode"):
         assert getattr(mine, name) == getattr(theirs, name), name
     # The same initial magnitudes, less the one Adam step the snippet takes (at most the magnitudes' rate).
-    step = augnet_rate(opt, mine.raw_magnitudes)
+    step = _rate_of(opt, mine.raw_magnitudes)
     assert (mine.raw_magnitudes - theirs.raw_magnitudes[: len(mine.raw_magnitudes)]).abs().max() <= step * 1.001
     # The augmentation groups' own rates and decays (the trunk's group takes the task's learning rate).
     aug = [(g["lr"], g["weight_decay"]) for g in opt.param_groups[1:]]

@@ -426,15 +426,15 @@ def draw(fn, *args, generator: torch.Generator | None = None, **kwargs) -> Tenso
     return fn(*args, **kwargs)
 
 
-# Per thread (a DataParallel replica or a server thread evaluates in its own): the copies of the open
-# stratified_copies blocks, innermost last.
-_STRATA = threading.local()
+class _Blocks(threading.local):
+    """Per thread (a DataParallel replica or a server thread evaluates in its own): the copies of the open
+    stratified_copies blocks, innermost last."""
+
+    def __init__(self) -> None:
+        self.stack: list[int] = []
 
 
-def _strata() -> list[int]:
-    if not hasattr(_STRATA, "stack"):
-        _STRATA.stack = []
-    return _STRATA.stack
+_STRATA = _Blocks()
 
 
 class stratified_copies:
@@ -469,16 +469,16 @@ class stratified_copies:
         self.copies = copies
 
     def __enter__(self) -> stratified_copies:
-        _strata().append(self.copies)
+        _STRATA.stack.append(self.copies)
         return self
 
     def __exit__(self, *exc) -> None:
-        _strata().pop()
+        _STRATA.stack.pop()
 
 
 def stratifying(n: int) -> bool:
     """Whether draws for ``n`` rows are stratified (in a :class:`stratified_copies` block, ``n`` a multiple of C)."""
-    stack = _strata()
+    stack = _STRATA.stack
     return bool(stack) and stack[-1] > 1 and n % stack[-1] == 0
 
 
@@ -488,7 +488,7 @@ def stratify(u: Tensor, generator: torch.Generator | None) -> Tensor:
     n = u.shape[0]
     if not stratifying(n):
         return u
-    c = _strata()[-1]
+    c = _STRATA.stack[-1]
     # Row c * B + b is copy c of sample b: its stratum comes from a random permutation of the C strata, per sample.
     keys = draw(torch.rand, (n // c, c, *u.shape[1:]), generator=generator, device=u.device)
     strata = keys.argsort(dim=1).transpose(0, 1).reshape(u.shape)
