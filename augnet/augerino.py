@@ -174,7 +174,7 @@ class Augerino(AugNet):
         aggregate: str = "log_softmax",
         padding: str = "zeros",
         backend: str = "auto",
-        stratify: bool = False,
+        stratify: bool = True,
     ) -> None:
         super().__init__(trunk, LieAugmentation(init_width, padding, backend), train_copies, eval_copies, aggregate,
                          stratify=stratify)  # fmt: skip

@@ -128,8 +128,10 @@ class AugNet(nn.Module):
             sample's C copies cover each range evenly, so the average's
             sampling noise falls at the same cost (on the comparison's full
             sinusoids, 4 stratified copies classify what 16 independent ones
-            do). Training draws are independent either way. Default False:
-            independent copies, what every stored result was measured with.
+            do). Training draws are independent either way. ``False``: C
+            independent copies (what the tables of ``augnet reproduce``
+            other than the comparison and the README's rows were measured
+            with).
 
     Shape:
         - input: :math:`(B, ...)`
@@ -152,7 +154,7 @@ class AugNet(nn.Module):
         eval_copies: int = 4,
         aggregate: str = "log_softmax",
         effect_every: int = 10,
-        stratify: bool = False,
+        stratify: bool = True,
     ) -> None:
         super().__init__()
         if not isinstance(trunk, nn.Module):
@@ -251,5 +253,5 @@ class AugNet(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"train_copies={self.train_copies}, eval_copies={self.eval_copies}, aggregate={self.aggregation!r}, "
-            f"effect_every={self.effect_every}" + (", stratify=True" if self.stratify else "")
+            f"effect_every={self.effect_every}" + ("" if self.stratify else ", stratify=False")
         )

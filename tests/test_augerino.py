@@ -10,6 +10,7 @@ from torch import nn
 
 import augnet
 from augnet.augerino import LIE_GENERATORS, LieAugmentation
+from augnet.transforms import stratified_copies
 
 
 def images(b=4, seed=0):
@@ -82,7 +83,8 @@ def test_copies_one_trunk_call_and_aggregation_like_augnet():
     model = augnet.Augerino(Trunk(), init_width=0.3, eval_copies=4).eval()
     x = images()
     out = model(x, generator=gen(2))
-    rows = model.augment(x, copies=4, generator=gen(2))
+    with stratified_copies(4):  # the evaluation's draws (stratify=True, the default)
+        rows = model.augment(x, copies=4, generator=gen(2))
     expected = F.log_softmax(linear(rows), 1).reshape(4, 4, 5).mean(0)
     torch.testing.assert_close(out, expected)
     assert calls == [16]

@@ -67,8 +67,9 @@ def test_the_readme_row_is_the_readme_model_on_every_task(task):
     trunk = next(g for g in groups if g is not aug and g["params"])
     assert config.lam == 0.5 and config.aug_lr == aug["lr"] and config.aug_weight_decay == aug["weight_decay"]
     assert config.weight_decay == trunk["weight_decay"] and config.magnitude_weight_decay is None
-    assert (config.train_copies, config.eval_copies, config.effect_every) == (
-        net.train_copies, net.eval_copies, net.effect_every)  # fmt: skip
+    assert (config.train_copies, config.eval_copies, config.effect_every, config.stratify) == (
+        net.train_copies, net.eval_copies, net.effect_every, net.stratify)  # fmt: skip
+    assert config.stratify is True  # the evaluation's copies stratified, as AugNet's default
     assert config.init_magnitude == float(layer.magnitudes.detach()[0]) and config.temperature == layer.temperature
     assert (config.regularizer, config.units, config.diverse, config.train_mode) == ("selective", "effect", True,
                                                                                       layer.train_mode)  # fmt: skip
@@ -76,6 +77,7 @@ def test_the_readme_row_is_the_readme_model_on_every_task(task):
     assert config.weight_lr == logits["lr"] == augnet.WEIGHT_LR
     assert config.saturation == augnet.SATURATION  # selective_regularizer's default
     if S.task_kind(task) == "image":  # TranslateX() / TranslateY() as a user writes them
+        assert build_model(config).stratify is True
         assert config.max_translate == augnet.transforms.image.TranslateX().max_shift == 0.25
     # Everything else is the task's: its data, trunk, learning rate and epochs.
     assert config.lr == type(config)().lr
@@ -87,13 +89,15 @@ def test_the_other_rows_keep_the_settings_they_were_run_with(task, setting):
     # The kept table of every row but the README's was trained with a linear pull, one rate for the augmentation
     # and shifts of up to half the size: the library's later defaults must not change what those rows train.
     config = S.SelectionConfig().task_config(task, setting, 0)
-    assert config.saturation is None and config.weight_lr is None
+    assert config.saturation is None and config.weight_lr is None and config.stratify is False
     if S.task_kind(task) == "image":
         assert config.max_translate == 0.5
         from augnet.experiments.demo import build_model
 
-        shifts = [t for t in build_model(config).augment.layers[0].transforms if type(t).__name__.startswith("Trans")]
+        model = build_model(config)
+        shifts = [t for t in model.augment.layers[0].transforms if type(t).__name__.startswith("Trans")]
         assert [t.max_shift for t in shifts] == [0.5, 0.5]
+        assert model.stratify is False  # the model built evaluates with independent copies, as the row was measured
 
 
 def entry(name, weight, magnitude, high):

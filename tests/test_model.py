@@ -1,5 +1,6 @@
 """AugNet: copies, one trunk call, aggregation, policy, bad input."""
 
+import contextlib
 import math
 
 import pytest
@@ -10,6 +11,7 @@ from torch import nn
 
 import augnet
 from augnet.transforms import image as T
+from augnet.transforms import stratified_copies
 
 
 class Counting(nn.Module):
@@ -39,13 +41,16 @@ def images(b=3, seed=0):
     return torch.rand(b, 3, 8, 8, generator=gen(seed))
 
 
+@pytest.mark.parametrize("stratify", [True, False])
 @pytest.mark.parametrize("how", ["log_softmax", "softmax", "mean"])
-def test_aggregation_equals_a_hand_written_average(how):
+def test_aggregation_equals_a_hand_written_average(how, stratify):
     trunk = cnn()
-    model = augnet.AugNet(trunk, layer(), eval_copies=4, aggregate=how).eval()
+    model = augnet.AugNet(trunk, layer(), eval_copies=4, aggregate=how, stratify=stratify).eval()
     x = images()
     out = model(x, generator=gen(1))
-    rows = model.augment(x, copies=4, generator=gen(1))
+    # The evaluation's own draws: stratified over each sample's 4 copies (the default), or independent.
+    with stratified_copies(4) if stratify else contextlib.nullcontext():
+        rows = model.augment(x, copies=4, generator=gen(1))
     per_copy = [trunk(rows[c * 3 : (c + 1) * 3]) for c in range(4)]
     if how == "log_softmax":
         expected = sum(F.log_softmax(o, 1) for o in per_copy) / 4

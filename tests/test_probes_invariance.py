@@ -11,6 +11,7 @@ from torch import nn
 import augnet
 from augnet import probes
 from augnet.transforms import image as T
+from augnet.transforms import stratified_copies
 
 
 def images(b=16, seed=0):
@@ -78,7 +79,8 @@ def test_features_logits_of_an_augnet_are_its_copy_averaged_trunk_outputs():
     model = augnet.AugNet(trunk, layer).eval()  # aggregates the mean of log-softmax
     x = images(b=5)
     got = probes.features(model, x, ["logits", "output"], copies=3, generator=gen(2))
-    rows = model.augment(x, copies=3, generator=gen(2))
+    with stratified_copies(3):  # the evaluation's draws (AugNet's default stratify=True)
+        rows = model.augment(x, copies=3, generator=gen(2))
     torch.testing.assert_close(got["logits"], trunk(rows).reshape(3, 5, 8).mean(0))
     torch.testing.assert_close(got["output"], trunk(rows).reshape(3, 5, 8).log_softmax(2).mean(0))
     plain = probes.features(trunk, x, ["logits", "output"])

@@ -81,7 +81,7 @@ def test_stratified_copies_reduce_the_averages_sampling_noise():
     torch.testing.assert_close(mean_strat.mean(0), mean_iid.mean(0), atol=2e-3, rtol=0)  # the same expectation
 
 
-def test_training_and_the_default_evaluation_are_unchanged():
+def test_training_is_unchanged_and_the_evaluation_stratifies_by_default():
     x = torch.rand(5, 3, 12, 12)
 
     def model(stratify):
@@ -93,9 +93,13 @@ def test_training_and_the_default_evaluation_are_unchanged():
     plain, strat = model(False), model(True)
     g = lambda: torch.Generator().manual_seed(3)  # noqa: E731
     torch.testing.assert_close(strat.train()(x, generator=g()), plain.train()(x, generator=g()), rtol=0, atol=0)
-    default = model(False).eval()(x, generator=g())
-    torch.testing.assert_close(plain.eval()(x, generator=g()), default, rtol=0, atol=0)
-    assert not torch.equal(strat.eval()(x, generator=g()), default)  # stratified: other draws
+    torch.manual_seed(0)
+    trunk = nn.Sequential(nn.Flatten(), nn.Linear(3 * 12 * 12, 4))
+    layer = augnet.AugmentationLayer([T.Rotate(), T.TranslateX(), T.Contrast()], init_magnitude=0.4)
+    default = augnet.AugNet(trunk, layer, train_copies=3, eval_copies=4, effect_every=0).eval()
+    assert default.stratify and "stratify" not in repr(default) and "stratify=False" in repr(plain)
+    torch.testing.assert_close(strat.eval()(x, generator=g()), default(x, generator=g()), rtol=0, atol=0)
+    assert not torch.equal(plain.eval()(x, generator=g()), default(x, generator=g()))  # independent: other draws
 
 
 def test_the_layers_choice_of_transform_is_stratified_too(monkeypatch):
@@ -161,6 +165,6 @@ def test_a_per_instance_layer_evaluates_stratified():
     trunk = nn.Sequential(nn.Flatten(), nn.Linear(3 * 16 * 16, 4))
     x, g = torch.rand(5, 3, 16, 16), lambda: torch.Generator().manual_seed(0)
     strat = augnet.AugNet(trunk, layer, eval_copies=4, stratify=True).eval()(x, generator=g())
-    plain = augnet.AugNet(trunk, layer, eval_copies=4).eval()(x, generator=g())
+    plain = augnet.AugNet(trunk, layer, eval_copies=4, stratify=False).eval()(x, generator=g())
     assert strat.shape == plain.shape == (5, 4) and bool(torch.isfinite(strat).all())
     assert not torch.equal(strat, plain)

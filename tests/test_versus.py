@@ -243,7 +243,7 @@ def test_the_readme_first_model_as_written_is_what_the_augnet_method_trains():
     readme, code = _readme_first_model()
     model, opt = readme["model"], readme["opt"]
     built, built_opt, kwargs, _ = VM._build("augnet", VT.TASKS["digits"], None)
-    for name in ("train_copies", "eval_copies", "effect_every", "aggregation"):
+    for name in ("train_copies", "eval_copies", "effect_every", "aggregation", "stratify"):
         assert getattr(model, name) == getattr(built, name), name
     mine, theirs = model.augment.layers[0], built.augment.layers[0]
     for name in ("temperature", "train_mode", "eval_mode"):

@@ -96,6 +96,7 @@ class CapacityConfig:
     init_magnitude: float = 0.05
     train_copies: int = 1  # the official code's default (--ncopies-tr 1)
     eval_copies: int = 10
+    stratify: bool = False  # independent evaluation copies, as the kept tables were measured (README row: True)
     probe_copies: tuple[int, ...] = (1, 4, 10)  # AugNet also scored with these C (Fig. B.4)
     accuracy_repeats: int = 5  # AugNet accuracy: mean over this many draws of its copies
     seed: int = 0
@@ -148,7 +149,8 @@ def frequency_shift_invariance(
     probed = model
     if output == "log_probs" and isinstance(model, AugNet):
         log_probs = nn.Sequential(model.trunk, nn.LogSoftmax(1))
-        probed = AugNet(log_probs, model.augment, model.train_copies, model.eval_copies, "mean").eval()
+        probed = AugNet(log_probs, model.augment, model.train_copies, model.eval_copies, "mean",
+                        stratify=model.stratify).eval()  # fmt: skip
     elif output == "log_probs":
         probed = nn.Sequential(model, nn.LogSoftmax(1))
     # A tiny MLP with dead units can give two inputs the same output: their score is NaN (counted
@@ -236,7 +238,8 @@ def train_capacity_model(
     layer_config = SinusoidsConfig(transforms=transforms, init_magnitude=config.init_magnitude)
     layer_config = dataclasses.replace(layer_config, train_mode=config.train_mode, temperature=config.temperature)
     layer = sinusoid_layer(layer_config, SFREQ)
-    model = AugNet(trunk, layer, config.train_copies, config.eval_copies, effect_every=config.effect_every).to(x.device)
+    model = AugNet(trunk, layer, config.train_copies, config.eval_copies, effect_every=config.effect_every,
+                   stratify=config.stratify).to(x.device)  # fmt: skip
     calibrate_layers(model, x, config.calibrate)
     groups = param_groups(
         model, config.weight_decay, config.aug_weight_decay, config.aug_lr,

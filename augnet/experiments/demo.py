@@ -131,6 +131,7 @@ class DemoConfig:
     width: int = 8
     train_copies: int = 1
     eval_copies: int = 4
+    stratify: bool = True  # AugNet's evaluation copies stratified over the ranges (the library's default)
     # Selection (augnet.training.callbacks): anneal the temperature to this value over the run (None: fixed);
     # hold the weights still for this many epochs; calibrate the magnitudes to equal change of the
     # inputs ("input") or of the untrained trunk's outputs ("trunk"), or not (None).
@@ -209,7 +210,8 @@ def build_model(config: DemoConfig, x_train: Tensor | None = None) -> AugNet:
     )
     trunk = make_trunk(config)
     model = AugNet(
-        trunk, layer, train_copies=config.train_copies, eval_copies=config.eval_copies, effect_every=config.effect_every
+        trunk, layer, train_copies=config.train_copies, eval_copies=config.eval_copies,
+        effect_every=config.effect_every, stratify=config.stratify,
     )
     if config.calibrate is not None:
         if x_train is None:

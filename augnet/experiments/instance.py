@@ -98,6 +98,7 @@ class InstanceConfig:
     weight_lr: float | None = None
     init_magnitude: float = 0.125
     eval_copies: int = 4
+    stratify: bool = False  # independent evaluation copies, as the kept results were measured
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     threads: int | None = None
 
@@ -166,7 +167,7 @@ def run_seed(config: InstanceConfig, seed: int) -> dict:
         else:
             layer = ConditionedAugmentationLayer([T.Rotate()], channels=3, hidden=config.hidden,
                                                  init_magnitude=config.init_magnitude)  # fmt: skip
-        model = AugNet(_trunk(config), layer, eval_copies=config.eval_copies)
+        model = AugNet(_trunk(config), layer, eval_copies=config.eval_copies, stratify=config.stratify)
         start = time.perf_counter()
         _train(model, config, x, y, seed, name, "selective")
         model.eval()

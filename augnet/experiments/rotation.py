@@ -126,6 +126,7 @@ class RotationConfig:
     augerino_lam: float = 0.05
     augerino_init_width: float = math.pi / 8
     eval_copies: int = 4
+    stratify: bool = False  # independent evaluation copies (AugNet and Augerino), as the kept table was measured
     n_probe: int = 500
     probe_magnitudes: tuple[float, ...] = (0.25, 0.5, 1.0)
     variants: tuple[str, ...] = tuple(VARIANTS)
@@ -162,6 +163,7 @@ class RotationConfig:
             weight_lr=None,
             max_translate=0.5,
             eval_copies=self.eval_copies,
+            stratify=self.stratify,
             seed=self.seed,
             threads=self.threads,
             device=self.device,
@@ -241,7 +243,8 @@ def run_augerino(
     device = resolve_device(config.device)
     x, y = demo_data(demo)(config.n_train, config.seed)
     x_test, y_test = demo_data(demo)(config.n_test, config.seed + 10_000)
-    model = Augerino(make_trunk(demo), init_width=config.augerino_init_width, eval_copies=config.eval_copies)
+    model = Augerino(make_trunk(demo), init_width=config.augerino_init_width, eval_copies=config.eval_copies,
+                     stratify=config.stratify)  # fmt: skip
     model.to(device)
     # Augerino's paper trains every parameter at one rate (augerino_lr), its widths included.
     groups = param_groups(model, config.augerino_weight_decay, config.augerino_weight_decay, aug_lr=None)

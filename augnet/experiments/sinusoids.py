@@ -49,6 +49,7 @@ class SinusoidsConfig:
     effect_every: int = 10  # AugNet measures the transforms' effects every this many steps (0: never, the paper)
     train_copies: int = 4
     eval_copies: int = 10
+    stratify: bool = False  # independent evaluation copies, as the kept tables were measured (README row: True)
     init_magnitude: float = 0.5
     temperature: float = 1.0
     max_shift: float = 2.0  # Hz, FrequencyShift at magnitude 1
@@ -83,7 +84,8 @@ def run_sinusoids(config: SinusoidsConfig | None = None, progress: bool = False)
     def build(x_train) -> AugNet:
         layers = [sinusoid_layer(config) for _ in range(config.layers)]
         trunk = Conv1dNet(1, 4, config.width)
-        model = AugNet(trunk, layers, config.train_copies, config.eval_copies, effect_every=config.effect_every)
+        model = AugNet(trunk, layers, config.train_copies, config.eval_copies, effect_every=config.effect_every,
+                       stratify=config.stratify)  # fmt: skip
         calibrate_layers(model, x_train, config.calibrate)
         return model
 

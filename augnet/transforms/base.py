@@ -446,7 +446,7 @@ class stratified_copies:
     uniform on its own, so each copy is the augmentation it would be, but a sample's copies cover
     the ranges evenly, and their average is nearer its expectation than C independent draws:
     the sampling noise of an average over copies falls at the same cost.
-    :class:`~augnet.AugNet` evaluates inside such a block when built with ``stratify=True``.
+    :class:`~augnet.AugNet` evaluates inside such a block unless built with ``stratify=False``.
 
     Draws whose row count is not a multiple of ``copies`` (and ``copies=1``) are independent, as
     outside a block. Blocks nest; the innermost one counts. A block holds in its own thread only.
