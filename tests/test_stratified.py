@@ -168,3 +168,21 @@ def test_a_per_instance_layer_evaluates_stratified():
     plain = augnet.AugNet(trunk, layer, eval_copies=4, stratify=False).eval()(x, generator=g())
     assert strat.shape == plain.shape == (5, 4) and bool(torch.isfinite(strat).all())
     assert not torch.equal(strat, plain)
+
+
+def test_experiments_evaluate_as_their_kept_tables_were_measured():
+    # The demo, the comparison and the selection's README row follow AugNet's default (stratified copies);
+    # the experiments whose tables were measured with independent copies pin them, so they reproduce.
+    from augnet.experiments.capacity import CapacityConfig, train_capacity_model
+    from augnet.experiments.demo import DemoConfig, build_model
+    from augnet.experiments.instance import InstanceConfig
+    from augnet.experiments.rotation import RotationConfig
+    from augnet.experiments.sinusoids import SinusoidsConfig
+
+    assert build_model(DemoConfig(size=16, width=2)).stratify is True
+    assert build_model(RotationConfig().demo_config(), None).stratify is False
+    assert not any(c().stratify for c in (CapacityConfig, InstanceConfig, RotationConfig, SinusoidsConfig))
+    x, y = torch.randn(8, 1, 64), torch.randint(0, 4, (8,))
+    for choice in (False, True):
+        config = CapacityConfig(epochs=1, batch_size=8, stratify=choice)
+        assert train_capacity_model("augnet", 4, 1, x, y, config).stratify is choice
