@@ -146,6 +146,9 @@ class AugNet(nn.Module):
         torch.Size([5, 10])
     """
 
+    #: A whole model pickled before ``stratify`` existed evaluates with today's default.
+    stratify: bool = True
+
     def __init__(
         self,
         trunk: nn.Module,

@@ -186,3 +186,17 @@ def test_experiments_evaluate_as_their_kept_tables_were_measured():
     for choice in (False, True):
         config = CapacityConfig(epochs=1, batch_size=8, stratify=choice)
         assert train_capacity_model("augnet", 4, 1, x, y, config).stratify is choice
+
+
+def test_a_model_pickled_before_stratify_existed_loads_and_evaluates_stratified():
+    import pickle
+
+    torch.manual_seed(0)
+    layer = augnet.AugmentationLayer([T.Rotate()], init_magnitude=0.4)
+    model = augnet.AugNet(nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 2)), layer).eval()
+    x, g = torch.rand(3, 3, 8, 8), lambda: torch.Generator().manual_seed(1)
+    expected = model(x, generator=g())
+    del model.__dict__["stratify"]  # as a model saved by an earlier version
+    loaded = pickle.loads(pickle.dumps(model))
+    assert "stratify" not in loaded.__dict__ and loaded.stratify is True
+    torch.testing.assert_close(loaded(x, generator=g()), expected, rtol=0, atol=0)
