@@ -128,10 +128,10 @@ class AugNet(nn.Module):
             sample's C copies cover each range evenly, so the average's
             sampling noise falls at the same cost (on the comparison's full
             sinusoids, 4 stratified copies classify what 16 independent ones
-            do). Training draws are independent either way. ``False``: C
-            independent copies (what the tables of ``augnet reproduce``
-            other than the comparison and the README's rows were measured
-            with).
+            do). Training draws are independent either way. Default
+            ``True``; ``False`` draws the C copies independently (what the
+            tables of ``augnet reproduce`` other than the comparison, the
+            demo and the selection's README row were measured with).
 
     Shape:
         - input: :math:`(B, ...)`
