@@ -33,20 +33,12 @@ from augnet.transforms import image as T
 BINS = (0.0, 15.0, 30.0, 45.0)
 
 
-def test_angles(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The labels and |angle from the class's centre| (degrees) of ``instance_sprites(n, seed=seed)``'s samples."""
-    g = torch.Generator().manual_seed(seed)
-    y = torch.randint(0, 6, (n,), generator=g)  # instance_sprites' own draws, in its order
-    u = torch.rand(n, generator=g) * 2 - 1
-    return y, (u * torch.where(y >= 4, 180.0, 45.0)).abs()
-
-
 def run(seed: int, config: I.InstanceConfig) -> dict:
     start = time.perf_counter()
     x, y = I.instance_sprites(config.n_train, config.size, seed)
-    x_test, y_test = I.instance_sprites(config.n_test, config.size, seed + 10_000)
-    labels, angle = test_angles(config.n_test, seed + 10_000)
-    assert torch.equal(labels, y_test)
+    x_test, y_test, radians = I.instance_sprites(config.n_test, config.size, seed + 10_000, return_angle=True)
+    down = (y_test >= 2) & (y_test < 4)
+    angle = torch.rad2deg(radians - down * math.pi).abs()  # pair A: |angle from the class's centre|, degrees
     torch.manual_seed(seed)
     layer = ConditionedAugmentationLayer([T.Rotate()], channels=3, hidden=config.hidden,
                                          init_magnitude=config.init_magnitude)  # fmt: skip

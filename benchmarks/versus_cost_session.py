@@ -19,6 +19,8 @@ import statistics
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from augnet.experiments.versus import read_runs
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_RUNS = [f"{m}:{t}:small:{s}" for t in ("digits", "glyphs") for m in ("none", "randaugment", "augnet")
                 for s in range(5, 10)]  # fmt: skip
@@ -45,11 +47,8 @@ def main() -> None:
     parser.add_argument("--stored", default=str(ROOT / "docs" / "results" / "versus" / "runs.jsonl"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "versus_cost_session.json"))
     args = parser.parse_args()
-    stored = {}
-    for line in Path(args.stored).read_text().splitlines():
-        r = json.loads(line)
-        if r["kind"] == "run":
-            stored[(r["method"], r["task"], r["regime"], r["seed"])] = r
+    stored = {(r["method"], r["task"], r["regime"], r["seed"]): r
+              for r in read_runs(Path(args.stored)).values() if r["kind"] == "run"}  # fmt: skip
     with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         runs = list(pool.map(_train, args.runs))
     groups: dict[tuple, list] = {}

@@ -436,3 +436,16 @@ def test_the_default_conditioner_standardises_its_features_and_starts_at_zero():
         pooled = g.features(x).flatten(2).mean(2)
     torch.testing.assert_close(g.norm.running_mean, pooled.mean(0))
     assert int(g.norm.steps) == 1
+
+
+def test_the_experiments_sprites_give_their_angles_within_each_classs_band():
+    import math
+
+    from augnet.experiments.instance import instance_sprites
+
+    x, y = instance_sprites(60, 16, seed=4)
+    x2, y2, angle = instance_sprites(60, 16, seed=4, return_angle=True)
+    assert torch.equal(x, x2) and torch.equal(y, y2) and angle.shape == (60,)
+    up, down, anywhere = y < 2, (y >= 2) & (y < 4), y >= 4
+    assert bool((angle[up].abs() <= math.pi / 4).all()) and bool(((angle[down] - math.pi).abs() <= math.pi / 4).all())
+    assert bool((angle[anywhere].abs() <= math.pi).all()) and float(angle[anywhere].abs().max()) > math.pi / 4

@@ -54,8 +54,11 @@ CLASS_NAMES = {0: "A0 up", 1: "A1 up", 2: "A0 down", 3: "A1 down", 4: "B0 any", 
 MODELS = ("trunk", "global", "instance")
 
 
-def instance_sprites(n: int, size: int = 32, seed: int = 0) -> tuple[Tensor, Tensor]:
-    """``n`` images (n, 3, size, size) of the two sprite pairs and their labels (n,) in 0..5 (see the module)."""
+def instance_sprites(n: int, size: int = 32, seed: int = 0, return_angle: bool = False) -> tuple[Tensor, ...]:
+    """``n`` images (n, 3, size, size) of the two sprite pairs and their labels (n,) in 0..5 (see the module).
+
+    With ``return_angle``, also each image's rotation (n,) in radians (pair A's "down" classes about pi).
+    """
     g = torch.Generator().manual_seed(seed)
     y = torch.randint(0, 6, (n,), generator=g)
     u = torch.rand(n, generator=g) * 2 - 1
@@ -66,7 +69,7 @@ def instance_sprites(n: int, size: int = 32, seed: int = 0) -> tuple[Tensor, Ten
         cells, palettes = make_sprite_pair(pair)
         if rows.any():
             x[rows] = render_sprites(y[rows] % 2, angle[rows], cells, palettes, size)
-    return x, y
+    return (x, y, angle) if return_angle else (x, y)
 
 
 @dataclass
