@@ -132,18 +132,34 @@ class RunningStandardize(nn.Module):
 class TinyConditioner(nn.Module):
     """The default conditioner: a tiny CNN on the layer's input, pooled, standardised, then a linear head.
 
-    Two strided convolutions of ``hidden`` channels (2-D for images, 1-D for
+    Two convolutions of ``hidden`` channels (2-D for images, 1-D for
     signals) with ReLU, an average over space or time, a
     :class:`RunningStandardize` of the pooled features, and a linear map to
     ``outputs`` values whose weights and bias start at 0 (so the layer starts
     as the global layer; the features are standardised so that the head,
     once it moves, separates inputs rather than shifting them all alike).
 
+    What it can see. With the default ``kernel_size=3`` (strided by 2) the
+    features see local shapes, so the policy can depend on an input's pose:
+    a rotation layer learns, for a sprite already turned by ``a`` degrees,
+    the range that keeps it on its side of a label boundary (``90 - |a|``
+    for a boundary 90 degrees away), one range per pose. With
+    ``kernel_size=1`` the convolutions act on each pixel (or time step)
+    alone, so the pooled features, and the policy, are the same for every
+    rearrangement of the pixels: exactly for flips, 90-degree turns and
+    circular shifts, up to interpolation and the border for other rotations
+    and shifts. Such a conditioner gives every pose of an input one policy,
+    which is what a per-class or per-object range means (the per-instance
+    experiment: the instance guide); it tells inputs apart by their colours
+    and intensities only.
+
     Args:
         channels: input channels (``Ch``).
         outputs: output size (``2 Q``).
         hidden: channels of the hidden convolutions (its size).
         ndim: input rank, 4 (images) or 3 (signals).
+        kernel_size: the convolutions' size: 3 (default; stride 2) or 1 (pointwise, stride 1: a policy
+            invariant to where things are in the input).
 
     Shape:
         - input: :math:`(B, Ch, H, W)` or :math:`(B, Ch, T)`
@@ -159,19 +175,22 @@ class TinyConditioner(nn.Module):
                 [0., 0., 0., 0.]], grad_fn=<AddmmBackward0>)
     """
 
-    def __init__(self, channels: int, outputs: int, hidden: int = 16, ndim: int = 4) -> None:
+    def __init__(self, channels: int, outputs: int, hidden: int = 16, ndim: int = 4, kernel_size: int = 3) -> None:
         super().__init__()
         for name, value in (("channels", channels), ("outputs", outputs), ("hidden", hidden)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"TinyConditioner: {name} must be an int >= 1, got {value!r}")
         if ndim not in (3, 4):
             raise ValueError(f"TinyConditioner: ndim must be 3 (signals) or 4 (images), got {ndim!r}")
+        if isinstance(kernel_size, bool) or not isinstance(kernel_size, int) or kernel_size not in (1, 3):
+            raise ValueError(f"TinyConditioner: kernel_size must be 3 or 1 (pointwise), got {kernel_size!r}")
         conv = nn.Conv2d if ndim == 4 else nn.Conv1d
+        stride = 1 if kernel_size == 1 else 2
         self.channels, self.ndim = channels, ndim  # what the layer checks its inputs against
         self.features = nn.Sequential(
-            conv(channels, hidden, 3, stride=2, padding=1),
+            conv(channels, hidden, kernel_size, stride=stride, padding=kernel_size // 2),
             nn.ReLU(),
-            conv(hidden, hidden, 3, stride=2, padding=1),
+            conv(hidden, hidden, kernel_size, stride=stride, padding=kernel_size // 2),
             nn.ReLU(),
         )
         self.norm = RunningStandardize(hidden)
@@ -210,6 +229,8 @@ class ConditionedAugmentationLayer(AugmentationLayer):
             :class:`~augnet.instance.TinyConditioner` (needs ``channels``).
         channels: input channels, for the default conditioner.
         hidden: size of the default conditioner (its hidden channels).
+        kernel_size: the default conditioner's convolutions, 3 or 1 (a policy that is the same for every pose
+            of an input: :class:`~augnet.instance.TinyConditioner`).
         init_magnitude, temperature, eval_mode, backend, train_mode: as for
             :class:`~augnet.AugmentationLayer`.
 
@@ -239,6 +260,7 @@ class ConditionedAugmentationLayer(AugmentationLayer):
         eval_mode: str = "sample",
         backend: str = "auto",
         train_mode: str = "sample",
+        kernel_size: int = 3,
     ) -> None:
         super().__init__(transforms, init_magnitude, temperature, eval_mode, backend, train_mode)
         q = len(self.transforms)
@@ -251,7 +273,10 @@ class ConditionedAugmentationLayer(AugmentationLayer):
             ndim = self.transforms[0].input_ndim
             if ndim not in (3, 4):
                 raise ValueError(f"no default conditioner for {ndim}-D inputs: pass conditioner= yourself")
-            conditioner = TinyConditioner(channels, 2 * q, hidden, ndim)
+            conditioner = TinyConditioner(channels, 2 * q, hidden, ndim, kernel_size)
+        elif kernel_size != 3:
+            raise ValueError(f"ConditionedAugmentationLayer: kernel_size={kernel_size!r} is the default conditioner's; "
+                             "it cannot apply to the conditioner passed in")
         elif not isinstance(conditioner, nn.Module):
             raise TypeError(f"conditioner must be an nn.Module mapping (B, ...) to (B, {2 * q}), got "
                             f"{type(conditioner).__name__}")

@@ -17,7 +17,7 @@ from torch import nn
 
 import augnet
 from augnet import AugmentationLayer, AugmentationModule, ConditionedAugmentationLayer
-from augnet.instance import RunningStandardize, conditioner_entropy
+from augnet.instance import RunningStandardize, TinyConditioner, conditioner_entropy
 from augnet.instance_policy import averaged_policy, plot_policy_summary, policy_summary
 from augnet.ops import _cpp, _triton
 from augnet.transforms import image as T
@@ -217,6 +217,11 @@ def test_bad_construction_is_a_clear_error():
         ConditionedAugmentationLayer([T.Rotate()], conditioner=lambda x: x)
     with pytest.raises(ValueError, match="cannot be calibrated"):
         ConditionedAugmentationLayer([T.Rotate()], channels=3).calibrate(torch.rand(4, 3, 8, 8))
+    with pytest.raises(ValueError, match="kernel_size=1 is the default conditioner's"):
+        ConditionedAugmentationLayer([T.Rotate()], conditioner=Constant([0.0, 0.0]), kernel_size=1)
+    for bad in (2, 0, True, 1.0, "1"):
+        with pytest.raises(ValueError, match=f"kernel_size must be 3 or 1 .*got {bad!r}"):
+            ConditionedAugmentationLayer([T.Rotate()], channels=3, kernel_size=bad)
 
 
 def test_selective_regularizer_is_the_mean_of_per_sample_norms():
@@ -449,3 +454,51 @@ def test_the_experiments_sprites_give_their_angles_within_each_classs_band():
     up, down, anywhere = y < 2, (y >= 2) & (y < 4), y >= 4
     assert bool((angle[up].abs() <= math.pi / 4).all()) and bool(((angle[down] - math.pi).abs() <= math.pi / 4).all())
     assert bool((angle[anywhere].abs() <= math.pi).all()) and float(angle[anywhere].abs().max()) > math.pi / 4
+
+
+def _moved(g, generator):
+    """``g`` with every parameter drawn from N(0, 1) (a head that has moved, features that are not dead)."""
+    with torch.no_grad():
+        for p in g.parameters():
+            p.normal_(generator=generator)
+    return g
+
+
+@pytest.mark.parametrize("ndim", [4, 3])
+def test_a_pointwise_conditioner_gives_every_rearrangement_of_an_input_the_same_policy(ndim):
+    shape = (6, 3, 10, 10) if ndim == 4 else (6, 2, 40)
+    g = _moved(TinyConditioner(shape[1], 4, hidden=5, ndim=ndim, kernel_size=1), gen(1))
+    x = torch.rand(*shape, generator=gen(0), dtype=torch.float64)
+    g.double().train()
+    g(x)  # a training step sets the statistics
+    g.eval()
+    out = g(x)
+    assert float(out.abs().min()) > 0  # not trivially constant
+    if ndim == 4:
+        views = [torch.rot90(x, 1, (2, 3)), torch.flip(x, (3,)), x.transpose(2, 3), torch.roll(x, (3, -2), (2, 3))]
+    else:
+        views = [torch.flip(x, (2,)), torch.roll(x, 7, 2)]
+    for view in views:
+        torch.testing.assert_close(g(view), out, rtol=1e-12, atol=1e-12)
+    # the default conditioner sees where things are: the same rearrangements move its policy
+    g3 = _moved(TinyConditioner(shape[1], 4, hidden=5, ndim=ndim), gen(1)).double().train()
+    g3(x)
+    g3.eval()
+    assert not torch.allclose(g3(views[0]), g3(x), atol=1e-3)
+
+
+def test_a_pointwise_layer_is_built_by_the_layer_and_round_trips_its_state_dict():
+    layer = ConditionedAugmentationLayer([T.Rotate(), T.Brightness()], channels=3, hidden=4, kernel_size=1)
+    convs = [m for m in layer.conditioner.features if isinstance(m, nn.Conv2d)]
+    assert [(c.kernel_size, c.stride) for c in convs] == [((1, 1), (1, 1))] * 2
+    x = torch.rand(4, 3, 12, 12, generator=gen(2)) * torch.linspace(0.2, 1, 4).view(4, 1, 1, 1)
+    assert layer(x, copies=3).shape == (12, 3, 12, 12)
+    default = ConditionedAugmentationLayer([T.Rotate(), T.Brightness()], channels=3, hidden=4)
+    assert [m.kernel_size for m in default.conditioner.features if isinstance(m, nn.Conv2d)] == [(3, 3)] * 2
+    _moved(layer.conditioner, gen(3))
+    again = ConditionedAugmentationLayer([T.Rotate(), T.Brightness()], channels=3, hidden=4, kernel_size=1)
+    again.load_state_dict(layer.state_dict())
+    layer.eval(), again.eval()
+    for key in ("weights", "magnitudes"):
+        torch.testing.assert_close(again.policy(x)[key], layer.policy(x)[key], rtol=0, atol=0)
+    assert float(layer.policy(x)["weights"].std(0).max()) > 0  # per-sample, not the global policy
