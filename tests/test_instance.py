@@ -502,3 +502,19 @@ def test_a_pointwise_layer_is_built_by_the_layer_and_round_trips_its_state_dict(
     for key in ("weights", "magnitudes"):
         torch.testing.assert_close(again.policy(x)[key], layer.policy(x)[key], rtol=0, atol=0)
     assert float(layer.policy(x)["weights"].std(0).max()) > 0  # per-sample, not the global policy
+
+
+def test_the_experiments_per_class_invariance_drops_a_nan_score(monkeypatch):
+    from augnet.experiments import instance as experiment
+
+    nan = float("nan")
+    scores = torch.tensor([[0.9, nan, 0.5, 0.7, 0.2, 0.4], [0.1, 0.3, nan, nan, 0.6, 0.8]])
+
+    def curve(model, x, transform, magnitudes, copies=None, seed=0):
+        return {"scores": scores}
+
+    monkeypatch.setattr(experiment.probes, "invariance_curve", curve)
+    y = torch.tensor([0, 0, 0, 1, 1, 1])
+    out = experiment._invariance_per_class(None, torch.zeros(6, 3, 4, 4), y, None)
+    # class 0: medians of [0.9, 0.5] and [0.1, 0.3] (the lower middle, as torch's); class 1: every score counts
+    assert out == {"0": {"45": 0.5, "180": pytest.approx(0.1)}, "1": {"45": pytest.approx(0.4), "180": pytest.approx(0.6)}}

@@ -133,14 +133,15 @@ def _invariance_per_class(model, x, y, copies) -> dict:
     """Per class, the median invariance score of the logits to rotations of ±45 and ±180 degrees.
 
     Scored on the whole test set (the baseline distance is that of a derangement of every class), then
-    split by class.
+    split by class. A score is NaN where its sample's baseline distance is 0 (the probe warns); the median is
+    that of the class's other scores, as the probes' own summaries drop NaN.
     """
     curve = probes.invariance_curve(model, x, T.Rotate(), [0.25, 1.0], copies=copies, seed=0)
     scores = curve["scores"]  # (2, n)
     out = {}
     for label in sorted(set(y.tolist())):
         rows = y == label
-        out[str(label)] = {"45": float(scores[0][rows].median()), "180": float(scores[1][rows].median())}
+        out[str(label)] = {"45": float(scores[0][rows].nanmedian()), "180": float(scores[1][rows].nanmedian())}
     return out
 
 
