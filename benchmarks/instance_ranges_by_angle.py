@@ -14,7 +14,9 @@ seed). Chooses nothing; prints and saves the figures::
 
 ``--saturation S`` trains with the selective regulariser's falling pull instead of the experiment's
 linear one (the instance guide: it does not bring pair A's class ranges within the targets on more
-seeds).
+seeds). ``--kernel-size K`` sets the conditioner's convolutions (default 3, the default conditioner
+that the saved runs without a suffix used; 1: the pointwise conditioner, whose policy cannot follow
+an input's pose: saved with the suffix ``_kernel_1``).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def run(seed: int, config: I.InstanceConfig) -> dict:
     angle = torch.rad2deg(radians - down * math.pi).abs()  # pair A: |angle from the class's centre|, degrees
     torch.manual_seed(seed)
     layer = ConditionedAugmentationLayer([T.Rotate()], channels=3, hidden=config.hidden,
-                                         init_magnitude=config.init_magnitude)  # fmt: skip
+                                         init_magnitude=config.init_magnitude, kernel_size=config.kernel_size)  # fmt: skip
     model = AugNet(I._trunk(config), layer, eval_copies=config.eval_copies, stratify=config.stratify)
     I._train(model, config, x, y, seed, "instance", "selective")
     model.eval()
@@ -74,11 +76,13 @@ def main() -> None:
     parser.add_argument(
         "--saturation", type=float, default=None, help="the pull's saturation (default: the experiment's, linear)"
     )
+    parser.add_argument("--kernel-size", type=int, default=3, choices=(3, 1), help="the conditioner's (default 3)")
     args = parser.parse_args()
     suffix = "" if args.saturation is None else f"_saturation_{args.saturation:g}"
+    suffix += "" if args.kernel_size == 3 else f"_kernel_{args.kernel_size}"
     args.out = args.out or str(Path(__file__).parent / "results" / f"instance_ranges_by_angle{suffix}.json")
     torch.set_num_threads(1)
-    config = I.InstanceConfig()
+    config = dataclasses.replace(I.InstanceConfig(), kernel_size=args.kernel_size)
     if args.saturation is not None:
         config = dataclasses.replace(config, saturation=args.saturation)
     results = []

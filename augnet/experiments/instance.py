@@ -12,7 +12,9 @@ Generated data where the invariance differs by instance: two sprite pairs
 Three models with the same trunk (the paper's CNN), trained alike: the trunk
 alone, AugNet with a global rotation layer (one range for every input), and
 AugNet with a per-instance rotation layer
-(:class:`~augnet.ConditionedAugmentationLayer`, the default tiny conditioner).
+(:class:`~augnet.ConditionedAugmentationLayer` with the pointwise conditioner,
+``kernel_size=1``: one range for every pose of a sprite, where the default one
+learns a range per pose).
 Each run reports the learned rotation range per class (for the global layer the
 same for all), the test accuracy and the rotation invariance per class
 (:func:`augnet.probes.invariance_curve`, cosine on the logits, at ±45 and
@@ -89,14 +91,21 @@ class InstanceConfig:
     # range) and 1e-3 (2 of 5; pair A's spread was not reduced) did no better than 0 (3 of 5)
     conditioner_weight_decay: float = 0.0
     hidden: int = 8
-    # lambda (the README's 0.5). Tuned on seeds 0-4 with the instance model alone (the seeds within the targets; pair
-    # A's class ranges): 0.5: 0 of 5 (±56..75); 0.3: 2 of 5 (±47..76); 0.15: 3 of 5 (±14..66); 0.1: 4 of 5 (±29..61,
-    # pair B ±154..180). Held out, 0.1 met them on 0 of seeds 5-9 (pair A ±21..66 on average, pair B ±138..180): the
-    # class ranges move with the seed more than with lambda, so the README's value stays.
+    # The conditioner's convolutions. 3 (the library's default conditioner) sees each input's pose and learns a range
+    # per pose, 90 - |a| for pair A, whose class mean is about ±67.5, past the target: the per-instance model alone on
+    # seeds 0-4 (one thread) met the targets on 0 of 5 (pair A ±56..75). 1 (pointwise) gives every pose of a sprite
+    # one range: 5 of 5 (pair A ±38..60, pair B ±180; benchmarks/instance_ranges_by_angle.py --kernel-size 1).
+    kernel_size: int = 1
+    # lambda (the README's 0.5). With the 3x3 conditioner, tuned on seeds 0-4 with the instance model alone (the
+    # seeds within the targets; pair A's class ranges): 0.5: 0 of 5 (±56..75); 0.3: 2 of 5 (±47..76); 0.15: 3 of 5
+    # (±14..66); 0.1: 4 of 5 (±29..61, pair B ±154..180). Held out, 0.1 met them on 0 of seeds 5-9 (pair A ±21..66 on
+    # average, pair B ±138..180): the class ranges move with the seed more than with lambda, so the README's value
+    # stays.
     lam: float = 0.5
     # The selective regulariser's saturation and the weight logits' rate: None, a linear pull and the weights at
-    # aug_lr, as the kept results were trained. Tried on seeds 0-4 with the library's later defaults: saturation 1
-    # met the targets on 3 of 5 (pair A ±45-72 degrees), saturation 0.5 with the weights at 3 x aug_lr on 1 of 3.
+    # aug_lr, as the kept results were trained. Tried on seeds 0-4 (3x3 conditioner) with the library's later
+    # defaults: saturation 1 met the targets on 3 of 5 (pair A ±45-72 degrees), saturation 0.5 with the weights at
+    # 3 x aug_lr on 1 of 3.
     saturation: float | None = None
     weight_lr: float | None = None
     init_magnitude: float = 0.125
@@ -170,7 +179,8 @@ def run_seed(config: InstanceConfig, seed: int) -> dict:
             layer = AugmentationLayer([T.Rotate()], init_magnitude=config.init_magnitude)
         else:
             layer = ConditionedAugmentationLayer([T.Rotate()], channels=3, hidden=config.hidden,
-                                                 init_magnitude=config.init_magnitude)  # fmt: skip
+                                                 init_magnitude=config.init_magnitude,
+                                                 kernel_size=config.kernel_size)  # fmt: skip
         model = AugNet(_trunk(config), layer, eval_copies=config.eval_copies, stratify=config.stratify)
         start = time.perf_counter()
         _train(model, config, x, y, seed, name, "selective")
