@@ -47,7 +47,8 @@ def run(seed: int, config: I.InstanceConfig) -> dict:
     angle = torch.rad2deg(radians - down * math.pi).abs()  # pair A: |angle from the class's centre|, degrees
     torch.manual_seed(seed)
     layer = ConditionedAugmentationLayer([T.Rotate()], channels=3, hidden=config.hidden,
-                                         init_magnitude=config.init_magnitude, kernel_size=config.kernel_size)  # fmt: skip
+                                         init_magnitude=config.init_magnitude,
+                                         kernel_size=config.kernel_size)  # fmt: skip
     model = AugNet(I._trunk(config), layer, eval_copies=config.eval_copies, stratify=config.stratify)
     I._train(model, config, x, y, seed, "instance", "selective")
     model.eval()

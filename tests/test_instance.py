@@ -517,4 +517,5 @@ def test_the_experiments_per_class_invariance_drops_a_nan_score(monkeypatch):
     y = torch.tensor([0, 0, 0, 1, 1, 1])
     out = experiment._invariance_per_class(None, torch.zeros(6, 3, 4, 4), y, None)
     # class 0: medians of [0.9, 0.5] and [0.1, 0.3] (the lower middle, as torch's); class 1: every score counts
-    assert out == {"0": {"45": 0.5, "180": pytest.approx(0.1)}, "1": {"45": pytest.approx(0.4), "180": pytest.approx(0.6)}}
+    approx = pytest.approx
+    assert out == {"0": {"45": 0.5, "180": approx(0.1)}, "1": {"45": approx(0.4), "180": approx(0.6)}}
