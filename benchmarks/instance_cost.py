@@ -1,6 +1,6 @@
 """Cost of a per-instance augmentation layer's training step against the global layer's (issue 27).
 
-    python benchmarks/instance_cost.py [--repeats 30] [--callgrind] [--out benchmarks/results]
+    python benchmarks/instance_cost.py [--repeats 30] [--callgrind] [--kernel-size 1] [--out benchmarks/results]
 
 The case: B = 64 images of 3 x 32 x 32, C = 4 copies, the same five transforms
 (Rotate, TranslateX, ShearX, Brightness, HorizontalFlip) in both layers, CPU,
@@ -8,7 +8,9 @@ one thread. A training step is the layer's forward pass, the selective
 regulariser, and the backward pass of ``out.square().mean() + lam * R``; the
 per-instance layer's includes its conditioner (the default
 :class:`~augnet.instance.TinyConditioner`, ``hidden=16``), whose own step
-(forward and backward on the clean batch) is timed separately.
+(forward and backward on the clean batch) is timed separately. ``--kernel-size 1``
+times the pointwise conditioner instead (1x1 convolutions at full resolution;
+saved as ``instance_cost_kernel_1.*``).
 
 Two measures, because wall-clock timings on a shared machine move by tens of
 per cent between runs:
@@ -41,6 +43,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 B, C, CH, H, W = 64, 4, 3, 32, 32
 STEPS = ("global", "instance", "conditioner")
+KERNEL_SIZE = 3  # the conditioner's (set by --kernel-size)
 
 
 def make(backend: str):
@@ -55,7 +58,7 @@ def make(backend: str):
     torch.manual_seed(0)
     glob = augnet.AugmentationLayer(transforms(), init_magnitude=0.3, backend=backend)
     inst = augnet.ConditionedAugmentationLayer(transforms(), channels=CH, hidden=16, init_magnitude=0.3,
-                                               backend=backend)  # fmt: skip
+                                               backend=backend, kernel_size=KERNEL_SIZE)  # fmt: skip
     with torch.no_grad():  # a trained conditioner's outputs are not all 0
         inst.conditioner.head.weight.normal_(0, 0.1)
     x = torch.rand(B, CH, H, W, generator=torch.Generator().manual_seed(1))
@@ -128,7 +131,7 @@ def instructions(repeats: int) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "cg.out")
         cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no", f"--callgrind-out-file={out}",
-               sys.executable, __file__, "--child", str(repeats)]  # fmt: skip
+               sys.executable, __file__, "--child", str(repeats), "--kernel-size", str(KERNEL_SIZE)]  # fmt: skip
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         subprocess.run(cmd, check=True, env=env, capture_output=True, text=True)
         dumps = sorted((p for p in os.listdir(folder) if p.startswith("cg.out.")), key=lambda p: int(p.split(".")[-1]))
@@ -168,12 +171,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--callgrind", action="store_true", help="also count instructions under callgrind")
     parser.add_argument("--callgrind-repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--kernel-size", type=int, default=3, choices=(3, 1), help="the conditioner's (default 3)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    global KERNEL_SIZE
+    KERNEL_SIZE = args.kernel_size
     if args.child is not None:
         child(args.child)
         return 0
-    results = {"case": {"B": B, "C": C, "image": [CH, H, W], "threads": 1,
+    results = {"case": {"B": B, "C": C, "image": [CH, H, W], "threads": 1, "kernel_size": KERNEL_SIZE,
                         "transforms": ["Rotate", "TranslateX", "ShearX", "Brightness", "HorizontalFlip"]},
                "wall_clock": wall_clock(args.repeats)}  # fmt: skip
     w = results["wall_clock"]
@@ -188,8 +194,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  per-instance / global = {cg['ratio_instance_to_global']:.3f}; conditioner alone / global = "
               f"{cg['ratio_conditioner_to_global']:.3f}")  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "instance_cost.json").write_text(json.dumps(results, indent=1))
-    print("wrote", args.out / "instance_cost.json", plot(results, args.out / "instance_cost.png"))
+    name = "instance_cost" + ("" if KERNEL_SIZE == 3 else f"_kernel_{KERNEL_SIZE}")
+    (args.out / f"{name}.json").write_text(json.dumps(results, indent=1))
+    print("wrote", args.out / f"{name}.json", plot(results, args.out / f"{name}.png"))
     return 0
 
 
