@@ -43,10 +43,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 B, C, CH, H, W = 64, 4, 3, 32, 32
 STEPS = ("global", "instance", "conditioner")
-KERNEL_SIZE = 3  # the conditioner's (set by --kernel-size)
 
 
-def make(backend: str):
+def make(backend: str, kernel_size: int):
     import torch
 
     import augnet
@@ -58,7 +57,7 @@ def make(backend: str):
     torch.manual_seed(0)
     glob = augnet.AugmentationLayer(transforms(), init_magnitude=0.3, backend=backend)
     inst = augnet.ConditionedAugmentationLayer(transforms(), channels=CH, hidden=16, init_magnitude=0.3,
-                                               backend=backend, kernel_size=KERNEL_SIZE)  # fmt: skip
+                                               backend=backend, kernel_size=kernel_size)  # fmt: skip
     with torch.no_grad():  # a trained conditioner's outputs are not all 0
         inst.conditioner.head.weight.normal_(0, 0.1)
     x = torch.rand(B, CH, H, W, generator=torch.Generator().manual_seed(1))
@@ -79,11 +78,11 @@ def make(backend: str):
     return {"global": step(glob), "instance": step(inst), "conditioner": conditioner}
 
 
-def wall_clock(repeats: int) -> dict:
+def wall_clock(repeats: int, kernel_size: int) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    steps = make("auto")
+    steps = make("auto", kernel_size)
     for fn in steps.values():  # warm-up (the kernel's first call, allocator)
         for _ in range(3):
             fn()
@@ -103,7 +102,7 @@ def wall_clock(repeats: int) -> dict:
     }
 
 
-def child(repeats: int) -> None:
+def child(repeats: int, kernel_size: int) -> None:
     """Runs under callgrind: each step ``repeats`` times, each call bracketed and dumped."""
     import ctypes
 
@@ -114,7 +113,7 @@ def child(repeats: int) -> None:
 
     torch.set_num_threads(1)
     bracket = ctypes.CDLL(os.path.join(build_dir(), "bracket.so"))
-    steps = make("reference")
+    steps = make("reference", kernel_size)
     for name in STEPS:
         steps[name]()  # warm-up, not counted
         for _ in range(repeats):
@@ -123,7 +122,7 @@ def child(repeats: int) -> None:
             bracket.augnet_cg_stop()
 
 
-def instructions(repeats: int) -> dict:
+def instructions(repeats: int, kernel_size: int) -> dict:
     sys.path.insert(0, str(HERE))
     from callgrind_tap_mix import build_bracket, read_profile
 
@@ -131,7 +130,7 @@ def instructions(repeats: int) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "cg.out")
         cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no", f"--callgrind-out-file={out}",
-               sys.executable, __file__, "--child", str(repeats), "--kernel-size", str(KERNEL_SIZE)]  # fmt: skip
+               sys.executable, __file__, "--child", str(repeats), "--kernel-size", str(kernel_size)]  # fmt: skip
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         subprocess.run(cmd, check=True, env=env, capture_output=True, text=True)
         dumps = sorted((p for p in os.listdir(folder) if p.startswith("cg.out.")), key=lambda p: int(p.split(".")[-1]))
@@ -174,27 +173,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernel-size", type=int, default=3, choices=(3, 1), help="the conditioner's (default 3)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    global KERNEL_SIZE
-    KERNEL_SIZE = args.kernel_size
+    k = args.kernel_size
     if args.child is not None:
-        child(args.child)
+        child(args.child, k)
         return 0
-    results = {"case": {"B": B, "C": C, "image": [CH, H, W], "threads": 1, "kernel_size": KERNEL_SIZE,
+    results = {"case": {"B": B, "C": C, "image": [CH, H, W], "threads": 1, "kernel_size": k,
                         "transforms": ["Rotate", "TranslateX", "ShearX", "Brightness", "HorizontalFlip"]},
-               "wall_clock": wall_clock(args.repeats)}  # fmt: skip
+               "wall_clock": wall_clock(args.repeats, k)}  # fmt: skip
     w = results["wall_clock"]
     print(f"wall clock (median of {args.repeats}, interleaved): " + ", ".join(
         f"{k} {v:.2f} ms" for k, v in w["median_ms"].items()))  # fmt: skip
     print(f"  per-instance / global = {w['ratio_instance_to_global']:.3f}; conditioner alone / global = "
           f"{w['ratio_conditioner_to_global']:.3f}")  # fmt: skip
     if args.callgrind:
-        results["callgrind"] = cg = instructions(args.callgrind_repeats)
+        results["callgrind"] = cg = instructions(args.callgrind_repeats, k)
         print("instructions (callgrind, reference backend): " + ", ".join(
             f"{k} {v / 1e6:.1f} M" for k, v in cg["instructions"].items()))  # fmt: skip
         print(f"  per-instance / global = {cg['ratio_instance_to_global']:.3f}; conditioner alone / global = "
               f"{cg['ratio_conditioner_to_global']:.3f}")  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
-    name = "instance_cost" + ("" if KERNEL_SIZE == 3 else f"_kernel_{KERNEL_SIZE}")
+    name = "instance_cost" + ("" if k == 3 else f"_kernel_{k}")
     (args.out / f"{name}.json").write_text(json.dumps(results, indent=1))
     print("wrote", args.out / f"{name}.json", plot(results, args.out / f"{name}.png"))
     return 0
