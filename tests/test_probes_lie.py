@@ -210,3 +210,44 @@ def test_bad_input_and_no_side_effects():
     with pytest.raises(ValueError, match="4-D"):
         lie_derivative(net, x[0], T.Rotate())
     assert math.isfinite(lie_derivative(net, x, T.Rotate(), "1", reduce="mean")["mean"]["1"])
+
+
+_FRESH_PROCESS = """
+import warnings
+import torch
+from torch import nn
+from augnet.probes import lie_derivative
+from augnet.transforms import image as T
+
+
+class Loud(nn.Module):
+    def forward(self, x):
+        warnings.warn("the model's own notice", FutureWarning)
+        return x.mean((2, 3))
+
+
+warnings.simplefilter("error", FutureWarning)
+try:
+    lie_derivative(Loud(), torch.rand(2, 1, 8, 8), T.Rotate())
+except FutureWarning as e:
+    print("raised:", e)
+warnings.simplefilter("ignore", FutureWarning)
+lie_derivative(Loud(), torch.rand(2, 1, 8, 8), T.Rotate())
+warnings.simplefilter("error", FutureWarning)
+try:
+    lie_derivative(nn.Flatten(), torch.rand(2, 1, 8, 8), T.Rotate())
+    print("quiet")
+except FutureWarning as e:
+    print("raised:", e)
+"""
+
+
+def test_forward_mode_setup_raises_no_torch_deprecation_but_passes_the_model_warnings_on():
+    # Forward mode loads torch's decompositions once per process, which warns (torch 2.14+) that torch.jit.script
+    # is deprecated: a notice about torch's internals. A fresh process, so that the load happens in the probe.
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _FRESH_PROCESS], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["raised: the model's own notice", "quiet"], proc.stdout

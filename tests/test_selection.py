@@ -1,4 +1,4 @@
-"""augnet.selection (temperature annealing, weight warm-up) and fit()'s callbacks."""
+"""The selection schedules (temperature annealing, weight warm-up; augnet.training) and fit()'s callbacks."""
 
 import math
 
@@ -8,8 +8,7 @@ from torch import nn
 
 import augnet
 from augnet.data import rotated_glyphs
-from augnet.selection import TemperatureAnnealing, WeightWarmup
-from augnet.training import Callback, fit
+from augnet.training import Callback, TemperatureAnnealing, WeightWarmup, fit
 from augnet.transforms import image as T
 
 

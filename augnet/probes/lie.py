@@ -38,6 +38,7 @@ Gruver, Finzi, Goldblum and Wilson, "The Lie Derivative for Measuring Learned Eq
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 
@@ -182,9 +183,20 @@ def _forward_mode(model, xb, u, names, kwargs, plain: bool = True) -> dict[str, 
         stream_features(model, inputs, names, lambda s, e, batch: got.update(batch), "none", len(xb), **kwargs)
         return tuple(got[n] for n in names)
 
-    with _math_attention(not plain), torch.set_grad_enabled(not plain):
+    with _math_attention(not plain), torch.set_grad_enabled(not plain), _quiet_forward_ad_setup():
         primals, tangents = torch.func.jvp(layers_of, (xb,), (u,))
     return {n: (p.detach(), t.detach()) for n, p, t in zip(names, primals, tangents, strict=True)}
+
+
+@contextmanager
+def _quiet_forward_ad_setup():
+    """Silence torch's own ``torch.jit.script`` deprecation notice, raised once per process when forward mode
+    loads its decompositions (torch 2.14 and newer): it concerns torch's internals, and a user can do nothing
+    about it. Every other warning passes through.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=FutureWarning)
+        yield
 
 
 @contextmanager
