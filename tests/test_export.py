@@ -519,6 +519,21 @@ def test_approximate_exports_warn_once_per_transform(library):
 
 
 @pytest.mark.parametrize("library", LIBRARIES)
+@pytest.mark.parametrize("route", ["function", "method", "json"])
+def test_an_approximate_export_warning_points_at_the_callers_line(library, route):
+    policy = module_of([(T.ShearX(), 0.5, 0.5)]).policy()
+    function = to_kornia if library == "kornia" else to_torchvision
+    calls = {
+        "function": lambda: function(policy),
+        "method": lambda: getattr(policy, f"to_{library}")(),
+        "json": lambda: function(policy.to_json()),
+    }
+    with pytest.warns(UserWarning, match="augnet.export") as record:
+        calls[route]()
+    assert {Path(w.filename).name for w in record if "augnet.export" in str(w.message)} == {Path(__file__).name}
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
 def test_exact_exports_do_not_warn(library):
     table = export_support()
     exact = [getattr(T, n)() for n in table if n in T.__all__ and table[n][library] == "exact"]

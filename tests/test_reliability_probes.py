@@ -215,9 +215,10 @@ def test_the_error_is_continuous_at_a_channel_silent_on_clean_inputs(bump):
     z[7, 3] = bump
     moved = mapping_error(z_t, z).mean()
     assert abs(moved - base) < 1e-3 * base
-    with pytest.warns(RuntimeWarning, match="under-determined"):  # 42 training rows for 64 features
+    with pytest.warns(RuntimeWarning, match="under-determined") as record:  # 42 training rows for 64 features
         report_base = equivariance_report(z_t, z_t)["scores"]["invariance"]  # the report's error, on the same rows
     assert report_base == 0.0
+    assert {w.filename for w in record if "under-determined" in str(w.message)} == {__file__}  # the caller's line
 
 
 @pytest.mark.parametrize("scale", [1e-6, 1e3])

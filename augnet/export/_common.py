@@ -10,6 +10,7 @@ from typing import Any
 
 from torch import nn
 
+from augnet._stack import caller_stacklevel
 from augnet.policy import Policy, check_policy, refuse_conditioned, transform_classes
 from augnet.transforms import image as T
 from augnet.transforms.base import Transform
@@ -159,7 +160,11 @@ def build(policy, library: str, builder: Builder) -> list[tuple[list[float], lis
                 sources.append(q)
         layers.append((probs, ops, sources))
     for name, note in notes.items():
-        warnings.warn(f"augnet.export: {name} is exported to {library} approximately: {note}", UserWarning, 3)
+        warnings.warn(
+            f"augnet.export: {name} is exported to {library} approximately: {note}",
+            UserWarning,
+            stacklevel=caller_stacklevel(("augnet.export", "augnet.policy")),
+        )
     return layers
 
 

@@ -10,11 +10,12 @@ training rows determine the map, and the input checks shared by the fits of
 from __future__ import annotations
 
 import math
-import sys
 import warnings
 
 import torch
 from torch import Tensor
+
+from augnet._stack import caller_stacklevel
 
 __all__ = [
     "DEFAULT_HOLDOUT",
@@ -114,17 +115,6 @@ def _seeded_generator(seed: int | None, generator: torch.Generator | None = None
     return torch.Generator().manual_seed(seed)
 
 
-def _caller_stacklevel() -> int:
-    """The ``stacklevel`` of the first frame outside augnet's probes and torch (the user's call)."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None:
-        name = frame.f_globals.get("__name__", "")
-        if not (name.startswith(("augnet.probes", "torch.")) or name in ("augnet.losses", "contextlib")):
-            return level
-        frame, level = frame.f_back, level + 1
-    return 1
-
-
 def _check_rows(n_train: int, n_test: int, d_in: int) -> None:
     """Refuse (nothing held out) or warn (rows held out) when the training rows cannot determine the map."""
     need = d_in + 1
@@ -149,7 +139,7 @@ def _check_rows(n_train: int, n_test: int, d_in: int) -> None:
         f"{core}; the map is under-determined and its held-out error overstates the features' equivariance "
         f"error. To measure it, {fix}",
         RuntimeWarning,
-        stacklevel=_caller_stacklevel(),
+        stacklevel=caller_stacklevel(("augnet.probes", "torch."), ("augnet.losses", "contextlib")),
     )
 
 
