@@ -23,3 +23,7 @@ def caller_stacklevel(inside: tuple[str, ...], also: tuple[str, ...] = ()) -> in
             return level
         frame, level = frame.f_back, level + 1
     return 1
+
+
+#: ``caller_stacklevel(*PROBES)``: the probes' frames, and the torch, loss and context-manager frames they run in.
+PROBES = (("augnet.probes", "torch."), ("augnet.losses", "contextlib"))

@@ -198,6 +198,23 @@ def test_constant_features_give_nan_with_a_warning():
     assert probes.summary(scores)["n"] == 0 and math.isnan(probes.summary(scores)["median"])
 
 
+class _Constant(nn.Module):
+    def forward(self, x):
+        return torch.ones(x.shape[0], 3)
+
+
+@pytest.mark.parametrize("route", ["score", "curve"])
+def test_the_nan_warning_points_at_the_callers_line(route):
+    # However deep in the probes the score is taken, the warning names the line that called the probe.
+    x = torch.rand(6, 1, 8, 8, generator=gen(0))
+    with pytest.warns(RuntimeWarning, match="baseline distance") as record:
+        if route == "score":
+            probes.invariance_score(torch.ones(6, 3), torch.ones(6, 3))
+        else:
+            probes.invariance_curve(_Constant(), x, T.Rotate(), [0.5])
+    assert {w.filename for w in record if "baseline distance" in str(w.message)} == {__file__}
+
+
 def test_score_bad_input():
     with pytest.raises(ValueError, match="same shape"):
         probes.invariance_score(torch.randn(4, 3), torch.randn(4, 2))

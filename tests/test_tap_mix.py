@@ -171,3 +171,18 @@ def test_bad_input(change, error, match):
     args = change({"x": x, "src": src, "affine": affine, "color": col, "weight": weight, "padding": "zeros"})
     with pytest.raises(error, match=match):
         tap_mix(**args)
+
+
+def test_the_fallback_warning_points_at_the_users_line(monkeypatch):
+    # A compiled backend registered but unusable: the one warning per device type names the line that ran the layer,
+    # not a frame inside augnet or torch.nn.
+    import augnet
+    from augnet.transforms import image as T
+
+    monkeypatch.setattr(tap_mix_module, "_warned_fallback", set())
+    monkeypatch.setattr(tap_mix_module, "_why_not", lambda name, x: "not built here (a test)")
+    assert "cpp" in tap_mix_module._BACKENDS  # registered whether or not it is built
+    layer = augnet.AugmentationLayer([T.Rotate(), T.TranslateX()])
+    with pytest.warns(RuntimeWarning, match="no compiled tap_mix backend") as record:
+        layer(torch.rand(2, 1, 8, 8), copies=2)
+    assert {w.filename for w in record if "no compiled tap_mix backend" in str(w.message)} == {__file__}

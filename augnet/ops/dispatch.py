@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from augnet._stack import caller_stacklevel
 from augnet.ops.bad_input import guard_reference
 from augnet.ops.precision import LOW_PRECISION, full_precision
 
@@ -154,7 +155,7 @@ def _resolve(backend: str, device_type: str, dtype: torch.dtype) -> str:
             warnings.warn(
                 f"augnet: no compiled tap_mix backend for {key} tensors, using the reference one ({reasons})",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=caller_stacklevel(("augnet.", "torch.")),
             )
         return "reference"
     if backend not in _BACKENDS:

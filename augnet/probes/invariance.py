@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from augnet._stack import PROBES, caller_stacklevel
 from augnet.probes._common import Transformed, check_draws, derangement, forward_kwargs, seeded, summary
 from augnet.probes.features import LOGITS, OUTPUT, describe, features
 
@@ -145,7 +146,7 @@ def invariance_score(
             f"0 (features that do not depend on the input), {int((b.isnan() | d.isnan()).sum())} undefined (a row "
             "of zeros has no cosine)",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=caller_stacklevel(*PROBES),
         )
     safe = torch.where(undefined, torch.ones_like(b), b)
     return torch.where(undefined, torch.full_like(d, math.nan), (safe - d) / safe)

@@ -15,7 +15,7 @@ import warnings
 import torch
 from torch import Tensor
 
-from augnet._stack import caller_stacklevel
+from augnet._stack import PROBES, caller_stacklevel
 
 __all__ = [
     "DEFAULT_HOLDOUT",
@@ -139,7 +139,7 @@ def _check_rows(n_train: int, n_test: int, d_in: int) -> None:
         f"{core}; the map is under-determined and its held-out error overstates the features' equivariance "
         f"error. To measure it, {fix}",
         RuntimeWarning,
-        stacklevel=caller_stacklevel(("augnet.probes", "torch."), ("augnet.losses", "contextlib")),
+        stacklevel=caller_stacklevel(*PROBES),
     )
 
 

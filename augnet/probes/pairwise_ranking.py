@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from augnet._stack import PROBES, caller_stacklevel
 from augnet.probes.features import reduce_features
 
 __all__ = [
@@ -126,7 +127,7 @@ def layer_importance(
         warnings.warn(
             "layer_importance: every weight is 0 (the features did not separate the pairs); importances are NaN",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=caller_stacklevel(*PROBES),
         )
         return {name: math.nan for name in sizes}
     return {name: float(a / total) for name, a in zip(sizes, agg, strict=True)}

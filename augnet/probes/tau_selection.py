@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 import torch
 from torch import Tensor, nn
 
+from augnet._stack import PROBES, caller_stacklevel
 from augnet.probes._common import Transformed, batch_size_of, evaluating, forward_kwargs, rows_of, seeded
 from augnet.probes.features import _resolve, call_hooks, split_call
 from augnet.probes.unit_invariance import _check_tau, _check_units
@@ -303,7 +304,7 @@ def select_tau(
             f"select_tau: no tau in {grid} keeps the accuracy drop within {max_drop} (smallest drop "
             f"{min(drops):.4g}); include 0 in the grid (ablating nothing) or raise max_drop",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=caller_stacklevel(*PROBES),
         )
     return {
         "tau": chosen,
