@@ -1,4 +1,4 @@
-"""Two changes of the selective regulariser tried for the small digits, on the tuning seeds.
+"""Changes of the selective regulariser tried for the small digits, on the tuning seeds.
 
 On the comparison's small digits (``augnet reproduce versus``) AugNet's layer commits to Rotate
 (weight about 0.8) and the shifts that the clean test set rewards keep a weight of about 0.05 each
@@ -11,8 +11,18 @@ give every magnitude a pull in proportion to its weight, added to the default
 - ``use``: :math:`-\\beta \\sum_q \\mathrm{sg}(w_q)\\, e_q \\phi(\\mu_q)` (the weights untouched);
 - ``linear``: :math:`-\\beta \\sum_q w_q e_q \\phi(\\mu_q)` (the expected effect; it also moves the weights).
 
+And one that replaces the default's pull on the magnitudes instead of adding to it:
+
+- ``each``: the weights get the default's gradient, :math:`-\\| w \\odot e \\odot \\mathrm{sg}(\\phi(\\mu)) \\|`,
+  and each magnitude is pulled by :math:`-\\beta \\sum_q \\mathrm{sg}(w_q) e_q \\phi(\\mu_q)`, in proportion to
+  its own weight, as the training loss pushes on it (the rows that draw it): where the pull and the push meet
+  then no longer depends on the weight, and for a committed transform the pull is about the default's.
+
+The default and ``each`` also with the weights held uniform (``frozen``: every transform on a fifth of the
+rows), to see what the magnitudes learn, and what it buys, when the layer keeps every transform.
+
 Each trains the comparison's AugNet (``versus_methods.run_method``) on the small digits, seeds 0-4
-(the tuning seeds). Chooses nothing (both were found not to help; the reproducing guide); prints
+(the tuning seeds). Chooses nothing (none was found to help; the reproducing guide); prints
 and saves the figures::
 
     python benchmarks/versus_digits_pulls.py [--seeds 0 1 2 3 4] [--out benchmarks/results/...]
@@ -32,13 +42,24 @@ from augnet.experiments import versus_methods as VM
 from augnet.experiments.versus_tasks import TASKS, load
 from augnet.regularizers import SATURATION, _augmentations, _layer_policy, selective_regularizer
 
-VARIANTS = (("default", 0.0), ("use", 0.25), ("use", 0.5), ("use", 1.0), ("linear", 0.5), ("linear", 1.0))
+VARIANTS = (
+    ("default", 0.0, False), ("use", 0.25, False), ("use", 0.5, False), ("use", 1.0, False), ("linear", 0.5, False),
+    ("linear", 1.0, False), ("each", 1.0, False), ("default", 0.0, True), ("each", 1.0, True),
+)  # fmt: skip
 
 
 def regularizer(kind: str, beta: float):
     """The default selective regulariser plus ``kind``'s term times ``beta`` (see the module docstring)."""
 
     def reg(model):
+        if kind == "each":
+            terms = []
+            for layer in _augmentations(model, lie=False):
+                w, mu = _layer_policy(layer)
+                phi = SATURATION * torch.log1p(mu / SATURATION)
+                e = layer.effect.to(mu)
+                terms.append(-(w * e * phi.detach()).norm() - beta * (w.detach() * e * phi).sum())
+            return torch.stack(terms).sum()
         base = selective_regularizer(model)
         if kind == "default":
             return base
@@ -52,11 +73,14 @@ def regularizer(kind: str, beta: float):
     return reg
 
 
-def run(kind: str, beta: float, seed: int) -> dict:
+def run(kind: str, beta: float, frozen: bool, seed: int) -> dict:
     build = VM._build
 
     def patched(method, task, fixed):
         model, opt, kwargs, augment = build(method, task, fixed)
+        if frozen:  # the weights stay uniform: the optimiser skips a parameter without a gradient
+            for layer in _augmentations(model, lie=False):
+                layer.weight_logits.requires_grad_(False)
         return model, opt, {**kwargs, "regularizer": regularizer(kind, beta)}, augment
 
     VM._build = patched
@@ -68,7 +92,7 @@ def run(kind: str, beta: float, seed: int) -> dict:
     entries = {e["transform"]: e for e in record["policy"]["layers"][0]["transforms"]}
     size = task.size
     return {
-        "kind": kind, "beta": beta, "seed": seed, "accuracy": record["accuracy"],
+        "kind": kind, "beta": beta, "frozen": frozen, "seed": seed, "accuracy": record["accuracy"],
         "accuracy_shift": record["accuracy_shift"], "invariance": record["invariance"],
         "rotate_weight": entries["Rotate"]["weight"], "rotate_degrees": entries["Rotate"]["range"][1],
         "shift_weight": entries["TranslateX"]["weight"] + entries["TranslateY"]["weight"],
@@ -83,16 +107,17 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     start, runs, summary = time.perf_counter(), [], []
-    for kind, beta in VARIANTS:
-        mine = [run(kind, beta, seed) for seed in args.seeds]
+    for kind, beta, frozen in VARIANTS:
+        mine = [run(kind, beta, frozen, seed) for seed in args.seeds]
         runs += mine
-        row = {"kind": kind, "beta": beta}
+        row = {"kind": kind, "beta": beta, "frozen": frozen}
         for key in ("accuracy", "accuracy_shift", "invariance", "rotate_weight", "rotate_degrees", "shift_weight",
                     "shift_percent"):  # fmt: skip
             row[key] = statistics.fmean(r[key] for r in mine)
         row["rotate_degrees_range"] = [min(r["rotate_degrees"] for r in mine), max(r["rotate_degrees"] for r in mine)]
         summary.append(row)
-        print(f"{kind} beta {beta}: accuracy {row['accuracy']:.3f}, rotated {row['accuracy_shift']:.3f}, "
+        uniform = ", weights uniform" if frozen else ""
+        print(f"{kind} beta {beta}{uniform}: accuracy {row['accuracy']:.3f}, rotated {row['accuracy_shift']:.3f}, "
               f"invariance {row['invariance']:.3f}; Rotate w {row['rotate_weight']:.2f} at "
               f"±{row['rotate_degrees_range'][0]:.0f}-{row['rotate_degrees_range'][1]:.0f}°, shifts w "
               f"{row['shift_weight']:.2f} at ±{row['shift_percent']:.1f} % ({time.perf_counter() - start:.0f} s)",
