@@ -109,7 +109,8 @@ class Policy(list):
     ``range`` (a :class:`~augnet.transforms.base.Range` in natural units), and
     for an :class:`~augnet.AugmentationLayer` also ``args`` (the transform's
     constructor arguments) and ``transform_magnitude`` (see
-    :meth:`augnet.AugmentationLayer.policy`). ``str(policy)`` is a readable table.
+    :meth:`augnet.AugmentationLayer.policy`). ``str(policy)`` is a readable table; ``<`` marks
+    each layer's choice, its single largest weight (nothing at a tie: uniform weights, or Augerino's).
 
     A policy made by :meth:`augnet.AugmentationModule.policy` also holds each layer's
     settings and exact state (``settings``), so that :meth:`to_json` is a
@@ -132,7 +133,10 @@ class Policy(list):
         lines = []
         for i, layer in enumerate(self):
             lines.append(f"layer {i}:")
-            best = max(range(len(layer)), key=lambda q: layer[q]["weight"]) if layer else -1
+            # " <" marks the layer's choice: the one largest weight (none at a tie, e.g. uniform weights, or
+            # Augerino's, every one 1)
+            weights = [e["weight"] for e in layer]
+            best = weights.index(max(weights)) if len(layer) > 1 and weights.count(max(weights)) == 1 else -1
             for q, e in enumerate(layer):
                 mark = " <" if q == best else ""
                 lines.append(

@@ -113,6 +113,11 @@ def test_policy_reports_natural_units():
     assert math.isclose(sum(e["weight"] for e in policy[1]), 1.0, rel_tol=1e-6)
     text = str(policy)
     assert "layer 1:" in text and "±45 deg" in text
+    assert " <" not in text  # untrained: every weight equal, no choice to mark
+    with torch.no_grad():
+        model.augment.layers[1].weight_logits[1] += 1.0
+    marked = [line for line in str(model.policy()).splitlines() if line.endswith(" <")]
+    assert len(marked) == 1 and marked[0].split()[0] == policy[1][1]["transform"]  # layer 1's second transform
     assert policy.layers_json()[0][0]["range"] == [-45.0, 45.0, "deg"]
 
 
