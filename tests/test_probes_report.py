@@ -120,6 +120,17 @@ def test_save_heatmap_and_verdict(tmp_path):
         rep.save(tmp_path / "r.txt")
 
 
+def test_repr_is_one_line_and_print_shows_the_verdict():
+    x = torch.rand(16, 3, 8, 8, generator=gen(3))
+    labels = torch.arange(16) % 2
+    rep = probes.report(invariant_net(), x, ["Rotate"], magnitudes=[1.0], per_unit=True, by_class=labels, lie=False)
+    text = repr(rep)
+    assert "\n" not in text and len(text) < 300, text  # not every record and per-unit tensor
+    assert text.startswith(f"ProbeReport({len(rep.records)} records; layers {rep.layers}") and "classes [0, 1]" in text
+    assert f"per-unit values of {len(rep.units)} records" in text
+    assert str(rep) == rep.verdict()
+
+
 def test_auto_layers_of_common_models():
     torchvision = pytest.importorskip("torchvision")
     assert auto_layers(torchvision.models.resnet18(weights=None)) == ["layer1", "layer2", "layer3", "layer4", "logits"]

@@ -18,7 +18,7 @@ from augnet.probes.report_measures import _COLUMNS, _SWEPT, INVARIANT_NV, MEASUR
 __all__ = ["ProbeReport"]
 
 
-@dataclass
+@dataclass(repr=False)
 class ProbeReport:
     """The result of :func:`report`: one tidy table of records, with its figure and verdict.
 
@@ -42,6 +42,24 @@ class ProbeReport:
     magnitudes: list[float]
     info: dict = field(default_factory=dict)
     units: dict = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        # What it holds, in one line (the records and per-unit tensors are read with table() and unit_values()).
+        parts = [
+            f"{len(self.records)} records",
+            f"layers {self.layers}",
+            f"transforms {self.transforms}",
+            f"magnitudes {self.magnitudes}",
+        ]
+        if self.classes():
+            parts.append(f"classes {self.classes()}")
+        if self.units:
+            parts.append(f"per-unit values of {len(self.units)} records")
+        return f"ProbeReport({'; '.join(parts)})"
+
+    def __str__(self) -> str:
+        """The :meth:`verdict` (what ``print(report)`` shows)."""
+        return self.verdict()
 
     def table(self) -> dict[str, list]:
         """The records as columns, ``{column: [values]}`` (what ``pandas.DataFrame`` takes)."""
