@@ -204,7 +204,7 @@ def selective_regularizer(
     for layer in _augmentations(module, lie=False):
         w, mu = _layer_policy(layer)
         if saturation is not None:
-            mu = saturation * torch.log1p(mu / saturation)
+            mu = saturate(mu, saturation)
         v = w * mu
         if units == "effect":
             v = v * layer.effect.to(v)
@@ -226,6 +226,14 @@ def selective_regularizer(
         if repeat is not None:  # what an earlier layer already chose is a cost, not a reward
             terms.append(-torch.linalg.vector_norm(repeat, dim=-1).mean())
     return -torch.stack(terms).sum(0)
+
+
+def saturate(mu: Tensor, saturation: float = SATURATION) -> Tensor:
+    """The saturating magnitude of :func:`selective_regularizer`, :math:`\\phi(\\mu) = s \\log(1 + \\mu / s)`.
+
+    Equal to :math:`\\mu` to first order at 0, below it after (elementwise; any shape).
+    """
+    return saturation * torch.log1p(mu / saturation)
 
 
 def augerino_regularizer(module: nn.Module) -> Tensor:

@@ -40,7 +40,7 @@ import torch
 
 from augnet.experiments import versus_methods as VM
 from augnet.experiments.versus_tasks import TASKS, load
-from augnet.regularizers import SATURATION, _augmentations, _layer_policy, selective_regularizer
+from augnet.regularizers import _augmentations, _layer_policy, saturate, selective_regularizer
 
 VARIANTS = (
     ("default", 0.0, False), ("use", 0.25, False), ("use", 0.5, False), ("use", 1.0, False), ("linear", 0.5, False),
@@ -56,7 +56,7 @@ def regularizer(kind: str, beta: float):
             terms = []
             for layer in _augmentations(model, lie=False):
                 w, mu = _layer_policy(layer)
-                phi = SATURATION * torch.log1p(mu / SATURATION)
+                phi = saturate(mu)
                 e = layer.effect.to(mu)
                 terms.append(-(w * e * phi.detach()).norm() - beta * (w.detach() * e * phi).sum())
             return torch.stack(terms).sum()
@@ -66,7 +66,7 @@ def regularizer(kind: str, beta: float):
         terms = []
         for layer in _augmentations(model, lie=False):
             w, mu = _layer_policy(layer)
-            v = layer.effect.to(mu) * SATURATION * torch.log1p(mu / SATURATION)
+            v = layer.effect.to(mu) * saturate(mu)
             terms.append(((w.detach() if kind == "use" else w) * v).sum())
         return base - beta * torch.stack(terms).sum()
 
