@@ -40,7 +40,10 @@ def aggregate(out: Tensor, copies: int, how: str = "log_softmax") -> Tensor:
         raise ValueError(f"aggregate must be one of {AGGREGATES}, got {how!r}")
     check_copies(copies)
     if not isinstance(out, Tensor):
-        raise TypeError(f"the trunk must return a tensor to aggregate, got {type(out).__name__}")
+        raise TypeError(
+            f"the trunk must return a tensor to aggregate, got {type(out).__name__}; wrap a trunk that returns a "
+            "dict or a tuple (auxiliary heads, a Hugging Face output) in a module that returns its logits"
+        )
     if out.dim() == 0 or out.shape[0] % copies != 0:
         raise ValueError(
             f"the trunk returned shape {tuple(out.shape)}; expected one row per augmented copy "

@@ -143,7 +143,7 @@ def test_state_dict_round_trip_keeps_the_policy():
 
 def test_trunk_output_that_cannot_be_aggregated():
     x = images()
-    with pytest.raises(TypeError, match="must return a tensor to aggregate, got tuple"):
+    with pytest.raises(TypeError, match="must return a tensor to aggregate, got tuple; wrap a trunk"):
         augnet.AugNet(nn.Sequential(cnn(), _Tuple()), layer())(x)
     with pytest.raises(ValueError, match=r"needs a class dimension.*use aggregate='mean'"):
         augnet.AugNet(nn.Sequential(cnn(1), nn.Flatten(0)), layer())(x)
