@@ -212,6 +212,28 @@ class Policy(list):
         refuse_conditioned(policy, "read from a policy file")  # a file means one thing everywhere
         return policy
 
+    def save(self, path: str | Path) -> Path:
+        """Write this policy file (:meth:`to_json`, strict JSON) to ``path``; returns the path.
+
+        Checked first (:meth:`to_json` raises what a reader would refuse), so a policy that cannot be
+        read back writes nothing. Read it with :meth:`load` or
+        :meth:`augnet.AugmentationModule.from_policy`.
+        """
+        if not isinstance(path, (str, Path)):
+            raise TypeError(f"path must be a str or a Path, got {type(path).__name__}")
+        text = json.dumps(self.to_json(), indent=1, allow_nan=False)
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Policy:
+        """The policy of a file written by :meth:`save` (or any policy file; see :func:`read_policy`)."""
+        if not isinstance(path, (str, Path)):
+            raise TypeError(f"path must be a str or a Path, got {type(path).__name__}")
+        return read_policy(Path(path))
+
     def to_kornia(self, size: tuple[int, int] | None = None):
         """This policy as a ``kornia.augmentation`` pipeline (see :func:`augnet.export.to_kornia`)."""
         return _exporter("kornia")(self, size)

@@ -493,3 +493,36 @@ def test_any_mutation_of_a_file_is_honoured_identically_or_refused_everywhere(da
         for layer, p in zip(module.layers, probs, strict=True):
             assert p == pytest.approx(layer.weights.tolist(), abs=1e-6), library
         assert magnitudes == pytest.approx(expect, abs=1e-6), library
+
+
+# ----------------------------------------------------------------------------- files on disk
+
+
+def test_save_and_load_round_trip_a_policy_file(tmp_path):
+    module = good_module()
+    policy = module.policy()
+    path = policy.save(tmp_path / "run" / "policy.json")  # the folder is made
+    assert path == tmp_path / "run" / "policy.json"
+    assert json.loads(path.read_text()) == policy.to_json()
+    assert Policy.load(path).to_json() == policy.to_json()
+    assert Policy.load(str(path)).to_json() == policy.to_json()
+    again = augnet.AugmentationModule.from_policy(path)
+    x = smooth_images()
+    again.eval(), module.eval()
+    assert torch.equal(again(x, copies=2, generator=gen(5)), module(x, copies=2, generator=gen(5)))
+
+
+def test_save_refuses_what_no_reader_takes_and_writes_nothing(tmp_path):
+    layer = augnet.ConditionedAugmentationLayer([T.Rotate(), T.TranslateX()], channels=3)
+    layer(smooth_images())
+    policy = augnet.AugmentationModule([layer]).policy()
+    with pytest.raises(ValueError, match="conditioned"):
+        policy.save(tmp_path / "p.json")
+    assert not (tmp_path / "p.json").exists()
+    with pytest.raises(TypeError, match="path must be a str or a Path, got int"):
+        good_module().policy().save(3)
+    with pytest.raises(TypeError, match="path must be a str or a Path, got dict"):
+        Policy.load({"format": "augnet.policy"})
+    (tmp_path / "other.json").write_text(json.dumps({"format": "something else"}))
+    with pytest.raises(ValueError, match="not an augnet policy file"):
+        Policy.load(tmp_path / "other.json")
