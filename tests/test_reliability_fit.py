@@ -134,7 +134,7 @@ def _batches(kind):
         ("bare-tensor", ValueError, r"\(inputs, targets\)"),
         ("numpy", TypeError, "ndarray"),
         ("numpy-targets", TypeError, "ndarray"),
-        ("dict", ValueError, r"\(inputs, targets\)"),
+        ("dict", ValueError, r"\(inputs, targets\) pair: a dict with keys \['x', 'y'\]; have the dataset"),
         ("strings", TypeError, "str"),
         ("lengths-differ", ValueError, "8 inputs and 5 targets"),
         ("empty-list", ValueError, "no batches"),

@@ -235,7 +235,12 @@ def checked_pair(batch, i: int) -> tuple[Tensor, Tensor]:
     """A loader's batch as ``(inputs, targets)`` tensors of one length."""
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         what = f"a {type(batch).__name__} of {len(batch)}" if isinstance(batch, (tuple, list)) else type(batch).__name__
-        raise ValueError(f"the data loader's batch {i} is not an (inputs, targets) pair: {what}")
+        if isinstance(batch, dict):
+            what = f"a dict with keys {list(batch)[:8]}"
+        raise ValueError(
+            f"the data loader's batch {i} is not an (inputs, targets) pair: {what}; have the dataset (or the "
+            "loader's collate_fn) return (inputs, targets)"
+        )
     for name, t in zip(("inputs", "targets"), batch, strict=True):
         if not isinstance(t, Tensor):
             kind = f"{type(t).__module__}.{type(t).__name__}" if type(t).__module__ != "builtins" else type(t).__name__
