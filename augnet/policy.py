@@ -38,6 +38,7 @@ import itertools
 import json
 import math
 import numbers
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -212,15 +213,15 @@ class Policy(list):
         refuse_conditioned(policy, "read from a policy file")  # a file means one thing everywhere
         return policy
 
-    def save(self, path: str | Path) -> Path:
+    def save(self, path: str | os.PathLike) -> Path:
         """Write this policy file (:meth:`to_json`, strict JSON) to ``path``; returns the path.
 
         Checked first (:meth:`to_json` raises what a reader would refuse), so a policy that cannot be
         read back writes nothing. Read it with :meth:`load` or
         :meth:`augnet.AugmentationModule.from_policy`.
         """
-        if not isinstance(path, (str, Path)):
-            raise TypeError(f"path must be a str or a Path, got {type(path).__name__}")
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be a str or a path-like object, got {type(path).__name__}")
         text = json.dumps(self.to_json(), indent=1, allow_nan=False)
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -228,10 +229,10 @@ class Policy(list):
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> Policy:
+    def load(cls, path: str | os.PathLike) -> Policy:
         """The policy of a file written by :meth:`save` (or any policy file; see :func:`read_policy`)."""
-        if not isinstance(path, (str, Path)):
-            raise TypeError(f"path must be a str or a Path, got {type(path).__name__}")
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be a str or a path-like object, got {type(path).__name__}")
         return read_policy(Path(path))
 
     def to_kornia(self, size: tuple[int, int] | None = None):

@@ -506,6 +506,12 @@ def test_save_and_load_round_trip_a_policy_file(tmp_path):
     assert json.loads(path.read_text()) == policy.to_json()
     assert Policy.load(path).to_json() == policy.to_json()
     assert Policy.load(str(path)).to_json() == policy.to_json()
+
+    class Where:  # any os.PathLike
+        def __fspath__(self):
+            return str(tmp_path / "other" / "p.json")
+
+    assert Policy.load(policy.save(Where())).to_json() == policy.to_json()
     again = augnet.AugmentationModule.from_policy(path)
     x = smooth_images()
     again.eval(), module.eval()
@@ -519,9 +525,9 @@ def test_save_refuses_what_no_reader_takes_and_writes_nothing(tmp_path):
     with pytest.raises(ValueError, match="conditioned"):
         policy.save(tmp_path / "p.json")
     assert not (tmp_path / "p.json").exists()
-    with pytest.raises(TypeError, match="path must be a str or a Path, got int"):
+    with pytest.raises(TypeError, match="path must be a str or a path-like object, got int"):
         good_module().policy().save(3)
-    with pytest.raises(TypeError, match="path must be a str or a Path, got dict"):
+    with pytest.raises(TypeError, match="path must be a str or a path-like object, got dict"):
         Policy.load({"format": "augnet.policy"})
     (tmp_path / "other.json").write_text(json.dumps({"format": "something else"}))
     with pytest.raises(ValueError, match="not an augnet policy file"):
