@@ -115,7 +115,8 @@ class AugmentationLayer(nn.Module):
             raise ValueError("transforms must not be empty: an augmentation layer needs at least one transform")
         for t in transforms:
             if not isinstance(t, Transform):
-                raise TypeError(f"every transform must be an augnet Transform, got {type(t).__name__}")
+                got = f"the class {t.__name__}; pass {t.__name__}()" if isinstance(t, type) else type(t).__name__
+                raise TypeError(f"every transform must be an augnet Transform, got {got}")
         ranks = {t.input_ndim for t in transforms}
         if len(ranks) > 1:
             raise ValueError(

@@ -259,6 +259,7 @@ def test_input_is_not_modified():
         (dict(transforms=[]), ValueError, "transforms must not be empty"),
         (dict(transforms=T.Rotate()), TypeError, "sequence of Transform"),
         (dict(transforms=[torch.nn.ReLU()]), TypeError, "augnet Transform, got ReLU"),
+        (dict(transforms=[T.Rotate]), TypeError, r"augnet Transform, got the class Rotate; pass Rotate\(\)"),
         (dict(init_magnitude=float("nan")), ValueError, r"lie in \[0, 1\], got nan"),
         (dict(init_magnitude=1.5), ValueError, r"got 1.5"),
         (dict(init_magnitude=[0.1, 0.2, 0.3]), ValueError, "3 values for 2 transforms"),
