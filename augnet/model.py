@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from augnet.effects import measure_effects
 from augnet.layers import AugmentationLayer, AugmentationModule, Policy
-from augnet.transforms.base import check_copies, stratified_copies
+from augnet.transforms.base import Transform, check_copies, stratified_copies
 
 __all__ = ["AGGREGATES", "AugNet", "aggregate", "as_augmentation", "check_trunk_rows"]
 
@@ -90,6 +90,13 @@ def as_augmentation(augment) -> nn.Module:
     """
     if isinstance(augment, AugmentationModule):
         return augment
+    given = [augment] if not isinstance(augment, (Sequence, nn.ModuleList)) or isinstance(augment, str) else augment
+    if any(isinstance(t, Transform) for t in given):
+        names = ", ".join(f"{type(t).__name__}()" for t in given if isinstance(t, Transform))
+        raise TypeError(
+            f"augment must be augmentation layers, got the transform(s) {names}: put transforms in a layer, "
+            f"e.g. AugNet(trunk, AugmentationLayer([{names}]))"
+        )
     if isinstance(augment, (AugmentationLayer, nn.ModuleList)) or (
         isinstance(augment, Sequence) and not isinstance(augment, str)
     ):

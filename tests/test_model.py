@@ -141,6 +141,15 @@ def test_state_dict_round_trip_keeps_the_policy():
 # ------------------------------------------------------------------ bad input
 
 
+def test_transforms_given_where_layers_belong_are_refused_with_the_fix():
+    with pytest.raises(TypeError, match=r"got the transform\(s\) Rotate\(\): put transforms in a layer"):
+        augnet.AugNet(cnn(), T.Rotate())
+    with pytest.raises(TypeError, match=r"AugmentationLayer\(\[Rotate\(\), TranslateX\(\)\]\)"):
+        augnet.AugNet(cnn(), [T.Rotate(), T.TranslateX()])
+    with pytest.raises(TypeError, match=r"the transform\(s\) Brightness\(\)"):
+        augnet.AugNet(cnn(), [layer(), T.Brightness()])
+
+
 def test_trunk_output_that_cannot_be_aggregated():
     x = images()
     with pytest.raises(TypeError, match="must return a tensor to aggregate, got tuple; wrap a trunk"):
