@@ -369,7 +369,8 @@ def test_a_reused_policy_logger_keeps_the_first_runs_rows(tmp_path):
     fit(model, loader(), optimizer=opt, epochs=1, callbacks=logger)
     rows = list(csv.DictReader((tmp_path / "policy.csv").open()))
     assert (tmp_path / "policy.csv").read_text().splitlines()[: len(first)] == first
-    assert [int(float(r["step"])) for r in rows] == [1, 2, 3, 4, 5, 6]  # the second run continues the count
+    assert [int(r["step"]) for r in rows] == [1, 2, 3, 4, 5, 6]  # the second run continues the count (ints)
+    assert [int(r["epoch"]) for r in rows] == [0, 0, 0, 0, 0, 0]  # each run's own epoch
 
 
 def test_a_reused_policy_logger_refuses_another_model_before_training(tmp_path):

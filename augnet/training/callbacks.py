@@ -211,10 +211,10 @@ class PolicyLogger(Callback):
                 raise ImportError(hint) from err
 
     def values(self, state: TrainState) -> dict[str, float]:
-        """The quantities written for ``state``, by column name."""
-        out = {
-            "step": float(state.step),
-            "epoch": float(state.epoch),
+        """The quantities written for ``state``, by column name (``step`` and ``epoch`` as ints)."""
+        out: dict[str, float] = {
+            "step": int(state.step),
+            "epoch": int(state.epoch),
             "task_loss": state.task_loss if state.task_loss is not None else float("nan"),
             "loss": state.loss if state.loss is not None else float("nan"),
             "lambda": state.lam,
@@ -273,7 +273,7 @@ class PolicyLogger(Callback):
     def _write(self, state: TrainState) -> None:
         values = self.values(state)
         step = self._offset + state.step
-        values["step"] = float(step)
+        values["step"] = int(step)
         self._last_written = state.step
         if self._file is not None:
             import csv
