@@ -142,7 +142,7 @@ def test_a_run_resumes_where_it_stopped(tmp_path, monkeypatch):
     again = V.run_versus(config, tmp_path, log=None)
     assert len(calls) == 1 and set(again) == set(records)
     calls.clear()
-    V.run_versus(config, tmp_path, log=None)
+    V.run_versus(config, str(tmp_path), log=None)  # the folder as a str, as a user may write it
     assert calls == []
 
 

@@ -115,9 +115,10 @@ def best_fixed(records: dict[str, dict], task: str, regime: str) -> list | None:
     return max(grid, key=lambda r: r["val_accuracy"])["fixed"]
 
 
-def run_versus(config: VersusConfig, out_dir: Path, progress: bool = False, log=print) -> dict[str, dict]:
+def run_versus(config: VersusConfig, out_dir: str | Path, progress: bool = False, log=print) -> dict[str, dict]:
     """Run every job of ``config`` not yet in ``out_dir/runs.jsonl``; return every record by key."""
     config.validate()
+    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "runs.jsonl"
     records = read_runs(path)
