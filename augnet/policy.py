@@ -220,10 +220,8 @@ class Policy(list):
         read back writes nothing. Read it with :meth:`load` or
         :meth:`augnet.AugmentationModule.from_policy`.
         """
-        if not isinstance(path, (str, os.PathLike)):
-            raise TypeError(f"path must be a str or a path-like object, got {type(path).__name__}")
+        path = _file_path(path)
         text = json.dumps(self.to_json(), indent=1, allow_nan=False)
-        path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text + "\n")
         return path
@@ -231,9 +229,7 @@ class Policy(list):
     @classmethod
     def load(cls, path: str | os.PathLike) -> Policy:
         """The policy of a file written by :meth:`save` (or any policy file; see :func:`read_policy`)."""
-        if not isinstance(path, (str, os.PathLike)):
-            raise TypeError(f"path must be a str or a path-like object, got {type(path).__name__}")
-        return read_policy(Path(path))
+        return read_policy(_file_path(path))
 
     def to_kornia(self, size: tuple[int, int] | None = None):
         """This policy as a ``kornia.augmentation`` pipeline (see :func:`augnet.export.to_kornia`)."""
@@ -242,6 +238,13 @@ class Policy(list):
     def to_torchvision(self, size: tuple[int, int] | None = None):
         """This policy as a ``torchvision.transforms.v2`` pipeline (see :func:`augnet.export.to_torchvision`)."""
         return _exporter("torchvision")(self, size)
+
+
+def _file_path(path) -> Path:
+    """``path`` (a str or path-like object) as a Path; a TypeError for anything else."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or a path-like object, got {type(path).__name__}")
+    return Path(path)
 
 
 def read_policy(policy: Policy | dict | str | Path) -> Policy:
