@@ -207,6 +207,11 @@ def test_bad_input_and_no_side_effects():
         lie_derivative(net, x, T.Rotate(), reduce="max")
     with pytest.raises(ValueError, match="not a feature map"):
         lie_derivative(net, x, T.Rotate(), "5", equivariant=True)
+    for truthy in (1, 1.0, "yes", None):  # 1 == True, but 1 is not the flag: refused, not read as False
+        with pytest.raises(ValueError, match="equivariant must be True, False or 'auto'"):
+            lie_derivative(net, x, T.Rotate(), "1", equivariant=truthy)
+    with pytest.raises(ValueError, match="Brightness is a colour map, not a warp"):
+        lie_derivative(net, x, T.Brightness(), "1", equivariant=True)
     with pytest.raises(ValueError, match="4-D"):
         lie_derivative(net, x[0], T.Rotate())
     assert math.isfinite(lie_derivative(net, x, T.Rotate(), "1", reduce="mean")["mean"]["1"])

@@ -19,7 +19,7 @@ Both derivatives are exact, by automatic differentiation:
   A bilinear warp at ``t = 0`` samples every pixel at its centre, where interpolation has a kink:
   the derivative there is one-sided, and which side autograd takes depends on how the coordinates
   round. The probe takes the mean of the two one-sided derivatives, each computed by autograd at
-  ``t = +-1e-6`` (inside the linear pieces): the symmetric derivative, which a central finite
+  ``t = +-KINK_STEP`` (1e-9, inside the linear pieces): the symmetric derivative, which a central finite
   difference ``(f(g_h x) - f(g_-h x)) / 2h`` approaches as ``h -> 0``. (The authors' own warp
   takes the forward difference.) Colour maps are smooth: their derivative is taken at 0.
 - ``J_phi u``, the model's Jacobian-vector product, by forward-mode autograd (one forward pass with
@@ -306,8 +306,13 @@ def lie_derivative(
     if not callable(reduce) and reduce not in REDUCTIONS:
         raise ValueError(f"reduce must be one of {REDUCTIONS} or a callable, got {reduce!r}")
     pool = _checked_pool(reduce) if callable(reduce) else lambda a: reduce_features(a, reduce)
-    if equivariant not in (True, False, "auto"):
+    if not isinstance(equivariant, bool) and not (isinstance(equivariant, str) and equivariant == "auto"):
         raise ValueError(f"equivariant must be True, False or 'auto', got {equivariant!r}")
+    if equivariant is True and not fam.geometric:
+        raise ValueError(
+            f"equivariant=True acts on feature maps with the transform's warp, and {type(transform).__name__} "
+            "is a colour map, not a warp: pass equivariant=False (invariance) or 'auto'"
+        )
     if not isinstance(layers, (str, Sequence)):
         raise TypeError(f"layers must be a layer name or a list of them, got {type(layers).__name__}: {layers!r}")
     names = [layers] if isinstance(layers, str) else list(layers)
