@@ -18,6 +18,9 @@ DEMO_TRANSFORMS = (
     "HorizontalFlip", "VerticalFlip", "Brightness", "Contrast", "SamplePairing", "Saturation", "Hue",
 )  # fmt: skip
 RGB_ONLY = ("Saturation", "Hue")
+# The largest `augnet probe --seed` (augnet.probes' check_seed: seed + 2 seeds a generator too); written here
+# so that checking the arguments imports no torch.
+MAX_SEED = 2**63 - 3
 
 
 def demo_config(args: argparse.Namespace):
@@ -292,6 +295,8 @@ def _check_probe(args: argparse.Namespace) -> str | None:
         return f"--magnitudes must lie in (0, 1], got {' '.join(args.magnitudes) or 'none'}"
     if "auto" in args.layers and args.layers != ["auto"]:
         return f"--layers auto stands alone (the default layers), got {' '.join(args.layers)}"
+    if not 0 <= args.seed <= MAX_SEED:
+        return f"--seed must be in [0, 2**63 - 3], got {args.seed}"
     if args.grid_points < 2:
         return f"--grid-points must be >= 2, got {args.grid_points}"
     if args.by_class is not None and args.by_class != "data" and not Path(args.by_class).is_file():
@@ -313,6 +318,26 @@ def _check_probe(args: argparse.Namespace) -> str | None:
         except ValueError:
             return f"--model-args must be a JSON object, got {args.model_args!r}"
     return None
+
+
+def _check_takes(model, x, source: str) -> None:
+    """The ValueError of a model that cannot take ``x`` (one image), as one line, before any probing.
+
+    E.g. grey images for a model whose first convolution wants 3 channels: its RuntimeError would
+    otherwise come as a traceback from inside the first probe.
+    """
+    import torch
+
+    from augnet.probes._common import evaluating
+
+    try:
+        with torch.no_grad(), evaluating(model):
+            model(x)
+    except RuntimeError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(
+            f"{type(model).__name__} cannot take {tuple(x.shape[1:])} images ({source}): {first}"
+        ) from None
 
 
 def _probe(args: argparse.Namespace) -> int:
@@ -355,6 +380,7 @@ def _probe(args: argparse.Namespace) -> int:
             if not layers or len(set(layers)) != len(layers):
                 raise ValueError(f"--layers must name distinct layers (or auto), got {' '.join(args.layers) or 'none'}")
             check_layers(model, x, layers)  # unknown layers, calls of a reused module: one pass of one image
+        _check_takes(model, x[:1], f"--channels {args.channels}" if args.fake else f"--data {args.data}")
     except (ValueError, TypeError) as err:
         print(f"augnet probe: error: {err}", file=sys.stderr)
         return 2
