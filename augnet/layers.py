@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet._calibration import change_curves
-from augnet.magnitudes import invert_change, inward_clamp
+from augnet.magnitudes import invert_change, inward_clamp, widened
 from augnet.ops import dispatch
 from augnet.ops.dispatch import tap_mix
 from augnet.ops.precision import full_precision
@@ -161,7 +161,7 @@ class AugmentationLayer(nn.Module):
 
         Computed from the parameters on each access (differentiable, read-only).
         """
-        return torch.softmax(self.weight_logits / self.temperature, 0)
+        return torch.softmax(widened(self.weight_logits) / self.temperature, 0)
 
     @property
     def magnitudes(self) -> Tensor:
@@ -176,15 +176,15 @@ class AugmentationLayer(nn.Module):
 
         Computed from the parameters on each access (differentiable, read-only).
         """
-        mu = inward_clamp(self.raw_magnitudes)
+        mu = inward_clamp(widened(self.raw_magnitudes))
         return mu if self.calibration is None else self.magnitude_caps.to(mu) * mu
 
     @property
     def magnitude_caps(self) -> Tensor:
         """(Q,) the largest magnitude of each transform; 1 without calibration, ``cap_q`` with it."""
         if self.calibration is None:
-            return torch.ones_like(self.raw_magnitudes.detach())
-        end = self.calibration[:, -1]
+            return torch.ones_like(widened(self.raw_magnitudes.detach()))
+        end = widened(self.calibration[:, -1])
         return end / end.max()
 
     @property
@@ -202,7 +202,8 @@ class AugmentationLayer(nn.Module):
         """(Q,) the transforms' own magnitudes for layer magnitudes ``mu`` (Q,) (the same without calibration)."""
         if self.calibration is None:
             return mu
-        return invert_change(self.calibration.to(mu), mu * self.calibration[:, -1].max().to(mu))
+        calibration = widened(self.calibration).to(mu)
+        return invert_change(calibration, mu * calibration[:, -1].max())
 
     @torch.no_grad()
     def calibrate(

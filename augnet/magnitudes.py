@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["invert_change", "inward_clamp"]
+__all__ = ["invert_change", "inward_clamp", "widened"]
 
 
 class _InwardClamp(torch.autograd.Function):
@@ -52,3 +52,13 @@ def invert_change(curves: Tensor, change: Tensor) -> Tensor:
 
 
 
+
+
+def widened(t: Tensor) -> Tensor:
+    """``t`` in float32 if it is floating point of a lower precision (a model cast with ``.half()`` / ``.bfloat16()``).
+
+    A layer computes its weights, magnitudes and ranges from its parameters in at least float32: a policy
+    read from a low-precision model is then the one its saved state gives when rebuilt in float32, and the
+    transforms draw at float32 magnitudes, as they do under autocast.
+    """
+    return t.float() if t.is_floating_point() and t.dtype not in (torch.float32, torch.float64) else t

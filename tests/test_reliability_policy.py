@@ -226,6 +226,23 @@ def test_a_rebuilt_module_reports_the_policy_it_was_built_from(calibrated):
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("calibrated", [False, True])
+def test_a_low_precision_module_writes_and_exports_its_policy(dtype, calibrated):
+    # A model cast with .bfloat16() / .half(): its entries are computed from its parameters in float32, as a
+    # rebuilt (float32) module computes them from the saved state, so its own file is not refused as edited.
+    module = good_module(calibrated)
+    low = copy.deepcopy(module).to(dtype)
+    policy = low.policy()
+    again = augnet.AugmentationModule.from_policy(policy.to_json())
+    assert again.policy().to_json() == policy.to_json()
+    assert all(p.dtype == torch.float32 for p in again.parameters())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the exporters' approximate-export notices
+        policy.to_kornia(), policy.to_torchvision()
+    assert math.isclose(policy[0][0]["weight"], module.policy()[0][0]["weight"], rel_tol=1e-2)  # the cast's rounding
+
+
 def test_a_policy_with_an_explicit_size_round_trips():
     module = good_module()
     policy = module.policy((32, 20))
