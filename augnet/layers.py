@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet._calibration import change_curves
-from augnet.magnitudes import invert_change, inward_clamp, widened
+from augnet.magnitudes import initial_magnitudes, invert_change, inward_clamp, widened
 from augnet.ops import dispatch
 from augnet.ops.dispatch import tap_mix
 from augnet.ops.precision import full_precision
@@ -123,7 +123,7 @@ class AugmentationLayer(nn.Module):
                 f"transforms expect inputs of different ranks {sorted(ranks)}; put them in separate layers"
             )
         q = len(transforms)
-        init = _magnitude_list(init_magnitude, q)
+        init = initial_magnitudes(init_magnitude, q)
         if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
             raise TypeError(f"temperature must be a number, got {type(temperature).__name__}")
         if not math.isfinite(temperature) or temperature <= 0:
@@ -250,20 +250,25 @@ class AugmentationLayer(nn.Module):
         return self.calibration
 
     def get_extra_state(self) -> Tensor:
-        """The input size last seen (``last_size``, for the ranges in pixels of :meth:`policy`), saved in the state.
+        """A float64 tensor ``[temperature, *last_size]``: the softmax temperature and the spatial size last seen.
 
-        An int64 tensor of the spatial sizes, empty when the layer has not run:
-        a state dict round trip gives the same :meth:`policy`.
+        Saved in the state (a callback may have annealed the temperature; the size gives :meth:`policy` its
+        ranges in pixels): a round trip gives the same model. An older state, an int64 tensor of the size
+        alone, keeps this layer's temperature.
         """
-        return torch.tensor(() if self.last_size is None else self.last_size, dtype=torch.long)
+        return torch.tensor([self.temperature, *(self.last_size or ())], dtype=torch.float64)
 
     def set_extra_state(self, state) -> None:
-        if not isinstance(state, Tensor) or state.dim() != 1 or state.is_floating_point() or state.is_complex():
-            raise TypeError(f"an AugmentationLayer's saved input size must be a 1-D integer tensor, got {state!r}")
-        size = tuple(int(s) for s in state.tolist())
-        if any(s < 1 for s in size):
-            raise ValueError(f"an AugmentationLayer's saved input size must be positive, got {list(size)}")
-        self.last_size = size or None
+        if not isinstance(state, Tensor) or state.dim() != 1 or state.is_complex():
+            raise TypeError(f"an AugmentationLayer's saved state must be a 1-D tensor, got {state!r}")
+        temperature, values = self.temperature, state.tolist()
+        if state.is_floating_point():
+            temperature, values = (values or [math.nan])[0], values[1:]
+            if not 0 < temperature < math.inf:
+                raise ValueError(f"an AugmentationLayer's saved temperature must be > 0, got {temperature!r}")
+        if any(s < 1 or s != int(s) for s in values):
+            raise ValueError(f"an AugmentationLayer's saved input size must be positive ints, got {values}")
+        self.last_size, self.temperature = tuple(int(s) for s in values) or None, float(temperature)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # A state saved before the input size was saved keeps the size this layer has.
@@ -466,26 +471,6 @@ class AugmentationLayer(nn.Module):
 def _rowwise(scale: Tensor, like: Tensor) -> Tensor:
     """A scalar as it is, an (N,) scale as (N, 1, ...) to multiply ``like``'s rows."""
     return scale if scale.dim() == 0 else scale.reshape(-1, *[1] * (like.dim() - 1))
-
-
-def _magnitude_list(init, q: int) -> list[float]:
-    if isinstance(init, Tensor):
-        init = init.tolist()
-    if isinstance(init, (int, float)) and not isinstance(init, bool):
-        values = [float(init)] * q
-    elif isinstance(init, Sequence) and not isinstance(init, str):
-        bad = [v for v in init if isinstance(v, bool) or not isinstance(v, (int, float))]
-        if bad:
-            raise TypeError(f"init_magnitude values must be numbers, got {bad[0]!r} in {list(init)!r}")
-        values = [float(v) for v in init]
-        if len(values) != q:
-            raise ValueError(f"init_magnitude has {len(values)} values for {q} transforms")
-    else:
-        raise TypeError(f"init_magnitude must be a float or a sequence of floats, got {type(init).__name__}")
-    for v in values:
-        if not math.isfinite(v) or not 0.0 <= v <= 1.0:
-            raise ValueError(f"init_magnitude values must lie in [0, 1], got {v}")
-    return values
 
 
 def _with_kink_identity(group: list[Taps], scales: list, gates: list, x: Tensor, n: int) -> tuple[list[Taps], list]:

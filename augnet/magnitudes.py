@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import numbers
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 
-__all__ = ["invert_change", "inward_clamp", "widened"]
+__all__ = ["initial_magnitudes", "invert_change", "inward_clamp", "widened"]
 
 
 class _InwardClamp(torch.autograd.Function):
@@ -62,3 +66,24 @@ def widened(t: Tensor) -> Tensor:
     transforms draw at float32 magnitudes, as they do under autocast.
     """
     return t.float() if t.is_floating_point() and t.dtype not in (torch.float32, torch.float64) else t
+
+
+def initial_magnitudes(init, q: int) -> list[float]:
+    """A layer's ``init_magnitude`` (a number, or one per transform) as ``q`` floats in [0, 1], checked."""
+    if isinstance(init, Tensor) or hasattr(init, "tolist"):  # a tensor, a numpy array or scalar
+        init = init.tolist()
+    if isinstance(init, numbers.Real) and not isinstance(init, bool):
+        values = [float(init)] * q
+    elif isinstance(init, Sequence) and not isinstance(init, str):
+        bad = [v for v in init if isinstance(v, bool) or not isinstance(v, numbers.Real)]
+        if bad:
+            raise TypeError(f"init_magnitude values must be numbers, got {bad[0]!r} in {list(init)!r}")
+        values = [float(v) for v in init]
+        if len(values) != q:
+            raise ValueError(f"init_magnitude has {len(values)} values for {q} transforms")
+    else:
+        raise TypeError(f"init_magnitude must be a float or a sequence of floats, got {type(init).__name__}")
+    for v in values:
+        if not math.isfinite(v) or not 0.0 <= v <= 1.0:
+            raise ValueError(f"init_magnitude values must lie in [0, 1], got {v}")
+    return values

@@ -5,6 +5,7 @@ dict round trips of the input size, the identity at magnitude 0, and the recorde
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -191,6 +192,33 @@ def test_a_state_dict_from_before_the_size_was_saved_still_loads():
     fresh = _warps()
     fresh.load_state_dict(state)  # strict
     assert fresh.last_size is None
+
+
+def test_the_temperature_is_saved_in_the_state():
+    # TemperatureAnnealing changes it in training: a checkpoint must load as the model it was, even through
+    # torch.load(weights_only=True).
+    layer = _warps()
+    with torch.no_grad():
+        layer.weight_logits.copy_(torch.linspace(-1.0, 1.0, len(layer.transforms)))
+    layer(images())
+    layer.temperature = 0.05
+    buffer = io.BytesIO()
+    torch.save(layer.state_dict(), buffer)
+    buffer.seek(0)
+    fresh = _warps()
+    fresh.load_state_dict(torch.load(buffer, weights_only=True))
+    assert fresh.temperature == 0.05 and torch.equal(fresh.weights, layer.weights)
+    assert str(fresh.policy()) == str(layer.policy())
+    old = {k: (v[1:].long() if k.endswith("_extra_state") else v) for k, v in layer.state_dict().items()}
+    fresh = _warps()
+    fresh.load_state_dict(old)  # a state from before the temperature was saved: the size alone
+    assert fresh.temperature == 1.0 and fresh.last_size == layer.last_size
+    for bad in (0.0, -1.0, math.nan, math.inf):
+        state = layer.state_dict()
+        key = next(k for k in state if k.endswith("_extra_state"))
+        state[key] = torch.tensor([bad, 12.0, 12.0], dtype=torch.float64)
+        with pytest.raises(ValueError, match="saved temperature must be > 0"):
+            _warps().load_state_dict(state)
 
 
 def test_a_state_dict_size_of_the_wrong_form_is_refused():
