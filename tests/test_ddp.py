@@ -165,3 +165,24 @@ def test_torchrun_example(tmp_path):
     state = torch.load(out, weights_only=True)
     model = make_model()
     assert {k for k in state if k.startswith("augment.")} == {k for k in model.state_dict() if k.startswith("augment.")}
+
+
+def test_fit_draws_a_ddp_models_augmentations_from_its_generator():
+    # fit passes generator= to an AugNet in DDP as to a bare one (it took DDP for a plain model and drew from
+    # torch's global generator: ranks seeded alike drew the same augmentations whatever rank_generator gave).
+    from augnet.training import fit
+
+    x, y = rotated_glyphs(16, size=16, seed=SEED)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        losses = []
+        for seed in (0, 0, 1):
+            model = nn.parallel.DistributedDataParallel(make_model())
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            torch.manual_seed(5)  # the global generator alike in every run: only fit's generator differs
+            history = fit(model, x, y, opt, 1, 8, generator=torch.Generator().manual_seed(seed), shuffle=False)
+            losses.append(history["loss"])
+    finally:
+        dist.destroy_process_group()
+    assert losses[0] == losses[1] and losses[0] != losses[2]

@@ -233,6 +233,35 @@ def test_an_optimizer_holding_none_of_the_models_parameters_is_refused(how):
     assert unchanged(model, opt, before)
 
 
+def test_an_optimizer_without_the_layers_parameters_is_warned_of_when_a_regularizer_would_train_them(recwarn):
+    model, _ = model_and_opt()
+    trunk_only = torch.optim.SGD(model.trunk.parameters(), lr=0.1)
+    with pytest.warns(UserWarning, match="holds none of the augmentation layers' parameters") as caught:
+        fit(model, loader(), optimizer=trunk_only, epochs=1, lam=0.5)
+    assert caught[0].filename == __file__
+    fit(model, loader(), optimizer=trunk_only, epochs=1, lam=0.0)  # a policy kept fixed on purpose: no warning
+    fit(model, loader(), optimizer=torch.optim.SGD(augnet.param_groups(model), lr=0.1), epochs=1)
+    assert not [w for w in recwarn if "augmentation layers' parameters" in str(w.message)]
+
+
+def test_accuracy_refuses_targets_that_are_not_class_indices():
+    # A (B, 1) column broadcast against the (B,) predictions counted B x B matches: an accuracy of 6.0.
+    model, _ = model_and_opt()
+    x, y = data(16)
+    assert 0.0 <= augnet.training.accuracy(model, x, y) <= 1.0
+    for bad in (y.unsqueeze(1), torch.nn.functional.one_hot(y, 4)):
+        with pytest.raises(ValueError, match=r"\(B,\) class indices, got outputs \(16, 4\) and targets"):
+            augnet.training.accuracy(model, x, bad)
+
+
+def test_a_compiled_augnet_given_a_generator_is_warned_that_it_draws_from_the_global_one():
+    model, _ = model_and_opt()
+    compiled = torch.compile(model, backend="eager")
+    with pytest.warns(UserWarning, match="draws its augmentations from torch's global generator"):
+        fit(compiled, loader(), optimizer=torch.optim.SGD(compiled.parameters(), lr=0.1), epochs=1,
+            generator=torch.Generator().manual_seed(0))  # fmt: skip
+
+
 def test_a_plain_model_with_regularizer_none_trains_at_the_default_lam():
     model, opt = model_and_opt(plain=True)
     before = snapshot(model, opt)

@@ -9,12 +9,14 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
 from torch import Tensor
 
+from augnet._stack import caller_stacklevel
 from augnet.augerino import LieAugmentation
 from augnet.layers import AugmentationLayer
 from augnet.regularizers import get_regularizer
@@ -82,6 +84,46 @@ def check_optimizer(model: torch.nn.Module, optimizer) -> None:
             f"the optimizer holds none of the model's parameters ({len(held)} others): nothing would be trained; "
             "pass model.parameters() (or augnet.param_groups(model))"
         )
+
+
+def check_trains_policy(model: torch.nn.Module, optimizer, reg) -> None:
+    """Warn when a regulariser is to train the augmentation layers but the optimiser holds none of their
+    parameters: the policy would not move (the regulariser computed at every step for nothing)."""
+    if reg is None:
+        return
+    augmentation = {id(p) for m in model.modules() if isinstance(m, (AugmentationLayer, LieAugmentation))
+                    for p in m.parameters()}  # fmt: skip
+    held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    if augmentation and not augmentation & held:
+        warnings.warn(
+            "the optimizer holds none of the augmentation layers' parameters: the policy will not train "
+            "(pass augnet.param_groups(model), or lam=0 to keep the policy fixed on purpose)",
+            UserWarning,
+            stacklevel=caller_stacklevel(("augnet.",)),
+        )
+
+
+def draws_through(model: torch.nn.Module, generator) -> bool:
+    """Whether ``model`` takes ``generator=`` for its draws: an AugNet (Augerino included), or one in DDP.
+
+    A compiled AugNet (``torch.compile``) draws from torch's global generator (compiled code cannot trace a
+    generator argument): given a generator, it is warned that the generator orders the batches only.
+    """
+    from torch.nn.parallel import DistributedDataParallel
+
+    from augnet.model import AugNet
+
+    inner = model.module if isinstance(model, DistributedDataParallel) else model
+    if isinstance(inner, AugNet):
+        return True
+    if generator is not None and isinstance(getattr(inner, "_orig_mod", None), AugNet):
+        warnings.warn(
+            "a compiled AugNet draws its augmentations from torch's global generator (torch.compile cannot "
+            "trace a generator argument): fit's generator orders the batches only; seed torch.manual_seed",
+            UserWarning,
+            stacklevel=caller_stacklevel(("augnet.",)),
+        )
+    return False
 
 
 def check_regularizer(model: torch.nn.Module, regularizer, weights: LamWeights):

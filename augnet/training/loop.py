@@ -15,7 +15,6 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from augnet.layers import AugmentationLayer
-from augnet.model import AugNet
 from augnet.ops.bad_input import check_bad_input, raise_bad_input
 from augnet.ops.bad_input import flag as bad_input_flag
 from augnet.training import _checks
@@ -139,6 +138,7 @@ def fit(
     _checks.check_generator(generator, target)
     autocast_dtype = amp_dtype(amp, target)
     _checks.check_optimizer(model, optimizer)
+    _checks.check_trains_policy(model, optimizer, reg)
     first_epoch = _checks.first_pass(x, batches, generator, epochs, target)  # draws and checks the first batch
     device = target if target.type == "meta" else training_device(model, device)  # checked: the model moves now
     scaler = torch.amp.GradScaler(device.type) if autocast_dtype == torch.float16 else None
@@ -147,7 +147,7 @@ def fit(
     if layers:
         history.update(weights=[], magnitudes=[])
     state = TrainState(model, optimizer, epochs, layers, history=history)
-    draws = isinstance(model, AugNet)  # Augerino included: it is an AugNet
+    draws = _checks.draws_through(model, generator)  # an AugNet (Augerino included), also in DDP
     total = epochs * steps_per_epoch if steps_per_epoch is not None else None
     bar = tqdm(total=total, disable=not progress, desc=desc, unit="step")
     with _checks.undo_a_failed_start(model, state):  # a first step that fails leaves the model as it was
@@ -341,13 +341,19 @@ def accuracy(
     """
     batches, _ = _batches(x, y, batch_size if isinstance(x, Tensor) else None, shuffle=False)
     device = training_device(model, None)
+    draws = _checks.draws_through(model, generator)
     was_training = model.training
     model.eval()
     correct = total = 0
     try:
         for xb, yb in batches(None):
             xb, yb = xb.to(device), yb.to(device)
-            out = model(xb, generator=generator) if isinstance(model, AugNet) else model(xb)
+            out = model(xb, generator=generator) if draws else model(xb)
+            if out.dim() != 2 or yb.shape != out.shape[:1]:
+                raise ValueError(
+                    f"accuracy needs (B, classes) outputs and (B,) class indices, got outputs {tuple(out.shape)} "
+                    f"and targets {tuple(yb.shape)}"
+                )
             correct += int((out.argmax(1) == yb).sum())
             total += len(yb)
     finally:
