@@ -390,6 +390,47 @@ def test_a_policy_logger_does_not_overwrite_an_earlier_runs_file(tmp_path):
     PolicyLogger(tmp_path, overwrite=True)  # asked for
 
 
+def test_a_policy_logger_of_a_run_that_fails_before_a_step_leaves_no_file(tmp_path):
+    # The first step fails (float targets): the model is restored, and the log must not refuse the run again.
+    model, opt = model_and_opt()
+    x, y = data()
+    with pytest.raises(RuntimeError):
+        fit(model, x, y.float(), opt, 1, 8, callbacks=PolicyLogger(tmp_path, every=1))
+    assert not (tmp_path / "policy.csv").exists()
+    fit(model, x, y, opt, 1, 8, callbacks=PolicyLogger(tmp_path, every=1))  # the same run, mended
+    assert len(list(csv.DictReader((tmp_path / "policy.csv").open()))) == 3
+
+
+class _FailsAtStep(augnet.training.Callback):
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_end(self, state):
+        if state.step == self.step:
+            raise KeyboardInterrupt
+
+
+def test_a_policy_logger_keeps_and_closes_the_steps_of_a_run_that_fails(tmp_path):
+    logger = PolicyLogger(tmp_path, every=10)
+    model, opt = model_and_opt()
+    with pytest.raises(KeyboardInterrupt):
+        fit(model, loader(), optimizer=opt, epochs=2, callbacks=[logger, _FailsAtStep(5)])
+    rows = list(csv.DictReader((tmp_path / "policy.csv").open()))
+    assert [int(r["step"]) for r in rows] == [1, 5]  # the first step and the last one that completed
+    assert logger._file is None
+
+
+def test_two_policy_loggers_on_one_folder_do_not_overwrite_each_other(tmp_path):
+    first, second = PolicyLogger(tmp_path, every=1), PolicyLogger(tmp_path, every=1)  # both made before a run
+    model, opt = model_and_opt()
+    fit(model, loader(), optimizer=opt, epochs=1, callbacks=first)
+    written = (tmp_path / "policy.csv").read_text()
+    before = snapshot(model, opt)
+    with pytest.raises(ValueError, match="written after this logger was made"):
+        fit(model, loader(), optimizer=opt, epochs=1, callbacks=second)
+    assert (tmp_path / "policy.csv").read_text() == written and unchanged(model, opt, before)
+
+
 def test_a_reused_policy_logger_keeps_the_first_runs_rows(tmp_path):
     logger = PolicyLogger(tmp_path, every=1)
     model, opt = model_and_opt()

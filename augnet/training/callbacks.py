@@ -120,6 +120,10 @@ class Callback:
     def on_train_end(self, state: TrainState) -> None:
         """After the last epoch."""
 
+    def on_train_error(self, state: TrainState, error: BaseException) -> None:
+        """When training stops with ``error`` (raised on after every callback's hook has run), instead of
+        :meth:`on_train_end`: e.g. to close files. ``state.step`` counts the steps that completed."""
+
 
 class PolicyLogger(Callback):
     """Write the learned policy and the losses to CSV and, optionally, TensorBoard, as :func:`fit` trains.
@@ -141,7 +145,10 @@ class PolicyLogger(Callback):
     run's) is refused at construction unless ``overwrite=True``; a logger used
     for several :func:`fit` calls (training continued) appends, its steps
     counting on, and refuses a run with other columns (another model) before it
-    trains. A ``log_dir`` that cannot hold the files is refused at construction.
+    trains; a file written after construction (another logger's) is refused when
+    the run starts. A run that stops with an error keeps the rows of the steps
+    that completed, its last one included; if it wrote none, the file it made is
+    removed. A ``log_dir`` that cannot hold the files is refused at construction.
 
     Args:
         log_dir: the folder (created).
@@ -199,6 +206,8 @@ class PolicyLogger(Callback):
         self.every, self.csv, self.tensorboard, self.size = every, csv, tensorboard, size
         self._writer = None
         self._file = None
+        self.overwrite = overwrite
+        self._created, self._rows = False, 0  # whether this logger's current run made the CSV; rows it wrote
         self._columns: list[str] | None = None
         self._last_written = 0
         self._offset = 0  # steps of the earlier fit() runs of this logger (training continued)
@@ -245,7 +254,15 @@ class PolicyLogger(Callback):
             import csv
 
             first = self._columns is None
-            self._file = (self.log_dir / "policy.csv").open("w" if first else "a", newline="")
+            path = self.log_dir / "policy.csv"
+            try:  # "x": a file written since the check at construction (another logger's) is not overwritten
+                self._file = path.open(("w" if self.overwrite else "x") if first else "a", newline="")
+            except FileExistsError:
+                raise ValueError(
+                    f"PolicyLogger: {path} was written after this logger was made (another logger on the same "
+                    "log_dir?): pass overwrite=True to replace it, or another log_dir"
+                ) from None
+            self._created, self._rows = first, 0
             if first:
                 csv.writer(self._file).writerow(columns)
                 self._file.flush()
@@ -263,6 +280,19 @@ class PolicyLogger(Callback):
     def on_train_end(self, state: TrainState) -> None:
         if state.step and state.step != self._last_written:
             self._write(state)
+        self._close()
+
+    def on_train_error(self, state: TrainState, error: BaseException) -> None:
+        # The steps that completed are logged; a file this run made and wrote no row to is removed, so that the
+        # run can be started again with the same log_dir.
+        if state.step and state.step != self._last_written and self._columns is not None:
+            self._write(state)
+        self._close()
+        if self._created and not self._rows:
+            (self.log_dir / "policy.csv").unlink(missing_ok=True)
+            self._columns, self._created = None, False
+
+    def _close(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -280,6 +310,7 @@ class PolicyLogger(Callback):
 
             csv.writer(self._file).writerow([values.get(c, float("nan")) for c in self._columns])
             self._file.flush()
+            self._rows += 1
         if self._writer is not None:
             for name, value in values.items():
                 if name not in ("step", "epoch"):

@@ -150,85 +150,92 @@ def fit(
     draws = _checks.draws_through(model, generator)  # an AugNet (Augerino included), also in DDP
     total = epochs * steps_per_epoch if steps_per_epoch is not None else None
     bar = tqdm(total=total, disable=not progress, desc=desc, unit="step")
-    with _checks.undo_a_failed_start(model, state):  # a first step that fails leaves the model as it was
-        for cb in callbacks:  # before model.train(): a callback that refuses the run (PolicyLogger) changes nothing
-            cb.on_train_start(state)
-        model.train()
-        bad_loss = None  # on an accelerator: whether a loss since the last read was not finite (a device flag)
-        for epoch in range(epochs):
-            weight = lams[epoch]
-            state.epoch, state.lam = epoch, weight
-            for cb in callbacks:
-                cb.on_epoch_start(state)
-            steps_before = state.step
-            for xb, yb in first_epoch if epoch == 0 else batches(generator):
-                xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
-                if augment_batch is not None:
-                    xb = augment_batch(xb, generator)
-                with autocast(device, autocast_dtype):
-                    out = model(xb, generator=generator) if draws else model(xb)
-                    task = loss_fn(out, yb)
-                    loss = task + weight * reg(model) if weight and reg is not None else task
-                optimizer.zero_grad(set_to_none=True)
-                if scaler is not None:
-                    scaler.scale(loss).backward()
-                    scaler.unscale_(optimizer)
-                else:
-                    loss.backward()
-                if device.type == "cpu":  # at once, before the update: the model keeps its last finite state
-                    if not bool(torch.isfinite(loss.detach())):
-                        optimizer.zero_grad(set_to_none=True)
-                        bar.close()
-                        message = _checks.nonfinite_message(state.step + 1, epoch, loss.detach(), task.detach(), model)
-                        raise NonFiniteLossError(message, history)
-                elif device.type != "meta":  # on an accelerator reading it would wait for the device: noted, read later
-                    bad = ~torch.isfinite(loss.detach())
-                    bad_loss = bad if bad_loss is None else bad_loss | bad
+    try:
+        with _checks.undo_a_failed_start(model, state):  # a first step that fails leaves the model as it was
+            for cb in callbacks:  # before model.train(): a callback that refuses the run (PolicyLogger) changes nothing
+                cb.on_train_start(state)
+            model.train()
+            bad_loss = None  # on an accelerator: whether a loss since the last read was not finite (a device flag)
+            for epoch in range(epochs):
+                weight = lams[epoch]
+                state.epoch, state.lam = epoch, weight
                 for cb in callbacks:
-                    cb.on_before_optimizer_step(state)
-                if scaler is not None:
-                    scaler.step(optimizer)
-                    scaler.update()
-                else:
-                    optimizer.step()
-                if scheduler is not None and scheduler_interval == "step":
+                    cb.on_epoch_start(state)
+                steps_before = state.step
+                for xb, yb in first_epoch if epoch == 0 else batches(generator):
+                    xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
+                    if augment_batch is not None:
+                        xb = augment_batch(xb, generator)
+                    with autocast(device, autocast_dtype):
+                        out = model(xb, generator=generator) if draws else model(xb)
+                        task = loss_fn(out, yb)
+                        loss = task + weight * reg(model) if weight and reg is not None else task
+                    optimizer.zero_grad(set_to_none=True)
+                    if scaler is not None:
+                        scaler.scale(loss).backward()
+                        scaler.unscale_(optimizer)
+                    else:
+                        loss.backward()
+                    if device.type == "cpu":  # at once, before the update: the model keeps its last finite state
+                        if not bool(torch.isfinite(loss.detach())):
+                            optimizer.zero_grad(set_to_none=True)
+                            message = _checks.nonfinite_message(
+                                state.step + 1, epoch, loss.detach(), task.detach(), model
+                            )
+                            raise NonFiniteLossError(message, history)
+                    elif device.type != "meta":  # on an accelerator reading it would wait for the device: read later
+                        bad = ~torch.isfinite(loss.detach())
+                        bad_loss = bad if bad_loss is None else bad_loss | bad
+                    for cb in callbacks:
+                        cb.on_before_optimizer_step(state)
+                    if scaler is not None:
+                        scaler.step(optimizer)
+                        scaler.update()
+                    else:
+                        optimizer.step()
+                    if scheduler is not None and scheduler_interval == "step":
+                        scheduler.step()
+                    state.step += 1
+                    state.last_task_loss, state.last_loss = task.detach(), loss.detach()
+                    # Record steps read the device (one copy for everything they record); the steps between them do not,
+                    # and neither does the progress bar, which shows what the last record step read.
+                    if state.step == 1 or state.step % record_every == 0:
+                        with torch.no_grad():
+                            read = _read_back(task, layers, device, bad_loss)
+                            loss_value, read_weights, read_magnitudes, nonfinite = read
+                            if nonfinite:
+                                bar.close()
+                                raise NonFiniteLossError(_nonfinite_since(state.step, record_every), history)
+                            history["step"].append(state.step)
+                            history["loss"].append(loss_value)
+                            if layers:
+                                history["weights"].append(read_weights)
+                                history["magnitudes"].append(read_magnitudes)
+                            for key, value in (record() if record is not None else {}).items():
+                                history.setdefault(key, []).append(value)
+                        if progress:
+                            bar.set_postfix(_progress_fields(loss_value, layers, read_weights), refresh=False)
+                    for cb in callbacks:
+                        cb.on_step_end(state)
+                    bar.update()
+                if state.step == steps_before:
+                    raise ValueError(f"epoch {epoch} gave no batches (a loader that yields nothing after epoch 0?)")
+                if scheduler is not None and scheduler_interval == "epoch":
                     scheduler.step()
-                state.step += 1
-                state.last_task_loss, state.last_loss = task.detach(), loss.detach()
-                # Record steps read the device (one copy for everything they record); the steps between them do not,
-                # and neither does the progress bar, which shows what the last record step read.
-                if state.step == 1 or state.step % record_every == 0:
-                    with torch.no_grad():
-                        read = _read_back(task, layers, device, bad_loss)
-                        loss_value, read_weights, read_magnitudes, nonfinite = read
-                        if nonfinite:
-                            bar.close()
-                            raise NonFiniteLossError(_nonfinite_since(state.step, record_every), history)
-                        history["step"].append(state.step)
-                        history["loss"].append(loss_value)
-                        if layers:
-                            history["weights"].append(read_weights)
-                            history["magnitudes"].append(read_magnitudes)
-                        for key, value in (record() if record is not None else {}).items():
-                            history.setdefault(key, []).append(value)
-                    if progress:
-                        bar.set_postfix(_progress_fields(loss_value, layers, read_weights), refresh=False)
                 for cb in callbacks:
-                    cb.on_step_end(state)
-                bar.update()
-            if state.step == steps_before:
-                bar.close()
-                raise ValueError(f"epoch {epoch} gave no batches (a data loader that yields nothing after epoch 0?)")
-            if scheduler is not None and scheduler_interval == "epoch":
-                scheduler.step()
-            for cb in callbacks:
-                cb.on_epoch_end(state)
-    check_bad_input(device)  # what the steps after the last record step may have flagged (no-op on CPU)
-    if bad_loss is not None and bool(bad_loss):
-        raise NonFiniteLossError(_nonfinite_since(state.step, record_every), history)
-    for cb in callbacks:
-        cb.on_train_end(state)
-    bar.close()
+                    cb.on_epoch_end(state)
+        check_bad_input(device)  # what the steps after the last record step may have flagged (no-op on CPU)
+        if bad_loss is not None and bool(bad_loss):
+            raise NonFiniteLossError(_nonfinite_since(state.step, record_every), history)
+        for cb in callbacks:
+            cb.on_train_end(state)
+        bar.close()
+    except BaseException as error:
+        bar.close()
+        for cb in callbacks:
+            with contextlib.suppress(Exception):  # the training's own error is the one raised
+                cb.on_train_error(state, error)
+        raise
     _checks.check_finite_parameters(model, state.step, history)
     return history
 
