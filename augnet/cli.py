@@ -482,7 +482,16 @@ def _usable_folder(path: str) -> str | None:
         existing = existing.parent
     if not existing.is_dir():
         return f"cannot create the output folder --out {path}: {existing} is a file, not a folder"
-    if not os.access(existing, os.W_OK | os.X_OK):
+    unwritable = not os.access(existing, os.W_OK | os.X_OK)
+    if not unwritable:  # os.access says yes to root everywhere, and knows nothing of read-only or special file systems
+        import tempfile
+
+        try:
+            with tempfile.TemporaryFile(dir=existing):
+                pass
+        except OSError:
+            unwritable = True
+    if unwritable:
         if existing == folder:
             return f"the output folder --out {path} is not writable"
         return f"cannot create the output folder --out {path}: {existing} is not writable"

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -57,6 +58,14 @@ def test_bad_arguments(capsys):
         main(["demo", "--preset", "fastest"])
     with pytest.raises(SystemExit):
         main([])
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, where nothing can be created")
+def test_an_output_folder_that_cannot_be_made_is_refused_before_any_work(capsys):
+    # os.access says /proc is writable to root; only trying to write there shows that it is not.
+    for argv in (["demo", "--epochs", "1"], ["bench", "--quick"]):
+        assert main([*argv, "--out", "/proc/augnet-out"]) == 2
+        assert "cannot create the output folder --out /proc/augnet-out" in capsys.readouterr().err
 
 
 def test_a_device_this_machine_lacks_is_refused_before_any_work(capsys, tmp_path):
