@@ -602,3 +602,14 @@ def test_doc_snippet_runs():
         warnings.simplefilter("ignore", UserWarning)
         exec(compile(blocks[0], "docs/export.md", "exec"), namespace)
     assert namespace["images"].shape == namespace["augmented"].shape
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_an_augerino_policy_is_refused_naming_augerino(library):
+    trunk = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 2))
+    policy = augnet.Augerino(trunk, init_width=0.2).policy()
+    export = to_kornia if library == "kornia" else to_torchvision
+    with pytest.raises(ValueError, match="one of Augerino's generators, not an augnet transform"):
+        export(policy)
+    with pytest.raises(ValueError, match="no layer settings"):
+        augnet.AugmentationModule.from_policy(policy)

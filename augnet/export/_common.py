@@ -142,6 +142,13 @@ def build(policy, library: str, builder: Builder) -> list[tuple[list[float], lis
         for q, e in enumerate(layer):
             name = e["transform"]
             if name not in classes:
+                from augnet.augerino import LIE_GENERATORS
+
+                if name in LIE_GENERATORS:
+                    raise ValueError(
+                        f"policy layer {i}: {name!r} is one of Augerino's generators, not an augnet transform: "
+                        "an Augerino policy (its generators' widths) cannot be exported"
+                    )
                 raise ValueError(f"policy layer {i}: unknown transform {name!r}; augnet has {sorted(classes)}")
             m = float(e.get("transform_magnitude", e["magnitude"]))
             if m == 0.0:  # the identity, whatever the transform
