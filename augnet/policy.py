@@ -244,6 +244,11 @@ def _file_path(path) -> Path:
     """``path`` (a str or path-like object) as a Path; a TypeError for anything else."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or a path-like object, got {type(path).__name__}")
+    if isinstance(path, str) and path.lstrip().startswith("{"):
+        raise ValueError(
+            "got a str of JSON text where a file path belongs (a str is read as a path): pass json.loads(text), "
+            "the dict, or Policy.from_json(json.loads(text)) instead"
+        )
     return Path(path)
 
 
@@ -254,7 +259,7 @@ def read_policy(policy: Policy | dict | str | Path) -> Policy:
     ``augnet demo``'s ``demo.json`` does. The policy is checked (:func:`check_policy`).
     """
     if isinstance(policy, (str, Path)):
-        policy = json.loads(Path(policy).read_text())
+        policy = json.loads(_file_path(policy).read_text())
     if isinstance(policy, dict) and "format" not in policy and isinstance(policy.get("policy"), dict):
         policy = policy["policy"]  # a run's record holding its policy file
     if isinstance(policy, dict):

@@ -243,6 +243,15 @@ def test_a_low_precision_module_writes_and_exports_its_policy(dtype, calibrated)
     assert math.isclose(policy[0][0]["weight"], module.policy()[0][0]["weight"], rel_tol=1e-2)  # the cast's rounding
 
 
+def test_json_text_given_where_a_path_belongs_is_refused_naming_the_fix(tmp_path):
+    text = json.dumps(good_module().policy().to_json())
+    for reader in (augnet.AugmentationModule.from_policy, Policy.load):  # they read a str as a path
+        with pytest.raises(ValueError, match=r"str of JSON text where a file path belongs.*json\.loads\(text\)"):
+            reader(text)
+    (tmp_path / "p.json").write_text(text)
+    assert augnet.AugmentationModule.from_policy(str(tmp_path / "p.json")).policy() is not None  # a path still reads
+
+
 def test_a_policy_with_an_explicit_size_round_trips():
     module = good_module()
     policy = module.policy((32, 20))
