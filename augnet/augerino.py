@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from augnet.layers import Policy
 from augnet.model import AugNet
+from augnet.ops import dispatch
 from augnet.ops.dispatch import PADDING_MODES, tap_mix
 from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps
@@ -72,8 +73,10 @@ class LieAugmentation(nn.Module):
             raise ValueError(f"padding must be one of {PADDING_MODES}, got {padding!r}")
         if len(widths) != k or any(not math.isfinite(w) or w <= 0 for w in widths):
             raise ValueError(f"init_width must be one positive width or {k} of them, got {init_width!r}")
-        # softplus^-1(w) = log(expm1(w))
-        self.raw_width = nn.Parameter(torch.tensor([math.log(math.expm1(w)) for w in widths]))
+        dispatch.check_backend(backend)
+        # softplus^-1(w) = log(expm1(w)), written as w + log(-expm1(-w)) where expm1(w) would overflow
+        inverse = [math.log(math.expm1(w)) if w < 20 else w + math.log(-math.expm1(-w)) for w in widths]
+        self.raw_width = nn.Parameter(torch.tensor(inverse))
         self.register_buffer("generators", torch.tensor(list(LIE_GENERATORS.values())), persistent=False)
         self.padding = padding
         self.backend = backend
@@ -99,8 +102,10 @@ class LieAugmentation(nn.Module):
         return torch.linalg.matrix_exp(algebra)
 
     def forward(self, x: Tensor, copies: int = 1, generator: torch.Generator | None = None) -> Tensor:
-        if not isinstance(x, Tensor) or x.dim() != 4:
-            raise ValueError(f"Augerino expects (B, Ch, H, W) images, got {tuple(getattr(x, 'shape', ()))}")
+        if not isinstance(x, Tensor):
+            raise TypeError(f"Augerino expects a tensor of (B, Ch, H, W) images, got {type(x).__name__}")
+        if x.dim() != 4:
+            raise ValueError(f"Augerino expects (B, Ch, H, W) images, got {tuple(x.shape)}")
         if not x.is_floating_point():
             raise TypeError(f"Augerino expects floating-point images, got {x.dtype}")
         check_copies(copies)

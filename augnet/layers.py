@@ -134,9 +134,7 @@ class AugmentationLayer(nn.Module):
             raise ValueError(f"eval_mode must be one of {EVAL_MODES}, got {eval_mode!r}")
         if train_mode not in TRAIN_MODES:
             raise ValueError(f"train_mode must be one of {TRAIN_MODES}, got {train_mode!r}")
-        if not isinstance(backend, str) or backend not in {"auto", *dispatch._BACKENDS}:
-            error = ValueError if isinstance(backend, str) else TypeError
-            raise error(f"backend must be 'auto' or a tap_mix backend {sorted(dispatch._BACKENDS)}, got {backend!r}")
+        dispatch.check_backend(backend)
 
         self.transforms = nn.ModuleList(transforms)
         self.weight_logits = nn.Parameter(torch.zeros(q))

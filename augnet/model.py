@@ -173,8 +173,8 @@ class AugNet(nn.Module):
         if not isinstance(trunk, nn.Module):
             raise TypeError(f"trunk must be an nn.Module, got {type(trunk).__name__}")
         augment = as_augmentation(augment)
-        check_copies(train_copies)
-        check_copies(eval_copies)
+        check_copies(train_copies, "train_copies")
+        check_copies(eval_copies, "eval_copies")
         if aggregate not in AGGREGATES:
             raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
         if isinstance(effect_every, bool) or not isinstance(effect_every, int) or effect_every < 0:

@@ -156,3 +156,12 @@ def test_augnet_refuses_an_augmentation_without_a_policy():
         augnet.AugNet(nn.Flatten(), nn.Identity())
     with pytest.raises(ValueError, match="must not be empty"):
         augnet.AugNet(nn.Flatten(), [])
+
+
+def test_a_wide_initial_width_is_kept_not_overflowed():
+    # softplus^-1 through log(expm1(w)) overflowed past w = 709; small widths keep their exact inverse.
+    from augnet.augerino import LieAugmentation
+
+    for w in (0.1, 19.9, 20.0, 1000.0):
+        torch.testing.assert_close(LieAugmentation(init_width=w).widths, torch.full((6,), w), rtol=1e-6, atol=0)
+    assert LieAugmentation(init_width=0.1).raw_width[0].item() == torch.tensor(math.log(math.expm1(0.1))).item()

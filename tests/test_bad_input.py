@@ -114,8 +114,14 @@ CASES = {
     "model-construction": lambda: (
         raises(TypeError, "trunk must be an nn.Module", lambda: augnet.AugNet(lambda x: x, layer())),
         raises(ValueError, "aggregate must be one of", lambda: augnet.Augerino(nn.Flatten(), aggregate="max")),
-        raises(ValueError, "copies must be >= 1", lambda: augnet.AugNet(nn.Flatten(), layer(), eval_copies=0)),
+        raises(ValueError, "eval_copies must be >= 1", lambda: augnet.AugNet(nn.Flatten(), layer(), eval_copies=0)),
+        raises(TypeError, "train_copies must be an int", lambda: augnet.AugNet(nn.Flatten(), layer(), train_copies=2.)),
         raises(TypeError, "stratify must be a bool, got int", lambda: augnet.AugNet(nn.Flatten(), layer(), stratify=1)),
+    ),
+    "augerino-construction": lambda: (
+        raises(ValueError, "backend must be 'auto' or a tap_mix backend", lambda: augnet.Augerino(nn.Flatten(),
+                                                                                                 backend="bogus")),
+        raises(TypeError, "Augerino expects a tensor of", lambda: augnet.Augerino(nn.Flatten()).augment([1, 2])),
     ),
     "model-input": lambda: raises(TypeError, "expects a tensor input, got list", lambda: model()([1, 2])),
     "model-trunk-output": lambda: raises(

@@ -107,6 +107,13 @@ def register_backend(
     _BACKENDS[name] = _Backend(fn, supports, unavailable_hint)
 
 
+def check_backend(backend) -> None:
+    """Refuse a ``backend`` argument that is neither ``"auto"`` nor a registered backend's name (at construction)."""
+    if not isinstance(backend, str) or backend not in {"auto", *_BACKENDS}:
+        error = ValueError if isinstance(backend, str) else TypeError
+        raise error(f"backend must be 'auto' or a tap_mix backend {sorted(_BACKENDS)}, got {backend!r}")
+
+
 def available_backends(x: Tensor | None = None) -> list[str]:
     """Names of the backends usable here (and, given ``x``, on ``x``'s device)."""
     names = []

@@ -382,11 +382,11 @@ def _check_unit_interval(name: str, value: float) -> None:
         raise ValueError(f"{name}: magnitude must lie in [0, 1], got {value}")
 
 
-def check_copies(copies) -> None:
+def check_copies(copies, name: str = "copies") -> None:
     if isinstance(copies, bool) or not isinstance(copies, int):
-        raise TypeError(f"copies must be an int, got {type(copies).__name__}")
+        raise TypeError(f"{name} must be an int, got {type(copies).__name__}")
     if copies < 1:
-        raise ValueError(f"copies must be >= 1, got {copies}")
+        raise ValueError(f"{name} must be >= 1, got {copies}")
 
 
 def param_dtype(x: Tensor) -> torch.dtype:
