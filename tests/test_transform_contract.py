@@ -57,6 +57,21 @@ def test_identity_at_magnitude_zero(case, copies):
     torch.testing.assert_close(out, rows(x, copies), atol=1e-10, rtol=0)
 
 
+@pytest.mark.parametrize("case", over("same_draws_in_float64"))
+def test_a_seed_draws_the_same_parameters_for_float32_and_float64_inputs(case):
+    """float64 inputs get the parameters float32 ones get from the same generator state (to float32 rounding)."""
+    t = case.build()
+    x = case.make(6, torch.float32)
+    low = t.sample(x, 0.7, generator=gen(5), copies=2)
+    high = t.sample(x.double(), 0.7, generator=gen(5), copies=2)
+    assert low.keys() == high.keys()
+    for k in low:
+        if low[k].is_floating_point():
+            torch.testing.assert_close(high[k], low[k].to(high[k].dtype), rtol=1e-6, atol=1e-6)
+        else:
+            assert torch.equal(high[k], low[k]), k
+
+
 @pytest.mark.parametrize("case", over("replay"))
 def test_replay_with_same_params_is_exact(case):
     """The same params give the same output; the same seed draws the same params."""

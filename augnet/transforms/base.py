@@ -420,9 +420,15 @@ def draw(fn, *args, generator: torch.Generator | None = None, **kwargs) -> Tenso
     passing ``generator`` only when one is given.
 
     (torch.compile cannot trace an explicit ``generator=None`` once shapes are dynamic.)
+
+    Uniform and normal draws asked for in float64 are made in float32 and widened: the same
+    generator state then gives the same augmentation of float32 and float64 inputs (a float64
+    draw would take other bits from the generator, and so other values).
     """
     if generator is not None:
         kwargs["generator"] = generator
+    if kwargs.get("dtype") == torch.float64 and fn in (torch.rand, torch.randn):
+        return fn(*args, **{**kwargs, "dtype": torch.float32}).double()
     return fn(*args, **kwargs)
 
 
