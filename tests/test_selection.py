@@ -97,6 +97,22 @@ def test_weight_warmup_holds_the_weights_while_the_magnitudes_move():
     assert not torch.equal(none.weights[0], zero)
 
 
+def test_weight_warmup_warns_that_a_conditioner_keeps_training_its_weights(recwarn):
+    from augnet.instance import ConditionedAugmentationLayer
+
+    x, y = torch.rand(8, 3, 8, 8), torch.randint(0, 2, (8,))
+    trunk = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(192, 2))
+    layer = ConditionedAugmentationLayer([T.Rotate(), T.TranslateX()], channels=3)
+    model = augnet.AugNet(trunk, layer)
+    opt = torch.optim.SGD(augnet.param_groups(model), lr=0.1)
+    with pytest.warns(UserWarning, match="not the conditioner of a ConditionedAugmentationLayer") as caught:
+        fit(model, x, y, opt, 1, 8, callbacks=[WeightWarmup(1)])
+    assert caught[0].filename == __file__
+    fit(model, x, y, opt, 1, 8, callbacks=[WeightWarmup(0)])  # no warm-up: nothing to warn of
+    train([WeightWarmup(2)], epochs=1)  # a global layer: held, no warning
+    assert not [w for w in recwarn if "conditioner" in str(w.message)]
+
+
 @pytest.mark.parametrize(
     "make, error",
     [

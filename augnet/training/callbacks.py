@@ -405,6 +405,10 @@ class WeightWarmup(Callback):
     under the uniform blend, so that when the weights may move they compare
     settled magnitudes rather than the first steps' race.
 
+    A per-instance layer (:class:`~augnet.ConditionedAugmentationLayer`) adds its conditioner's
+    outputs to the weight logits; the conditioner keeps training (it gives the magnitudes too), so
+    its per-input weights are not held: the run is warned of that at its start.
+
     Args:
         epochs: the warm-up's length in epochs (>= 0).
     """
@@ -413,6 +417,21 @@ class WeightWarmup(Callback):
         if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
             raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
         self.epochs = epochs
+
+    def on_train_start(self, state: TrainState) -> None:
+        conditioned = [type(layer).__name__ for layer in state.layers if hasattr(layer, "conditioner")]
+        if self.epochs and conditioned:
+            import warnings
+
+            from augnet._stack import caller_stacklevel
+
+            warnings.warn(
+                f"WeightWarmup holds the weight logits still, not the conditioner of a {conditioned[0]}: its "
+                "per-input weights keep training (the conditioner's outputs give the weights and the magnitudes "
+                "together)",
+                UserWarning,
+                stacklevel=caller_stacklevel(("augnet.",)),
+            )
 
     def on_before_optimizer_step(self, state: TrainState) -> None:
         if state.epoch < self.epochs:
