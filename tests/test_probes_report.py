@@ -131,6 +131,24 @@ def test_repr_is_one_line_and_print_shows_the_verdict():
     assert str(rep) == rep.verdict()
 
 
+def test_value_refuses_a_name_the_report_does_not_hold():
+    # A misspelt name read as NaN, as if the probe had found nothing; heatmap and units_plot refuse it alike.
+    x = torch.rand(16, 3, 8, 8, generator=gen(3))
+    rep = probes.report(invariant_net(), x, ["Rotate"], magnitudes=[0.5, 1.0], by_class=torch.arange(16) % 2, lie=False)
+    assert math.isfinite(rep.value("inv_augnet", "logits", "Rotate", magnitude=0.5, cls=1))
+    assert math.isnan(rep.value("lie_derivative", "logits", "Rotate"))  # a measure not run (lie=False): NaN
+    for kwargs, match in (
+        ({"measure": "inv_augnt"}, "unknown measure 'inv_augnt'"),
+        ({"layer": "logit"}, r"layer 'logit' was not probed; the report's layers are \["),
+        ({"transform": "Rotation"}, r"transform 'Rotation' was not probed; the report's transforms are \['Rotate'\]"),
+        ({"magnitude": 0.3}, r"magnitude 0.3 was not swept"),
+        ({"cls": 7}, r"cls 7 is not a class of this report; its classes are \[0, 1\]"),
+    ):
+        args = {"measure": "inv_augnet", "layer": "logits", "transform": "Rotate", **kwargs}
+        with pytest.raises(ValueError, match=match):
+            rep.value(**args)
+
+
 def test_auto_layers_of_common_models():
     torchvision = pytest.importorskip("torchvision")
     assert auto_layers(torchvision.models.resnet18(weights=None)) == ["layer1", "layer2", "layer3", "layer4", "logits"]

@@ -69,9 +69,21 @@ class ProbeReport:
         self, measure: str, layer: str, transform: str, magnitude: float | None = None, cls: int | None = None
     ) -> float:
         """One value (for a swept measure at ``magnitude``, default the largest; of class ``cls``, default every
-        input); NaN if absent."""
-        if measure in _SWEPT and magnitude is None:
-            magnitude = max(self.magnitudes)
+        input); NaN where the report did not measure it (e.g. the Lie derivative with ``lie=False``).
+
+        Raises:
+            ValueError: a measure, layer, transform, swept magnitude or class that the report does not hold
+                (a misspelt name), naming the ones it holds.
+        """
+        if measure not in MEASURES:
+            raise ValueError(f"unknown measure {measure!r}; the measures are {list(MEASURES)}")
+        for name, got, known in (("layer", layer, self.layers), ("transform", transform, self.transforms)):
+            if got not in known:
+                raise ValueError(f"{name} {got!r} was not probed; the report's {name}s are {known}")
+        if cls is not None and cls not in self.classes():
+            raise ValueError(f"cls {cls!r} is not a class of this report; its classes are {self.classes()}")
+        if measure in _SWEPT:
+            magnitude = self._swept(magnitude)
         for r in self.records:
             if (r["measure"], r["layer"], r["transform"], r.get("class")) == (measure, layer, transform, cls) and (
                 measure not in _SWEPT or r["magnitude"] == magnitude
