@@ -194,6 +194,8 @@ def invariance_curve(
         seed: seeds the transformation draws, the derangement and AugNet's augmentations.
         batch_size: run the model in chunks of this many rows (default 256); the
             transformed inputs are made chunk by chunk too, for an augnet transform.
+            An AugNet draws its augmentations chunk by chunk: another batch size is
+            another draw (as another seed is), not the same numbers.
         draws: for an AugNet, ``"shared"`` (its clean and transformed passes draw
             the same augmentations, so they differ only by ``transform``) or
             ``"independent"`` (every pass draws afresh, as two calls of the
