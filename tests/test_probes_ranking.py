@@ -158,6 +158,27 @@ def test_features_that_do_not_change_give_exactly_chance():
     assert all(math.isnan(v) for v in out["importance"].values())
 
 
+def test_a_change_at_the_rounding_of_the_features_dtype_is_not_a_signal():
+    # 1 + m * 1e-7 in float32 rounds to 1 or 1 + 2**-23 by the magnitude: a ranker fits that rounding (a
+    # "signal" of a brightness-blind model's features). In float64 the same change is far above rounding.
+    g = gen(9)
+    m_a, m_b = torch.rand(300, generator=g), torch.rand(300, generator=g)
+    base = torch.ones(300, 3, dtype=torch.float64)
+    z_a, z_b = base + 1e-7 * m_a[:, None].double(), base + 1e-7 * m_b[:, None].double()
+    single = {dtype: ranking_probe(z_a.to(dtype), z_b.to(dtype), m_a, m_b, generator=gen(0))
+              for dtype in (torch.float64, torch.float32)}  # fmt: skip
+    assert single[torch.float64]["accuracy"] > 0.95
+    with pytest.warns(RuntimeWarning, match="every weight is 0"):
+        coarse = ranking_probe(z_a.float(), z_b.float(), m_a, m_b, generator=gen(0))
+    assert coarse["accuracy"] == 0.5 and bool((coarse["weight"] == 0).all())
+    with pytest.warns(RuntimeWarning, match="every weight is 0"):
+        layers = ranking_probe_per_layer({"f": z_a.float()}, {"f": z_b.float()}, m_a, m_b, generator=gen(0))
+    assert layers["accuracy"]["f"] == 0.5  # the per-layer probe reads the features' own precision too
+    strong = ranking_probe((base + 1e-3 * m_a[:, None]).float(), (base + 1e-3 * m_b[:, None]).float(), m_a, m_b,
+                           generator=gen(0))  # fmt: skip
+    assert strong["accuracy"] > 0.95  # well above float32's rounding: kept
+
+
 def layered_features(signal_in, n=800, seed=0):
     """Three layers; only ``signal_in`` moves with the magnitude. The others are either image
     content that both copies share (an invariant layer) or independent noise."""

@@ -155,6 +155,17 @@ def _as_layers(z, name: str) -> dict[str, Tensor]:
     return out
 
 
+#: A channel whose copies differ by at most this many units of its features' precision does not move (ranking_probe).
+ROUNDING_ULPS = 64
+
+
+def _precision(z) -> dict[str, float]:
+    """Per layer of ``z`` (checked by :func:`_as_layers`): the relative precision of its features as given
+    (``torch.finfo(dtype).eps``; 0 for integers, which have no rounding)."""
+    z = {FEATURES: z} if isinstance(z, Tensor) else z
+    return {layer: torch.finfo(a.dtype).eps if a.is_floating_point() else 0.0 for layer, a in z.items()}
+
+
 def _as_magnitudes(m, n: int, name: str) -> Tensor:
     if not isinstance(m, Tensor):
         raise TypeError(f"{name} must be a tensor, got {type(m).__name__}")
@@ -245,6 +256,7 @@ def ranking_probe(
     la, lb = _as_layers(z_a, "z_a"), _as_layers(z_b, "z_b")
     if list(la) != list(lb):
         raise ValueError(f"z_a and z_b must name the same layers, got {list(la)} and {list(lb)}")
+    eps_a, eps_b = _precision(z_a), _precision(z_b)
     n = next(iter(la.values())).shape[0]
     for layer in la:
         if la[layer].shape != lb[layer].shape or la[layer].shape[0] != n:
@@ -277,9 +289,14 @@ def ranking_probe(
 
     seen = torch.cat([za[train], zb[train]])
     std = seen.std(0, unbiased=False)
+    rms = seen.pow(2).mean(0).sqrt()
     # Channels constant up to rounding carry no signal; standardising them would amplify the rounding.
-    # Relative to each channel's size, so that features scaled by any factor rank the same.
-    live = std > 1e-12 * seen.pow(2).mean(0).sqrt()
+    # Relative to each channel's size, so that features scaled by any factor rank the same. Nor does a channel
+    # whose two copies never differ by more than the rounding of the features as given (ROUNDING_ULPS units
+    # of their dtype's precision): a ranker fitted to that rounding would report a signal that is not there.
+    ulp = torch.cat([torch.full((sizes[k],), max(eps_a[k], eps_b[k]), dtype=torch.float64) for k in la])
+    moving = (za[train] - zb[train]).abs().amax(0) > ROUNDING_ULPS * ulp * rms
+    live = (std > 1e-12 * rms) & moving
     std = torch.where(live, std, torch.zeros_like(std))
     scale = torch.where(live, std, torch.ones_like(std))
     # Differences oriented so that the copy with the larger magnitude comes first.

@@ -151,14 +151,16 @@ def ranking_probe_per_layer(
         )
         return out, g
 
+    # The features as given (not la / lb, pooled in float64): the probe reads their precision (ROUNDING_ULPS).
+    given_a, given_b = ({FEATURES: z} if isinstance(z, Tensor) else dict(z) for z in (z_a, z_b))
     per_layer, g = {}, None
     for layer in la:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            per_layer[layer], g = probe({layer: la[layer]}, {layer: lb[layer]})
+            per_layer[layer], g = probe({layer: given_a[layer]}, {layer: given_b[layer]})
         for w in caught:
             warnings.warn(f"layer {layer!r}: {w.message}", w.category, stacklevel=2)
-    whole = probe(la, lb)[0] if combined else None
+    whole = probe(given_a, given_b)[0] if combined else None
     generator.set_state(g.get_state())  # advanced as by one ranking_probe call
     first = next(iter(per_layer.values()))
     return {

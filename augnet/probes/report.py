@@ -416,7 +416,8 @@ def report(
                     share = math.nan if ranked is None else ranked["importance"][layer]
                     extra = note or _notes([w for w in caught if repr(layer) in str(w.message)])
                     _record(records, layer, t_name, rank_mag, rng, "ranking_accuracy", acc, extra)
-                    _record(records, layer, t_name, rank_mag, rng, "importance", share, note)
+                    whole = _notes([w for w in caught if not str(w.message).startswith("layer ")])  # the combined fit's
+                    _record(records, layer, t_name, rank_mag, rng, "importance", share, note or whole)
             if lie and family(t) is not None:
                 bar.set_postfix_str(f"{t_name} Lie derivative")
                 out = lie_derivative(
