@@ -198,6 +198,16 @@ def test_constant_features_give_nan_with_a_warning():
     assert probes.summary(scores)["n"] == 0 and math.isnan(probes.summary(scores)["median"])
 
 
+def test_a_single_logit_says_why_its_cosine_scores_are_nan():
+    # A binary classifier's one logit: rows of one sign are at cosine distance 0 from each other, whatever the input.
+    z = torch.linspace(1.0, 3.0, 6)[:, None]
+    with pytest.warns(RuntimeWarning, match=r"one feature per row \(e\.g\. a single logit\)"):
+        assert torch.isnan(probes.invariance_score(z, z + 0.1)).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not torch.isnan(probes.invariance_score(z, z + 0.1, distance="l2")).any()  # l2 has no such limit
+
+
 class _Constant(nn.Module):
     def forward(self, x):
         return torch.ones(x.shape[0], 3)

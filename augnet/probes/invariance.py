@@ -141,10 +141,12 @@ def invariance_score(
         zero = b <= RELATIVE_TOLERANCE * size
     undefined = zero | b.isnan() | d.isnan()
     if bool(undefined.any()):
+        why = "features that do not depend on the input"
+        if kind == "cosine" and z[0].numel() == 1:  # the cosine of two numbers is their signs' product
+            why = "one feature per row (e.g. a single logit): its cosine is +1 or -1, so two rows of one sign are at 0"
         warnings.warn(
             f"invariance_score: {int(undefined.sum())} score(s) are NaN: {int(zero.sum())} baseline distance(s) are "
-            f"0 (features that do not depend on the input), {int((b.isnan() | d.isnan()).sum())} undefined (a row "
-            "of zeros has no cosine)",
+            f"0 ({why}), {int((b.isnan() | d.isnan()).sum())} undefined (a row of zeros has no cosine)",
             RuntimeWarning,
             stacklevel=caller_stacklevel(*PROBES),
         )
