@@ -343,6 +343,18 @@ def test_export_refuses_weights_whose_sum_overflows(library, weights):
         read(library, Policy([entries]))
 
 
+def test_a_rotation_over_a_full_turn_is_capped_for_kornia_with_a_warning():
+    # kornia refuses degrees past ±360 (its own ValueError at export); torchvision takes them.
+    rotate = {"transform": "Rotate", "args": {"max_angle": 10.0, "padding": "zeros"}}
+    entries = [{**rotate, "weight": 1.0, "magnitude": 1.0}]
+    with pytest.warns(UserWarning, match="a rotation \\(degrees\\) of 573 is capped at 360"):
+        pipeline = Policy([entries]).to_kornia()
+    assert pipeline(torch.rand(2, 3, 8, 8)).shape == (2, 3, 8, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Policy([entries]).to_torchvision()
+
+
 @pytest.mark.parametrize("library", ["kornia", "torchvision"])
 def test_export_takes_huge_but_finite_weights(library):
     entries = [{"transform": "Rotate", "weight": 1e300, "magnitude": 0.5},

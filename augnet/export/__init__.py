@@ -66,7 +66,8 @@ Some arguments change the class: a warp with ``padding="border"`` or
 ``"reflection"`` is exact in kornia but approximate in torchvision (which
 fills with 0); ranges a library cannot take (a shift over the whole image,
 an additive brightness shift over 1, a contrast factor below 0, a hue
-rotation over half a turn) are capped, with a warning.
+rotation over half a turn, a rotation over a full turn each way in kornia)
+are capped, with a warning.
 
 kornia pipelines take float images :math:`(B, Ch, H, W)` or :math:`(Ch, H, W)`
 and draw per sample. torchvision pipelines take one image per call (a tensor,

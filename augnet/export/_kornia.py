@@ -29,8 +29,9 @@ def builder(name: str, t: Transform, m: float) -> _Export:
         translate = (a, 0.0) if name == "TranslateX" else (0.0, a)
         return _Export([(1.0, _kornia_affine(t, translate=translate))], note)
     if name == "Rotate":
-        d = math.degrees(t.max_angle * m)
-        return _Export([(1.0, _kornia_affine(t, degrees=(-d, d)))])
+        # kornia takes at most a full turn each way; past it, the angles (mod 360) are only nearly uniform anyway
+        d, note = _cap(math.degrees(t.max_angle * m), 360.0, "a rotation (degrees) of")
+        return _Export([(1.0, _kornia_affine(t, degrees=(-d, d)))], note)
     if name in ("ShearX", "ShearY"):
         d = math.degrees(math.atan(t.max_shear * m))
         shear = (-d, d, 0.0, 0.0) if name == "ShearX" else (0.0, 0.0, -d, d)
