@@ -2,12 +2,14 @@
 
 import io
 
+import pytest
 import torch
 import torch.nn.functional as F
 from helpers import gen
 from torch import nn
 
 import augnet
+from augnet.training import Callback, TemperatureAnnealing, WeightWarmup, fit
 from augnet.transforms import image as T
 from augnet.transforms import signal as S
 
@@ -89,3 +91,54 @@ def test_resuming_reproduces_the_uninterrupted_run_exactly():
     for (name, p), q in zip(full.named_parameters(), resumed.parameters(), strict=True):
         assert torch.equal(p, q), name
     assert full.policy().to_json() == resumed.policy().to_json()
+
+
+class _Checkpoint(Callback):
+    """Saves everything a resumed run needs at the end of epoch ``at``, as a user's checkpoint callback would."""
+
+    def __init__(self, at, generator, scheduler):
+        self.at, self.generator, self.scheduler, self.saved = at, generator, scheduler, None
+
+    def on_epoch_end(self, state):
+        if state.epoch == self.at:  # fit steps an epoch scheduler after on_epoch_end: save it as stepped
+            scheduler = {**self.scheduler.state_dict(), "last_epoch": self.scheduler.last_epoch + 1}
+            self.saved = round_trip({
+                "model": state.model.state_dict(), "optimizer": state.optimizer.state_dict(),
+                "scheduler": scheduler, "generator": self.generator.get_state(),
+            })  # fmt: skip
+
+
+def test_fit_resumes_epoch_indexed_schedules_at_start_epoch():
+    # A callable lam, an annealed temperature and a weight warm-up depend on the epoch: fit(start_epoch=2) after a
+    # checkpoint of epoch 1 must train epochs 2 and 3 as the uninterrupted run did, bit for bit.
+    x, y = torch.rand(24, 3, 8, 8, generator=gen(3)), torch.randint(0, 3, (24,), generator=gen(4))
+
+    def run(start_epoch=0, saved=None, checkpoint_at=None):
+        model = image_model()
+        opt = torch.optim.Adam(augnet.param_groups(model), lr=1e-2)
+        scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+        g = torch.Generator().manual_seed(0)
+        if saved is not None:
+            model.load_state_dict(saved["model"])
+            opt.load_state_dict(saved["optimizer"])
+            scheduler.load_state_dict(saved["scheduler"])
+            g.set_state(saved["generator"])
+        keep = _Checkpoint(checkpoint_at, g, scheduler)
+        callbacks = [TemperatureAnnealing(1.0, 0.1), WeightWarmup(3), keep]
+        fit(model, x, y, opt, 4, 8, lam=lambda e: 0.1 * (e + 1), generator=g, callbacks=callbacks,
+            scheduler=scheduler, start_epoch=start_epoch)  # fmt: skip
+        return model, keep.saved
+
+    whole, saved = run(checkpoint_at=1)
+    resumed, _ = run(start_epoch=2, saved=saved)
+    for (name, a), b in zip(whole.state_dict().items(), resumed.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    assert resumed.augment.layers[0].temperature == whole.augment.layers[0].temperature == 0.1
+
+
+def test_fit_refuses_a_start_epoch_outside_the_run():
+    model = image_model()
+    x, y = torch.rand(8, 3, 8, 8), torch.randint(0, 3, (8,))
+    for bad, error in ((5, ValueError), (-1, ValueError), (1.0, TypeError), (True, TypeError)):
+        with pytest.raises(error, match="start_epoch"):
+            fit(model, x, y, torch.optim.SGD(model.parameters(), lr=0.1), 4, 8, start_epoch=bad)

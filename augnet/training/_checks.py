@@ -86,6 +86,14 @@ def check_optimizer(model: torch.nn.Module, optimizer) -> None:
         )
 
 
+def check_start_epoch(start_epoch, epochs: int) -> None:
+    """``start_epoch`` must be an int in ``[0, epochs]``."""
+    if isinstance(start_epoch, bool) or not isinstance(start_epoch, numbers.Integral):
+        raise TypeError(f"start_epoch must be an int, got {type(start_epoch).__name__}: {start_epoch!r}")
+    if not 0 <= start_epoch <= epochs:
+        raise ValueError(f"start_epoch must lie in [0, epochs] = [0, {epochs}], got {start_epoch}")
+
+
 def check_trains_policy(model: torch.nn.Module, optimizer, reg) -> None:
     """Warn when a regulariser is to train the augmentation layers but the optimiser holds none of their
     parameters: the policy would not move (the regulariser computed at every step for nothing)."""

@@ -47,6 +47,7 @@ def fit(
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     scheduler_interval: str = "epoch",
     shuffle: bool = True,
+    start_epoch: int = 0,
 ) -> dict[str, list]:
     """Train ``model`` on tensors or on a data loader; return the history of its augmentation policy.
 
@@ -107,6 +108,11 @@ def fit(
         shuffle: for tensors, draw the batches by a permutation per epoch (from
             ``generator``); ``False`` takes them in order (as a loader without
             shuffling does, so the two give the same run).
+        start_epoch: resume a run of ``epochs`` epochs at this one (0 <= start_epoch <= epochs): epochs
+            ``start_epoch`` to ``epochs - 1`` are trained, and what depends on the epoch (a callable
+            ``lam``, :class:`~augnet.training.TemperatureAnnealing`, :class:`~augnet.training.WeightWarmup`)
+            goes on from there. Restore the model, the optimiser, the scheduler and the generator from a
+            checkpoint first; the run then reproduces the uninterrupted one.
 
     Returns:
         ``{"step": [...], "loss": [...], "weights": [...], "magnitudes": [...]}``
@@ -125,6 +131,7 @@ def fit(
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     y, optimizer, epochs = _checks.call_form(x, y, optimizer, epochs, batch_size)
+    _checks.check_start_epoch(start_epoch, epochs)
     lams = _checks.LamWeights(lam, epochs)
     reg = _checks.check_regularizer(model, regularizer, lams)
     callbacks = check_callbacks(callbacks)
@@ -139,7 +146,7 @@ def fit(
     autocast_dtype = amp_dtype(amp, target)
     _checks.check_optimizer(model, optimizer)
     _checks.check_trains_policy(model, optimizer, reg)
-    first_epoch = _checks.first_pass(x, batches, generator, epochs, target)  # draws and checks the first batch
+    first_epoch = _checks.first_pass(x, batches, generator, epochs - start_epoch, target)  # drawn and checked
     device = target if target.type == "meta" else training_device(model, device)  # checked: the model moves now
     scaler = torch.amp.GradScaler(device.type) if autocast_dtype == torch.float16 else None
     layers = [m for m in model.modules() if isinstance(m, AugmentationLayer)]
@@ -148,7 +155,7 @@ def fit(
         history.update(weights=[], magnitudes=[])
     state = TrainState(model, optimizer, epochs, layers, history=history)
     draws = _checks.draws_through(model, generator)  # an AugNet (Augerino included), also in DDP
-    total = epochs * steps_per_epoch if steps_per_epoch is not None else None
+    total = (epochs - start_epoch) * steps_per_epoch if steps_per_epoch is not None else None
     bar = tqdm(total=total, disable=not progress, desc=desc, unit="step")
     try:
         with _checks.undo_a_failed_start(model, state):  # a first step that fails leaves the model as it was
@@ -156,13 +163,13 @@ def fit(
                 cb.on_train_start(state)
             model.train()
             bad_loss = None  # on an accelerator: whether a loss since the last read was not finite (a device flag)
-            for epoch in range(epochs):
+            for epoch in range(start_epoch, epochs):
                 weight = lams[epoch]
                 state.epoch, state.lam = epoch, weight
                 for cb in callbacks:
                     cb.on_epoch_start(state)
                 steps_before = state.step
-                for xb, yb in first_epoch if epoch == 0 else batches(generator):
+                for xb, yb in first_epoch if epoch == start_epoch else batches(generator):
                     xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
                     if augment_batch is not None:
                         xb = augment_batch(xb, generator)
