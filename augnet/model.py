@@ -202,6 +202,28 @@ class AugNet(nn.Module):
             raise TypeError(f"AugNet expects a tensor input, got {type(x).__name__}")
         c = copies if copies is not None else (self.train_copies if self.training else self.eval_copies)
         check_copies(c)
+        if torch.compiler.is_compiling():
+            return self._forward(x, c, generator)
+        # A call the trunk refuses (wrong rows, a shape error) changes nothing: the pass count, the sizes the
+        # layers saw (policy()'s pixel ranges) and the effects a measuring pass wrote are put back.
+        passes, layers = self.passes, [m for m in self.augment.modules() if hasattr(m, "last_size")]
+        sizes = [m.last_size for m in layers]
+        measures = self.training and self.effect_every and passes % self.effect_every == 0
+        effects = [(m.effect.clone(), m.effect_measured.clone()) if measures and hasattr(m, "effect") else None
+                   for m in layers]  # fmt: skip
+        try:
+            return self._forward(x, c, generator)
+        except BaseException:
+            self.passes = passes
+            with torch.no_grad():
+                for m, size, effect in zip(layers, sizes, effects, strict=True):
+                    m.last_size = size
+                    if effect is not None:
+                        m.effect.copy_(effect[0])
+                        m.effect_measured.copy_(effect[1])
+            raise
+
+    def _forward(self, x: Tensor, c: int, generator: torch.Generator | None) -> Tensor:
         if self.training or not self.stratify:
             rows = self.augment(x, copies=c, generator=generator)  # checks x
         else:  # the average over copies estimates an expectation: the copies cover the ranges evenly

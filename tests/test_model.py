@@ -220,3 +220,32 @@ def test_module_apply_reaches_every_submodule_of_a_model_with_transforms():
     assert torch.equal(trunk[1].weight, torch.zeros_like(trunk[1].weight))
     signal_layer = augnet.AugmentationLayer([S.TimeReverse(), A.Gain(), A.LowPass(8000)])
     assert signal_layer.apply(lambda m: None) is signal_layer
+
+
+class _FirstRows(nn.Module):
+    """A trunk that returns the logits of its first 2 rows only (a bug in a user's trunk)."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 3))
+
+    def forward(self, x):
+        return self.head(x)[:2]
+
+
+@pytest.mark.parametrize("failure", ["shape", "rows"])
+def test_a_call_the_trunk_refuses_changes_nothing(failure):
+    # The layers' seen size (policy()'s pixel ranges), the pass count and the effects of a measuring pass were
+    # kept from the failed call.
+    trunk = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 3)) if failure == "shape" else _FirstRows()
+    model = augnet.AugNet(trunk, augnet.AugmentationLayer([T.Rotate(), T.TranslateX()]), effect_every=1)
+    model.train()
+    if failure == "shape":
+        model(torch.rand(4, 3, 8, 8), generator=gen(0))  # a good call first: 8 x 8 seen, effects measured
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    size, text = model.augment.layers[0].last_size, str(model.policy())
+    bad = torch.rand(4, 3, 10, 10) if failure == "shape" else torch.rand(4, 3, 8, 8)
+    with pytest.raises((RuntimeError, ValueError)):
+        model(bad, generator=gen(1))
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    assert model.augment.layers[0].last_size == size and str(model.policy()) == text
