@@ -7,6 +7,8 @@ with eq. 6's ``L_e`` built from learned equivariance maps
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable, Sequence
 
 import torch
@@ -83,17 +85,20 @@ class EquivarianceLoss(nn.Module):
         super().__init__()
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-        if int(dim) < 1:
-            raise ValueError(f"dim must be >= 1, got {dim}")
-        if int(num_transforms) < 1:
-            raise ValueError(f"num_transforms must be >= 1, got {num_transforms}")
+        for name, n in (("dim", dim), ("num_transforms", num_transforms)):
+            if isinstance(n, bool) or not isinstance(n, numbers.Integral):  # 8.7 was truncated to 8
+                raise TypeError(f"{name} must be an int, got {type(n).__name__}: {n!r}")
+            if n < 1:
+                raise ValueError(f"{name} must be >= 1, got {n}")
         for name, w in [
             ("equivariance_weight", equivariance_weight),
             ("invariance_weight", invariance_weight),
             ("transformed_weight", transformed_weight),
         ]:
-            if not w >= 0:
-                raise ValueError(f"{name} must be >= 0, got {w}")
+            if isinstance(w, bool) or not isinstance(w, numbers.Real):
+                raise TypeError(f"{name} must be a number, got {type(w).__name__}: {w!r}")
+            if not 0 <= w < math.inf:
+                raise ValueError(f"{name} must be finite and >= 0, got {w}")
         self.dim, self.kind, self.output_relu = int(dim), kind, bool(output_relu)
         self.equivariance_weight = float(equivariance_weight)
         self.invariance_weight = float(invariance_weight)

@@ -121,6 +121,15 @@ def test_loss_bad_inputs_raise():
         EquivarianceLoss(4, kind="conv")
     with pytest.raises(ValueError, match="transformed_weight"):
         EquivarianceLoss(4, transformed_weight=-0.1)
+    for kwargs, error, match in (
+        ({"dim": 8.7}, TypeError, "dim must be an int, got float"),  # was truncated to 8
+        ({"num_transforms": 2.9}, TypeError, "num_transforms must be an int"),
+        ({"num_transforms": 0}, ValueError, "num_transforms must be >= 1"),
+        ({"equivariance_weight": float("inf")}, ValueError, "equivariance_weight must be finite"),
+        ({"invariance_weight": "25"}, TypeError, "invariance_weight must be a number"),
+    ):
+        with pytest.raises(error, match=match):
+            EquivarianceLoss(**{"dim": 4, **kwargs})
     loss = EquivarianceLoss(4, num_transforms=2)
     y = torch.zeros(10, dtype=torch.long)
     with pytest.raises(ValueError, match=r"z_t\[0\]"):
