@@ -150,7 +150,7 @@ def _rotation_labels(n, size, seed: int, generator: torch.Generator | None) -> t
         raise ValueError(f"size must be an int >= 8, got {size!r}")
     if 48 * max(n, 1) * size * size > 2**62:  # 3 channels of 4 x 4 points per pixel: past any memory
         raise ValueError(f"n={n} images of size {size} are too large to render")
-    g = generator if generator is not None else torch.Generator().manual_seed(_seed(seed))
+    g = _generator(generator, seed)
     y = torch.randint(0, 4, (n,), generator=g)
     figure, down = y % 2, y // 2
     angle = (torch.rand(n, generator=g) * 2 - 1) * (math.pi / 4) + down * math.pi
@@ -228,6 +228,17 @@ def _pair_seed(pair: int) -> int:
     if seed < 2**64:
         return seed
     return int.from_bytes(hashlib.blake2b(str(pair).encode(), digest_size=8).digest(), "little")
+
+
+def _generator(generator, seed) -> torch.Generator:
+    """``generator`` (a CPU ``torch.Generator``), else a new one seeded with ``seed``; a clear error otherwise."""
+    if generator is None:
+        return torch.Generator().manual_seed(_seed(seed))
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}: {generator!r}")
+    if generator.device.type != "cpu":
+        raise ValueError(f"generator must be a CPU generator (the data are made on the CPU), got {generator.device}")
+    return generator
 
 
 def _seed(seed) -> int:
@@ -425,13 +436,20 @@ def sinusoids(
     freqs = [float(f) for f in freqs]
     if not all(math.isfinite(f) for f in freqs):
         raise ValueError(f"freqs must be finite, got {list(freqs)!r}")
+    if len({abs(f) for f in freqs}) < len(freqs):  # sin(-2 pi f t + phase) is a sine of f with another phase
+        raise ValueError(f"freqs must be distinct (f and -f are one frequency): classes would be alike, got {freqs}")
+    if max(abs(f) for f in freqs) + jitter >= sfreq / 2:
+        raise ValueError(
+            f"freqs {freqs} with jitter {jitter} reach the Nyquist frequency sfreq / 2 = {sfreq / 2:g} Hz: the "
+            "signals would alias onto lower frequencies"
+        )
     sfreq, duration, jitter, noise = float(sfreq), float(duration), float(jitter), float(noise)
     samples = round(sfreq * duration)
     if samples > 2**62 // max(n, 1):
         raise ValueError(f"{n} signals of {samples} samples (sfreq {sfreq} x duration {duration}) are too large")
     if samples < 1:
         raise ValueError(f"duration {duration} s at sfreq {sfreq} Hz gives {samples} samples; a signal needs >= 1")
-    g = generator if generator is not None else torch.Generator().manual_seed(_seed(seed))
+    g = _generator(generator, seed)
     y = torch.randint(0, len(freqs), (n,), generator=g)
     f = torch.tensor(freqs, dtype=torch.float64)[y] + (torch.rand(n, generator=g, dtype=torch.float64) * 2 - 1) * jitter
     phase = torch.rand(n, generator=g, dtype=torch.float64) * 2 * math.pi

@@ -189,3 +189,27 @@ def test_sinusoids_noise_level():
 def test_sinusoids_bad_arguments(kwargs):
     with pytest.raises(ValueError):
         sinusoids(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(freqs=(2.0, 4.0, 2.0)), "freqs must be distinct"),
+        (dict(freqs=(2.0, -2.0)), "f and -f are one frequency"),
+        (dict(sfreq=10.0), "reach the Nyquist frequency sfreq / 2 = 5 Hz"),  # 8 Hz + 0.5 jitter
+        (dict(freqs=(2.0, 4.5), sfreq=10.0), "reach the Nyquist"),  # 4.5 + 0.5 jitter = 5
+    ],
+)
+def test_sinusoids_whose_classes_cannot_be_told_apart_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        sinusoids(4, **kwargs)
+    assert sinusoids(4, freqs=(2.0, 4.0), sfreq=10.0)[0].shape == (4, 1, 100)  # 4.5 Hz < 5 Hz: fine
+
+
+@pytest.mark.parametrize("make", [lambda g: rotated_glyphs(2, generator=g), lambda g: rotated_sprites(2, generator=g),
+                                  lambda g: sinusoids(2, generator=g)])  # fmt: skip
+def test_a_generator_that_is_not_one_is_refused(make):
+    with pytest.raises(TypeError, match=r"generator must be a torch\.Generator or None, got int"):
+        make(5)
+    x = make(torch.Generator().manual_seed(0))[0]
+    assert torch.equal(x, make(torch.Generator().manual_seed(0))[0])
