@@ -244,6 +244,16 @@ def test_an_optimizer_without_the_layers_parameters_is_warned_of_when_a_regulari
     assert not [w for w in recwarn if "augmentation layers' parameters" in str(w.message)]
 
 
+def test_int32_targets_and_numpy_counts_train_as_int64_and_ints_do():
+    # Labels from numpy are often int32; nll_loss takes int64 only ("expected scalar type Long").
+    x, y = data()
+    runs = []
+    for targets, epochs, batch in ((y, 2, 8), (y.int(), np.int64(2), np.int32(8))):
+        model, opt = model_and_opt()
+        runs.append(fit(model, x, targets, opt, epochs, batch, generator=torch.Generator().manual_seed(0))["loss"])
+    assert runs[0] == runs[1]
+
+
 def test_accuracy_refuses_targets_that_are_not_class_indices():
     # A (B, 1) column broadcast against the (B,) predictions counted B x B matches: an accuracy of 6.0.
     model, _ = model_and_opt()

@@ -63,9 +63,9 @@ def call_form(x, y, optimizer, epochs, batch_size):
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}: {optimizer!r}")
     if epochs is None:
         raise TypeError("fit() needs the number of epochs: fit(model, loader, optimizer=opt, epochs=...)")
-    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 0:
+    if not isinstance(epochs, numbers.Integral) or isinstance(epochs, bool) or epochs < 0:
         raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
-    return y, optimizer, epochs
+    return y, optimizer, int(epochs)  # a numpy integer too
 
 
 def is_optimizer(obj) -> bool:

@@ -8,6 +8,7 @@ reference for training an AugNet: task loss of the aggregated prediction plus
 from __future__ import annotations
 
 import contextlib
+import numbers
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
@@ -23,6 +24,10 @@ from augnet.training.callbacks import Callback, TrainState, check_callbacks
 from augnet.training.devices import amp_dtype, training_device
 
 __all__ = ["NonFiniteLossError", "accuracy", "fit"]
+
+#: The losses of class indices that fit gives int64 targets: other integer dtypes are widened for them.
+CLASS_LOSSES = (F.nll_loss, F.cross_entropy)
+NARROW_INTS = (torch.int8, torch.int16, torch.int32)
 
 
 def fit(
@@ -83,7 +88,8 @@ def fit(
             callable ``model -> scalar``.
         generator: source of randomness for the augmentations and, for
             tensors, the batches; on ``device`` (a CUDA run needs a CUDA generator).
-        loss_fn: task loss of the aggregated output (log-probabilities by default).
+        loss_fn: task loss of the aggregated output (log-probabilities by default); for ``F.nll_loss``
+            and ``F.cross_entropy``, int8 / int16 / int32 class indices are widened to int64.
         record_every: record the policy every this many steps (and at the first). Only these steps read
             values back from the device (one copy each); the steps between them never wait for it.
         progress: show a tqdm progress bar; its loss and leading transform are those of the last record
@@ -171,6 +177,8 @@ def fit(
                 steps_before = state.step
                 for xb, yb in first_epoch if epoch == start_epoch else batches(generator):
                     xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
+                    if loss_fn in CLASS_LOSSES and yb.dtype in NARROW_INTS:
+                        yb = yb.long()  # class indices as int32 (numpy's labels): the loss takes int64 only
                     if augment_batch is not None:
                         xb = augment_batch(xb, generator)
                     with autocast(device, autocast_dtype):
@@ -310,8 +318,9 @@ def _batches(x, y, batch_size, shuffle):
             raise TypeError(f"with tensor inputs, y must be a tensor of targets, got {type(y).__name__}")
         if len(x) != len(y):
             raise ValueError(f"x and y must have the same length, got {len(x)} and {len(y)}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
             raise ValueError(f"batch_size must be an int >= 1 for tensor inputs, got {batch_size!r}")
+        batch_size = int(batch_size)  # a numpy integer too
         n = len(x)
 
         def tensor_batches(generator):
