@@ -405,7 +405,7 @@ class WeightWarmup(Callback):
     under the uniform blend, so that when the weights may move they compare
     settled magnitudes rather than the first steps' race.
 
-    A per-instance layer (:class:`~augnet.ConditionedAugmentationLayer`) adds its conditioner's
+    A per-instance layer (:class:`~augnet.instance.ConditionedAugmentationLayer`) adds its conditioner's
     outputs to the weight logits; the conditioner keeps training (it gives the magnitudes too), so
     its per-input weights are not held: the run is warned of that at its start.
 
