@@ -248,25 +248,27 @@ class AugmentationLayer(nn.Module):
         return self.calibration
 
     def get_extra_state(self) -> Tensor:
-        """A float64 tensor ``[temperature, *last_size]``: the softmax temperature and the spatial size last seen.
+        """An int64 tensor ``[-1, temperature's float64 bits, *last_size]`` (the size empty before a run).
 
         Saved in the state (a callback may have annealed the temperature; the size gives :meth:`policy` its
-        ranges in pixels): a round trip gives the same model. An older state, an int64 tensor of the size
-        alone, keeps this layer's temperature.
+        ranges in pixels): a round trip gives the same model, and a state dict cast to another float dtype
+        leaves it exact. An older state (the size alone, no ``-1`` first) keeps this layer's temperature.
         """
-        return torch.tensor([self.temperature, *(self.last_size or ())], dtype=torch.float64)
+        bits = torch.tensor([self.temperature], dtype=torch.float64).view(torch.int64)
+        return torch.cat([torch.tensor([-1]), bits, torch.tensor(self.last_size or (), dtype=torch.long)])
 
     def set_extra_state(self, state) -> None:
-        if not isinstance(state, Tensor) or state.dim() != 1 or state.is_complex():
-            raise TypeError(f"an AugmentationLayer's saved state must be a 1-D tensor, got {state!r}")
-        temperature, values = self.temperature, state.tolist()
-        if state.is_floating_point():
-            temperature, values = (values or [math.nan])[0], values[1:]
+        if not isinstance(state, Tensor) or state.dim() != 1 or state.is_floating_point() or state.is_complex():
+            raise TypeError(f"an AugmentationLayer's saved temperature and size must be 1-D ints, got {state!r}")
+        temperature, values = self.temperature, state.to(torch.int64)
+        if len(values) >= 2 and int(values[0]) == -1:  # [-1, temperature bits, *size]
+            temperature, values = float(values[1:2].view(torch.float64)), values[2:]
             if not 0 < temperature < math.inf:
                 raise ValueError(f"an AugmentationLayer's saved temperature must be > 0, got {temperature!r}")
-        if any(s < 1 or s != int(s) for s in values):
-            raise ValueError(f"an AugmentationLayer's saved input size must be positive ints, got {values}")
-        self.last_size, self.temperature = tuple(int(s) for s in values) or None, float(temperature)
+        size = tuple(int(s) for s in values.tolist())
+        if any(s < 1 for s in size):
+            raise ValueError(f"an AugmentationLayer's saved input size must be positive, got {list(size)}")
+        self.last_size, self.temperature = size or None, temperature
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # A state saved before the input size was saved keeps the size this layer has.

@@ -9,14 +9,18 @@ missing on the three width-4 ones. A model whose trunk is not invariant is invar
 average only, and an average of 4 copies is less so than one of 10. This trains the README row's
 models exactly as the table does (:meth:`SelectionConfig.task_config` of the README row, one
 thread) and scores each trained model both ways, with 4 (stratified, as the table) and 10 copies.
-``--set`` trains the README row with some of its settings changed instead (e.g. the capacity experiment's
-own initial magnitude or lambda, to see whether the training settings rather than the copies are what the
-rule misses), saved beside the default's file with the change in its name.
+``--midpoints`` scores the same models with each copy at the middle of its stratum instead of a uniform
+draw within it (a deterministic 4- or 10-point quadrature of the layer's range: no sampling noise at all),
+to see how much of the miss the copies' randomness is. ``--set`` trains the README row with some of its
+settings changed instead (e.g. the capacity experiment's own initial magnitude or lambda, to see whether
+the training settings rather than the copies are what the rule misses). Either is saved beside the
+default's file with the change in its name.
 Chooses nothing; prints and saves the figures::
 
     python benchmarks/selection_capacity_copies.py --seeds 0 1 2 3 4 5 6 7 8 9 [--out benchmarks/results/...]
     python benchmarks/selection_capacity_copies.py --summarize   # the saved runs' table again
     python benchmarks/selection_capacity_copies.py --set '{"init_magnitude": 0.05}'
+    python benchmarks/selection_capacity_copies.py --midpoints
 """
 
 from __future__ import annotations
@@ -30,12 +34,25 @@ from pathlib import Path
 
 import torch
 
+import augnet.layers as L
+import augnet.transforms.base as B
 from augnet.experiments.capacity import run_capacity
 from augnet.experiments.selection import README_SETTING, SelectionConfig
 from augnet.experiments.selection_rules import RULES
 from augnet.probes import summary as score_summary
 
 COPIES = (4, 10)
+
+
+def midpoints(u, generator):
+    """:func:`augnet.transforms.base.stratify` with each draw at the middle of its stratum (``--midpoints``)."""
+    n = u.shape[0]
+    if not B.stratifying(n):
+        return u
+    c = B._STRATA.stack[-1]
+    keys = B.draw(torch.rand, (n // c, c, *u.shape[1:]), generator=generator, device=u.device)
+    strata = keys.argsort(dim=1).transpose(0, 1).reshape(u.shape)
+    return (strata.to(u.dtype) + 0.5) / c
 
 
 def run(seed: int, changes: dict | None = None) -> list[dict]:
@@ -94,11 +111,15 @@ def main() -> None:
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "selection_capacity_copies.json"))
     parser.add_argument("--summarize", action="store_true", help="only summarise the runs saved in --out again")
     parser.add_argument("--set", default=None, help="JSON of README-row settings to change, e.g. '{\"lam\": 0.8}'")
+    parser.add_argument("--midpoints", action="store_true", help="copies at their strata's midpoints (see above)")
     args = parser.parse_args()
     changes = json.loads(args.set) if args.set else {}
     if changes:
         tag = "_".join(f"{k}_{v}" for k, v in sorted(changes.items()))
         args.out = str(Path(args.out).with_name(f"{Path(args.out).stem}_{tag}.json"))
+    if args.midpoints:
+        B.stratify = L.stratify = midpoints  # what the layers call (stratified evaluation copies only)
+        args.out = str(Path(args.out).with_name(f"{Path(args.out).stem}_midpoints.json"))
     if args.summarize:
         payload = json.loads(Path(args.out).read_text())
         payload["summary"] = report(payload["runs"], payload["seeds"])
@@ -110,7 +131,8 @@ def main() -> None:
         runs += run(seed, changes)
         print(f"seed {seed} trained ({time.perf_counter() - start:.0f} s)", flush=True)
     summary = report(runs, args.seeds)
-    payload = {"copies": COPIES, "seeds": args.seeds, "changes": changes, "summary": summary, "runs": runs}
+    payload = {"copies": COPIES, "seeds": args.seeds, "changes": changes, "midpoints": args.midpoints,
+               "summary": summary, "runs": runs}  # fmt: skip
     Path(args.out).write_text(json.dumps(payload, indent=1) + "\n")
     print(f"saved {args.out}")
 

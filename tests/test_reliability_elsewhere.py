@@ -209,14 +209,19 @@ def test_the_temperature_is_saved_in_the_state():
     fresh.load_state_dict(torch.load(buffer, weights_only=True))
     assert fresh.temperature == 0.05 and torch.equal(fresh.weights, layer.weights)
     assert str(fresh.policy()) == str(layer.policy())
-    old = {k: (v[1:].long() if k.endswith("_extra_state") else v) for k, v in layer.state_dict().items()}
+    old = {k: (v[2:] if k.endswith("_extra_state") else v) for k, v in layer.state_dict().items()}
     fresh = _warps()
     fresh.load_state_dict(old)  # a state from before the temperature was saved: the size alone
     assert fresh.temperature == 1.0 and fresh.last_size == layer.last_size
+    cast = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v) for k, v in layer.state_dict().items()}
+    fresh = _warps().to(torch.bfloat16)
+    fresh.load_state_dict(cast)  # a checkpoint cast to bfloat16: the temperature and size stay exact
+    assert fresh.temperature == 0.05 and fresh.last_size == layer.last_size
     for bad in (0.0, -1.0, math.nan, math.inf):
         state = layer.state_dict()
         key = next(k for k in state if k.endswith("_extra_state"))
-        state[key] = torch.tensor([bad, 12.0, 12.0], dtype=torch.float64)
+        bits = torch.tensor([bad], dtype=torch.float64).view(torch.int64)
+        state[key] = torch.cat([torch.tensor([-1]), bits, torch.tensor([12, 12])])
         with pytest.raises(ValueError, match="saved temperature must be > 0"):
             _warps().load_state_dict(state)
 
