@@ -373,6 +373,7 @@ def _probe(args: argparse.Namespace) -> int:
                 grid_values(getattr(T, name)(), 1.0, args.grid_points, tuple(x.shape[-2:]))
         for name in args.transforms:
             getattr(T, name)().check_input(x[:1])  # e.g. Hue needs RGB images
+        _check_takes(model, x[:1], f"--channels {args.channels}" if args.fake else f"--data {args.data}")
         layers = "auto" if args.layers == ["auto"] else args.layers
         if layers != "auto":
             from augnet.probes.features import check_layers
@@ -380,7 +381,6 @@ def _probe(args: argparse.Namespace) -> int:
             if not layers or len(set(layers)) != len(layers):
                 raise ValueError(f"--layers must name distinct layers (or auto), got {' '.join(args.layers) or 'none'}")
             check_layers(model, x, layers)  # unknown layers, calls of a reused module: one pass of one image
-        _check_takes(model, x[:1], f"--channels {args.channels}" if args.fake else f"--data {args.data}")
     except (ValueError, TypeError) as err:
         print(f"augnet probe: error: {err}", file=sys.stderr)
         return 2

@@ -80,6 +80,7 @@ def test_probe_reads_an_image_folder(tmp_path):
         ([*RESNET, "--fake", "--transforms", "Hue", "--channels", "1"], "RGB"),
         ([*RESNET, "--fake", "--transforms", "Rotate", "--layers", "layer9"], "unknown layer"),
         ([*RESNET, "--fake", "--size", "8", "--transforms", "Rotate", "--channels", "1"], "(1, 8, 8) images"),
+        ([*RESNET, "--fake", "--transforms", "Rotate", "--channels", "1", "--layers", "layer1"], "(1, 64, 64) images"),
         ([*RESNET, "--fake", "--transforms", "Rotate", "--seed", "-1"], "--seed must be in [0, 2**63 - 3], got -1"),
         ([*RESNET, "--data", "/no/such/file.pt", "--transforms", "Rotate"], "does not exist"),
         ([*RESNET, "--fake", "--transforms", "Rotate", "--weights", "/no/such.pt"], "is not a file"),
