@@ -165,18 +165,31 @@ def test_a_change_at_the_rounding_of_the_features_dtype_is_not_a_signal():
     m_a, m_b = torch.rand(300, generator=g), torch.rand(300, generator=g)
     base = torch.ones(300, 3, dtype=torch.float64)
     z_a, z_b = base + 1e-7 * m_a[:, None].double(), base + 1e-7 * m_b[:, None].double()
-    single = {dtype: ranking_probe(z_a.to(dtype), z_b.to(dtype), m_a, m_b, generator=gen(0))
-              for dtype in (torch.float64, torch.float32)}  # fmt: skip
-    assert single[torch.float64]["accuracy"] > 0.95
-    with pytest.warns(RuntimeWarning, match="every weight is 0"):
+    assert ranking_probe(z_a, z_b, m_a, m_b, generator=gen(0))["accuracy"] > 0.95
+    with pytest.warns(RuntimeWarning) as caught:
         coarse = ranking_probe(z_a.float(), z_b.float(), m_a, m_b, generator=gen(0))
-    assert coarse["accuracy"] == 0.5 and bool((coarse["weight"] == 0).all())
-    with pytest.warns(RuntimeWarning, match="every weight is 0"):
         layers = ranking_probe_per_layer({"f": z_a.float()}, {"f": z_b.float()}, m_a, m_b, generator=gen(0))
+    assert coarse["accuracy"] == 0.5 and bool((coarse["weight"] == 0).all())
     assert layers["accuracy"]["f"] == 0.5  # the per-layer probe reads the features' own precision too
+    said = [str(w.message) for w in caught]
+    assert any(m.startswith("ranking_probe: the copies' features differ only at the rounding") for m in said)
+    assert any(m.startswith("layer 'f': ranking_probe: the copies' features differ only") for m in said)
     strong = ranking_probe((base + 1e-3 * m_a[:, None]).float(), (base + 1e-3 * m_b[:, None]).float(), m_a, m_b,
                            generator=gen(0))  # fmt: skip
     assert strong["accuracy"] > 0.95  # well above float32's rounding: kept
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_features_that_move_are_ranked(dtype):
+    # The rounding floor scales with the dtype's precision: a shift of 5 % of the features is far above
+    # half precision's rounding and must rank as in float32 (a floor of 64 units dropped every channel).
+    g = gen(10)
+    m_a, m_b = torch.rand(400, generator=g), torch.rand(400, generator=g)
+    base, direction = torch.randn(400, 8, generator=g), torch.randn(8, generator=g)
+    z_a, z_b = base + 0.05 * m_a[:, None] * direction, base + 0.05 * m_b[:, None] * direction
+    full = ranking_probe(z_a, z_b, m_a, m_b, generator=gen(1))["accuracy"]
+    half = ranking_probe(z_a.to(dtype), z_b.to(dtype), m_a, m_b, generator=gen(1))["accuracy"]
+    assert full > 0.95 and half > 0.9
 
 
 def layered_features(signal_in, n=800, seed=0):
