@@ -14,12 +14,13 @@ import math
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import augnet
 from augnet.data import rotated_glyphs
-from augnet.training import PolicyLogger, TemperatureAnnealing, fit
+from augnet.training import PolicyLogger, TemperatureAnnealing, WeightWarmup, fit
 from augnet.transforms import image as T
 
 
@@ -244,7 +245,7 @@ def test_an_optimizer_without_the_layers_parameters_is_warned_of_when_a_regulari
     assert not [w for w in recwarn if "augmentation layers' parameters" in str(w.message)]
 
 
-def test_int32_targets_and_numpy_counts_train_as_int64_and_ints_do():
+def test_int32_targets_and_numpy_counts_train_as_int64_and_ints_do(tmp_path):
     # Labels from numpy are often int32; nll_loss takes int64 only ("expected scalar type Long").
     x, y = data()
     runs = []
@@ -252,6 +253,10 @@ def test_int32_targets_and_numpy_counts_train_as_int64_and_ints_do():
         model, opt = model_and_opt()
         runs.append(fit(model, x, targets, opt, epochs, batch, generator=torch.Generator().manual_seed(0))["loss"])
     assert runs[0] == runs[1]
+    model, opt = model_and_opt()  # any loss: a module, a lambda around torch's
+    for loss_fn in (nn.NLLLoss(), lambda out, t: F.nll_loss(out, t)):
+        fit(model, x, y.to(torch.int16), opt, 1, 8, loss_fn=loss_fn)
+    assert WeightWarmup(np.int64(3)).epochs == 3 and PolicyLogger(tmp_path, every=np.int32(2)).every == 2
 
 
 def test_accuracy_refuses_targets_that_are_not_class_indices():

@@ -42,6 +42,7 @@ Examples:
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -182,8 +183,9 @@ class PolicyLogger(Callback):
         size: tuple[int, ...] | None = None,
         overwrite: bool = False,
     ) -> None:
-        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        if isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 1:
             raise ValueError(f"every must be an int >= 1, got {every!r}")
+        every = int(every)  # a numpy integer too
         for name, flag in (("csv", csv), ("tensorboard", tensorboard), ("overwrite", overwrite)):
             if not isinstance(flag, bool):
                 raise TypeError(f"PolicyLogger: {name} must be True or False, got {flag!r}")
@@ -374,9 +376,9 @@ class TemperatureAnnealing(Callback):
         for name, value in (("start", self.start), ("end", self.end)):
             if 1.0 / value > 3.4e38:
                 raise ValueError(f"{name} temperature {value} is too small: logits / temperature overflows float32")
-        if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1):
+        if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, numbers.Integral) or epochs < 1):
             raise ValueError(f"epochs must be an int >= 1 or None, got {epochs!r}")
-        self.epochs = epochs
+        self.epochs = None if epochs is None else int(epochs)
 
     def temperature(self, epoch: int, epochs: int) -> float:
         """The temperature of ``epoch`` (0-based) in a run of ``epochs`` epochs."""
@@ -414,9 +416,9 @@ class WeightWarmup(Callback):
     """
 
     def __init__(self, epochs: int = 3) -> None:
-        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
+        if isinstance(epochs, bool) or not isinstance(epochs, numbers.Integral) or epochs < 0:
             raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
-        self.epochs = epochs
+        self.epochs = int(epochs)
 
     def on_train_start(self, state: TrainState) -> None:
         conditioned = [type(layer).__name__ for layer in state.layers if hasattr(layer, "conditioner")]

@@ -25,8 +25,7 @@ from augnet.training.devices import amp_dtype, training_device
 
 __all__ = ["NonFiniteLossError", "accuracy", "fit"]
 
-#: The losses of class indices that fit gives int64 targets: other integer dtypes are widened for them.
-CLASS_LOSSES = (F.nll_loss, F.cross_entropy)
+#: Integer targets fit widens to int64 (torch's losses of class indices take int64 only).
 NARROW_INTS = (torch.int8, torch.int16, torch.int32)
 
 
@@ -88,8 +87,8 @@ def fit(
             callable ``model -> scalar``.
         generator: source of randomness for the augmentations and, for
             tensors, the batches; on ``device`` (a CUDA run needs a CUDA generator).
-        loss_fn: task loss of the aggregated output (log-probabilities by default); for ``F.nll_loss``
-            and ``F.cross_entropy``, int8 / int16 / int32 class indices are widened to int64.
+        loss_fn: task loss of the aggregated output (log-probabilities by default). Targets of int8,
+            int16 or int32 (class indices from numpy) reach it as int64, which torch's losses take.
         record_every: record the policy every this many steps (and at the first). Only these steps read
             values back from the device (one copy each); the steps between them never wait for it.
         progress: show a tqdm progress bar; its loss and leading transform are those of the last record
@@ -177,8 +176,8 @@ def fit(
                 steps_before = state.step
                 for xb, yb in first_epoch if epoch == start_epoch else batches(generator):
                     xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
-                    if loss_fn in CLASS_LOSSES and yb.dtype in NARROW_INTS:
-                        yb = yb.long()  # class indices as int32 (numpy's labels): the loss takes int64 only
+                    if yb.dtype in NARROW_INTS:
+                        yb = yb.long()  # class indices as int32 (numpy's labels): torch's losses take int64 only
                     if augment_batch is not None:
                         xb = augment_batch(xb, generator)
                     with autocast(device, autocast_dtype):
