@@ -422,7 +422,7 @@ class WeightWarmup(Callback):
 
     def on_train_start(self, state: TrainState) -> None:
         conditioned = [type(layer).__name__ for layer in state.layers if hasattr(layer, "conditioner")]
-        if self.epochs and conditioned:
+        if state.epoch < self.epochs and conditioned:  # a run resumed past the warm-up holds nothing
             import warnings
 
             from augnet._stack import caller_stacklevel

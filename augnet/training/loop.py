@@ -117,7 +117,8 @@ def fit(
             ``start_epoch`` to ``epochs - 1`` are trained, and what depends on the epoch (a callable
             ``lam``, :class:`~augnet.training.TemperatureAnnealing`, :class:`~augnet.training.WeightWarmup`)
             goes on from there. Restore the model, the optimiser, the scheduler and the generator from a
-            checkpoint first; the run then reproduces the uninterrupted one.
+            checkpoint first; the run then reproduces the uninterrupted one. Steps (the history's, a
+            new PolicyLogger's) count from 1 in each call.
 
     Returns:
         ``{"step": [...], "loss": [...], "weights": [...], "magnitudes": [...]}``
@@ -159,6 +160,7 @@ def fit(
     if layers:
         history.update(weights=[], magnitudes=[])
     state = TrainState(model, optimizer, epochs, layers, history=history)
+    state.epoch = start_epoch  # what on_train_start sees (e.g. WeightWarmup, resumed past its warm-up)
     draws = _checks.draws_through(model, generator)  # an AugNet (Augerino included), also in DDP
     total = (epochs - start_epoch) * steps_per_epoch if steps_per_epoch is not None else None
     bar = tqdm(total=total, disable=not progress, desc=desc, unit="step")
