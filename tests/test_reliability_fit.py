@@ -435,6 +435,61 @@ def test_a_policy_logger_keeps_and_closes_the_steps_of_a_run_that_fails(tmp_path
     assert logger._file is None
 
 
+class _Hooks(augnet.training.Callback):
+    """Records its hooks; raises in the one named by ``fail``."""
+
+    def __init__(self, name, calls, fail=None):
+        self.name, self.calls, self.fail = name, calls, fail
+
+    def _hook(self, hook):
+        self.calls.append(f"{self.name}.{hook}")
+        if hook == self.fail:
+            raise RuntimeError(f"{self.name} fails in {hook}")
+
+    def on_train_start(self, state):
+        self._hook("start")
+
+    def on_train_end(self, state):
+        self._hook("end")
+
+    def on_train_error(self, state, error):
+        self._hook("error")
+
+
+@pytest.mark.parametrize("fail", ["start", "end", "error"])
+def test_on_train_error_goes_to_the_callbacks_started_and_not_ended(fail, recwarn):
+    model, opt = model_and_opt()
+    calls = []
+    hooks = [_Hooks("a", calls), _Hooks("b", calls, fail=fail), _Hooks("c", calls)]
+    if fail == "error":  # no training error: on_train_error is never called, so nothing fails
+        fit(model, loader(), optimizer=opt, epochs=1, callbacks=hooks)
+        assert calls == ["a.start", "b.start", "c.start", "a.end", "b.end", "c.end"]
+        hooks.append(_Hooks("d", calls, fail="start"))  # now a failing start, and b's on_train_error fails too
+        calls.clear()
+        with pytest.raises(RuntimeError, match="d fails in start"):
+            fit(model, loader(), optimizer=opt, epochs=1, callbacks=hooks)
+        assert calls[-4:] == ["a.error", "b.error", "c.error", "d.error"]
+        assert any("_Hooks.on_train_error raised RuntimeError('b fails in error')" in str(w.message) for w in recwarn)
+        return
+    with pytest.raises(RuntimeError, match=f"b fails in {fail}"):
+        fit(model, loader(), optimizer=opt, epochs=1, callbacks=hooks)
+    if fail == "start":  # c never started: no error hook for it
+        assert calls == ["a.start", "b.start", "a.error", "b.error"]
+    else:  # a ended; b raised in its end; c never ended
+        assert calls == ["a.start", "b.start", "c.start", "a.end", "b.end", "b.error", "c.error"]
+
+
+def test_a_refused_run_does_not_remove_the_log_of_an_earlier_run(tmp_path):
+    logger = PolicyLogger(tmp_path, every=1)
+    model, opt = model_and_opt()
+    fit(model, loader(), optimizer=opt, epochs=0, callbacks=logger)  # a run of no step: its header only
+    other = augnet.AugNet(nn.Sequential(nn.Flatten(), nn.Linear(144, 4), nn.LogSoftmax(1)),
+                          augnet.AugmentationLayer([T.Rotate()]))  # fmt: skip
+    with pytest.raises(ValueError, match="another model"):
+        fit(other, loader(), optimizer=torch.optim.SGD(other.parameters(), lr=0.1), epochs=1, callbacks=logger)
+    assert (tmp_path / "policy.csv").exists()
+
+
 def test_two_policy_loggers_on_one_folder_do_not_overwrite_each_other(tmp_path):
     first, second = PolicyLogger(tmp_path, every=1), PolicyLogger(tmp_path, every=1)  # both made before a run
     model, opt = model_and_opt()

@@ -122,8 +122,10 @@ class Callback:
         """After the last epoch."""
 
     def on_train_error(self, state: TrainState, error: BaseException) -> None:
-        """When training stops with ``error`` (raised on after every callback's hook has run), instead of
-        :meth:`on_train_end`: e.g. to close files. ``state.step`` counts the steps that completed."""
+        """When training stops with ``error``, for every callback whose :meth:`on_train_start` was called
+        (the one that raised included) and whose :meth:`on_train_end` was not: e.g. to close files.
+        ``state.step`` counts the steps that completed; ``error`` is raised on after every such hook has
+        run (an error in a hook is warned of, not raised)."""
 
 
 class PolicyLogger(Callback):
@@ -244,6 +246,7 @@ class PolicyLogger(Callback):
         return out
 
     def on_train_start(self, state: TrainState) -> None:
+        self._created, self._rows = False, 0  # this run's: a refused run must not remove an earlier run's file
         columns = list(self.values(state))
         if self._columns is not None and columns != self._columns:
             raise ValueError(
@@ -287,9 +290,11 @@ class PolicyLogger(Callback):
     def on_train_error(self, state: TrainState, error: BaseException) -> None:
         # The steps that completed are logged; a file this run made and wrote no row to is removed, so that the
         # run can be started again with the same log_dir.
-        if state.step and state.step != self._last_written and self._columns is not None:
-            self._write(state)
-        self._close()
+        try:
+            if state.step and state.step != self._last_written and self._columns is not None:
+                self._write(state)
+        finally:
+            self._close()
         if self._created and not self._rows:
             (self.log_dir / "policy.csv").unlink(missing_ok=True)
             self._columns, self._created = None, False

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
@@ -164,9 +165,12 @@ def fit(
     draws = _checks.draws_through(model, generator)  # an AugNet (Augerino included), also in DDP
     total = (epochs - start_epoch) * steps_per_epoch if steps_per_epoch is not None else None
     bar = tqdm(total=total, disable=not progress, desc=desc, unit="step")
+    started: list[Callback] = []  # whose on_train_start was called, and on_train_end: on_train_error goes to the rest
+    ended: list[Callback] = []
     try:
         with _checks.undo_a_failed_start(model, state):  # a first step that fails leaves the model as it was
             for cb in callbacks:  # before model.train(): a callback that refuses the run (PolicyLogger) changes nothing
+                started.append(cb)
                 cb.on_train_start(state)
             model.train()
             bad_loss = None  # on an accelerator: whether a loss since the last read was not finite (a device flag)
@@ -245,12 +249,21 @@ def fit(
             raise NonFiniteLossError(_nonfinite_since(state.step, record_every), history)
         for cb in callbacks:
             cb.on_train_end(state)
+            ended.append(cb)
         bar.close()
     except BaseException as error:
         bar.close()
-        for cb in callbacks:
-            with contextlib.suppress(Exception):  # the training's own error is the one raised
+        for cb in started:
+            if any(cb is e for e in ended):  # its on_train_end ran to the end
+                continue
+            try:
                 cb.on_train_error(state, error)
+            except Exception as hook_error:  # the training's own error is the one raised
+                warnings.warn(
+                    f"{type(cb).__name__}.on_train_error raised {hook_error!r} (the training's error follows)",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         raise
     _checks.check_finite_parameters(model, state.step, history)
     return history
