@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 from collections.abc import Callable, Sequence
 
 import torch
@@ -86,15 +87,21 @@ class EquivarianceLoss(nn.Module):
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         for name, n in (("dim", dim), ("num_transforms", num_transforms)):
-            if isinstance(n, bool) or not isinstance(n, numbers.Integral):  # 8.7 was truncated to 8
+            try:  # an int, a numpy integer, a 0-d integer tensor; 8.7 was truncated to 8
+                index = operator.index(n) if not isinstance(n, bool) else None
+            except TypeError:
+                index = None
+            if index is None:
                 raise TypeError(f"{name} must be an int, got {type(n).__name__}: {n!r}")
-            if n < 1:
+            if index < 1:
                 raise ValueError(f"{name} must be >= 1, got {n}")
         for name, w in [
             ("equivariance_weight", equivariance_weight),
             ("invariance_weight", invariance_weight),
             ("transformed_weight", transformed_weight),
         ]:
+            if isinstance(w, Tensor) and w.numel() == 1 and w.is_floating_point():
+                w = float(w)  # a 0-d tensor of a number
             if isinstance(w, bool) or not isinstance(w, numbers.Real):
                 raise TypeError(f"{name} must be a number, got {type(w).__name__}: {w!r}")
             if not 0 <= w < math.inf:

@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -130,6 +131,8 @@ def test_loss_bad_inputs_raise():
     ):
         with pytest.raises(error, match=match):
             EquivarianceLoss(**{"dim": 4, **kwargs})
+    same = EquivarianceLoss(torch.tensor(4), num_transforms=np.int64(2), equivariance_weight=torch.tensor(0.5))
+    assert (same.dim, len(same.maps), same.equivariance_weight) == (4, 2, 0.5)
     loss = EquivarianceLoss(4, num_transforms=2)
     y = torch.zeros(10, dtype=torch.long)
     with pytest.raises(ValueError, match=r"z_t\[0\]"):
