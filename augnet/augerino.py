@@ -38,6 +38,9 @@ LIE_GENERATORS: dict[str, tuple[tuple[float, ...], ...]] = {
 }
 
 
+FLOAT32_MAX = torch.finfo(torch.float32).max
+
+
 class LieAugmentation(nn.Module):
     r"""Augerino's augmentation: random affine warps drawn uniformly within learnable widths.
 
@@ -71,8 +74,8 @@ class LieAugmentation(nn.Module):
             raise TypeError(f"init_width must be a number or a sequence of {k} numbers, got {init_width!r}")
         if padding not in PADDING_MODES:
             raise ValueError(f"padding must be one of {PADDING_MODES}, got {padding!r}")
-        if len(widths) != k or any(not math.isfinite(w) or w <= 0 for w in widths):
-            raise ValueError(f"init_width must be one positive width or {k} of them, got {init_width!r}")
+        if len(widths) != k or any(not math.isfinite(w) or not 0 < w <= FLOAT32_MAX for w in widths):
+            raise ValueError(f"init_width must be one positive width (< 3.4e38) or {k} of them, got {init_width!r}")
         dispatch.check_backend(backend)
         # softplus^-1(w) = log(expm1(w)), written as w + log(-expm1(-w)) where expm1(w) would overflow
         inverse = [math.log(math.expm1(w)) if w < 20 else w + math.log(-math.expm1(-w)) for w in widths]

@@ -244,7 +244,7 @@ def _file_path(path) -> Path:
     """``path`` (a str or path-like object) as a Path; a TypeError for anything else."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or a path-like object, got {type(path).__name__}")
-    if isinstance(path, str) and path.lstrip().startswith("{"):
+    if isinstance(path, str) and path.lstrip().startswith(("{", "[")):
         raise ValueError(
             "got a str of JSON text where a file path belongs (a str is read as a path): pass json.loads(text), "
             "the dict, or Policy.from_json(json.loads(text)) instead"

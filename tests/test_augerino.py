@@ -165,3 +165,5 @@ def test_a_wide_initial_width_is_kept_not_overflowed():
     for w in (0.1, 19.9, 20.0, 1000.0):
         torch.testing.assert_close(LieAugmentation(init_width=w).widths, torch.full((6,), w), rtol=1e-6, atol=0)
     assert LieAugmentation(init_width=0.1).raw_width[0].item() == torch.tensor(math.log(math.expm1(0.1))).item()
+    with pytest.raises(ValueError, match="init_width must be one positive width"):
+        LieAugmentation(init_width=1e39)  # finite in Python, infinite in float32

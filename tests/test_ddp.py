@@ -183,6 +183,10 @@ def test_fit_draws_a_ddp_models_augmentations_from_its_generator():
             torch.manual_seed(5)  # the global generator alike in every run: only fit's generator differs
             history = fit(model, x, y, opt, 1, 8, generator=torch.Generator().manual_seed(seed), shuffle=False)
             losses.append(history["loss"])
+        compiled = torch.compile(nn.parallel.DistributedDataParallel(make_model()), backend="eager")
+        with pytest.warns(UserWarning, match="a compiled AugNet draws its augmentations from torch's global"):
+            fit(compiled, x, y, torch.optim.SGD(compiled.parameters(), lr=0.1), 1, 8,
+                generator=torch.Generator().manual_seed(0))  # fmt: skip
     finally:
         dist.destroy_process_group()
     assert losses[0] == losses[1] and losses[0] != losses[2]

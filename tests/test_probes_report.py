@@ -143,6 +143,7 @@ def test_value_refuses_a_name_the_report_does_not_hold():
         ({"transform": "Rotation"}, r"transform 'Rotation' was not probed; the report's transforms are \['Rotate'\]"),
         ({"magnitude": 0.3}, r"magnitude 0.3 was not swept"),
         ({"cls": 7}, r"cls 7 is not a class of this report; its classes are \[0, 1\]"),
+        ({"cls": True}, r"cls True is not a class"),  # True == 1, but it is not a class label
     ):
         args = {"measure": "inv_augnet", "layer": "logits", "transform": "Rotate", **kwargs}
         with pytest.raises(ValueError, match=match):

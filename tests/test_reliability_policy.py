@@ -248,6 +248,8 @@ def test_json_text_given_where_a_path_belongs_is_refused_naming_the_fix(tmp_path
     for reader in (augnet.AugmentationModule.from_policy, Policy.load):  # they read a str as a path
         with pytest.raises(ValueError, match=r"str of JSON text where a file path belongs.*json\.loads\(text\)"):
             reader(text)
+    with pytest.raises(ValueError, match="str of JSON text"):
+        Policy.load(" [" + text + "]")  # a list of policies, as text
     (tmp_path / "p.json").write_text(text)
     assert augnet.AugmentationModule.from_policy(str(tmp_path / "p.json")).policy() is not None  # a path still reads
 

@@ -80,7 +80,7 @@ class ProbeReport:
         for name, got, known in (("layer", layer, self.layers), ("transform", transform, self.transforms)):
             if got not in known:
                 raise ValueError(f"{name} {got!r} was not probed; the report's {name}s are {known}")
-        if cls is not None and cls not in self.classes():
+        if cls is not None and (isinstance(cls, bool) or cls not in self.classes()):  # True == 1
             raise ValueError(f"cls {cls!r} is not a class of this report; its classes are {self.classes()}")
         if measure in _SWEPT:
             magnitude = self._swept(magnitude)

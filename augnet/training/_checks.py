@@ -121,17 +121,24 @@ def draws_through(model: torch.nn.Module, generator) -> bool:
 
     from augnet.model import AugNet
 
-    inner = model.module if isinstance(model, DistributedDataParallel) else model
-    if isinstance(inner, AugNet):
-        return True
-    if generator is not None and isinstance(getattr(inner, "_orig_mod", None), AugNet):
+    inner, compiled = model, False
+    while True:  # DDP(AugNet), torch.compile(AugNet), and either inside the other
+        if isinstance(inner, DistributedDataParallel):
+            inner = inner.module
+        elif isinstance(getattr(inner, "_orig_mod", None), torch.nn.Module):
+            inner, compiled = inner._orig_mod, True
+        else:
+            break
+    if not isinstance(inner, AugNet):
+        return False
+    if compiled and generator is not None:
         warnings.warn(
             "a compiled AugNet draws its augmentations from torch's global generator (torch.compile cannot "
-            "trace a generator argument): fit's generator orders the batches only; seed torch.manual_seed",
+            "trace a generator argument): the generator given is not passed to it; seed torch.manual_seed",
             UserWarning,
             stacklevel=caller_stacklevel(("augnet.",)),
         )
-    return False
+    return not compiled
 
 
 def check_regularizer(model: torch.nn.Module, regularizer, weights: LamWeights):
