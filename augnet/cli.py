@@ -433,11 +433,18 @@ def _reproduce(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     print(f"augnet reproduce {args.name}{' (quick)' if args.quick else ''}")
     build_extension_first()
-    report = reproduce(
-        args.name, quick=args.quick, out=args.out, seed=args.seed, progress=not args.no_progress, device=args.device
-    )
+    from augnet.experiments._registry import SetupError
+
+    try:
+        report = reproduce(
+            args.name, quick=args.quick, out=args.out, seed=args.seed, progress=not args.no_progress, device=args.device
+        )
+    except SetupError as err:  # refused before any work (e.g. --quick runs in the folder of a full versus run)
+        print(f"augnet reproduce: error: {err}", file=sys.stderr)
+        return 2
     print(f"\n{report.verdict}\n")
-    saved = [str(p) for p in report.figures] + [str(Path(args.out) / args.name / f"{args.name}.json")]
+    folder = Path(args.out) / args.name
+    saved = [str(p) for p in report.figures] + [str(folder / f"{args.name}.json"), str(folder / "verdict.txt")]
     print(f"saved {', '.join(saved)}  ({report.seconds:.0f} s)")
     return 0
 
@@ -514,6 +521,13 @@ def check_args(args: argparse.Namespace) -> str | None:
         problem = _check_probe(args)
         if problem is not None:
             return problem
+    if args.command == "reproduce":
+        from augnet.experiments import _registry
+
+        try:
+            _registry.check_settings(args.name, args.device, args.seed)
+        except _registry.SetupError as err:
+            return str(err).replace("seed must", "--seed must").replace("device=", "--device ")
     device = getattr(args, "device", None)
     if device is not None and args.command in ("demo", "reproduce", "probe"):  # bench checks its own device
         from augnet.training import resolve_device

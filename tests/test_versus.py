@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from augnet.data import digits
+from augnet.experiments import SetupError
 from augnet.experiments import versus as V
 from augnet.experiments import versus_methods as VM
 from augnet.experiments import versus_rules as VR
@@ -144,6 +147,39 @@ def test_a_run_resumes_where_it_stopped(tmp_path, monkeypatch):
     calls.clear()
     V.run_versus(config, str(tmp_path), log=None)  # the folder as a str, as a user may write it
     assert calls == []
+    # Torn with no newline after it (a write cut short): the next record used to be appended onto the fragment,
+    # making one unreadable line, and was trained again at the next resume.
+    (tmp_path / "runs.jsonl").write_text("\n".join(torn))
+    calls.clear()
+    V.run_versus(config, tmp_path, log=None)
+    assert len(calls) == 1 and set(V.read_runs(tmp_path / "runs.jsonl")) == set(records)
+    assert all(json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines())
+
+
+def test_quick_and_full_runs_are_not_mixed_in_one_folder(tmp_path, monkeypatch):
+    # A full run took --quick runs (2 epochs) in its folder for its own, and the reverse.
+    _tiny(monkeypatch)
+    config = V.VersusConfig(tasks=("digits",), regimes=("small",), methods=("none",), seeds=(0,), quick=True)
+    V.run_versus(config, tmp_path, log=None)
+    before = (tmp_path / "runs.jsonl").read_text()
+    full = dataclasses.replace(config, quick=False)
+    with pytest.raises(SetupError, match=r"holds 1 --quick run\(s\); a full run would take them"):
+        V.run_versus(full, tmp_path, log=None)
+    assert (tmp_path / "runs.jsonl").read_text() == before
+    kept = V.read_runs(Path("docs/results/versus/runs.jsonl"))  # the stored full runs, from before the flag
+    assert kept and not any(V.is_quick(r) for r in kept.values())
+
+
+def test_reproduce_refuses_settings_before_writing_anything(tmp_path):
+    from augnet.experiments import check_settings, reproduce
+
+    refused = (("versus", "cuda", 0, "runs on the CPU only"), ("instance", "meta", 0, "CPU"),
+               ("versus", "cpu", -1, "seed must be an int >= 0"), ("mnist", "cpu", 0, "unknown"))  # fmt: skip
+    for name, device, seed, match in refused:
+        with pytest.raises(SetupError, match=match):
+            reproduce(name, quick=True, out=tmp_path / "out", device=device, seed=seed, progress=False)
+    assert not (tmp_path / "out").exists()
+    check_settings("versus", "cpu:0")  # the CPU by another name
 
 
 def test_a_run_records_what_the_table_reads(tmp_path, monkeypatch):

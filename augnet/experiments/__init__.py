@@ -21,7 +21,7 @@ from augnet.experiments import (  # noqa: F401  (register them)
     sinusoids,
     versus,
 )
-from augnet.experiments._registry import Report, names, register, reproduce
+from augnet.experiments._registry import Report, SetupError, check_settings, names, register, reproduce
 from augnet.experiments.demo import PRESETS, DemoConfig, run_demo
 from augnet.experiments.runner import ExperimentResult, run_experiment
 from augnet.experiments.sinusoids import (
@@ -39,8 +39,10 @@ __all__ = [
     "ExperimentResult",
     "PaperCNN",
     "Report",
+    "SetupError",
     "SinusoidsConfig",
     "SmallCNN",
+    "check_settings",
     "names",
     "register",
     "reproduce",

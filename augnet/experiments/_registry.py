@@ -8,7 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Report", "names", "register", "reproduce"]
+__all__ = ["Report", "SetupError", "check_settings", "names", "register", "reproduce"]
+
+
+class SetupError(ValueError):
+    """An experiment refused its settings before doing any work (``augnet reproduce`` prints it as one line)."""
 
 
 @dataclass
@@ -31,16 +35,40 @@ class Report:
 
 
 _REGISTRY: dict[str, Callable[..., Report]] = {}
+_CPU_ONLY: set[str] = set()
 
 
-def register(name: str):
-    """Register ``fn(out_dir: Path, quick: bool, seed: int, progress: bool, device: str) -> Report`` as ``name``."""
+def register(name: str, cpu_only: bool = False):
+    """Register ``fn(out_dir: Path, quick: bool, seed: int, progress: bool, device: str) -> Report`` as ``name``.
+
+    ``cpu_only``: the experiment runs on the CPU only (its workers, one thread each); another device is refused
+    before any work (:func:`check_settings`).
+    """
 
     def wrap(fn):
         _REGISTRY[name] = fn
+        if cpu_only:
+            _CPU_ONLY.add(name)
         return fn
 
     return wrap
+
+
+def check_settings(name: str, device: str = "cpu", seed: int = 0) -> None:
+    """The :class:`SetupError` of settings experiment ``name`` refuses (an unknown name, a device other than the
+    CPU for a CPU-only experiment, a negative seed); checked before anything is written."""
+    import torch
+
+    if name not in _REGISTRY:
+        raise SetupError(f"unknown experiment {name!r}; choose from {names()}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise SetupError(f"seed must be an int >= 0, got {seed!r}")
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError) as err:
+        raise SetupError(f"device {device!r} is not a device: {err}") from None
+    if name in _CPU_ONLY and kind != "cpu":
+        raise SetupError(f"{name} runs on the CPU only, got device={device!r}")
 
 
 def names() -> list[str]:
@@ -56,9 +84,13 @@ def reproduce(
     progress: bool = True,
     device: str = "cpu",
 ) -> Report:
-    """Run experiment ``name`` on ``device``; write its figures and numbers under ``out/name/``."""
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown experiment {name!r}; choose from {names()}")
+    """Run experiment ``name`` on ``device``; write its figures, numbers (``name.json``) and verdict
+    (``verdict.txt``) under ``out/name/``.
+
+    Raises:
+        SetupError: settings the experiment refuses (:func:`check_settings`), before anything is written.
+    """
+    check_settings(name, device, seed)
     out_dir = Path(out) / name
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -68,6 +100,7 @@ def reproduce(
     payload["verdict"] = report.verdict
     payload["numbers"] = report.numbers
     (out_dir / f"{name}.json").write_text(json.dumps(payload, indent=1, default=_jsonable))
+    (out_dir / "verdict.txt").write_text(report.verdict + "\n")
     return report
 
 

@@ -27,8 +27,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from augnet.experiments._registry import Report, register
-from augnet.experiments.versus_methods import METHODS, applies, fixed_grid, run_method
+from augnet.experiments._registry import Report, SetupError, register
+from augnet.experiments.versus_methods import METHODS, QUICK_EPOCHS, applies, fixed_grid, run_method
 from augnet.experiments.versus_tasks import REGIMES, TASKS, load
 
 __all__ = ["REPORTED_SEEDS", "TUNING_SEEDS", "VersusConfig", "run_versus", "summarise"]
@@ -91,7 +91,8 @@ def _run_job(job: tuple, fixed, quick: bool) -> dict:
     else:
         record = run_method(what, task, regime, split, seed, fixed=fixed, quick=quick)
     return {"key": job_key(job), "kind": kind, "task": task_name, "regime": regime, "method": what if kind == "run"
-            else "fixed", "fixed": list(what) if kind == "grid" else fixed, "seed": seed, **record}  # fmt: skip
+            else "fixed", "fixed": list(what) if kind == "grid" else fixed, "seed": seed, "quick": quick,
+            **record}  # fmt: skip
 
 
 def read_runs(path: Path) -> dict[str, dict]:
@@ -105,6 +106,20 @@ def read_runs(path: Path) -> dict[str, dict]:
                 continue
             done[record["key"]] = record
     return done
+
+
+def is_quick(record: dict) -> bool:
+    """Whether a record comes from a ``quick`` run (records written before the flag: their 2 epochs say so)."""
+    return bool(record.get("quick", record.get("epochs") == QUICK_EPOCHS))
+
+
+def _cut_torn_line(path: Path) -> None:
+    """Cut a torn last line (an interrupted write) off ``path``, so that the next record starts a line of its own."""
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        path.write_bytes(data[: data.rfind(b"\n") + 1])
 
 
 def best_fixed(records: dict[str, dict], task: str, regime: str) -> list | None:
@@ -122,6 +137,14 @@ def run_versus(config: VersusConfig, out_dir: str | Path, progress: bool = False
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "runs.jsonl"
     records = read_runs(path)
+    other = [r for r in records.values() if is_quick(r) != config.quick]
+    if other:
+        kinds = ("--quick", "full") if config.quick else ("full", "--quick")
+        raise SetupError(
+            f"{path} holds {len(other)} {kinds[1]} run(s); a {kinds[0]} run would take them for its own: give it "
+            "another output folder (--out)"
+        )
+    _cut_torn_line(path)
     for task in config.tasks:  # task by task: a task's table is complete before the next task starts
         for phase in ("grid", "run"):
             jobs = config.grid_jobs() if phase == "grid" else config.jobs()
@@ -198,13 +221,11 @@ def table_markdown(summary: dict, title: str) -> str:
     return "\n".join(lines)
 
 
-@register("versus")
+@register("versus", cpu_only=True)
 def versus(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = True, device: str = "cpu") -> Report:
     """Every method on every task and regime (see the module docstring); resumes from ``out_dir/runs.jsonl``."""
     from augnet.experiments.versus_rules import check_rules
 
-    if device != "cpu":
-        raise ValueError(f"versus runs on the CPU (one thread per worker), got device={device!r}")
     workers = max(1, min(os.cpu_count() or 1, 2))
     config = VersusConfig(workers=workers)
     if quick:

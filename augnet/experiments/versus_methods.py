@@ -46,6 +46,9 @@ from augnet.training import fit
 
 __all__ = ["HAND_DESIGNED", "LEARNED", "METHODS", "TTA_COPIES", "applies", "fixed_grid", "run_method"]
 
+#: The epochs of a ``quick`` run (the check of the set-up).
+QUICK_EPOCHS = 2
+
 #: torchvision v2's hand-designed policies, by method name.
 HAND_DESIGNED = ("randaugment", "trivialaugment", "autoaugment", "augmix")
 #: The learned augmentations.
@@ -191,7 +194,7 @@ def run_method(method: str, task: Task, regime: str, split: Split, seed: int, fi
     torch.manual_seed(seed)
     model, opt, kwargs, augment = _build(method, task, fixed)
     policy = kwargs.pop("policy", None)
-    epochs = 2 if quick else task.epochs_of(regime)
+    epochs = QUICK_EPOCHS if quick else task.epochs_of(regime)
     generator = torch.Generator().manual_seed(seed + 1)
     wall, cpu = time.perf_counter(), time.process_time()
     if policy is not None:
