@@ -26,11 +26,16 @@ def require_matplotlib():
 
 
 def save_figure(fig, path: str | Path) -> Path:
-    """Lay out ``fig``, write it to ``path`` as a PNG (creating the folder) and close it."""
+    """Lay out ``fig``, write it to ``path`` (creating the folder) and close it; return the file written.
+
+    A path without a suffix gets ``.png`` (what matplotlib would add), so the path returned is the file's.
+    """
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
     path = Path(path)
+    if not path.suffix:
+        path = path.with_name(path.name + ".png")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -110,7 +115,21 @@ def plot_policy_history(
 
     Returns:
         The path written.
+
+    Raises:
+        ValueError: a history without the policy's records (``fit`` of a model without layers, or of no
+            step), a ``layer`` it does not have, or ``names`` that are not one per transform of that layer.
     """
+    missing = [k for k in ("step", "weights", "magnitudes") if k not in history]
+    if missing or not history["step"]:
+        what = f"no {missing}" if missing else "no record (a run of no step)"
+        raise ValueError(f"history has {what}: pass what fit() returned for a model with augmentation layers")
+    layers = len(history["weights"][0])
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < layers:
+        raise ValueError(f"layer must be an int in 0..{layers - 1} (the history's layers), got {layer!r}")
+    if len(names) != len(history["weights"][0][layer]):
+        raise ValueError(f"names has {len(names)} names for the {len(history['weights'][0][layer])} transforms of "
+                         f"layer {layer}: {list(names)!r}")  # fmt: skip
     plt = require_matplotlib()
     steps = history["step"]
     fig, axes = plt.subplots(2, 1, figsize=(7, 5), sharex=True)

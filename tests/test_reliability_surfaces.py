@@ -377,3 +377,21 @@ def test_demo_builds_the_extension_before_the_progress_bar(monkeypatch, capsys, 
     assert order == ["build", "train"]
     said = [line for line in capsys.readouterr().out.splitlines() if "extension" in line]
     assert len(said) == (0 if cached else 1)
+
+
+def test_plot_policy_history_returns_the_file_it_writes_and_refuses_a_history_it_cannot_draw(tmp_path):
+    pytest.importorskip("matplotlib")
+    from augnet.viz import plot_policy_history
+
+    history = {"step": [1, 2], "weights": [[[0.5, 0.5]], [[0.6, 0.4]]], "magnitudes": [[[0.5, 0.5]], [[0.5, 0.6]]]}
+    path = plot_policy_history(history, ["Rotate", "Scale"], tmp_path / "no_suffix")
+    assert path == tmp_path / "no_suffix.png" and path.is_file()  # matplotlib adds .png; the path said so too
+    for kwargs, match in (
+        ({"names": ["Rotate"]}, "names has 1 names for the 2 transforms of layer 0"),
+        ({"layer": 1}, r"layer must be an int in 0\.\.0"),
+        ({"history": {"step": [1], "loss": [0.3]}}, r"history has no \['weights', 'magnitudes'\]"),
+        ({"history": {"step": [], "weights": [], "magnitudes": []}}, "no record"),
+    ):
+        args = {"history": history, "names": ["Rotate", "Scale"], "path": tmp_path / "x.png", **kwargs}
+        with pytest.raises(ValueError, match=match):
+            plot_policy_history(**args)
