@@ -160,6 +160,7 @@ class TinyConditioner(nn.Module):
         ndim: input rank, 4 (images) or 3 (signals).
         kernel_size: the convolutions' size: 3 (default; stride 2) or 1 (pointwise, stride 1: a policy
             invariant to where things are in the input).
+        momentum: the :class:`RunningStandardize`'s (default 1: the latest training batch's statistics).
 
     Shape:
         - input: :math:`(B, Ch, H, W)` or :math:`(B, Ch, T)`
@@ -175,7 +176,9 @@ class TinyConditioner(nn.Module):
                 [0., 0., 0., 0.]], grad_fn=<AddmmBackward0>)
     """
 
-    def __init__(self, channels: int, outputs: int, hidden: int = 16, ndim: int = 4, kernel_size: int = 3) -> None:
+    def __init__(
+        self, channels: int, outputs: int, hidden: int = 16, ndim: int = 4, kernel_size: int = 3, momentum: float = 1.0
+    ) -> None:
         super().__init__()
         for name, value in (("channels", channels), ("outputs", outputs), ("hidden", hidden)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -193,7 +196,7 @@ class TinyConditioner(nn.Module):
             conv(hidden, hidden, kernel_size, stride=stride, padding=kernel_size // 2),
             nn.ReLU(),
         )
-        self.norm = RunningStandardize(hidden)
+        self.norm = RunningStandardize(hidden, momentum=momentum)
         self.head = nn.Linear(hidden, outputs)
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)

@@ -519,3 +519,22 @@ def test_the_experiments_per_class_invariance_drops_a_nan_score(monkeypatch):
     # class 0: medians of [0.9, 0.5] and [0.1, 0.3] (the lower middle, as torch's); class 1: every score counts
     approx = pytest.approx
     assert out == {"0": {"45": 0.5, "180": approx(0.1)}, "1": {"45": approx(0.4), "180": approx(0.6)}}
+
+
+def test_the_default_conditioner_takes_the_standardisers_momentum():
+    # The guide's recipe for an average of the batch statistics: a TinyConditioner built with momentum < 1.
+    from augnet.instance import TinyConditioner
+
+    means = {}
+    for momentum in (1.0, 0.1):
+        torch.manual_seed(0)
+        conditioner = TinyConditioner(3, 4, momentum=momentum)
+        assert conditioner.norm.momentum == momentum
+        layer = ConditionedAugmentationLayer([T.Rotate(), T.Scale()], conditioner=conditioner).train()
+        for seed in range(3):
+            layer(torch.rand(4, 3, 8, 8, generator=gen(seed)), generator=gen(seed))
+        means[momentum] = conditioner.norm.running_mean.clone()
+    assert not torch.allclose(means[1.0], means[0.1])  # the latest batch's against an average of the three
+    assert TinyConditioner(3, 4).norm.momentum == 1.0
+    with pytest.raises(ValueError, match="momentum must be in"):
+        TinyConditioner(3, 4, momentum=0.0)
