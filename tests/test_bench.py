@@ -34,7 +34,8 @@ def _expected_providers() -> list[str]:
 def test_quick_bench_writes_one_record_per_provider_size_and_mode(tmp_path, capsys):
     assert main(["bench", "--quick", "--threads", "2", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
-    result = json.loads((tmp_path / "tap_mix_cpu.json").read_text())
+    result = json.loads((tmp_path / "tap_mix_cpu_quick.json").read_text())  # never a real run's file name
+    assert not (tmp_path / "tap_mix_cpu.json").exists()
     cfg, records = result["config"], result["records"]
 
     providers = _expected_providers()
@@ -69,7 +70,7 @@ def test_quick_bench_writes_one_record_per_provider_size_and_mode(tmp_path, caps
     for p in providers:
         assert p in printed
     assert "images/s" in printed and "vs eager" in printed
-    png = tmp_path / "tap_mix_cpu.png"
+    png = tmp_path / "tap_mix_cpu_quick.png"
     if png.exists():  # matplotlib is optional
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -77,7 +78,7 @@ def test_quick_bench_writes_one_record_per_provider_size_and_mode(tmp_path, caps
 def test_bench_chosen_providers_sizes_and_modes_only(tmp_path):
     argv = ["bench", "--quick", "--sizes", "12", "--providers", "reference", "--out", str(tmp_path)]
     assert main(argv) == 0
-    records = json.loads((tmp_path / "tap_mix_cpu.json").read_text())["records"]
+    records = json.loads((tmp_path / "tap_mix_cpu_quick.json").read_text())["records"]
     assert {(r["provider"], r["size"]) for r in records} == {("reference", 12)}
     assert [r["mode"] for r in records] == list(MODES)
     assert all(r["speedup_vs_eager"] is None for r in records)  # no eager run to compare with

@@ -71,15 +71,16 @@ def plot_results(result: dict, path: str | Path) -> Path:
     return save_figure(fig, path)
 
 
-def save_results(result: dict, out_dir: str | Path) -> tuple[Path, Path | None, str | None]:
-    """Write ``tap_mix_<device>.json`` and ``tap_mix_<device>.png`` under ``out_dir``.
+def save_results(result: dict, out_dir: str | Path, quick: bool = False) -> tuple[Path, Path | None, str | None]:
+    """Write ``tap_mix_<device>.json`` and ``tap_mix_<device>.png`` under ``out_dir``
+    (``tap_mix_<device>_quick.*`` for a ``quick`` run: it never replaces a real run's figures).
 
     Returns:
         ``(json_path, png_path or None, why no plot or None)``.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"tap_mix_{result['config']['device']}"
+    stem = f"tap_mix_{result['config']['device']}{'_quick' if quick else ''}"
     json_path = out / f"{stem}.json"
     tmp = json_path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(result, indent=1) + "\n")
@@ -124,7 +125,7 @@ def run_from_args(args) -> int:
     print()
     print(format_table(result))
     print(f"\n({result['seconds']:.0f} s; load average before {load}, after {result['load_average']['after']})")
-    json_path, png, why = save_results(result, args.out)
+    json_path, png, why = save_results(result, args.out, quick=args.quick)
     print(f"saved {json_path}" + (f" and {png}" if png else f"; no plot: {why}"))
     if not getattr(args, "no_inference", False):
         print("\ninference cost: AugNet with C copies against C times its trunk")
@@ -132,7 +133,7 @@ def run_from_args(args) -> int:
         cost = inference_cost(device=cfg.device, seed=cfg.seed, log=print, **quick)
         print()
         print(format_inference(cost))
-        path = Path(args.out) / f"inference_{cfg.device}.json"
+        path = Path(args.out) / f"inference_{cfg.device}{'_quick' if args.quick else ''}.json"
         path.write_text(json.dumps(cost, indent=1))
         print(f"saved {path}")
     return 0
