@@ -71,6 +71,14 @@ def _bench(args: argparse.Namespace) -> int:
     if args.model is not None:  # the GPU cost on paper: nothing is timed
         from augnet.bench import gpu_model
 
+        given = [f"--{name.replace('_', '-')}" for name in ("sizes", "batch", "copies", "threads", "providers",
+                                                             "min_time", "seed") if getattr(args, name) is not None]
+        given += [flag for flag, on in (("--quick", args.quick), ("--no-inference", args.no_inference),
+                                        ("--device cuda", args.device != "cpu"),
+                                        ("--out", args.out != "benchmarks/results")) if on]  # fmt: skip
+        if given:
+            print(f"augnet bench: --model prints the cost on paper of augnet bench's layer at its own batch sizes, "
+                  f"images and C = 4; not used: {' '.join(given)}")  # fmt: skip
         return gpu_model.main(["--model", args.model])
     from augnet.bench import run_from_args
 

@@ -175,3 +175,11 @@ def test_probe_list_options_refuse_bad_values_in_one_line(capsys, tmp_path):
         assert main([*base, *extra]) == 2
         err = capsys.readouterr().err
         assert err.startswith("augnet probe: error:") and message in err and err.count("\n") == 1, err
+
+
+def test_bench_model_says_which_options_it_does_not_use(capsys, tmp_path):
+    assert main(["bench", "--model", "h200", "--batch", "256", "--copies", "8", "--out", str(tmp_path / "x")]) == 0
+    out = capsys.readouterr().out
+    assert "not used: --batch --copies --out" in out and not (tmp_path / "x").exists()
+    assert main(["bench", "--model", "h200"]) == 0
+    assert "not used" not in capsys.readouterr().out

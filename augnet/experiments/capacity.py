@@ -29,6 +29,7 @@ import math
 import os
 import time
 import warnings
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -434,11 +435,13 @@ def capacity(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool =
         line = f"{LABELS[method]}: median invariance {_spread(inv)}, accuracy {_spread(acc)} across the trunks"
         if method.startswith("augnet"):
             picks = [p for r in mine for p in r["selected"]]
-            names = sorted({p["transform"] for p in picks})
-            mags = [p["magnitude"] for p in picks]
+            counts = Counter(p["transform"] for p in picks)
+            shifts = [p["magnitude"] for p in picks if p["transform"] == "FrequencyShift"]
             fs = SinusoidsConfig.max_shift
-            line += f"; selected {'/'.join(names)} in {len(picks)} of {len(picks)} runs, magnitude {_spread(mags)}"
-            line += f" (range ±{min(mags) * fs:.2f} to ±{max(mags) * fs:.2f} Hz)" if names == ["FrequencyShift"] else ""
+            chosen = ", ".join(f"{name} in {n}" for name, n in counts.most_common())
+            line += f"; selected {chosen} of {len(picks)} runs"
+            if shifts:  # the magnitude of the one transform whose range is in Hz
+                line += f" (FrequencyShift at ±{min(shifts) * fs:.2f} to ±{max(shifts) * fs:.2f} Hz)"
         lines.append(line)
     counts = []
     for method in config.methods:
