@@ -292,3 +292,21 @@ def test_the_readme_first_model_as_written_is_what_the_augnet_method_trains():
     assert aug == [(g["lr"], g["weight_decay"]) for g in built_opt.param_groups[1:]]
     lam = re.search(r"([0-9.]+) \* augnet\.selective_regularizer\(model\)", code)
     assert lam is not None and float(lam.group(1)) == kwargs["lam"] == VM.LAM
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"seeds": (-1,)}, "seeds must be distinct ints >= 0"),
+        ({"seeds": (0, 0)}, "seeds must be distinct"),
+        ({"seeds": (0.5,)}, "seeds must be distinct ints"),
+        ({"methods": ()}, "methods must not be empty"),
+        ({"tasks": ()}, "tasks must not be empty"),
+        ({"workers": 0}, "workers must be an int >= 1"),
+        ({"extra": {"epochs": 3}}, "extra is reserved and must be empty"),
+    ],
+)
+def test_a_config_that_would_run_nothing_or_not_what_it_says_is_refused(change, match):
+    config = dataclasses.replace(V.VersusConfig(quick=True), **change)
+    with pytest.raises(ValueError, match=match):
+        config.validate()

@@ -51,15 +51,23 @@ class VersusConfig:
     seeds: tuple[int, ...] = TUNING_SEEDS + REPORTED_SEEDS
     workers: int = 1  # processes, one torch thread each
     quick: bool = False  # 2 epochs, smaller test sets, a 3-point grid: a check of the set-up
-    extra: dict = field(default_factory=dict)  # reserved for overrides of the runs (recorded)
+    extra: dict = field(default_factory=dict)  # reserved (must stay empty): the runs take no overrides
 
     def validate(self) -> None:
         unknown = [t for t in self.tasks if t not in TASKS] + [r for r in self.regimes if r not in REGIMES]
         unknown += [m for m in self.methods if m not in METHODS]
         if unknown:
             raise ValueError(f"unknown tasks, regimes or methods {unknown}; see TASKS, REGIMES and METHODS")
-        if not self.seeds or self.workers < 1:
-            raise ValueError(f"need at least one seed and one worker, got {self.seeds} and {self.workers}")
+        empty = [name for name in ("tasks", "regimes", "methods", "seeds") if not getattr(self, name)]
+        if empty:
+            raise ValueError(f"{', '.join(empty)} must not be empty: there would be nothing to run")
+        bad = [s for s in self.seeds if isinstance(s, bool) or not isinstance(s, int) or s < 0]
+        if bad or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds must be distinct ints >= 0, got {list(self.seeds)}")
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            raise ValueError(f"workers must be an int >= 1, got {self.workers!r}")
+        if self.extra:
+            raise ValueError(f"extra is reserved and must be empty (the runs take no overrides), got {self.extra!r}")
 
     def grid_jobs(self) -> list[tuple]:
         """The grid search's runs: ``("grid", task, regime, (q, magnitude), seed)`` on the first seed."""
@@ -236,7 +244,10 @@ def versus(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = T
     tuned, reported = summarise(records, TUNING_SEEDS), summarise(records, REPORTED_SEEDS)
     if quick:
         tuned, reported = summarise(records, config.seeds), {}
-    table = table_markdown(tuned, "Seeds the settings were tuned on (0-4)")
+    title = "Seeds the settings were tuned on (0-4)"
+    if quick:
+        title = f"Seed {seed}, quick (2 epochs: a check of the set-up)"
+    table = table_markdown(tuned, title)
     if reported:
         table += "\n" + table_markdown(reported, "Reported seeds (5-9), which the verdict reads")
     (out_dir / "table.md").write_text(table + "\n")
