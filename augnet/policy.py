@@ -132,8 +132,12 @@ class Policy(list):
 
     def __str__(self) -> str:
         lines = []
+        settings = getattr(self, "settings", None) or []
         for i, layer in enumerate(self):
-            lines.append(f"layer {i}:")
+            conditioned = i < len(settings) and isinstance(settings[i], dict) and settings[i].get("conditioned")
+            # A conditioned layer's entries are its global part: each input's own policy adds the conditioner's.
+            lines.append(f"layer {i}:" + (" (per-instance: the global part; each input adds its own, see "
+                                          "augnet.instance_policy.averaged_policy)" if conditioned else ""))
             # " <" marks the layer's choice: the one largest weight (none at a tie, e.g. uniform weights, or
             # Augerino's, every one 1)
             weights = [e["weight"] for e in layer]

@@ -538,3 +538,10 @@ def test_the_default_conditioner_takes_the_standardisers_momentum():
     assert TinyConditioner(3, 4).norm.momentum == 1.0
     with pytest.raises(ValueError, match="momentum must be in"):
         TinyConditioner(3, 4, momentum=0.0)
+
+
+def test_printing_a_conditioned_layers_policy_says_it_is_the_global_part():
+    layer = ConditionedAugmentationLayer([T.Rotate(), T.Scale()], channels=3)
+    text = str(augnet.AugNet(nn.Sequential(nn.Flatten(), nn.Linear(192, 3)), layer).policy())
+    assert text.splitlines()[0].startswith("layer 0: (per-instance: the global part") and "averaged_policy" in text
+    assert str(AugmentationModule([AugmentationLayer([T.Rotate()])]).policy()).splitlines()[0] == "layer 0:"
