@@ -436,6 +436,12 @@ def sinusoids(
     freqs = [float(f) for f in freqs]
     if not all(math.isfinite(f) for f in freqs):
         raise ValueError(f"freqs must be finite, got {list(freqs)!r}")
+    sfreq, duration, jitter, noise = float(sfreq), float(duration), float(jitter), float(noise)
+    samples = round(sfreq * duration)
+    if samples > 2**62 // max(n, 1):
+        raise ValueError(f"{n} signals of {samples} samples (sfreq {sfreq} x duration {duration}) are too large")
+    if samples < 1:
+        raise ValueError(f"duration {duration} s at sfreq {sfreq} Hz gives {samples} samples; a signal needs >= 1")
     if len({abs(f) for f in freqs}) < len(freqs):  # sin(-2 pi f t + phase) is a sine of f with another phase
         raise ValueError(f"freqs must be distinct (f and -f are one frequency): classes would be alike, got {freqs}")
     if max(abs(f) for f in freqs) + jitter >= sfreq / 2:
@@ -443,12 +449,6 @@ def sinusoids(
             f"freqs {freqs} with jitter {jitter} reach the Nyquist frequency sfreq / 2 = {sfreq / 2:g} Hz: the "
             "signals would alias onto lower frequencies"
         )
-    sfreq, duration, jitter, noise = float(sfreq), float(duration), float(jitter), float(noise)
-    samples = round(sfreq * duration)
-    if samples > 2**62 // max(n, 1):
-        raise ValueError(f"{n} signals of {samples} samples (sfreq {sfreq} x duration {duration}) are too large")
-    if samples < 1:
-        raise ValueError(f"duration {duration} s at sfreq {sfreq} Hz gives {samples} samples; a signal needs >= 1")
     g = _generator(generator, seed)
     y = torch.randint(0, len(freqs), (n,), generator=g)
     f = torch.tensor(freqs, dtype=torch.float64)[y] + (torch.rand(n, generator=g, dtype=torch.float64) * 2 - 1) * jitter

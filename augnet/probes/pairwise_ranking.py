@@ -296,9 +296,9 @@ def ranking_probe(
     # whose two copies never differ by more than the rounding of the features as given (ROUNDING_ULPS units
     # of their dtype's precision): a ranker fitted to that rounding would report a signal that is not there.
     ulp = torch.cat([torch.full((sizes[k],), max(eps_a[k], eps_b[k]), dtype=torch.float64) for k in la])
-    moving = (za[train] - zb[train]).abs().amax(0) > ROUNDING_ULPS * ulp * rms
-    live = (std > 1e-12 * rms) & moving
-    if not bool(live.any()) and bool((std > 1e-12 * rms).any()):
+    change = (za[train] - zb[train]).abs().amax(0)
+    live = (std > 1e-12 * rms) & (change > ROUNDING_ULPS * ulp * rms)
+    if not bool(live.any()) and bool(((std > 1e-12 * rms) & (change > 0)).any()):  # moved, by rounding alone
         warnings.warn(
             f"ranking_probe: the copies' features differ only at the rounding of their dtype (at most "
             f"{ROUNDING_ULPS} units of its precision): no channel moves with the magnitude",
