@@ -72,7 +72,7 @@ from torch import Tensor
 from augnet.bench.eager import EAGER, _has_kornia, eager_augment
 from augnet.bench.machine import _loadavg, machine_info
 from augnet.layers import AugmentationLayer
-from augnet.ops import available_backends
+from augnet.ops import available_backends, dispatch
 from augnet.transforms import image as T
 
 __all__ = [
@@ -304,6 +304,9 @@ def _check_providers(names: Sequence[str], x: Tensor) -> list[str]:
     if EAGER in names and not _has_kornia():
         raise ValueError('the eager provider needs kornia, which is not installed: pip install "augnet[bench]"')
     usable = set(available_backends(x)) | {EAGER}
+    unknown = [n for n in names if n != EAGER and n not in dispatch._BACKENDS]
+    if unknown:
+        raise ValueError(f"unknown providers {unknown}: 'eager' or a tap_mix backend {sorted(dispatch._BACKENDS)}")
     bad = [n for n in names if n not in usable]
     if bad:
         raise ValueError(f"providers {bad} cannot run on {x.device.type} here; usable: {sorted(usable)}")

@@ -113,7 +113,7 @@ def run_from_args(args) -> int:
         probe = torch.zeros(1, 1, 1, 1, device=cfg.device)
         providers = _check_providers(cfg.providers, probe) if cfg.providers else default_providers(probe)
     except ValueError as err:
-        print(f"augnet bench: {err}", file=sys.stderr)
+        print(f"augnet bench: error: {err}", file=sys.stderr)
         return 2
     load = _loadavg()
     print(
