@@ -72,12 +72,12 @@ def plot_distributions(
     names, series = [], []
     for label, values in distributions.items():
         v = torch.as_tensor(values, dtype=torch.float64).flatten()
-        v = v[~v.isnan()]
+        v = v[torch.isfinite(v)]  # NaN (undefined scores) and infinities have no place on an axis
         if v.numel():
             names.append(str(label))
             series.append(v.tolist())
     if not series:
-        raise ValueError("every distribution is empty (or all NaN): nothing to plot")
+        raise ValueError("every distribution is empty (or all NaN / infinite): nothing to plot")
     plt = require_matplotlib()
     fig, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(series) + 2.0), 4.0))
     positions = list(range(1, len(series) + 1))
@@ -162,6 +162,13 @@ def plot_invariance_curves(
     Returns:
         The path written.
     """
+    for label, curve in curves.items():
+        keys = set(curve.get("summary", [{}])[0]) if isinstance(curve, dict) and curve.get("summary") else set()
+        missing = [k for k in ("median", *band) if k not in keys]
+        if not isinstance(curve, dict) or "magnitude" not in curve or missing:
+            have = sorted(k for k in keys if k.startswith(("p", "interval")))
+            raise ValueError(f"curve {label!r} is not an invariance_curve() result with the band {band} "
+                             f"(missing {missing or ['magnitude']}; its summary has {have})")  # fmt: skip
     plt = require_matplotlib()
     fig, ax = plt.subplots(figsize=(6, 4))
     for label, curve in curves.items():

@@ -356,3 +356,11 @@ def test_plots_of_curves_and_importances(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     png = plot_layer_importance({"conv1": 0.2, "conv2": 0.8}, tmp_path / "importance.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match=r"curve 'net' is not an invariance_curve\(\) result with the band \('p10'"):
+        plot_invariance_curves({"net": curve}, tmp_path / "band.png", band=("p10", "p90"))  # KeyError 'p10' before
+    with pytest.raises(ValueError, match="missing \\['magnitude'\\]"):
+        plot_invariance_curves({"net": {"summary": curve["summary"]}}, tmp_path / "x.png")
+    from augnet.viz import plot_distributions
+
+    with pytest.raises(ValueError, match="all NaN / infinite"):
+        plot_distributions({"a": [math.inf, math.nan]}, tmp_path / "d.png", ylabel="score")
