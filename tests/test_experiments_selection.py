@@ -166,10 +166,10 @@ def test_rules_are_checked_with_what_they_measured():
 def test_registered_experiment_writes_the_table_the_verdicts_and_the_figure(tmp_path, monkeypatch):
     real = S.run_selection
 
-    def small(config, progress=False, log=None):
+    def small(config, progress=False, log=None, path=None):
         config = tiny_config(seeds=1, tasks=("glyphs", "sinusoids-1", "capacity"), settings=("paper",))
         config.base = {"epochs": 1}
-        return real(config, progress, log)
+        return real(config, progress, log, path)
 
     monkeypatch.setattr(S, "run_selection", small)
     report = reproduce("selection", quick=True, out=tmp_path, progress=False)
@@ -180,6 +180,13 @@ def test_registered_experiment_writes_the_table_the_verdicts_and_the_figure(tmp_
     assert len(runs[0]["layers"][0]) == 5 and len(runs[2]["trunks"]) == 2
     assert "paper: misses a rule" in report.verdict or "paper: meets every rule" in report.verdict
     assert payload["numbers"]["rules"] == json.loads(json.dumps(R.RULES))
+    # Resumable: every run is in runs.jsonl as it finished, and a second call trains nothing.
+    lines = (tmp_path / "selection" / "runs.jsonl").read_text().splitlines()
+    assert len(lines) == 4
+    trained = []
+    monkeypatch.setattr(S, "run_one", lambda *args: trained.append(args))
+    again = reproduce("selection", quick=True, out=tmp_path, progress=False)
+    assert trained == [] and again.verdict.splitlines()[1:] == report.verdict.splitlines()[1:]
     # the same report from the stored rows and runs (how a table with one setting trained again is rebuilt)
     again = R.report_of_rows(S.SelectionConfig(seeds=1), payload["numbers"]["summary"], runs, tmp_path, 1.0)
     assert again.verdict.splitlines()[1:] == report.verdict.splitlines()[1:]
@@ -309,3 +316,19 @@ def test_the_kept_experiments_pin_the_settings_they_were_run_with():
     digits = VERSUS_TASKS["digits"]
     assert [t.max_shift for t in fixed_candidates(digits)[:2]] == [0.5, 0.5]
     assert [t.max_shift for t in candidates(digits)[:2]] == [0.25, 0.25]
+
+
+def test_run_selection_resumes_only_the_very_same_runs(tmp_path):
+    config = S.SelectionConfig(tasks=("sinusoids-1",), settings=(S.DEFAULT_SETTING,), seeds=2, quick=True)
+    config.base = {"epochs": 1, "n_train": 40, "n_test": 20}
+    path = tmp_path / "runs.jsonl"
+    first = S.run_selection(config, path=path)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([*lines[:1], lines[1][:40]]))  # interrupted while writing the second run
+    again = S.run_selection(config, path=path)  # the second run trained again, the first read back
+    assert [r["accuracy"] for r in again] == [r["accuracy"] for r in first]
+    assert len(path.read_text().splitlines()) == 2 and all(json.loads(x) for x in path.read_text().splitlines())
+    config.base = {**config.base, "epochs": 2}  # other settings: other runs, none reused
+    assert {json.loads(r["key"])[3] for r in S.run_selection(config, path=path)}.isdisjoint(
+        {json.loads(r["key"])[3] for r in first})
+    assert len(path.read_text().splitlines()) == 4

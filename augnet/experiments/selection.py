@@ -30,21 +30,23 @@ the runs that committed by then.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import inspect
+import json
 import multiprocessing
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from augnet.experiments._registry import Report, register
+from augnet.experiments._registry import Report, _jsonable, register
 from augnet.experiments.demo import PAPER_SELECTION, PRESETS, SIZES, DemoConfig, run_demo
 from augnet.experiments.selection_rules import EARLY_EPOCHS, ORACLE, RULES, selection_report
 
 __all__ = [
-    "DEFAULT_SETTING", "README_SETTING", "RULES", "SETTINGS", "TASKS", "SelectionConfig", "readme_model", "run_one",
-    "run_selection", "weights_at_epoch",
+    "DEFAULT_SETTING", "README_SETTING", "RULES", "SETTINGS", "TASKS", "SelectionConfig", "readme_model", "run_key",
+    "run_one", "run_selection", "weights_at_epoch",
 ]  # fmt: skip
 
 #: The tasks: the two rotation data sets, the sinusoids with 1, 2 and 4 layers, the capacity experiment.
@@ -251,24 +253,49 @@ def _run_one_packed(args) -> dict:
     return run_one(*args)
 
 
-def run_selection(config: SelectionConfig | None = None, progress: bool = False, log=None) -> list[dict]:
-    """Train every run of ``config`` (in ``config.workers`` processes); one record per run, in order."""
+def run_key(config: SelectionConfig, task: str, setting: str, seed: int) -> str:
+    """A run's key in ``runs.jsonl``: its task, setting and seed, and a digest of everything it trains with
+    (:meth:`SelectionConfig.task_config`), so that a record is only reused for the very same run."""
+    digest = hashlib.sha256(repr(config.task_config(task, setting, seed)).encode()).hexdigest()[:16]
+    return json.dumps([task, setting, seed, digest])
+
+
+def run_selection(
+    config: SelectionConfig | None = None, progress: bool = False, log=None, path: str | Path | None = None
+) -> list[dict]:
+    """Train every run of ``config`` (in ``config.workers`` processes); one record per run, in order.
+
+    With ``path`` (a ``runs.jsonl`` file), each record is appended there as its run finishes, and the runs
+    already there (same task, setting, seed and settings: :func:`run_key`) are not trained again: an
+    interrupted run goes on where it stopped.
+    """
     from tqdm.auto import tqdm
+
+    from augnet.experiments.versus import _cut_torn_line, read_runs
 
     config = config or SelectionConfig()
     config.validate()
-    runs = config.runs()
-    bar = tqdm(total=len(runs), disable=not progress, desc="selection", unit="run")
-    records = []
+    keyed = [(run, run_key(config, *run)) for run in config.runs()]
+    path = None if path is None else Path(path)
+    done = read_runs(path) if path is not None else {}
+    todo = [(run, key) for run, key in keyed if key not in done]
+    bar = tqdm(total=len(todo), disable=not progress, desc="selection", unit="run")
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _cut_torn_line(path)
     if config.workers == 1:
-        results = (run_one(*run, config) for run in runs)
+        results = ((key, run_one(*run, config)) for run, key in todo)
     else:
         # Spawned, not forked: a fork after autograd has run in this process (a test session, a notebook) fails.
         pool = ProcessPoolExecutor(config.workers, mp_context=multiprocessing.get_context("spawn"))
-        results = pool.map(_run_one_packed, [(*run, config) for run in runs])
+        futures = {pool.submit(_run_one_packed, (*run, config)): key for run, key in todo}
+        results = ((futures[f], f.result()) for f in as_completed(futures))
     try:
-        for record in results:
-            records.append(record)
+        for key, record in results:
+            done[key] = {**record, "key": key}
+            if path is not None:
+                with path.open("a") as sink:
+                    sink.write(json.dumps(done[key], default=_jsonable) + "\n")
             bar.update()
             if log is not None:
                 log(f"{record['task']:<12} {record['setting']:<40} seed {record['seed']}: "
@@ -277,7 +304,7 @@ def run_selection(config: SelectionConfig | None = None, progress: bool = False,
         if config.workers > 1:
             pool.shutdown(cancel_futures=True)
         bar.close()
-    return records
+    return [done[key] for _, key in keyed]
 
 
 @register("selection")
@@ -289,5 +316,5 @@ def selection(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool 
         config.seeds, config.quick = 1, True
         config.settings = ("paper", DEFAULT_SETTING)
     start = time.perf_counter()
-    records = run_selection(config, progress=progress)
+    records = run_selection(config, progress=progress, path=out_dir / "runs.jsonl")  # resumable
     return selection_report(config, records, out_dir, time.perf_counter() - start)
