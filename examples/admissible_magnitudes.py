@@ -9,6 +9,8 @@ CNN (the paper's 5-layer CNN, width 8) with that single augmentation applied
 to every image, then reports the final training loss and the test accuracy
 on augmented test images.
 
+::
+
     python examples/admissible_magnitudes.py                 # sprites, about 4 minutes on 2 cores
     python examples/admissible_magnitudes.py --data glyphs   # the thin-stroke glyphs
     python examples/admissible_magnitudes.py --epochs 2      # a quick look

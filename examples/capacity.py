@@ -18,6 +18,8 @@ Each model is scored by its test accuracy and the median invariance score
 This script is the experiment written out with the public API; ``augnet reproduce
 capacity`` runs the full version (several seeds, both AugNets, figures).
 
+::
+
     python examples/capacity.py --quick
     python examples/capacity.py --augnet-transforms FrequencyShift
 """

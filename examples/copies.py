@@ -9,6 +9,8 @@ data's true invariance, frequency shifts of up to ±0.5 Hz; and, for C = 1, 2,
 4, 10, the forward time with C copies over the time of the trunk alone on the
 same test batch (medians of ``torch.utils.benchmark``).
 
+::
+
     python examples/copies.py --quick
     python examples/copies.py --transforms FrequencyShift   # the shift alone
 """

@@ -4,11 +4,11 @@
 Without torchrun, ``python examples/ddp.py`` runs the same code as a group of
 one process.
 
-One machine, two processes (CPU, gloo):
+One machine, two processes (CPU, gloo)::
 
     torchrun --standalone --nproc-per-node 2 examples/ddp.py --epochs 5
 
-Several machines (run on each; NODE_RANK is 0 on the first, 1 on the second, ...):
+Several machines (run on each; NODE_RANK is 0 on the first, 1 on the second, ...)::
 
     torchrun --nnodes 2 --node-rank $NODE_RANK --nproc-per-node 8 \\
         --rdzv-backend c10d --rdzv-endpoint first-machine:29500 examples/ddp.py

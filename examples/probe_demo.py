@@ -13,6 +13,8 @@ augmentation draws (they then differ only by the probed transformation), and
 with independent draws (two calls of the model in use: its own augmentation
 noise counts too).
 
+::
+
     python examples/probe_demo.py
     python examples/probe_demo.py --quick   # a short training, to check the setup
 """

@@ -2,11 +2,11 @@
 ========================================================================
 
 This is what ``augnet demo`` runs, as a plain training loop you can adapt to
-your own trunk and data:
+your own trunk and data::
 
     python examples/rotation.py
     python examples/rotation.py --transforms Rotate   # learn the rotation range alone
-    python examples/rotation.py --paper                # the AugNet paper's selection (README, "Selection")
+    python examples/rotation.py --paper                # the AugNet paper's selection (concepts guide, "Selection")
 """
 
 import argparse

@@ -18,6 +18,8 @@ final policy, rotation range and test accuracy, and the median invariance
 score (cosine, clean baseline) of its logits to rotations of ±45 degrees;
 writes the figures under --out.
 
+::
+
     python examples/rotation_ablation.py            # about 5 minutes on 2 cores
     python examples/rotation_ablation.py --quick    # about 2 minutes
 """

@@ -9,6 +9,8 @@ ranges of the paper's code, around a small 1-D CNN; 50 epochs of Adam
 (learning rate 1e-2, weight decay 1e-4), batches of 32, lambda = 0.2, C = 4
 copies in training and 10 at test, magnitudes initialised at 0.5.
 
+::
+
     python examples/sinusoids.py                              # about a minute on 2 cores
     python examples/sinusoids.py --transforms FrequencyShift  # the shift alone
 """

@@ -71,9 +71,9 @@ TRUNKS = ("paper", "small")
 #: - ``"augnet"``: augnet's defaults: temperature 1, no weight decay, a learning rate of 5e-3 for the
 #:   augmentation parameters (5e-4 for the trunk), and augnet's selection (the selective regulariser in
 #:   effect units with layers chosen without replacement, sampled training rows: ``augnet reproduce
-#:   selection`` and the README's "Selection").
+#:   selection`` and the concepts guide's "Selection").
 #: The AugNet paper's selection: the blend in training, magnitudes in the transforms' own units, no
-#: discount across layers (augnet's default measures effects, samples and discounts; see README).
+#: discount across layers (augnet's default measures effects, samples and discounts; see the concepts guide).
 PAPER_SELECTION: dict = dict(regularizer="paper", train_mode="mix", effect_every=0)
 
 #: TranslateX / TranslateY's default range (a fraction of the size), which the demo's layer uses.
