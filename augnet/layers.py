@@ -258,9 +258,14 @@ class AugmentationLayer(nn.Module):
         return torch.cat([torch.tensor([-1]), bits, torch.tensor(self.last_size or (), dtype=torch.long)])
 
     def set_extra_state(self, state) -> None:
-        if not isinstance(state, Tensor) or state.dim() != 1 or state.is_floating_point() or state.is_complex():
+        if not isinstance(state, Tensor) or state.dim() != 1 or state.is_complex():
             raise TypeError(f"an AugmentationLayer's saved temperature and size must be 1-D ints, got {state!r}")
-        temperature, values = self.temperature, state.to(torch.int64)
+        temperature, values = self.temperature, state
+        if state.is_floating_point():  # a float [temperature, *size], saved for a while before the int form
+            temperature, values = (state.tolist() or [math.nan])[0], state[1:]
+            if not 0 < temperature < math.inf or not bool((values == values.round()).all()):
+                raise ValueError(f"an AugmentationLayer's saved temperature and size are not valid: {state.tolist()}")
+        values = values.to(torch.int64)
         if len(values) >= 2 and int(values[0]) == -1:  # [-1, temperature bits, *size]
             temperature, values = float(values[1:2].view(torch.float64)), values[2:]
             if not 0 < temperature < math.inf:

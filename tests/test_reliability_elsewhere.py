@@ -213,6 +213,11 @@ def test_the_temperature_is_saved_in_the_state():
     fresh = _warps()
     fresh.load_state_dict(old)  # a state from before the temperature was saved: the size alone
     assert fresh.temperature == 1.0 and fresh.last_size == layer.last_size
+    interim = {k: (torch.tensor([0.05, 12.0, 20.0], dtype=torch.float64) if k.endswith("_extra_state") else v)
+               for k, v in layer.state_dict().items()}  # fmt: skip
+    fresh = _warps()
+    fresh.load_state_dict(interim)  # the float form [temperature, *size] some checkpoints were saved with
+    assert fresh.temperature == 0.05 and fresh.last_size == (12, 20)
     cast = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v) for k, v in layer.state_dict().items()}
     fresh = _warps().to(torch.bfloat16)
     fresh.load_state_dict(cast)  # a checkpoint cast to bfloat16: the temperature and size stay exact

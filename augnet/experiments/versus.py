@@ -127,7 +127,7 @@ def _cut_torn_line(path: Path) -> None:
         return
     data = path.read_bytes()
     if data and not data.endswith(b"\n"):
-        path.write_bytes(data[: data.rfind(b"\n") + 1])
+        os.truncate(path, data.rfind(b"\n") + 1)  # in place: the complete lines are never written again
 
 
 def best_fixed(records: dict[str, dict], task: str, regime: str) -> list | None:
