@@ -80,6 +80,8 @@ class LieAugmentation(nn.Module):
         # softplus^-1(w) = log(expm1(w)), written as w + log(-expm1(-w)) where expm1(w) would overflow
         inverse = [math.log(math.expm1(w)) if w < 20 else w + math.log(-math.expm1(-w)) for w in widths]
         self.raw_width = nn.Parameter(torch.tensor(inverse))
+        if not bool((self.widths > 0).all()):  # softplus underflows in float32 below about 1e-45
+            raise ValueError(f"init_width {init_width!r} rounds to a width of 0 in float32: give at least 1e-38")
         self.register_buffer("generators", torch.tensor(list(LIE_GENERATORS.values())), persistent=False)
         self.padding = padding
         self.backend = backend

@@ -88,7 +88,8 @@ class EquivarianceLoss(nn.Module):
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         for name, n in (("dim", dim), ("num_transforms", num_transforms)):
             try:  # an int, a numpy integer, a 0-d integer tensor; 8.7 was truncated to 8
-                index = operator.index(n) if not isinstance(n, bool) else None
+                boolean = isinstance(n, bool) or (isinstance(n, Tensor) and n.dtype == torch.bool)
+                index = None if boolean else operator.index(n)
             except TypeError:
                 index = None
             if index is None:
@@ -100,8 +101,8 @@ class EquivarianceLoss(nn.Module):
             ("invariance_weight", invariance_weight),
             ("transformed_weight", transformed_weight),
         ]:
-            if isinstance(w, Tensor) and w.numel() == 1 and w.is_floating_point():
-                w = float(w)  # a 0-d tensor of a number
+            if isinstance(w, Tensor) and w.dim() == 0 and w.dtype != torch.bool and not w.is_complex():
+                w = w.item()  # a 0-d tensor of a number
             if isinstance(w, bool) or not isinstance(w, numbers.Real):
                 raise TypeError(f"{name} must be a number, got {type(w).__name__}: {w!r}")
             if not 0 <= w < math.inf:

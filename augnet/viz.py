@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from pathlib import Path
 
 __all__ = [
@@ -124,9 +125,10 @@ def plot_policy_history(
     if missing or not history["step"]:
         what = f"no {missing}" if missing else "no record (a run of no step)"
         raise ValueError(f"history has {what}: pass what fit() returned for a model with augmentation layers")
-    layers = len(history["weights"][0])
-    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < layers:
+    layers, names = len(history["weights"][0]), list(names)
+    if isinstance(layer, bool) or not isinstance(layer, numbers.Integral) or not 0 <= layer < layers:
         raise ValueError(f"layer must be an int in 0..{layers - 1} (the history's layers), got {layer!r}")
+    layer = int(layer)
     if len(names) != len(history["weights"][0][layer]):
         raise ValueError(f"names has {len(names)} names for the {len(history['weights'][0][layer])} transforms of "
                          f"layer {layer}: {list(names)!r}")  # fmt: skip

@@ -167,3 +167,5 @@ def test_a_wide_initial_width_is_kept_not_overflowed():
     assert LieAugmentation(init_width=0.1).raw_width[0].item() == torch.tensor(math.log(math.expm1(0.1))).item()
     with pytest.raises(ValueError, match="init_width must be one positive width"):
         LieAugmentation(init_width=1e39)  # finite in Python, infinite in float32
+    with pytest.raises(ValueError, match="rounds to a width of 0 in float32"):
+        LieAugmentation(init_width=1e-50)  # softplus underflows: it would never augment

@@ -131,8 +131,12 @@ def test_loss_bad_inputs_raise():
     ):
         with pytest.raises(error, match=match):
             EquivarianceLoss(**{"dim": 4, **kwargs})
-    same = EquivarianceLoss(torch.tensor(4), num_transforms=np.int64(2), equivariance_weight=torch.tensor(0.5))
-    assert (same.dim, len(same.maps), same.equivariance_weight) == (4, 2, 0.5)
+    same = EquivarianceLoss(torch.tensor(4), num_transforms=np.int64(2), equivariance_weight=torch.tensor(0.5),
+                            invariance_weight=torch.tensor(2))  # fmt: skip
+    assert (same.dim, len(same.maps), same.equivariance_weight, same.invariance_weight) == (4, 2, 0.5, 2.0)
+    for kwargs in ({"dim": torch.tensor(True)}, {"equivariance_weight": torch.tensor([0.5])}):
+        with pytest.raises(TypeError):
+            EquivarianceLoss(**{"dim": 4, **kwargs})
     loss = EquivarianceLoss(4, num_transforms=2)
     y = torch.zeros(10, dtype=torch.long)
     with pytest.raises(ValueError, match=r"z_t\[0\]"):

@@ -257,6 +257,7 @@ def test_int32_targets_and_numpy_counts_train_as_int64_and_ints_do(tmp_path):
     for loss_fn in (nn.NLLLoss(), lambda out, t: F.nll_loss(out, t)):
         fit(model, x, y.to(torch.int16), opt, 1, 8, loss_fn=loss_fn)
     assert WeightWarmup(np.int64(3)).epochs == 3 and PolicyLogger(tmp_path, every=np.int32(2)).every == 2
+    assert PolicyLogger(tmp_path / "s", size=(np.int64(32), 32)).size == (32, 32)
 
 
 def test_accuracy_refuses_targets_that_are_not_class_indices():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from helpers import gen
@@ -386,6 +387,8 @@ def test_plot_policy_history_returns_the_file_it_writes_and_refuses_a_history_it
     history = {"step": [1, 2], "weights": [[[0.5, 0.5]], [[0.6, 0.4]]], "magnitudes": [[[0.5, 0.5]], [[0.5, 0.6]]]}
     path = plot_policy_history(history, ["Rotate", "Scale"], tmp_path / "no_suffix")
     assert path == tmp_path / "no_suffix.png" and path.is_file()  # matplotlib adds .png; the path said so too
+    names = (n for n in ["Rotate", "Scale"])  # any iterable of names, a numpy layer index
+    assert plot_policy_history(history, names, tmp_path / "g.png", layer=np.int64(0)).is_file()
     for kwargs, match in (
         ({"names": ["Rotate"]}, "names has 1 names for the 2 transforms of layer 0"),
         ({"layer": 1}, r"layer must be an int in 0\.\.0"),

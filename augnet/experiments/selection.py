@@ -40,6 +40,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from augnet.experiments._registry import Report, _jsonable, register
 from augnet.experiments.demo import PAPER_SELECTION, PRESETS, SIZES, DemoConfig, run_demo
 from augnet.experiments.selection_rules import EARLY_EPOCHS, ORACLE, RULES, selection_report
@@ -255,8 +257,13 @@ def _run_one_packed(args) -> dict:
 
 def run_key(config: SelectionConfig, task: str, setting: str, seed: int) -> str:
     """A run's key in ``runs.jsonl``: its task, setting and seed, and a digest of everything it trains with
-    (:meth:`SelectionConfig.task_config`), so that a record is only reused for the very same run."""
-    digest = hashlib.sha256(repr(config.task_config(task, setting, seed)).encode()).hexdigest()[:16]
+    (:meth:`SelectionConfig.task_config`), so that a record is only reused for the same settings. The code
+    is not in the key: records trained by an older augnet are reused too (give a new version another folder)."""
+    run_config = config.task_config(task, setting, seed)
+    if hasattr(run_config, "device"):  # "cpu" and "cpu:0" train alike
+        device = torch.device(run_config.device)
+        run_config = dataclasses.replace(run_config, device=device.type if device.index in (None, 0) else str(device))
+    digest = hashlib.sha256(repr(run_config).encode()).hexdigest()[:16]
     return json.dumps([task, setting, seed, digest])
 
 

@@ -194,9 +194,12 @@ class PolicyLogger(Callback):
         if not (csv or tensorboard):
             raise ValueError("PolicyLogger writes nothing with csv=False and tensorboard=False")
         if size is not None and (
-            not isinstance(size, (tuple, list)) or not size or not all(isinstance(s, int) and s >= 1 for s in size)
+            not isinstance(size, (tuple, list))
+            or not size
+            or not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and s >= 1 for s in size)
         ):
             raise ValueError(f"PolicyLogger: size must be None or a tuple of positive ints (H, W), got {size!r}")
+        size = None if size is None else tuple(int(s) for s in size)
         self.log_dir = _usable_log_dir(log_dir)
         if csv:
             path = self.log_dir / "policy.csv"
