@@ -3,16 +3,45 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Report", "SetupError", "check_settings", "names", "register", "reproduce"]
+__all__ = [
+    "Report", "SetupError", "check_settings", "cut_torn_line", "names", "read_runs", "register", "reproduce",
+]
 
 
 class SetupError(ValueError):
     """An experiment refused its settings before doing any work (``augnet reproduce`` prints it as one line)."""
+
+
+def read_runs(path: Path) -> dict[str, dict]:
+    """The records of a ``runs.jsonl`` file by their ``"key"`` (none when it does not exist).
+
+    An experiment that resumes appends one JSON line per finished run; a torn last line, from an interruption, is
+    ignored here and cut off by :func:`cut_torn_line` before the next record is appended.
+    """
+    done = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            done[record["key"]] = record
+    return done
+
+
+def cut_torn_line(path: Path) -> None:
+    """Cut a torn last line (an interrupted write) off ``path``, so that the next record starts a line of its own."""
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        os.truncate(path, data.rfind(b"\n") + 1)  # in place: the complete lines are never written again
 
 
 @dataclass

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import torch
 
-from augnet.experiments._registry import Report, _jsonable, register
+from augnet.experiments._registry import Report, _jsonable, cut_torn_line, read_runs, register
 from augnet.experiments.demo import PAPER_SELECTION, PRESETS, SIZES, DemoConfig, run_demo
 from augnet.experiments.selection_rules import EARLY_EPOCHS, ORACLE, RULES, selection_report
 
@@ -278,8 +278,6 @@ def run_selection(
     """
     from tqdm.auto import tqdm
 
-    from augnet.experiments.versus import _cut_torn_line, read_runs
-
     config = config or SelectionConfig()
     config.validate()
     keyed = [(run, run_key(config, *run)) for run in config.runs()]
@@ -289,7 +287,7 @@ def run_selection(
     bar = tqdm(total=len(todo), disable=not progress, desc="selection", unit="run")
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _cut_torn_line(path)
+        cut_torn_line(path)
     if config.workers == 1:
         results = ((key, run_one(*run, config)) for run, key in todo)
     else:

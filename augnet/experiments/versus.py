@@ -27,7 +27,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from augnet.experiments._registry import Report, SetupError, register
+from augnet.experiments._registry import Report, SetupError, cut_torn_line, read_runs, register
 from augnet.experiments.versus_methods import METHODS, QUICK_EPOCHS, applies, fixed_grid, run_method
 from augnet.experiments.versus_tasks import REGIMES, TASKS, load
 
@@ -103,31 +103,9 @@ def _run_job(job: tuple, fixed, quick: bool) -> dict:
             **record}  # fmt: skip
 
 
-def read_runs(path: Path) -> dict[str, dict]:
-    """The records already in ``runs.jsonl`` (a torn last line, from an interruption, is ignored)."""
-    done = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            done[record["key"]] = record
-    return done
-
-
 def is_quick(record: dict) -> bool:
     """Whether a record comes from a ``quick`` run (records written before the flag: their 2 epochs say so)."""
     return bool(record.get("quick", record.get("epochs") == QUICK_EPOCHS))
-
-
-def _cut_torn_line(path: Path) -> None:
-    """Cut a torn last line (an interrupted write) off ``path``, so that the next record starts a line of its own."""
-    if not path.exists():
-        return
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        os.truncate(path, data.rfind(b"\n") + 1)  # in place: the complete lines are never written again
 
 
 def best_fixed(records: dict[str, dict], task: str, regime: str) -> list | None:
@@ -152,7 +130,7 @@ def run_versus(config: VersusConfig, out_dir: str | Path, progress: bool = False
             f"{path} holds {len(other)} {kinds[1]} run(s); a {kinds[0]} run would take them for its own: give it "
             "another output folder (--out)"
         )
-    _cut_torn_line(path)
+    cut_torn_line(path)
     for task in config.tasks:  # task by task: a task's table is complete before the next task starts
         for phase in ("grid", "run"):
             jobs = config.grid_jobs() if phase == "grid" else config.jobs()
