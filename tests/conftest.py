@@ -1,4 +1,5 @@
 import importlib.metadata
+import os
 import sys
 
 import pytest
@@ -33,8 +34,24 @@ def pytest_xdist_auto_num_workers(config):
     """The slow set (``-m slow``) runs in this process, the rest in one worker per core (``-n auto`` in pyproject).
 
     The slow set's trainings use both cores themselves (two threads, or two worker processes each): two pytest workers
-    beside them left their OpenMP threads competing, and the set ran many times slower than in one process.
+    beside them left their OpenMP threads competing, and the set ran many times slower than in one process. Two
+    workers at one thread each did not help either: 1,041 s against 943 s in one process (one session), since these
+    trainings' second thread nearly halves their time.
     """
     if config.option.markexpr.strip() == "slow":
         return 0
     return None  # pytest-xdist's own count
+
+
+def pytest_configure(config):
+    """In a pytest-xdist worker of the fast suite (one per core), torch computes on one thread, as do the processes
+    the tests start (``OMP_NUM_THREADS``).
+
+    Two workers at two OpenMP threads each put four threads on two cores, whose waits on each other cost more than
+    the second thread buys on these small tensors: the suite took 529 s so and 386 s with one thread per worker (one
+    session, 2 cores). Tests of the C++ kernel's threading set their own thread counts. The slow set runs in one
+    process (:func:`pytest_xdist_auto_num_workers`) and keeps torch's own count.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ["OMP_NUM_THREADS"] = "1"
+        torch.set_num_threads(1)

@@ -189,3 +189,22 @@ def test_the_slow_set_runs_in_one_process_and_the_rest_in_xdists_workers():
     assert workers(config("not slow")) is None and workers(config("")) is None  # None: pytest-xdist's own count
     addopts = re.search(r'^addopts = "(.*)"$', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
     assert "-n auto" in addopts and "--dist loadfile" in addopts  # the hook decides only under -n auto
+
+
+def test_an_xdist_worker_computes_on_one_thread_and_its_child_processes_too(monkeypatch):
+    from types import SimpleNamespace
+
+    from conftest import pytest_configure
+
+    threads = torch.get_num_threads()
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    try:
+        monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+        torch.set_num_threads(2)
+        pytest_configure(SimpleNamespace())  # not a worker (-n 0, or the slow set): nothing changes
+        assert torch.get_num_threads() == 2 and os.environ["OMP_NUM_THREADS"] == "2"
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+        pytest_configure(SimpleNamespace())
+        assert torch.get_num_threads() == 1 and os.environ["OMP_NUM_THREADS"] == "1"
+    finally:
+        torch.set_num_threads(threads)
