@@ -14,7 +14,7 @@ The build regenerates, before reading any page (``builder-inited``):
 - ``_generated/cli.md``: ``augnet --help`` and the help of each subcommand;
 
 and sphinx-gallery runs every script of ``examples/`` (with the reduced
-settings of :data:`GALLERY_ARGS`) into ``auto_examples/``.
+settings of :data:`GALLERY_ARGS`, on the reference tap_mix) into ``auto_examples/``.
 
 Nothing a page needs is fetched when it is read: MathJax 3 comes with the site
 (``_static/mathjax/``, from the package sphinx-mathjax-offline), so formulas
@@ -42,6 +42,10 @@ ROOT = DOCS.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(DOCS / "scripts"))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# The gallery's examples run on the reference tap_mix. "auto" would pick the C++ backend, and torch's extension
+# cache rebuilds it for every virtual environment (its build file names that environment's torch headers): about
+# 45 s in a fresh docs venv, for examples whose reduced sizes take the same time on either backend.
+os.environ.setdefault("AUGNET_BACKEND", "reference")
 
 import catalogue  # noqa: E402  (docs/scripts)
 import readme_sections  # noqa: E402  (docs/scripts)
