@@ -14,7 +14,7 @@ from augnet.experiments.demo import DemoConfig, run_demo
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, 1])  # a third seed cost CI about a minute
 def test_default_demo_selects_rotate_at_the_datas_range(seed):
     result = run_demo(DemoConfig(seed=seed, threads=2), progress=False)
     layer = {e["transform"]: e for e in result.policy.layers_json()[0]}
