@@ -166,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("name", choices=experiment_names(), help="the experiment")
     rep.add_argument("--quick", action="store_true", help="a reduced run (minutes become seconds)")
     rep.add_argument("--out", default="results", help="results folder (default: %(default)s)")
-    rep.add_argument("--seed", type=int, default=0)
+    rep.add_argument("--seed", type=int, default=0,
+                     help="the first seed (default: %(default)s; a full versus run trains seeds 0-9, no other)")
     rep.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     rep.add_argument("--device", default="cpu", help="where to train, e.g. cpu or cuda (default: %(default)s)")
     rep.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -533,9 +534,10 @@ def check_args(args: argparse.Namespace) -> str | None:
         from augnet.experiments import _registry
 
         try:
-            _registry.check_settings(args.name, args.device, args.seed)
+            _registry.check_settings(args.name, args.device, args.seed, args.quick)
         except _registry.SetupError as err:
-            return str(err).replace("seed must", "--seed must").replace("device=", "--device ")
+            message = str(err).replace("seed must", "--seed must").replace("device=", "--device ")
+            return message.replace("seed=", "--seed ").replace("quick run", "--quick run")
     device = getattr(args, "device", None)
     if device is not None and args.command in ("demo", "reproduce", "probe"):  # bench checks its own device
         from augnet.training import resolve_device

@@ -182,6 +182,24 @@ def test_reproduce_refuses_settings_before_writing_anything(tmp_path):
     check_settings("versus", "cpu:0")  # the CPU by another name
 
 
+def test_a_full_run_refuses_a_seed_it_would_ignore(tmp_path, capsys):
+    from augnet.cli import main
+    from augnet.experiments import check_settings, reproduce
+
+    # The full run trains seeds 0-9 whatever its seed: a seed of 3 would be dropped without a word.
+    with pytest.raises(SetupError, match=r"a full versus run trains seeds 0-9 .* seed=3 is for a quick run only"):
+        reproduce("versus", out=tmp_path / "out", seed=3, progress=False)
+    assert not (tmp_path / "out").exists()
+    check_settings("versus", seed=3, quick=True)  # a quick run trains the seed it is given
+    check_settings("versus", seed=0)  # the full run's own
+    check_settings("selection", seed=3)  # an experiment whose full run starts at the seed
+    assert main(["reproduce", "versus", "--seed", "3", "--out", str(tmp_path / "cli")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("a full versus run trains seeds 0-9 (tuned on 0-4, reported on 5-9) whatever its seed; "
+                        "--seed 3 is for a --quick run only") and "\n" not in err  # fmt: skip
+    assert not (tmp_path / "cli").exists()
+
+
 def test_a_run_records_what_the_table_reads(tmp_path, monkeypatch):
     _tiny(monkeypatch)
     config = V.VersusConfig(tasks=("digits",), regimes=("small",), methods=("none", "augnet"), seeds=(0, 1),

@@ -65,33 +65,41 @@ class Report:
 
 _REGISTRY: dict[str, Callable[..., Report]] = {}
 _CPU_ONLY: set[str] = set()
+_FIXED_SEEDS: dict[str, str] = {}
 
 
-def register(name: str, cpu_only: bool = False):
+def register(name: str, cpu_only: bool = False, fixed_seeds: str | None = None):
     """Register ``fn(out_dir: Path, quick: bool, seed: int, progress: bool, device: str) -> Report`` as ``name``.
 
     ``cpu_only``: the experiment runs on the CPU only (its workers, one thread each); another device is refused
-    before any work (:func:`check_settings`).
+    before any work (:func:`check_settings`). ``fixed_seeds``: the seeds a full run trains whatever its ``seed``
+    (said in words); a full run given another seed than 0 is refused, the seed being a quick run's only.
     """
 
     def wrap(fn):
         _REGISTRY[name] = fn
         if cpu_only:
             _CPU_ONLY.add(name)
+        if fixed_seeds is not None:
+            _FIXED_SEEDS[name] = fixed_seeds
         return fn
 
     return wrap
 
 
-def check_settings(name: str, device: str = "cpu", seed: int = 0) -> None:
+def check_settings(name: str, device: str = "cpu", seed: int = 0, quick: bool = False) -> None:
     """The :class:`SetupError` of settings experiment ``name`` refuses (an unknown name, a device other than the
-    CPU for a CPU-only experiment, a negative seed); checked before anything is written."""
+    CPU for a CPU-only experiment, a negative seed, a seed that a full run would ignore); checked before anything
+    is written."""
     import torch
 
     if name not in _REGISTRY:
         raise SetupError(f"unknown experiment {name!r}; choose from {names()}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise SetupError(f"seed must be an int >= 0, got {seed!r}")
+    if name in _FIXED_SEEDS and not quick and seed != 0:
+        raise SetupError(f"a full {name} run trains seeds {_FIXED_SEEDS[name]} whatever its seed; seed={seed} "
+                         "is for a quick run only")  # fmt: skip
     try:
         kind = torch.device(device).type
     except (RuntimeError, TypeError) as err:
@@ -119,7 +127,7 @@ def reproduce(
     Raises:
         SetupError: settings the experiment refuses (:func:`check_settings`), before anything is written.
     """
-    check_settings(name, device, seed)
+    check_settings(name, device, seed, quick)
     out_dir = Path(out) / name
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()

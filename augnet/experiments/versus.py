@@ -207,7 +207,7 @@ def table_markdown(summary: dict, title: str) -> str:
     return "\n".join(lines)
 
 
-@register("versus", cpu_only=True)
+@register("versus", cpu_only=True, fixed_seeds="0-9 (tuned on 0-4, reported on 5-9)")
 def versus(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = True, device: str = "cpu") -> Report:
     """Every method on every task and regime (see the module docstring); resumes from ``out_dir/runs.jsonl``."""
     from augnet.experiments.versus_rules import check_rules
