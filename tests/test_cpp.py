@@ -404,3 +404,10 @@ def test_the_build_name_follows_the_sources_and_flags(tmp_path, monkeypatch):
         (twin / path.name).write_bytes(path.read_bytes())
     monkeypatch.setattr(_cpp, "_CSRC", twin)
     assert _cpp._source_tag(["-O3"]) != changed  # identical sources elsewhere: another build
+    twin_tag = _cpp._source_tag(["-O3"])
+    # The same checkout from another virtual environment: another build (each builds against its own torch headers,
+    # and sharing one name rebuilt it at every switch: 45 s in the docs environment of CI).
+    monkeypatch.setattr(_cpp, "_torch_install", lambda: "/elsewhere/site-packages/torch 2.14.1")
+    assert _cpp._source_tag(["-O3"]) != twin_tag
+    monkeypatch.undo()
+    assert "torch" in _cpp._torch_install() and torch.__version__ in _cpp._torch_install()

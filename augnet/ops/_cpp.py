@@ -55,15 +55,22 @@ def _cpu_tag() -> str:
     return hashlib.sha1((platform.machine() + info).encode()).hexdigest()[:8]
 
 
+def _torch_install() -> str:
+    """The torch installation a build compiles against: its folder and version."""
+    return f"{Path(torch.__file__).resolve().parent} {torch.__version__}"
+
+
 def _source_tag(cxx_flags: list[str]) -> str:
-    """A short hash of csrc/ (its folder, names and contents) and the flags: each checkout gets a build of its own.
+    """A short hash of csrc/ (its folder, names and contents), the flags and the torch installation: each checkout,
+    and each virtual environment, gets a build of its own.
 
     torch rebuilds an extension whose sources changed under the same name, and
-    its build file names the sources by path, so two checkouts (or versions)
-    sharing one build cache would rebuild over each other at every switch, even
-    with identical sources, and a process could load the other one's build.
+    its build file names the sources and torch's headers by path, so two
+    checkouts (or versions), or two environments using one checkout, sharing
+    one build cache would rebuild over each other at every switch, even with
+    identical sources, and a process could load the other one's build.
     """
-    digest = hashlib.sha1(" ".join(cxx_flags).encode() + str(_CSRC.resolve()).encode())
+    digest = hashlib.sha1(" ".join(cxx_flags).encode() + str(_CSRC.resolve()).encode() + _torch_install().encode())
     for path in sorted(_CSRC.glob("*")):
         if path.is_file():
             digest.update(path.name.encode() + path.read_bytes())
