@@ -20,6 +20,7 @@ Chooses nothing; prints and saves the figures::
     python benchmarks/selection_capacity_copies.py --seeds 0 1 2 3 4 5 6 7 8 9 [--out benchmarks/results/...]
     python benchmarks/selection_capacity_copies.py --summarize   # the saved runs' table again
     python benchmarks/selection_capacity_copies.py --set '{"init_magnitude": 0.05}'
+    python benchmarks/selection_capacity_copies.py --seeds 10 11 12 13 14 --out benchmarks/results/x_seeds10-14.json
     python benchmarks/selection_capacity_copies.py --midpoints
 """
 
@@ -94,7 +95,11 @@ def pooled(runs: list[dict], seeds: list[int]) -> dict:
 
 def report(runs: list[dict], seeds: list[int]) -> dict:
     """The pooled table per group of seeds (:func:`pooled`), printed."""
-    groups = {"seeds 0-4 (the table's)": [s for s in seeds if s < 5], "seeds 5-9": [s for s in seeds if 5 <= s < 10]}
+    # Groups of five seeds: 0-4 are the table's, the others were trained for this benchmark only.
+    groups = {}
+    for s in sorted(seeds):
+        first = s - s % 5
+        groups.setdefault(f"seeds {first}-{first + 4}" + (" (the table's)" if first == 0 else ""), []).append(s)
     summary = {name: pooled(runs, mine) for name, mine in groups.items() if mine}
     rule = RULES["capacity"]
     for name, table in summary.items():
