@@ -37,11 +37,12 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import numbers
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from augnet._checks import is_int
 
 __all__ = [
     "POLICY_FORMAT",
@@ -403,7 +404,7 @@ def check_size(size) -> tuple[int, ...]:
     """``size`` (a spatial size: a sequence of ints >= 1) as a tuple, or the TypeError / ValueError naming it."""
     if isinstance(size, (str, bytes)) or not isinstance(size, Sequence):
         raise TypeError(f"size must be a spatial size (a sequence of ints), got {type(size).__name__}: {size!r}")
-    if not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in size):
+    if not all(is_int(s) for s in size):
         raise TypeError(f"size must be a spatial size (a sequence of ints), got {size!r}")
     if not size or any(s < 1 for s in size):
         raise ValueError(f"size must be a non-empty spatial size of ints >= 1, got {size!r}")

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import numbers
 from pathlib import Path
+
+from augnet._checks import is_int
 
 __all__ = [
     "plot_distributions",
@@ -126,7 +127,7 @@ def plot_policy_history(
         what = f"no {missing}" if missing else "no record (a run of no step)"
         raise ValueError(f"history has {what}: pass what fit() returned for a model with augmentation layers")
     layers, names = len(history["weights"][0]), list(names)
-    if isinstance(layer, bool) or not isinstance(layer, numbers.Integral) or not 0 <= layer < layers:
+    if not is_int(layer) or not 0 <= layer < layers:
         raise ValueError(f"layer must be an int in 0..{layers - 1} (the history's layers), got {layer!r}")
     layer = int(layer)
     if len(names) != len(history["weights"][0][layer]):

@@ -18,12 +18,13 @@ Two rules every probe that runs a model follows, here:
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
 from torch import Tensor, nn
+
+from augnet._checks import is_int
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -188,7 +189,7 @@ def batch_size_of(batch_size, name: str = "batch_size") -> int:
     """``batch_size`` checked (an int >= 1), :data:`DEFAULT_BATCH_SIZE` for ``None``."""
     if batch_size is None:
         return DEFAULT_BATCH_SIZE
-    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+    if not is_int(batch_size) or batch_size < 1:
         raise ValueError(f"{name} must be >= 1 (an int), got {batch_size!r}")
     return int(batch_size)
 
@@ -199,7 +200,7 @@ MAX_SEED = 2**63 - 3
 
 def check_seed(seed) -> int:
     """``seed`` if it is an int in ``[0, MAX_SEED]``, else the TypeError / ValueError naming it."""
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+    if not is_int(seed):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}: {seed!r}")
     if not 0 <= seed <= MAX_SEED:
         raise ValueError(f"seed must be an int in [0, 2**63 - 3] (seed + 2 seeds a generator too), got {seed}")

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from augnet._checks import is_int
 from augnet.probes.stats import CORRECTIONS, _check_alpha, f_sf, p_adjust
 
 __all__ = [
@@ -80,7 +81,7 @@ def _ratio(num: Tensor, den: Tensor) -> Tensor:
 
 
 def _check_ddof(ddof) -> int:
-    if isinstance(ddof, bool) or not isinstance(ddof, numbers.Integral) or ddof not in (0, 1):
+    if not is_int(ddof) or ddof not in (0, 1):
         raise ValueError(f"ddof must be 0 or 1, got {ddof!r}")
     return int(ddof)
 
@@ -314,7 +315,7 @@ def _parse_action(action) -> tuple[str, int, int]:
         and not isinstance(action, str)
         and len(action) == 3
         and action[0] == "translate"
-        and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in action[1:])
+        and all(is_int(v) for v in action[1:])
     ):
         return "translate", int(action[1]), int(action[2])
     raise ValueError(
@@ -437,7 +438,7 @@ def same_equivariance(z: Tensor, moved: Sequence[Tensor], actions: Sequence, mar
         raise TypeError("moved must be a non-empty list of feature maps (N, C, H, W), one per action")
     if isinstance(actions, str) or not isinstance(actions, Sequence) or len(actions) != len(moved):
         raise ValueError(f"actions must be a list of {len(moved)} actions, one per moved map, got {actions!r}")
-    if isinstance(margin, bool) or not isinstance(margin, numbers.Integral) or margin < 0:
+    if not is_int(margin) or margin < 0:
         raise ValueError(f"margin must be a non-negative integer, got {margin!r}")
     for i, m in enumerate(moved):
         _check_maps(m, f"moved[{i}]")
@@ -492,7 +493,7 @@ def channel_mean(values: Tensor, channels: int) -> Tensor:
     """
     if not isinstance(values, Tensor):
         raise TypeError(f"values must be a tensor, got {type(values).__name__}")
-    if isinstance(channels, bool) or not isinstance(channels, numbers.Integral) or channels < 1:
+    if not is_int(channels) or channels < 1:
         raise ValueError(f"channels must be a positive integer, got {channels!r}")
     if values.dim() != 1 or len(values) % channels:
         raise ValueError(f"values must be 1-D with a multiple of {channels} entries, got {tuple(values.shape)}")

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from augnet._checks import is_int
 from augnet._stack import PROBES, caller_stacklevel
 from augnet.probes.features import reduce_features
 
@@ -112,7 +113,7 @@ def layer_importance(
         )
     if not sizes:
         raise ValueError("sizes must name at least one layer")
-    bad = {k: v for k, v in sizes.items() if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1}
+    bad = {k: v for k, v in sizes.items() if not is_int(v) or v < 1}
     if bad:
         raise ValueError(f"sizes must be positive channel counts, got {bad}")
     if sum(sizes.values()) != weight.numel():
@@ -272,7 +273,7 @@ def ranking_probe(
         raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction!r}")
     if isinstance(l2, bool) or not isinstance(l2, numbers.Real) or l2 < 0:
         raise ValueError(f"l2 must be a non-negative number, got {l2!r}")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral) or max_iter < 1:
+    if not is_int(max_iter) or max_iter < 1:
         raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
 
     sizes = {layer: a.shape[1] for layer, a in la.items()}

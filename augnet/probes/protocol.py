@@ -31,6 +31,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.data import Dataset
 
+from augnet._checks import is_int
 from augnet.probes._common import Transformed, forward_kwargs, seeded
 from augnet.probes.features import OUTPUT, features
 
@@ -46,7 +47,7 @@ def _class_set(classes, name: str) -> frozenset[int]:
         raise TypeError(f"{name} must be an iterable of integer class indices, got {type(classes).__name__}")
     out = []
     for c in classes:
-        if isinstance(c, bool) or not isinstance(c, numbers.Integral):
+        if not is_int(c):
             raise TypeError(f"{name} must hold integer class indices, got {c!r}")
         out.append(int(c))
     return frozenset(out)
@@ -70,7 +71,7 @@ def _label(y) -> int:
         if y.numel() != 1 or y.dtype.is_floating_point or y.dtype == torch.bool:
             raise ValueError(f"a sample's label must be one integer class index, got {y!r}")
         return int(y)
-    if isinstance(y, bool) or not isinstance(y, numbers.Integral):
+    if not is_int(y):
         raise ValueError(f"a sample's label must be an integer class index, got {y!r}")
     return int(y)
 
@@ -152,7 +153,7 @@ class SeenTransformedDataset(Dataset):
             raise ValueError(f"{type(transform).__name__} mixes samples of a batch and cannot transform one sample")
         if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= float(p) <= 1.0:
             raise ValueError(f"p must be a probability in [0, 1], got {p!r}")
-        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        if not is_int(seed):
             raise TypeError(f"seed must be an int, got {type(seed).__name__}")
         self.transform = transform
         self.seen_classes = _class_set(seen_classes, "seen_classes")
@@ -167,7 +168,7 @@ class SeenTransformedDataset(Dataset):
 
     def set_epoch(self, epoch: int) -> None:
         """Draw afresh: items depend on ``(seed, epoch, index)``."""
-        if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral) or epoch < 0:
+        if not is_int(epoch) or epoch < 0:
             raise ValueError(f"epoch must be a non-negative int, got {epoch!r}")
         self.epoch = int(epoch)
 
@@ -175,7 +176,7 @@ class SeenTransformedDataset(Dataset):
         return torch.Generator(device=device).manual_seed(_index_seed(self.seed, self.epoch, index))
 
     def _index(self, index) -> int:
-        if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+        if not is_int(index):
             raise TypeError(f"index must be an int, got {type(index).__name__}")
         n = len(self)
         if not -n <= index < n:
@@ -249,7 +250,7 @@ def nested_splits(
         >>> [len(s) for s in splits], set(splits[0]) <= set(splits[1]) <= set(splits[2])
         ([2, 5, 10], True)
     """
-    if isinstance(classes, numbers.Integral) and not isinstance(classes, bool):
+    if is_int(classes):
         if classes < 1:
             raise ValueError(f"classes must be a positive number of classes or a list of class ids, got {classes}")
         ids = list(range(int(classes)))
@@ -265,7 +266,7 @@ def nested_splits(
     if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence) or len(sizes) == 0:
         raise ValueError(f"sizes must be a non-empty sequence of ints, got {sizes!r}")
     for s in sizes:
-        if isinstance(s, bool) or not isinstance(s, numbers.Integral):
+        if not is_int(s):
             raise TypeError(f"sizes must hold ints, got {s!r}")
         if not 0 <= s <= len(ids):
             raise ValueError(f"each size must lie in [0, {len(ids)}] (the number of classes), got {s}")

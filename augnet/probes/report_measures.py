@@ -10,7 +10,6 @@ every input or one class; the rest finds the exact actions of a grid's views for
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from augnet._checks import is_int
 from augnet.probes._common import Transformed, seeded
 from augnet.probes.equivariance import equivariance_report
 from augnet.probes.invariance import invariance_score
@@ -122,7 +122,7 @@ def _labels(by_class, n: int) -> Tensor | None:
     if isinstance(by_class, Tensor):
         labels = by_class.detach().cpu()
     elif isinstance(by_class, Sequence) and not isinstance(by_class, str):
-        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in by_class):
+        if not all(is_int(v) for v in by_class):
             raise TypeError("by_class must hold integer class labels")
         labels = torch.tensor(list(by_class), dtype=torch.long)
     else:

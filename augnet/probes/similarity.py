@@ -112,12 +112,12 @@ images: invariance stems from variations in data", NeurIPS 2021.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Mapping, Sequence
 
 import torch
 from torch import Tensor
 
+from augnet._checks import is_int
 from augnet.probes._common import summary
 from augnet.probes.plots import plot_similarity_change_distributions
 from augnet.probes.similarity_pairs import (
@@ -167,7 +167,7 @@ def top_transforms_per_class(table: Sequence[Mapping], k: int = 5, by: str = "we
     rankable = tuple(s for s in STATISTICS if s != "clean_similarity")
     if by not in rankable:
         raise ValueError(f"by must be one of {rankable}, got {by!r}")
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+    if not is_int(k) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
     if isinstance(table, Mapping) or not isinstance(table, Sequence):
         raise TypeError(f"table must be a list of rows (dicts), got {type(table).__name__}")
@@ -325,7 +325,7 @@ def equivariance_alignment(
         raise ValueError(f"need (B, D) features with B >= 2 samples, got shape {tuple(z.shape)}")
     _check_finite(z, "z")
     _check_finite(z_t, "z_t")
-    if isinstance(shuffles, bool) or not isinstance(shuffles, numbers.Integral) or shuffles < 1:
+    if not is_int(shuffles) or shuffles < 1:
         raise ValueError(f"shuffles must be a positive integer, got {shuffles!r}")
     d = _moved(z.detach(), z_t.detach())
     per_sample = _alignment(d, reference)

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
+from augnet._checks import is_int
 from augnet.probes._common import Transformed, check_draws, forward_kwargs, seeded
 from augnet.probes.features import LOGITS, features
 
@@ -101,7 +102,7 @@ def _pairs_from_index(members: Tensor, index: Tensor) -> Tensor:
 
 def _check_pairs_per_class(pairs_per_class) -> None:
     if pairs_per_class is not None and (
-        isinstance(pairs_per_class, bool) or not isinstance(pairs_per_class, numbers.Integral) or pairs_per_class < 1
+        not is_int(pairs_per_class) or pairs_per_class < 1
     ):
         raise ValueError(f"pairs_per_class must be a positive integer or None, got {pairs_per_class!r}")
 

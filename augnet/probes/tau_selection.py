@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 import torch
 from torch import Tensor, nn
 
+from augnet._checks import is_int
 from augnet._stack import PROBES, caller_stacklevel
 from augnet.probes._common import Transformed, batch_size_of, evaluating, forward_kwargs, rows_of, seeded
 from augnet.probes.features import _resolve, call_hooks, split_call
@@ -116,7 +117,7 @@ def _seen_mask(y: Tensor, seen_classes) -> Tensor:
         raise TypeError(f"seen_classes must be an iterable of class indices, got {type(seen_classes).__name__}")
     seen = []
     for c in seen_classes:
-        if isinstance(c, bool) or not isinstance(c, numbers.Integral):
+        if not is_int(c):
             raise TypeError(f"seen_classes must hold integer class indices, got {c!r}")
         seen.append(int(c))
     return torch.isin(y, torch.tensor(seen, dtype=y.dtype, device=y.device))

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor
 
+from augnet._checks import is_int
 from augnet._stack import caller_stacklevel
 from augnet.augerino import LieAugmentation
 from augnet.layers import AugmentationLayer
@@ -63,7 +64,7 @@ def call_form(x, y, optimizer, epochs, batch_size):
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}: {optimizer!r}")
     if epochs is None:
         raise TypeError("fit() needs the number of epochs: fit(model, loader, optimizer=opt, epochs=...)")
-    if not isinstance(epochs, numbers.Integral) or isinstance(epochs, bool) or epochs < 0:
+    if not is_int(epochs) or epochs < 0:
         raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
     return y, optimizer, int(epochs)  # a numpy integer too
 
@@ -88,7 +89,7 @@ def check_optimizer(model: torch.nn.Module, optimizer) -> None:
 
 def check_start_epoch(start_epoch, epochs: int) -> None:
     """``start_epoch`` must be an int in ``[0, epochs]``."""
-    if isinstance(start_epoch, bool) or not isinstance(start_epoch, numbers.Integral):
+    if not is_int(start_epoch):
         raise TypeError(f"start_epoch must be an int, got {type(start_epoch).__name__}: {start_epoch!r}")
     if not 0 <= start_epoch <= epochs:
         raise ValueError(f"start_epoch must lie in [0, epochs] = [0, {epochs}], got {start_epoch}")
@@ -203,7 +204,7 @@ def check_callables(**named) -> None:
 
 
 def check_record_every(record_every) -> None:
-    if isinstance(record_every, bool) or not isinstance(record_every, numbers.Integral) or record_every < 1:
+    if not is_int(record_every) or record_every < 1:
         raise ValueError(f"record_every must be an int >= 1, got {record_every!r}")
 
 

@@ -42,7 +42,6 @@ Examples:
 from __future__ import annotations
 
 import math
-import numbers
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from augnet._checks import is_int
 from augnet.layers import AugmentationLayer
 
 __all__ = ["Callback", "PolicyLogger", "TemperatureAnnealing", "TrainState", "WeightWarmup"]
@@ -185,7 +185,7 @@ class PolicyLogger(Callback):
         size: tuple[int, ...] | None = None,
         overwrite: bool = False,
     ) -> None:
-        if isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 1:
+        if not is_int(every) or every < 1:
             raise ValueError(f"every must be an int >= 1, got {every!r}")
         every = int(every)  # a numpy integer too
         for name, flag in (("csv", csv), ("tensorboard", tensorboard), ("overwrite", overwrite)):
@@ -196,7 +196,7 @@ class PolicyLogger(Callback):
         if size is not None and (
             not isinstance(size, (tuple, list))
             or not size
-            or not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and s >= 1 for s in size)
+            or not all(is_int(s) and s >= 1 for s in size)
         ):
             raise ValueError(f"PolicyLogger: size must be None or a tuple of positive ints (H, W), got {size!r}")
         size = None if size is None else tuple(int(s) for s in size)
@@ -384,7 +384,7 @@ class TemperatureAnnealing(Callback):
         for name, value in (("start", self.start), ("end", self.end)):
             if 1.0 / value > 3.4e38:
                 raise ValueError(f"{name} temperature {value} is too small: logits / temperature overflows float32")
-        if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, numbers.Integral) or epochs < 1):
+        if epochs is not None and (not is_int(epochs) or epochs < 1):
             raise ValueError(f"epochs must be an int >= 1 or None, got {epochs!r}")
         self.epochs = None if epochs is None else int(epochs)
 
@@ -424,7 +424,7 @@ class WeightWarmup(Callback):
     """
 
     def __init__(self, epochs: int = 3) -> None:
-        if isinstance(epochs, bool) or not isinstance(epochs, numbers.Integral) or epochs < 0:
+        if not is_int(epochs) or epochs < 0:
             raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
         self.epochs = int(epochs)
 

@@ -8,7 +8,6 @@ reference for training an AugNet: task loss of the aggregated prediction plus
 from __future__ import annotations
 
 import contextlib
-import numbers
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 
@@ -16,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from augnet._checks import is_int
 from augnet.layers import AugmentationLayer
 from augnet.ops.bad_input import check_bad_input, raise_bad_input
 from augnet.ops.bad_input import flag as bad_input_flag
@@ -332,7 +332,7 @@ def _batches(x, y, batch_size, shuffle):
             raise TypeError(f"with tensor inputs, y must be a tensor of targets, got {type(y).__name__}")
         if len(x) != len(y):
             raise ValueError(f"x and y must have the same length, got {len(x)} and {len(y)}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+        if not is_int(batch_size) or batch_size < 1:
             raise ValueError(f"batch_size must be an int >= 1 for tensor inputs, got {batch_size!r}")
         batch_size = int(batch_size)  # a numpy integer too
         n = len(x)
