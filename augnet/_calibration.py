@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator, Sequence
 import torch
 from torch import Tensor, nn
 
+from augnet._checks import is_int
+
 __all__ = ["change_curves"]
 
 
@@ -68,8 +70,9 @@ def change_curves(
     """
     if not isinstance(x, Tensor) or x.dim() < 2 or len(x) == 0:
         raise ValueError(f"calibrate needs a non-empty batch of inputs, got {getattr(x, 'shape', type(x).__name__)}")
-    if isinstance(points, bool) or not isinstance(points, int) or points < 2:
+    if not is_int(points) or points < 2:
         raise ValueError(f"points must be an int >= 2, got {points!r}")
+    points = int(points)
     for t in transforms:
         t.check_input(x)
     if generator is not None and not isinstance(generator, torch.Generator):

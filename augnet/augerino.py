@@ -113,7 +113,7 @@ class LieAugmentation(nn.Module):
             raise ValueError(f"Augerino expects (B, Ch, H, W) images, got {tuple(x.shape)}")
         if not x.is_floating_point():
             raise TypeError(f"Augerino expects floating-point images, got {x.dtype}")
-        check_copies(copies)
+        copies = check_copies(copies)
         on_cpu = self.raw_width.device.type == "cpu" and not torch.compiler.is_compiling()
         if on_cpu and not bool(torch.isfinite(self.widths).all()):
             raise ValueError(f"Augerino widths contain NaN or infinite values: {self.widths.tolist()}")

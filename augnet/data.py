@@ -32,6 +32,8 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
+from augnet._checks import is_int
+
 __all__ = [
     "GLYPHS",
     "digits",
@@ -144,10 +146,11 @@ def _rotation_labels(n, size, seed: int, generator: torch.Generator | None) -> t
 
     Label // 2 says "down": the angle is uniform in [-pi/4, pi/4], plus pi for "down".
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+    if not is_int(n) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
-    if isinstance(size, bool) or not isinstance(size, int) or size < 8:
+    if not is_int(size) or size < 8:
         raise ValueError(f"size must be an int >= 8, got {size!r}")
+    n, size = int(n), int(size)
     if 48 * max(n, 1) * size * size > 2**62:  # 3 channels of 4 x 4 points per pixel: past any memory
         raise ValueError(f"n={n} images of size {size} are too large to render")
     g = _generator(generator, seed)
@@ -243,8 +246,9 @@ def _generator(generator, seed) -> torch.Generator:
 
 def _seed(seed) -> int:
     """A generator seed: any int (one beyond torch's 64-bit range is reduced modulo 2^64)."""
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if not is_int(seed):
         raise TypeError(f"seed must be an int, got {seed!r}")
+    seed = int(seed)
     return seed if -(2**63) <= seed < 2**64 else seed % 2**64
 
 
@@ -266,8 +270,9 @@ def make_sprite_pair(pair: int = 0) -> tuple[Tensor, Tensor]:
         >>> cells.shape, palettes.shape, bool((cells[0] != cells[1]).any())
         (torch.Size([2, 12, 12]), torch.Size([2, 6, 3]), True)
     """
-    if isinstance(pair, bool) or not isinstance(pair, int) or pair < 0:
+    if not is_int(pair) or pair < 0:
         raise ValueError(f"pair must be a non-negative int, got {pair!r}")
+    pair = int(pair)
     g = torch.Generator().manual_seed(_pair_seed(pair))
     grid, parts = SPRITE_GRID, 5
     sprites, palettes = [], []
@@ -416,8 +421,9 @@ def sinusoids(
         >>> x.shape, int(y.max()) <= 3
         (torch.Size([8, 1, 1000]), True)
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+    if not is_int(n) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
+    n = int(n)
     for name, value, positive in (("sfreq", sfreq, True), ("duration", duration, True), ("jitter", jitter, False),
                                   ("noise", noise, False)):  # fmt: skip
         if not _is_number(value):
@@ -482,8 +488,9 @@ def digits(size: int = 16) -> tuple[Tensor, Tensor]:
         >>> x.shape, y.bincount().tolist()[:3]
         (torch.Size([1797, 1, 16, 16]), [178, 182, 177])
     """
-    if isinstance(size, bool) or not isinstance(size, int) or size < 8:
+    if not is_int(size) or size < 8:
         raise ValueError(f"size must be an int >= 8, got {size!r}")
+    size = int(size)
     try:
         from sklearn.datasets import load_digits
     except ImportError as error:  # an optional dependency

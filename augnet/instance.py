@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from augnet._checks import is_int
 from augnet.layers import AugmentationLayer
 from augnet.magnitudes import inward_clamp
 from augnet.transforms.base import Transform
@@ -95,10 +96,11 @@ class RunningStandardize(nn.Module):
 
     def __init__(self, features: int, momentum: float = 1.0, eps: float = 1e-2) -> None:
         super().__init__()
-        if isinstance(features, bool) or not isinstance(features, int):
+        if not is_int(features):
             raise TypeError(f"RunningStandardize: features must be an int, got {features!r}")
         if features < 1:
             raise ValueError(f"RunningStandardize: features must be >= 1, got {features!r}")
+        features = int(features)
         for name, value in (("momentum", momentum), ("eps", eps)):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TypeError(f"RunningStandardize: {name} must be a number, got {value!r}")
@@ -181,12 +183,13 @@ class TinyConditioner(nn.Module):
     ) -> None:
         super().__init__()
         for name, value in (("channels", channels), ("outputs", outputs), ("hidden", hidden)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_int(value) or value < 1:
                 raise ValueError(f"TinyConditioner: {name} must be an int >= 1, got {value!r}")
         if ndim not in (3, 4):
             raise ValueError(f"TinyConditioner: ndim must be 3 (signals) or 4 (images), got {ndim!r}")
-        if isinstance(kernel_size, bool) or not isinstance(kernel_size, int) or kernel_size not in (1, 3):
+        if not is_int(kernel_size) or kernel_size not in (1, 3):
             raise ValueError(f"TinyConditioner: kernel_size must be 3 or 1 (pointwise), got {kernel_size!r}")
+        channels, outputs, hidden, kernel_size = int(channels), int(outputs), int(hidden), int(kernel_size)
         conv = nn.Conv2d if ndim == 4 else nn.Conv1d
         stride = 1 if kernel_size == 1 else 2
         self.channels, self.ndim = channels, ndim  # what the layer checks its inputs against

@@ -377,7 +377,7 @@ class AugmentationLayer(nn.Module):
         self.check_input(x)
         check_generator(generator)
         c = 1 if copies is None else copies
-        check_copies(c)
+        c = check_copies(c)
         _check_finite_cpu("AugmentationLayer magnitudes", self.raw_magnitudes)
         _check_finite_cpu("AugmentationLayer weight logits", self.weight_logits)
         on_cpu = self.weight_logits.device.type == "cpu" and not torch.compiler.is_compiling()
@@ -530,7 +530,7 @@ class AugmentationModule(nn.Module):
 
     def forward(self, x: Tensor, copies: int = 1, generator: torch.Generator | None = None) -> Tensor:
         """Return ``copies`` augmented copies of each sample, copy-major."""
-        check_copies(copies)
+        copies = check_copies(copies)
         x = self.layers[0](x, copies=copies, generator=generator)
         for layer in self.layers[1:]:
             x = layer(x, generator=generator)

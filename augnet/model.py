@@ -12,6 +12,7 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
+from augnet._checks import is_int
 from augnet.effects import measure_effects
 from augnet.layers import AugmentationLayer, AugmentationModule, Policy
 from augnet.transforms.base import Transform, check_copies, stratified_copies
@@ -38,7 +39,7 @@ def aggregate(out: Tensor, copies: int, how: str = "log_softmax") -> Tensor:
     """
     if how not in AGGREGATES:
         raise ValueError(f"aggregate must be one of {AGGREGATES}, got {how!r}")
-    check_copies(copies)
+    copies = check_copies(copies)
     if not isinstance(out, Tensor):
         raise TypeError(
             f"the trunk must return a tensor to aggregate, got {type(out).__name__}; wrap a trunk that returns a "
@@ -173,12 +174,13 @@ class AugNet(nn.Module):
         if not isinstance(trunk, nn.Module):
             raise TypeError(f"trunk must be an nn.Module, got {type(trunk).__name__}")
         augment = as_augmentation(augment)
-        check_copies(train_copies, "train_copies")
-        check_copies(eval_copies, "eval_copies")
+        train_copies = check_copies(train_copies, "train_copies")
+        eval_copies = check_copies(eval_copies, "eval_copies")
         if aggregate not in AGGREGATES:
             raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
-        if isinstance(effect_every, bool) or not isinstance(effect_every, int) or effect_every < 0:
+        if not is_int(effect_every) or effect_every < 0:
             raise ValueError(f"effect_every must be an int >= 0, got {effect_every!r}")
+        effect_every = int(effect_every)
         if not isinstance(stratify, bool):
             raise TypeError(f"stratify must be a bool, got {type(stratify).__name__}")
         self.trunk = trunk
@@ -201,7 +203,7 @@ class AugNet(nn.Module):
         if not isinstance(x, Tensor):
             raise TypeError(f"AugNet expects a tensor input, got {type(x).__name__}")
         c = copies if copies is not None else (self.train_copies if self.training else self.eval_copies)
-        check_copies(c)
+        c = check_copies(c)
         if torch.compiler.is_compiling():
             return self._forward(x, c, generator)
         # A call the trunk refuses (wrong rows, a shape error) changes nothing: the pass count, the sizes the
@@ -262,10 +264,11 @@ class AugNet(nn.Module):
                 ``rows``; before anything changes. A batch that gives nothing to compare (fewer
                 than 2 rows, outputs that are not finite) leaves the effects as they were.
         """
-        if isinstance(rows, bool) or not isinstance(rows, int):
+        if not is_int(rows):
             raise TypeError(f"measure_effects: rows must be an int >= 1, got {rows!r}")
         if rows < 1:
             raise ValueError(f"measure_effects: rows must be an int >= 1, got {rows!r}")
+        rows = int(rows)
         layers = [m for m in self.augment.modules() if isinstance(m, AugmentationLayer)]
         for layer in layers:  # the transforms' checks: the conditioner is not run here
             AugmentationLayer.check_input(layer, x)

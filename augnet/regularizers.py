@@ -33,6 +33,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from augnet._checks import is_int
 from augnet.augerino import LieAugmentation
 from augnet.instance import ConditionedAugmentationLayer
 from augnet.layers import AugmentationLayer
@@ -305,7 +306,7 @@ class LambdaSchedule:
                 raise TypeError(f"{name} must be a sequence of {kind}, got {seq!r}")
         if not all(_is_number(v) for v in values):
             raise TypeError(f"values must be numbers, got {list(values)!r}")
-        if not all(isinstance(m, int) and not isinstance(m, bool) for m in milestones):
+        if not all(is_int(m) for m in milestones):
             raise TypeError(f"milestones must be ints (epochs), got {list(milestones)!r}")
         values, milestones = [float(v) for v in values], [int(m) for m in milestones]
         if len(values) != len(milestones) + 1:

@@ -10,6 +10,7 @@ from typing import Any
 
 from torch import nn
 
+from augnet._checks import is_int
 from augnet._stack import caller_stacklevel
 from augnet.policy import Policy, check_policy, refuse_conditioned, transform_classes
 from augnet.transforms import image as T
@@ -87,7 +88,7 @@ def check_size(size) -> tuple[int, int] | None:
     if (
         not isinstance(size, (tuple, list))
         or len(size) != 2
-        or not all(isinstance(s, int) and not isinstance(s, bool) for s in size)
+        or not all(is_int(s) for s in size)
     ):
         raise TypeError(f"size must be None or a pair of ints (H, W), got {size!r}")
     if min(size) < 1:

@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from augnet._checks import is_int
 from augnet.probes._common import Transformed, check_draws, evaluating, forward_kwargs, seeded, summary
 from augnet.probes.maps import (
     DEFAULT_HOLDOUT,
@@ -290,8 +291,9 @@ def equivariance_curve(
         raise ValueError("magnitudes must hold at least one magnitude")
     if (head is None) != (y is None):
         raise ValueError("pass both head and y for classification errors, or neither")
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if not is_int(seed):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    seed = int(seed)
     check_draws(draws)
     is_module = isinstance(model_or_features, nn.Module)
     if not is_module and (layer is not None or copies is not None):

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from augnet._checks import is_int
+
 __all__ = ["RANK_PARAMS", "Family", "family", "grid_params", "grid_values", "rank_param"]
 
 
@@ -164,8 +166,9 @@ def grid_values(transform, magnitude: float, points: int, size: tuple[int, int])
         >>> grid_values(T.HorizontalFlip(), 1.0, 9, (8, 8))
         [0.0, 1.0]
     """
-    if isinstance(points, bool) or not isinstance(points, int) or points < 2:
+    if not is_int(points) or points < 2:
         raise ValueError(f"grid_points must be an integer >= 2, got {points!r}")
+    points = int(points)
     reach = _lookup(transform, _REACH)
     if reach is not None:
         top = float(magnitude) * float(reach(transform, size))

@@ -15,6 +15,7 @@ import warnings
 import torch
 from torch import Tensor
 
+from augnet._checks import is_int
 from augnet._stack import PROBES, caller_stacklevel
 
 __all__ = [
@@ -110,9 +111,9 @@ def _seeded_generator(seed: int | None, generator: torch.Generator | None = None
         return generator
     if seed is None:
         return None
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if not is_int(seed):
         raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
-    return torch.Generator().manual_seed(seed)
+    return torch.Generator().manual_seed(int(seed))
 
 
 def _check_rows(n_train: int, n_test: int, d_in: int) -> None:

@@ -347,8 +347,9 @@ def category_accuracy(
     _check_transform(transform)
     seen_set = _class_set(seen_classes, "seen_classes")
     magnitude = _check_magnitude(magnitude)
-    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+    if batch_size is not None and (not is_int(batch_size) or batch_size < 1):
         raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+    batch_size = None if batch_size is None else int(batch_size)
     xt = Transformed(transform, x, magnitude, seeded(seed + 1, x.device))  # applied batch by batch
     if xt.shape != x.shape:
         raise ValueError(f"the transform must keep the input's shape {tuple(x.shape)}, got {tuple(xt.shape)}")

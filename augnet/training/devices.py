@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from augnet._checks import is_int
+
 __all__ = ["amp_dtype", "model_device", "rank_generator", "resolve_device", "training_device"]
 
 
@@ -87,8 +89,8 @@ def rank_generator(seed: int, device: torch.device | str | None = None) -> torch
         >>> rank_generator(7).initial_seed()
         7
     """
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
     dist = torch.distributed
     rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-    return torch.Generator(device=device if device is not None else "cpu").manual_seed(seed + rank)
+    return torch.Generator(device=device if device is not None else "cpu").manual_seed(int(seed) + rank)

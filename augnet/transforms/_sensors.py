@@ -52,6 +52,7 @@ import math
 import torch
 from torch import Tensor
 
+from augnet._checks import is_int
 from augnet.transforms.base import Range, SignalTransform, positive, uniform
 
 __all__ = [
@@ -153,7 +154,7 @@ def spherical_spline_kernel(cos_gamma: Tensor, order: int = 4, n_terms: int = 50
         ``g`` with the shape and dtype of ``cos_gamma``. The gradient is exact
         (first order only: the derivative itself is not differentiable).
     """
-    _check_spline_config(order, n_terms)
+    order, n_terms = _check_spline_config(order, n_terms)
     return _SplineKernel.apply(cos_gamma, order, n_terms)
 
 
@@ -192,7 +193,7 @@ def spline_interpolation_matrix(
         - positions_to: :math:`(..., Q, 3)`.
         - output: :math:`(..., Q, P)`.
     """
-    _check_spline_config(order, n_terms)
+    order, n_terms = _check_spline_config(order, n_terms)
     p = _unit(positions_from.to(torch.float64))
     q = _unit(positions_to.to(torch.float64))
     z = _augmented_inverse_columns(spherical_spline_kernel(p @ p.T, order, n_terms))
@@ -214,11 +215,13 @@ def _augmented_inverse_columns(g_pp: Tensor) -> Tensor:
     return torch.linalg.solve(a, torch.eye(ch + 1, ch, dtype=a.dtype, device=a.device))
 
 
-def _check_spline_config(order: int, n_terms: int) -> None:
-    if isinstance(order, bool) or not isinstance(order, int) or order < 2:
+def _check_spline_config(order: int, n_terms: int) -> tuple[int, int]:
+    """``(order, n_terms)`` as Python ints, or the ValueError naming the bad one."""
+    if not is_int(order) or order < 2:
         raise ValueError(f"order must be an int >= 2, got {order!r}")
-    if isinstance(n_terms, bool) or not isinstance(n_terms, int) or n_terms < 1:
+    if not is_int(n_terms) or n_terms < 1:
         raise ValueError(f"n_terms must be a positive int, got {n_terms!r}")
+    return int(order), int(n_terms)
 
 
 def _sensor_positions(positions) -> Tensor:
@@ -269,7 +272,7 @@ class _SensorsRotation(SignalTransform):
     def __init__(self, sensor_positions, max_angle: float = math.pi / 6, order: int = 4, n_terms: int = 50) -> None:
         super().__init__()
         self.max_angle = positive("max_angle", max_angle)
-        _check_spline_config(order, n_terms)
+        order, n_terms = _check_spline_config(order, n_terms)
         self.order, self.n_terms = order, n_terms
         p = _sensor_positions(sensor_positions)
         # The argument as given (float64, before the projection onto the sphere), for config().

@@ -36,6 +36,7 @@ import einops
 import torch
 from torch import Tensor, nn
 
+from augnet._checks import is_int
 from augnet.ops.dispatch import tap_mix
 from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps
@@ -146,7 +147,7 @@ class Transform(nn.Module):
             input's rows, bit for bit (with the derivative in the magnitude kept).
         """
         self.check_input(x)
-        check_copies(copies)
+        copies = check_copies(copies)
         number, magnitude = magnitude, self.check_magnitude(magnitude, x, rows=x.shape[0] * copies)
         if params is None:
             if x.shape[0] == 0:  # an empty batch: nothing to draw, nothing to transform
@@ -195,7 +196,7 @@ class Transform(nn.Module):
         which would draw at a tensor where the call draws at a number (another rounding).
         """
         self.check_input(x)
-        check_copies(copies)
+        copies = check_copies(copies)
         checked = self.check_magnitude(magnitude, x, rows=x.shape[0] * copies)
         return self._draw_at(x, magnitude, checked, generator, copies)
 
@@ -382,11 +383,13 @@ def _check_unit_interval(name: str, value: float) -> None:
         raise ValueError(f"{name}: magnitude must lie in [0, 1], got {value}")
 
 
-def check_copies(copies, name: str = "copies") -> None:
-    if isinstance(copies, bool) or not isinstance(copies, int):
+def check_copies(copies, name: str = "copies") -> int:
+    """``copies`` as a Python int (a NumPy integer too), or the TypeError / ValueError naming it."""
+    if not is_int(copies):
         raise TypeError(f"{name} must be an int, got {type(copies).__name__}")
     if copies < 1:
         raise ValueError(f"{name} must be >= 1, got {copies}")
+    return int(copies)
 
 
 def param_dtype(x: Tensor) -> torch.dtype:
@@ -471,7 +474,7 @@ class stratified_copies:
     """
 
     def __init__(self, copies: int) -> None:
-        check_copies(copies)
+        copies = check_copies(copies)
         self.copies = copies
 
     def __enter__(self) -> stratified_copies:

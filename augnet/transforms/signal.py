@@ -20,6 +20,7 @@ import math
 import torch
 from torch import Tensor
 
+from augnet._checks import is_int
 from augnet.transforms._sensors import SensorsRotationX, SensorsRotationY, SensorsRotationZ
 from augnet.transforms.base import (
     Range,
@@ -323,9 +324,10 @@ class ChannelsSymmetry(SignalTransform):
             pairs = [(a, b) for a, b in pairs]
         except (TypeError, ValueError) as err:
             raise ValueError(f"pairs must be a sequence of (left, right) channel indices, got {pairs!r}") from err
-        bad = [i for p in pairs for i in p if isinstance(i, bool) or not isinstance(i, int)]
+        bad = [i for p in pairs for i in p if not is_int(i)]
         if bad:  # 0.5 must not become channel 0
             raise TypeError(f"pairs must hold integer channel indices, got {bad[0]!r} in {pairs!r}")
+        pairs = [tuple(int(i) for i in p) for p in pairs]
         flat = [i for p in pairs for i in p]
         if not pairs or min(flat) < 0 or len(set(flat)) != len(flat):
             raise ValueError(f"pairs must be non-empty, non-negative and use each channel once, got {pairs}")

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from augnet._checks import is_int
 from augnet.ops.constants import device_constant
 from augnet.transforms.base import Range, positive, relaxed_bernoulli, repeat_rows, uniform
 from augnet.transforms.image._common import _ImageTransform
@@ -105,11 +106,11 @@ class Posterize(_ImageTransform):
 
     def __init__(self, max_bits: int = 4) -> None:
         super().__init__()
-        if isinstance(max_bits, bool) or not isinstance(max_bits, int):
+        if not is_int(max_bits):
             raise TypeError(f"max_bits must be an int, got {max_bits!r}")
         if not 1 <= max_bits <= 8:
             raise ValueError(f"max_bits must lie in [1, 8] (bits of an 8-bit level), got {max_bits!r}")
-        self.max_bits = max_bits
+        self.max_bits = int(max_bits)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies

@@ -1,0 +1,113 @@
+"""Counts, sizes and seeds given as NumPy integers work as the same Python ints do; bools stay refused.
+
+Values read from an array or a config (``np.arange``, ``np.int64(4)``) are NumPy integers: every
+integer argument takes them (``augnet._checks.is_int``) and keeps a Python int, so that what the
+model holds stays serialisable and a generator can be seeded from it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import augnet
+from augnet import data
+from augnet._checks import is_int
+from augnet.instance import RunningStandardize, TinyConditioner
+from augnet.probes import equivariance_curve
+from augnet.probes.families import grid_values
+from augnet.training import rank_generator
+from augnet.transforms import image as T
+from augnet.transforms import signal as S
+
+I64, I32 = np.int64, np.int32
+
+
+def test_is_int_takes_python_and_numpy_integers_and_refuses_bools_floats_and_tensors():
+    assert all(is_int(v) for v in (0, -3, 2**70, I64(4), I32(4), np.uint8(1)))
+    assert not any(is_int(v) for v in (True, False, np.bool_(True), 4.0, I64(4).astype(float), "4", None,
+                                       torch.tensor(4)))  # fmt: skip
+
+
+def model(**kwargs):
+    torch.manual_seed(0)
+    layer = augnet.AugmentationLayer([T.Rotate(), T.TranslateX()])
+    return augnet.AugNet(nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 4)), layer, **kwargs)
+
+
+def test_augnet_copies_and_counts_from_numpy_give_the_python_ints_results():
+    x = torch.rand(4, 3, 8, 8)
+    ints, arrays = model(train_copies=2, eval_copies=3, effect_every=5), model(
+        train_copies=I64(2), eval_copies=I32(3), effect_every=I64(5)
+    )
+    for attr in ("train_copies", "eval_copies", "effect_every"):
+        assert type(getattr(arrays, attr)) is int and getattr(arrays, attr) == getattr(ints, attr)
+    for m in (ints, arrays):
+        m.eval()
+    for copies in (None, 2, 5):
+        a = ints(x, copies=copies, generator=torch.Generator().manual_seed(1))
+        b = arrays(x, copies=None if copies is None else I64(copies), generator=torch.Generator().manual_seed(1))
+        assert torch.equal(a, b)
+    layer = arrays.augment.layers[0]
+    assert layer(x, copies=I64(3)).shape == (12, 3, 8, 8)
+    assert augnet.AugmentationModule([layer])(x, copies=I32(2)).shape == (8, 3, 8, 8)
+    arrays.train()
+    arrays.measure_effects(x, rows=I64(3))
+    assert torch.isfinite(layer.effect).all()
+    json.dumps(arrays.policy().to_json())  # what the model holds stays serialisable
+    for bad in (True, 2.0):
+        with pytest.raises(TypeError, match="copies must be an int"):
+            arrays(x, copies=bad)
+
+
+def test_calibrate_and_probe_grids_take_numpy_point_counts():
+    x = torch.rand(6, 3, 8, 8)
+    a, b = (augnet.AugmentationLayer([T.Rotate(), T.Brightness()]) for _ in range(2))
+    ca = a.calibrate(x, points=5, generator=torch.Generator().manual_seed(0))
+    cb = b.calibrate(x, points=I64(5), generator=torch.Generator().manual_seed(0))
+    assert torch.equal(ca, cb)
+    assert grid_values(T.Rotate(), 0.5, I64(5), (8, 8)) == grid_values(T.Rotate(), 0.5, 5, (8, 8))
+    with pytest.raises(ValueError, match="grid_points"):
+        grid_values(T.Rotate(), 0.5, True, (8, 8))
+
+
+def test_data_sizes_counts_and_seeds_from_numpy_make_the_same_data():
+    for f in (data.rotated_sprites, data.rotated_glyphs):
+        xa, ya = f(I64(6), size=I32(16), seed=I64(3))
+        xb, yb = f(6, size=16, seed=3)
+        assert torch.equal(xa, xb) and torch.equal(ya, yb)
+    xa, ya = data.sinusoids(I64(5), seed=I64(2))
+    xb, yb = data.sinusoids(5, seed=2)
+    assert torch.equal(xa, xb) and torch.equal(ya, yb)
+    assert all(torch.equal(u, v) for u, v in zip(data.make_sprite_pair(I64(2)), data.make_sprite_pair(2)))
+    with pytest.raises(ValueError, match="pair must be"):
+        data.make_sprite_pair(True)
+
+
+def test_generators_seeded_from_numpy_draw_what_the_python_seed_draws():
+    assert torch.equal(torch.rand(4, generator=rank_generator(I64(7))), torch.rand(4, generator=rank_generator(7)))
+    feats = lambda v: v.mean((2, 3))  # noqa: E731
+    x = torch.rand(60, 1, 6, 6)
+    a = equivariance_curve(feats, x, T.Rotate(), [0.5], seed=3)
+    b = equivariance_curve(feats, x, T.Rotate(), [0.5], seed=I64(3))
+    assert torch.equal(a["errors"]["equivariance"], b["errors"]["equivariance"])
+    assert a["equivariance"] == b["equivariance"] and a["invariance"] == b["invariance"]
+
+
+def test_transforms_and_conditioners_keep_python_ints():
+    t = S.ChannelsSymmetry([(I64(0), I32(1))])
+    assert t.pairs == [(0, 1)] and all(type(i) is int for p in t.pairs for i in p)
+    assert type(T.Posterize(max_bits=I64(6)).max_bits) is int
+    positions = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.6, 0.8, 0.0]])
+    r = S.SensorsRotationZ(positions, order=I64(4), n_terms=I32(20))
+    assert (type(r.order), type(r.n_terms)) == (int, int)
+    assert json.loads(json.dumps(r.config()))["n_terms"] == 20
+    c = TinyConditioner(I64(3), I32(4), hidden=I64(8), kernel_size=I64(1))
+    assert c.features[0].in_channels == 3 and type(c.features[0].kernel_size[0]) is int
+    assert RunningStandardize(I64(5))(torch.rand(3, 5)).shape == (3, 5)
+    with pytest.raises(ValueError, match="kernel_size"):
+        TinyConditioner(3, 4, kernel_size=True)
