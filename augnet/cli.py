@@ -449,7 +449,7 @@ def _reproduce(args: argparse.Namespace) -> int:
             args.name, quick=args.quick, out=args.out, seed=args.seed, progress=not args.no_progress, device=args.device
         )
     except SetupError as err:  # refused before any work (e.g. --quick runs in the folder of a full versus run)
-        print(f"augnet reproduce: error: {err}", file=sys.stderr)
+        print(f"augnet reproduce: error: {err.cli}", file=sys.stderr)
         return 2
     print(f"\n{report.verdict}\n")
     folder = Path(args.out) / args.name
@@ -536,8 +536,7 @@ def check_args(args: argparse.Namespace) -> str | None:
         try:
             _registry.check_settings(args.name, args.device, args.seed, args.quick)
         except _registry.SetupError as err:
-            message = str(err).replace("seed must", "--seed must").replace("device=", "--device ")
-            return message.replace("seed=", "--seed ").replace("quick run", "--quick run")
+            return err.cli
     device = getattr(args, "device", None)
     if device is not None and args.command in ("demo", "reproduce", "probe"):  # bench checks its own device
         from augnet.training import resolve_device

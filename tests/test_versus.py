@@ -180,6 +180,15 @@ def test_reproduce_refuses_settings_before_writing_anything(tmp_path):
             reproduce(name, quick=True, out=tmp_path / "out", device=device, seed=seed, progress=False)
     assert not (tmp_path / "out").exists()
     check_settings("versus", "cpu:0")  # the CPU by another name
+    # The command line's message names its flags; the API's names the arguments.
+    for name, device, seed, flag in (("versus", "cuda", 0, "--device 'cuda'"), ("versus", "cpu", -1, "--seed must"),
+                                     ("versus", "cpu", 3, "--seed 3 is for a --quick run")):  # fmt: skip
+        with pytest.raises(SetupError) as caught:
+            check_settings(name, device, seed)
+        assert flag in caught.value.cli and "--" not in str(caught.value), (caught.value, caught.value.cli)
+    with pytest.raises(SetupError) as caught:
+        check_settings("mnist")
+    assert caught.value.cli == str(caught.value)  # names no argument: the same message
 
 
 def test_a_full_run_refuses_a_seed_it_would_ignore(tmp_path, capsys):

@@ -15,7 +15,15 @@ __all__ = [
 
 
 class SetupError(ValueError):
-    """An experiment refused its settings before doing any work (``augnet reproduce`` prints it as one line)."""
+    """An experiment refused its settings before doing any work (``augnet reproduce`` prints it as one line).
+
+    ``cli``: the same message with the command line's flags for the arguments it names (``--seed 3``
+    for ``seed=3``), which ``augnet reproduce`` prints; the message itself when it names none.
+    """
+
+    def __init__(self, message: str, cli: str | None = None) -> None:
+        super().__init__(message)
+        self.cli = message if cli is None else cli
 
 
 def read_runs(path: Path) -> dict[str, dict]:
@@ -96,16 +104,18 @@ def check_settings(name: str, device: str = "cpu", seed: int = 0, quick: bool = 
     if name not in _REGISTRY:
         raise SetupError(f"unknown experiment {name!r}; choose from {names()}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise SetupError(f"seed must be an int >= 0, got {seed!r}")
+        raise SetupError(f"seed must be an int >= 0, got {seed!r}", f"--seed must be an int >= 0, got {seed!r}")
     if name in _FIXED_SEEDS and not quick and seed != 0:
-        raise SetupError(f"a full {name} run trains seeds {_FIXED_SEEDS[name]} whatever its seed; seed={seed} "
-                         "is for a quick run only")  # fmt: skip
+        ran = f"a full {name} run trains seeds {_FIXED_SEEDS[name]} whatever its seed"
+        raise SetupError(f"{ran}; seed={seed} is for a quick run only",
+                         f"{ran}; --seed {seed} is for a --quick run only")  # fmt: skip
     try:
         kind = torch.device(device).type
     except (RuntimeError, TypeError) as err:
         raise SetupError(f"device {device!r} is not a device: {err}") from None
     if name in _CPU_ONLY and kind != "cpu":
-        raise SetupError(f"{name} runs on the CPU only, got device={device!r}")
+        only = f"{name} runs on the CPU only, got"
+        raise SetupError(f"{only} device={device!r}", f"{only} --device {device!r}")
 
 
 def names() -> list[str]:
