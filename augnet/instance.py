@@ -26,7 +26,6 @@ import math
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from augnet._checks import is_int
@@ -193,7 +192,7 @@ class TinyConditioner(nn.Module):
         channels, outputs, hidden, kernel_size = int(channels), int(outputs), int(hidden), int(kernel_size)
         conv = nn.Conv2d if ndim == 4 else nn.Conv1d
         stride = 1 if kernel_size == 1 else 2
-        self.channels, self.ndim, self.kernel_size = channels, ndim, kernel_size  # the first two: what the layer checks
+        self.channels, self.ndim = channels, ndim  # what the layer checks its inputs against
         self.features = nn.Sequential(
             conv(channels, hidden, kernel_size, stride=stride, padding=kernel_size // 2),
             nn.ReLU(),
@@ -206,14 +205,6 @@ class TinyConditioner(nn.Module):
         nn.init.zeros_(self.head.bias)
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.kernel_size == 1:
-            # A 1x1 convolution is a linear map of each pixel's channels: as one matrix product over the
-            # (B * pixels, Ch) rows it runs 2-3 times faster on a CPU than torch's convolution at full resolution.
-            first, second = self.features[0], self.features[2]
-            h = x.flatten(2).transpose(1, 2)  # (B, P, Ch)
-            h = torch.relu(F.linear(h, first.weight.flatten(1), first.bias))
-            h = torch.relu(F.linear(h, second.weight.flatten(1), second.bias))
-            return self.head(self.norm(h.mean(1)))
         h = self.features(x)
         return self.head(self.norm(h.flatten(2).mean(2)))
 

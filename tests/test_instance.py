@@ -487,24 +487,6 @@ def test_a_pointwise_conditioner_gives_every_rearrangement_of_an_input_the_same_
     assert not torch.allclose(g3(views[0]), g3(x), atol=1e-3)
 
 
-@pytest.mark.parametrize("ndim", [4, 3])
-def test_a_pointwise_conditioner_computes_what_its_convolutions_compute(ndim):
-    # Its forward pass runs the 1x1 convolutions as matrix products over the pixels: the same outputs, and the
-    # same gradients for every parameter and the input, as running the conv modules it holds.
-    shape = (5, 3, 9, 7) if ndim == 4 else (5, 2, 33)
-    g = _moved(TinyConditioner(shape[1], 4, hidden=6, ndim=ndim, kernel_size=1), gen(4)).double().train()
-    x = torch.rand(*shape, generator=gen(5), dtype=torch.float64)
-    results = []
-    for run in (g, lambda v: g.head(g.norm(g.features(v).flatten(2).mean(2)))):
-        g.zero_grad()
-        xr = x.clone().requires_grad_(True)
-        out = run(xr)
-        (out * torch.linspace(-1, 2, out.numel(), dtype=out.dtype).view_as(out)).sum().backward()
-        results.append([out.detach(), xr.grad, *(p.grad.clone() for p in g.parameters())])
-    for fast, conv in zip(*results, strict=True):
-        torch.testing.assert_close(fast, conv, rtol=1e-12, atol=1e-12)
-
-
 def test_a_pointwise_layer_is_built_by_the_layer_and_round_trips_its_state_dict():
     layer = ConditionedAugmentationLayer([T.Rotate(), T.Brightness()], channels=3, hidden=4, kernel_size=1)
     convs = [m for m in layer.conditioner.features if isinstance(m, nn.Conv2d)]
