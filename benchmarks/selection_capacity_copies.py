@@ -20,8 +20,8 @@ Chooses nothing; prints and saves the figures::
     python benchmarks/selection_capacity_copies.py --seeds 0 1 2 3 4 5 6 7 8 9 [--out benchmarks/results/...]
     python benchmarks/selection_capacity_copies.py --summarize   # the saved runs' table again
     python benchmarks/selection_capacity_copies.py --set '{"init_magnitude": 0.05}'
-    python benchmarks/selection_capacity_copies.py --seeds 10 11 12 13 14 \\
-        --out benchmarks/results/selection_capacity_copies_seeds10-14.json
+    python benchmarks/selection_capacity_copies.py --seeds $(seq 10 24) \\
+        --out benchmarks/results/selection_capacity_copies_seeds10-24.json
     python benchmarks/selection_capacity_copies.py --midpoints
 """
 
