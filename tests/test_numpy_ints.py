@@ -111,3 +111,22 @@ def test_transforms_and_conditioners_keep_python_ints():
     assert RunningStandardize(I64(5))(torch.rand(3, 5)).shape == (3, 5)
     with pytest.raises(ValueError, match="kernel_size"):
         TinyConditioner(3, 4, kernel_size=True)
+
+
+def test_reproduce_takes_a_numpy_seed_and_passes_the_experiment_a_python_int(tmp_path, monkeypatch):
+    from augnet.experiments import SetupError, _registry, check_settings, reproduce
+
+    seen = []
+
+    def experiment(out_dir, quick, seed, progress, device):
+        seen.append(seed)
+        return _registry.Report(name="fake", verdict="done", numbers={"seed": seed})
+
+    monkeypatch.setitem(_registry._REGISTRY, "fake", experiment)
+    reproduce("fake", quick=True, out=tmp_path, seed=I64(3), progress=False)
+    assert seen == [3] and type(seen[0]) is int
+    assert json.loads((tmp_path / "fake" / "fake.json").read_text())["seed"] == 3
+    check_settings("versus", seed=I32(2), quick=True)
+    for bad in (True, 1.0, I64(-1)):
+        with pytest.raises(SetupError, match="seed must be an int >= 0"):
+            check_settings("versus", seed=bad, quick=True)

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from augnet._checks import is_int
+
 __all__ = [
     "Report", "SetupError", "check_settings", "cut_torn_line", "names", "read_runs", "register", "reproduce",
 ]
@@ -103,7 +105,7 @@ def check_settings(name: str, device: str = "cpu", seed: int = 0, quick: bool = 
 
     if name not in _REGISTRY:
         raise SetupError(f"unknown experiment {name!r}; choose from {names()}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise SetupError(f"seed must be an int >= 0, got {seed!r}", f"--seed must be an int >= 0, got {seed!r}")
     if name in _FIXED_SEEDS and not quick and seed != 0:
         ran = f"a full {name} run trains seeds {_FIXED_SEEDS[name]} whatever its seed"
@@ -138,6 +140,7 @@ def reproduce(
         SetupError: settings the experiment refuses (:func:`check_settings`), before anything is written.
     """
     check_settings(name, device, seed, quick)
+    seed = int(seed)  # a NumPy integer too: the experiments seed generators with it
     out_dir = Path(out) / name
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
