@@ -1,6 +1,6 @@
 """Mixed precision: augnet under torch.autocast (bfloat16 on CPU) and with float16 / bfloat16 inputs.
 
-The contract (README, "Mixed precision"): augmentation layers switch autocast
+The contract (training guide, "Mixed precision"): augmentation layers switch autocast
 off and compute in float32, so sampling coordinates, grids and blends never
 drop to reduced precision; a float32 input under autocast gives exactly the
 float32 result; a float16 / bfloat16 input is augmented in float32 and the

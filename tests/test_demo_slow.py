@@ -1,6 +1,6 @@
 """The demo's claims at its default settings (slow: about a minute each on 2 cores).
 
-What the rotated sprites support, measured (README, "What the demo learns"):
+What the rotated sprites support, measured (the concepts guide, "What the demo learns"):
 the labels survive translations and shears over their whole ranges, and
 rotations only up to about ±45 degrees. With augnet's selection (README,
 "Selection") the layer selects Rotate and learns about the data's range;

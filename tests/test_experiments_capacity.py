@@ -135,7 +135,8 @@ def test_quick_capacity_claims(tmp_path):
         return (row["by_copies"][str(copies)] if copies else row)["invariance"]["median"]
 
     # The three-candidate AugNet selects the frequency shift, never past the data's range by much (+-0.5 Hz is
-    # magnitude 0.25 of +-2 Hz), and makes every trunk nearly invariant to the data's shifts (README, "Selection").
+    # magnitude 0.25 of +-2 Hz), and makes every trunk nearly invariant to the data's shifts
+    # (concepts guide, "Selection").
     # The narrow trunks, which need the augmentation, hold a real range; the width-64 ones are invariant by
     # themselves and may let it fall towards 0 (quick run, torch 2.14.1, 1 or 2 threads: 0.281 and 0.290 at
     # width 4, 0.045 and 0.022 at width 64, invariance 0.94-0.96 on all four).

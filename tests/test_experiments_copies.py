@@ -73,12 +73,12 @@ def test_quick_copies_claims(tmp_path):
     reproduce("copies", quick=True, out=tmp_path, progress=False)
     runs = json.loads((tmp_path / "copies" / "copies.json").read_text())["numbers"]["runs"]
     top = max(runs["paper"]["policy"][0], key=lambda e: e["weight"])
-    assert top["transform"] == "FrequencyShift"  # the invariance a small trunk needs most (README, "Selection")
+    assert top["transform"] == "FrequencyShift"  # the invariance a small trunk needs most (concepts guide, "Selection")
     for run in runs.values():
         by_c = run["by_copies"]
         # The 1-D CNN is already nearly invariant to the ±0.5 Hz shift: more copies keep it there.
         assert by_c["10"]["accuracy"] >= 0.95 and by_c["10"]["invariance"]["median"] > 0.9
         assert by_c["10"]["invariance"]["median"] >= by_c["1"]["invariance"]["median"] - 0.02
         assert by_c["10"]["accuracy"] >= by_c["1"]["accuracy"]
-        # Timed for every C (the times themselves are figures, not claims: README, "copies").
+        # Timed for every C (the times themselves are figures, not claims: reproducing guide, "copies").
         assert run["timing"]["copies"] == [1, 2, 4, 10] and all(r > 0 for r in run["timing"]["ratio"])

@@ -25,7 +25,7 @@ def test_quick_stacked_layers_learn_the_frequency_shift_first_and_different_tran
     assert [r["layers"] for r in runs] == [1, 2]
     for run in runs:
         assert run["test_accuracy"] > 0.95
-        # What these data need most (README, "Selection"): the frequency shift, within the data's +-0.5 Hz.
+        # What these data need most (concepts guide, "Selection"): the frequency shift, within the data's +-0.5 Hz.
         first = run["winners"][0]
         assert first["winner"] == "FrequencyShift" and 0.1 <= first["magnitude"] <= 0.4  # +-0.2 to +-0.8 Hz
         chosen = [w["winner"] for w in run["winners"]]
