@@ -61,8 +61,7 @@ def compare(now: list[dict], kept: list[dict], settings: list[str]) -> dict:
             print(f"  {rule}: now {'MET' if passed else 'NOT MET'} ({what})")
             print(f"  {' ' * len(rule)}  kept {'MET' if kept_passed else 'NOT MET'} ({kept_what})")
         for name in (setting, ORACLE) if "capacity" in tasks else ():
-            rows = {"now": now, "kept": kept}
-            for when, table in rows.items():
+            for when, table in (("now", now), ("kept", kept)):
                 row = next((r for r in table if r["task"] == "capacity" and r["setting"] == name), None)
                 if row is not None:
                     print(f"  capacity, {name}, {when}: {trunks_line(row)}")

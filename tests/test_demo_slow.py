@@ -2,8 +2,8 @@
 
 What the rotated sprites support, measured (the concepts guide, "What the demo learns"):
 the labels survive translations and shears over their whole ranges, and
-rotations only up to about ±45 degrees. With augnet's selection (README,
-"Selection") the layer selects Rotate and learns about the data's range;
+rotations only up to about ±45 degrees. With augnet's selection (concepts
+guide, "Selection") the layer selects Rotate and learns about the data's range;
 given Rotate alone, it learns that range too.
 """
 
