@@ -279,6 +279,15 @@ def test_the_rules_compare_augnet_with_the_best_hand_designed_policy_within_its_
     assert line.startswith("4 digits full: NOT MET, 2 of 3 seeds (Rotate w 0.80 ±30; TranslateX w 0.80 ±37.5 %")
 
 
+def test_the_rules_read_a_table_of_some_methods_only():
+    # benchmarks/versus_rerun.py trains some methods again: the rules with nothing to compare are left out
+    cell = {"accuracy": [0.94, 0.01, 5], "invariance": [0.8, 0.0, 5]}
+    assert VR.check_rules({"digits": {"small": {"augnet": cell}}}) == ""
+    verdict = VR.check_rules({"digits": {"small": {"augnet": cell, "none": cell}}})
+    assert verdict.splitlines() == ["2 digits small: AugNet 0.940 vs none 0.940 ± 0.010: MET (+0.0000)",
+                                    "3 digits small: AugNet's invariance 0.800 vs next none 0.800: MET (+0.0000)"]
+
+
 def _readme_first_model() -> tuple[dict, str]:
     """The namespace after running the README's "A first model" block, and the block's code."""
     import contextlib

@@ -60,6 +60,8 @@ def check_rules(summary: dict, records: dict | None = None, seeds=None) -> str:
         if "augnet" not in cell:
             continue
         hand = {m: cell[m]["accuracy"] for m in _HAND if m in cell}
+        if not hand:  # a table of some methods only: nothing hand-designed to compare with
+            continue
         best = max(hand, key=lambda m: hand[m][0])
         a, (b, sd) = cell["augnet"]["accuracy"][0], hand[best][:2]
         lines.append(f"1 {task} small: AugNet {a:.3f} vs best hand-designed {best} {b:.3f} ± {sd:.3f}: "
@@ -76,6 +78,8 @@ def check_rules(summary: dict, records: dict | None = None, seeds=None) -> str:
             if "augnet" not in cell:
                 continue
             others = {m: c["invariance"][0] for m, c in cell.items() if m not in ("augnet", "instance")}
+            if not others:
+                continue
             best = max(others, key=others.get)
             a = cell["augnet"]["invariance"][0]
             lines.append(f"3 {task} {regime}: AugNet's invariance {a:.3f} vs next {best} {others[best]:.3f}: "
