@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -18,6 +19,7 @@ from augnet.bench import (
     kornia_warp,
 )
 from augnet.bench.harness import SLOW_BY_DEFAULT
+from augnet.bench.machine import cpu_capability
 from augnet.cli import main
 from augnet.layers import AugmentationLayer
 from augnet.ops import available_backends
@@ -67,6 +69,7 @@ def test_quick_bench_writes_one_record_per_provider_size_and_mode(tmp_path, caps
     machine = result["machine"]
     assert machine["torch_threads"] == 2 and machine["cpu_count"] >= 1
     assert machine["cpu_model"] and machine["torch_version"] == torch.__version__
+    assert machine["numpy_version"] == np.__version__ and machine["cpu_capability"] == cpu_capability()
     for p in providers:
         assert p in printed
     assert "images/s" in printed and "vs eager" in printed

@@ -5,6 +5,7 @@ version and checks what it supports (the same held for seeds 0, 1 and 2).
 """
 
 import json
+import time
 
 import pytest
 import torch
@@ -63,6 +64,9 @@ def test_registered_experiment_writes_numbers_and_figures(tmp_path, monkeypatch)
     report = reproduce("copies", quick=True, out=tmp_path, progress=False)
     payload = json.loads((tmp_path / "copies" / "copies.json").read_text())
     assert set(payload["numbers"]["runs"]) == {"frequency_shift"}
+    # the figures' last digits depend on the install and the CPU: the file says which made them
+    assert payload["machine"]["torch_version"] == torch.__version__ and payload["machine"]["cpu_capability"]
+    time.strptime(payload["date"], "%Y-%m-%d")  # a date
     assert "time / trunk" in report.verdict and "C=10" in report.verdict
     pytest.importorskip("matplotlib")
     assert (tmp_path / "copies" / "copies.png").exists() and (tmp_path / "copies" / "copies_time.png").exists()

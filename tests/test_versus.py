@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from augnet.bench.machine import cpu_capability
 from augnet.data import digits
 from augnet.experiments import SetupError
 from augnet.experiments import versus as V
@@ -217,6 +218,8 @@ def test_a_run_records_what_the_table_reads(tmp_path, monkeypatch):
     for r in records.values():
         for key in ("accuracy", "accuracy_tta", "accuracy_1", "accuracy_shift", "invariance", "train_seconds"):
             assert 0 <= r[key] <= 1 or key in ("train_seconds", "invariance")
+        # what made it: another install or CPU trains to slightly different weights
+        assert r["torch"] == torch.__version__ and r["cpu_capability"] == cpu_capability()
         if r["method"] == "none":  # no augmentation: test-time augmentation and one copy read the same image
             assert r["accuracy"] == r["accuracy_tta"] == r["accuracy_1"] and r["policy"] is None
         else:

@@ -6,13 +6,14 @@ before and after the run, since timings on a shared machine depend on it.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import platform
 from pathlib import Path
 
 import torch
 
-__all__ = ["machine_info"]
+__all__ = ["cpu_capability", "machine_info"]
 
 
 def _loadavg() -> list[float] | None:
@@ -32,27 +33,44 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_capability() -> str | None:
+    """The instruction set torch's CPU kernels dispatch to here (``"AVX512"``, ``"AVX2"``, ...), None if unknown.
+
+    Two machines with the same torch but another capability compute in another order, and a training
+    lands on slightly different weights.
+    """
+    try:
+        return torch.backends.cpu.get_cpu_capability()
+    except (AttributeError, RuntimeError):  # an older torch, or a build without the query
+        return None
+
+
 def machine_info(device: str = "cpu") -> dict:
-    """CPU model, core counts, torch threads, versions and the device's name."""
+    """CPU model and capability, core counts, torch threads, versions and the device's name."""
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         usable = os.cpu_count()
     info = {
         "cpu_model": _cpu_model(),
+        "cpu_capability": cpu_capability(),
         "cpu_count": os.cpu_count(),
         "cpus_usable": usable,
         "torch_threads": torch.get_num_threads(),
         "torch_version": torch.__version__,
+        "numpy_version": _version("numpy"),
         "python_version": platform.python_version(),
         "platform": platform.platform(),
         "device": device,
         "device_name": torch.cuda.get_device_name() if device == "cuda" else _cpu_model(),
     }
-    try:
-        import kornia
-
-        info["kornia_version"] = kornia.__version__
-    except ImportError:  # kornia is optional (augnet[bench])
-        info["kornia_version"] = None
+    info["kornia_version"] = _version("kornia")  # optional (augnet[bench])
     return info
+
+
+def _version(package: str) -> str | None:
+    """An installed package's version, None when it is not installed."""
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None

@@ -136,9 +136,15 @@ def reproduce(
     """Run experiment ``name`` on ``device``; write its figures, numbers (``name.json``) and verdict
     (``verdict.txt``) under ``out/name/``.
 
+    ``name.json`` also keeps the date and the machine (:func:`augnet.bench.machine_info`: the CPU and the
+    instruction set torch dispatches to, the versions): the same run on another install or CPU can land on
+    slightly different weights, and a figure near a rule's threshold can move across it.
+
     Raises:
         SetupError: settings the experiment refuses (:func:`check_settings`), before anything is written.
     """
+    from augnet.bench.machine import machine_info  # the figures' last digits depend on the install and the CPU
+
     check_settings(name, device, seed, quick)
     seed = int(seed)  # a NumPy integer too: the experiments seed generators with it
     out_dir = Path(out) / name
@@ -146,7 +152,8 @@ def reproduce(
     start = time.perf_counter()
     report = _REGISTRY[name](out_dir=out_dir, quick=quick, seed=seed, progress=progress, device=device)
     report.seconds = time.perf_counter() - start
-    payload = {"name": name, "quick": quick, "seed": seed, "device": device, "seconds": report.seconds}
+    payload = {"name": name, "quick": quick, "seed": seed, "device": device, "seconds": report.seconds,
+               "date": time.strftime("%Y-%m-%d"), "machine": machine_info(device)}  # fmt: skip
     payload["verdict"] = report.verdict
     payload["numbers"] = report.numbers
     (out_dir / f"{name}.json").write_text(json.dumps(payload, indent=1, default=_jsonable))

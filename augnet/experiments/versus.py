@@ -11,8 +11,9 @@ reads the CPU seconds, which other jobs on the machine change far less).
 Seeds 0-4 are the ones any choice was tuned on; seeds 5-9 are reported beside them, and the verdict
 (:mod:`augnet.experiments.versus_rules`, written before the runs) reads seeds 5-9 only.
 
-The runs go to ``OUT/versus/runs.jsonl`` as they finish, one line each; a run that is already there
-is not run again, so an interrupted run resumes where it stopped (same ``--out``). Runs are spread
+The runs go to ``OUT/versus/runs.jsonl`` as they finish, one line each, with the torch version and the
+CPU instruction set they ran with (another install trains to slightly different weights); a run that is
+already there is not run again, so an interrupted run resumes where it stopped (same ``--out``). Runs are spread
 over worker processes, each on one torch thread.
 """
 
@@ -90,6 +91,8 @@ def job_key(job: tuple) -> str:
 def _run_job(job: tuple, fixed, quick: bool) -> dict:
     import torch
 
+    from augnet.bench.machine import cpu_capability
+
     torch.set_num_threads(1)
     kind, task_name, regime, what, seed = job
     task = TASKS[task_name]
@@ -100,7 +103,7 @@ def _run_job(job: tuple, fixed, quick: bool) -> dict:
         record = run_method(what, task, regime, split, seed, fixed=fixed, quick=quick)
     return {"key": job_key(job), "kind": kind, "task": task_name, "regime": regime, "method": what if kind == "run"
             else "fixed", "fixed": list(what) if kind == "grid" else fixed, "seed": seed, "quick": quick,
-            **record}  # fmt: skip
+            **record, "torch": torch.__version__, "cpu_capability": cpu_capability()}  # fmt: skip
 
 
 def is_quick(record: dict) -> bool:
