@@ -8,6 +8,7 @@ step, the model left at its last finite state.
 
 from __future__ import annotations
 
+import copy
 import csv
 import math
 
@@ -537,6 +538,20 @@ def test_numpy_batches_name_the_fix():
     x, y = data(8)
     with pytest.raises(TypeError, match=r"tensor"):
         fit(model, [(np.asarray(x), np.asarray(y))], optimizer=opt, epochs=1)
+
+
+@pytest.mark.parametrize("which", ["x", "y", "both"])
+def test_numpy_arrays_instead_of_tensors_name_the_fix_and_change_nothing(which):
+    # an array is iterable: it used to be taken for a data loader ("with a data loader, y must be None")
+    model, opt = model_and_opt()
+    x, y = data(8)
+    before = copy.deepcopy(model.state_dict())
+    xs = x.numpy() if which in ("x", "both") else x
+    ys = y.numpy() if which in ("y", "both") else y
+    name = "y" if which == "y" else "x"
+    with pytest.raises(TypeError, match=rf"^{name} must be a tensor .*numpy\.ndarray.*torch\.as_tensor\({name}\)"):
+        fit(model, xs, ys, opt, epochs=1, batch_size=4)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
 def test_temperature_annealing_refuses_a_start_whose_reciprocal_overflows():

@@ -46,6 +46,14 @@ def call_form(x, y, optimizer, epochs, batch_size):
     mean ``fit(model, loader, None, opt, epochs)``: with a loader the third
     positional argument may be the optimiser (an optimiser is never targets).
     """
+    for name, value in (("x", x), ("y", y)):
+        if hasattr(value, "__array__") and not isinstance(value, Tensor):  # a NumPy array (or like one)
+            kind = f"{type(value).__module__.split('.')[0]}.{type(value).__name__}"
+            raise TypeError(
+                f"{name} must be a tensor (x may be a data loader), got a {kind}; convert it with "
+                f"torch.as_tensor({name}), as the model's dtype (usually float32) for the inputs and int64 "
+                "class indices for the targets"
+            )
     if isinstance(x, Tensor) and is_optimizer(y):
         raise TypeError(f"with tensor inputs, y must be a tensor of targets, got {type(y).__name__} (an optimizer)")
     if not isinstance(x, Tensor) and is_optimizer(y):
