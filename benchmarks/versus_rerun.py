@@ -9,7 +9,7 @@ mean accuracy and invariance now and kept, how many runs repeat to the digit, an
 nothing; prints and saves the figures::
 
     python benchmarks/versus_rerun.py                                   # the digits, every method, seeds 5-9
-    python benchmarks/versus_rerun.py --tasks sinusoids --out benchmarks/results/versus_rerun_sinusoids.json
+    python benchmarks/versus_rerun.py --tasks digits sinusoids glyphs sprites   # the saved versus_rerun.json
 """
 
 from __future__ import annotations
