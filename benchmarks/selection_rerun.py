@@ -21,6 +21,7 @@ import json
 import time
 from pathlib import Path
 
+from augnet.bench.machine import machine_info
 from augnet.experiments.selection import (
     DEFAULT_SETTING,
     README_SETTING,
@@ -89,8 +90,11 @@ def main() -> None:
     kept = json.loads(KEPT.read_text())["numbers"]["summary"]
     verdicts = compare(now, kept, settings)
     versions = {name: importlib.metadata.version(name) for name in ("torch", "numpy")}
-    print(f"{len(runs)} runs in {seconds:.0f} s ({args.workers} workers); {versions}")
+    machine = machine_info()  # the same torch on another CPU trains to other last digits
+    print(f"{len(runs)} runs in {seconds:.0f} s ({args.workers} workers); {versions}; {machine['cpu_model']} "
+          f"({machine['cpu_capability']})")
     payload = {"tasks": args.tasks, "settings": settings, "seeds": args.seeds, "versions": versions,
+               "machine": machine,
                "date": time.strftime("%Y-%m-%d"), "seconds": seconds, "verdicts": verdicts, "summary": now,
                "runs": runs}  # fmt: skip
     Path(args.out).write_text(json.dumps(payload, indent=1, default=str) + "\n")
