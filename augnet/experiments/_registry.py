@@ -143,7 +143,7 @@ def reproduce(
     Raises:
         SetupError: settings the experiment refuses (:func:`check_settings`), before anything is written.
     """
-    from augnet.bench.machine import machine_info  # the figures' last digits depend on the install and the CPU
+    from augnet.bench.machine import machine_info  # here: augnet.bench imports augnet.experiments
 
     check_settings(name, device, seed, quick)
     seed = int(seed)  # a NumPy integer too: the experiments seed generators with it
