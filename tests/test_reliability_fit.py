@@ -381,6 +381,58 @@ def test_a_nan_in_the_data_stops_training_with_a_clear_error():
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
+def bn_model(conditioned: bool):
+    torch.manual_seed(0)
+    trunk = nn.Sequential(
+        nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 4)
+    )  # fmt: skip
+    transforms = [T.Rotate(), T.ShearX()]
+    if conditioned:
+        layer = augnet.ConditionedAugmentationLayer(transforms, channels=1)
+    else:
+        layer = augnet.AugmentationLayer(transforms)
+    model = augnet.AugNet(trunk, layer, effect_every=1)  # effects measured in every pass: a buffer every step changes
+    return model, torch.optim.Adam(augnet.param_groups(model))
+
+
+def nan_from_second_call():
+    calls = []
+
+    def loss(out, target):
+        calls.append(1)
+        return F.nll_loss(out, target) * (math.nan if len(calls) >= 2 else 1.0)
+
+    return loss
+
+
+@pytest.mark.parametrize(
+    "conditioned, poison", [(False, "data"), (False, "loss"), (True, "loss")],
+    ids=["global-nan-image", "global-nan-loss", "per-instance-nan-loss"],
+)  # fmt: skip
+def test_a_step_that_is_not_finite_leaves_the_buffers_of_the_last_finite_step(conditioned, poison):
+    # The forward pass of the bad step updates batch-norm statistics, the measured effects, the pass count and a
+    # conditioner's statistics before its loss is known: all of them go back, so the model is the one that a run
+    # of the finite step alone leaves, state for state (a NaN running mean would make every prediction NaN). A
+    # per-instance layer refuses a NaN image itself, before anything changes: there the loss is made NaN.
+    x, y = data()
+    if poison == "data":
+        x = x.clone()
+        x[12] = math.nan  # the second batch of three
+    model, opt = bn_model(conditioned)
+    loss = nan_from_second_call() if poison == "loss" else F.nll_loss
+    with pytest.raises((ValueError, FloatingPointError), match="step 2"):
+        fit(model, x, y, opt, 1, 8, shuffle=False, generator=torch.Generator().manual_seed(0), loss_fn=loss)
+    reference, ref_opt = bn_model(conditioned)
+    fit(reference, x[:8], y[:8], ref_opt, 1, 8, shuffle=False, generator=torch.Generator().manual_seed(0))
+    got, want = model.state_dict(), reference.state_dict()
+    assert list(got) == list(want)
+    for name in want:
+        assert torch.equal(got[name], want[name]), name
+    assert model.passes == reference.passes == 1
+    model.eval()
+    assert torch.isfinite(model(x[:8].nan_to_num(), generator=torch.Generator().manual_seed(1))).all()
+
+
 # ----------------------------------------------------------------------- PolicyLogger
 
 

@@ -325,7 +325,7 @@ def checked_pair(batch, i: int) -> tuple[Tensor, Tensor]:
 def nonfinite_message(step: int, epoch: int, loss: Tensor, task: Tensor, model: torch.nn.Module) -> str:
     finite = all(bool(torch.isfinite(p).all()) for p in model.parameters())
     state = (
-        f"the model holds its parameters after step {step - 1}, the last finite state"
+        f"the model holds its parameters and buffers after step {step - 1}, the last finite state"
         if finite
         else "the model's parameters are already not finite (an earlier step's gradients were not)"
     )
@@ -385,6 +385,53 @@ class _ModelState:
             m._latest = latest
         for p, grad in self.grads:
             p.grad = grad
+
+
+class StepUndo:
+    """What one step's forward pass changes besides the parameters, kept before the step to be put back.
+
+    Batch-norm statistics, an AugNet's measured effects and a conditioner's statistics are buffers that the
+    forward pass updates before the loss is known; an AugNet's pass count and a per-instance layer's last
+    policy change with them. A step whose loss is not finite (read at once on a CPU) stops before its update,
+    and :meth:`restore` then puts these back too, so the model is the one the last finite step left. Costs
+    one copy into kept tensors of every buffer per step (no allocation once the buffers keep their shapes).
+    """
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        modules = list(model.modules())
+        self.slots = [(m, name) for m in modules for name in m._buffers]
+        self.live: list[Tensor | None] = [None] * len(self.slots)
+        self.kept: list[Tensor | None] = [None] * len(self.slots)
+        self.counters = [m for m in modules if isinstance(getattr(m, "passes", None), int)]
+        self.latest_of = [m for m in modules if "_latest" in vars(m)]
+
+    @torch.no_grad()
+    def keep(self) -> None:
+        for i, (m, name) in enumerate(self.slots):
+            b = self.live[i] = m._buffers.get(name)
+            k = self.kept[i]
+            if b is None:
+                continue
+            if k is not None and k.shape == b.shape and k.dtype == b.dtype and k.device == b.device:
+                k.copy_(b)
+            else:
+                self.kept[i] = b.detach().clone()
+        self.passes = [m.passes for m in self.counters]
+        self.latest = [m._latest for m in self.latest_of]
+
+    @torch.no_grad()
+    def restore(self) -> None:
+        for i, (m, name) in enumerate(self.slots):
+            was, now = self.live[i], m._buffers.get(name)
+            if was is not None and now is was:
+                now.copy_(self.kept[i])
+            else:  # replaced in the pass (or set where there was none): the kept tensor goes back itself
+                m._buffers[name] = None if was is None else self.kept[i]
+                self.kept[i] = None
+        for m, passes in zip(self.counters, self.passes, strict=True):
+            m.passes = passes
+        for m, latest in zip(self.latest_of, self.latest, strict=True):
+            m._latest = latest
 
 
 @contextmanager

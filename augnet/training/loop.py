@@ -130,8 +130,10 @@ def fit(
     Raises:
         TypeError, ValueError: a bad argument or batch, naming it, before the first step.
         NonFiniteLossError: a step's loss is NaN or infinite (a ValueError): training stops
-            before that step's update, so the model holds the last finite state; the
-            error names the step and holds the history so far.
+            before that step's update, so the model holds the last finite state (on a CPU,
+            where the loss is read at once, the buffers the step's forward pass updated, such
+            as batch-norm statistics, are put back too); the error names the step and holds
+            the history so far.
     """
     from tqdm.auto import tqdm
 
@@ -173,6 +175,7 @@ def fit(
                 started.append(cb)
                 cb.on_train_start(state)
             model.train()
+            undo = _checks.StepUndo(model) if device.type == "cpu" else None  # a step stopped at once is undone
             bad_loss = None  # on an accelerator: whether a loss since the last read was not finite (a device flag)
             for epoch in range(start_epoch, epochs):
                 weight = lams[epoch]
@@ -186,6 +189,8 @@ def fit(
                         yb = yb.long()  # class indices as int32 (numpy's labels): torch's losses take int64 only
                     if augment_batch is not None:
                         xb = augment_batch(xb, generator)
+                    if undo is not None:
+                        undo.keep()
                     with autocast(device, autocast_dtype):
                         out = model(xb, generator=generator) if draws else model(xb)
                         task = loss_fn(out, yb)
@@ -199,6 +204,7 @@ def fit(
                     if device.type == "cpu":  # at once, before the update: the model keeps its last finite state
                         if not bool(torch.isfinite(loss.detach())):
                             optimizer.zero_grad(set_to_none=True)
+                            undo.restore()  # what the forward pass changed: batch-norm statistics, effects, counts
                             message = _checks.nonfinite_message(
                                 state.step + 1, epoch, loss.detach(), task.detach(), model
                             )
