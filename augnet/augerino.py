@@ -125,6 +125,24 @@ class LieAugmentation(nn.Module):
         src, affine, color, weight = concat_taps([taps], x, n)
         return tap_mix(x, src, affine, color, weight, padding=self.padding, backend=self.backend)
 
+    def get_extra_state(self) -> Tensor:
+        """The last input's spatial size as int64 (empty before a run): :meth:`policy` gives its translations in
+        pixels from it, so a state-dict round trip gives the same policy, as a layer's does."""
+        return torch.tensor(self.last_size or (), dtype=torch.long)
+
+    def set_extra_state(self, state) -> None:
+        if not isinstance(state, Tensor) or state.dim() != 1 or state.is_floating_point() or state.is_complex():
+            raise TypeError(f"Augerino's saved input size must be a 1-D int tensor, got {state!r}")
+        size = tuple(int(s) for s in state.tolist())
+        if any(s < 1 for s in size):
+            raise ValueError(f"Augerino's saved input size must be positive, got {list(size)}")
+        self.last_size = size or None
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # A state saved before the input size was saved keeps the size this augmentation has.
+        state_dict.setdefault(prefix + "_extra_state", self.get_extra_state())
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     def policy(self, size: tuple[int, ...] | None = None) -> Policy:
         """The learned policy, in the shape of the layers' (one layer, one entry per generator).
 

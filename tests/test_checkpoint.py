@@ -58,6 +58,27 @@ def test_augerino_and_signal_models_round_trip():
     assert layer.policy() == c.policy()
 
 
+def test_an_augerino_that_has_seen_images_round_trips_its_policy_in_pixels():
+    # The input size is part of the state, as a layer's: the translations stay in pixels of the size seen.
+    a = augnet.Augerino(nn.Flatten(), init_width=0.2)
+    a(torch.rand(2, 3, 20, 12, generator=gen(0)), generator=gen(1))
+    b = augnet.Augerino(nn.Flatten(), init_width=0.2)
+    b.load_state_dict(round_trip(a.state_dict()))
+    assert b.augment.last_size == (20, 12)
+    assert a.policy() == b.policy()
+    translate = {e["transform"]: e["range"] for e in b.policy()[0]}["translate_x"]
+    assert translate.unit == "px" and translate.high == pytest.approx(0.2 * 12 / 2, rel=1e-6)
+    # A state saved before the size was saved loads (strictly) and keeps the size the receiving model has.
+    old = {k: v for k, v in a.state_dict().items() if not k.endswith("_extra_state")}
+    c = augnet.Augerino(nn.Flatten())
+    c(torch.rand(1, 3, 6, 10, generator=gen(2)), generator=gen(3))
+    c.load_state_dict(old)
+    assert c.augment.last_size == (6, 10)
+    for bad, error in [(torch.tensor([2.0, 3.0]), TypeError), (torch.tensor([0, 3]), ValueError)]:
+        with pytest.raises(error, match="Augerino's saved input size"):
+            c.load_state_dict({**old, "augment._extra_state": bad})
+
+
 def train(model, opt, g, steps, x, y):
     for _ in range(steps):
         loss = F.nll_loss(model(x, generator=g), y) + 0.5 * augnet.selective_regularizer(model)
