@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from augnet._checks import is_real
 from augnet.layers import Policy
 from augnet.model import AugNet
 from augnet.ops import dispatch
@@ -64,10 +65,10 @@ class LieAugmentation(nn.Module):
     def __init__(self, init_width: float | Sequence[float] = 0.1, padding: str = "zeros", backend: str = "auto"):
         super().__init__()
         k = len(LIE_GENERATORS)
-        if isinstance(init_width, (int, float)) and not isinstance(init_width, bool):
+        if is_real(init_width):
             widths = [float(init_width)] * k
         elif isinstance(init_width, Sequence) and not isinstance(init_width, str) and all(
-            isinstance(w, (int, float)) and not isinstance(w, bool) for w in init_width
+            is_real(w) for w in init_width
         ):
             widths = [float(w) for w in init_width]
         else:

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import is_int
+from augnet._checks import is_int, is_real
 from augnet.layers import AugmentationLayer
 from augnet.magnitudes import inward_clamp
 from augnet.transforms.base import Transform
@@ -102,7 +102,7 @@ class RunningStandardize(nn.Module):
             raise ValueError(f"RunningStandardize: features must be >= 1, got {features!r}")
         features = int(features)
         for name, value in (("momentum", momentum), ("eps", eps)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if not is_real(value):
                 raise TypeError(f"RunningStandardize: {name} must be a number, got {value!r}")
         if not 0.0 < momentum <= 1.0:  # NaN fails too
             raise ValueError(f"RunningStandardize: momentum must be in (0, 1], got {momentum!r}")

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet._calibration import change_curves
+from augnet._checks import is_real
 from augnet.magnitudes import initial_magnitudes, invert_change, inward_clamp, widened
 from augnet.ops import dispatch
 from augnet.ops.dispatch import tap_mix
@@ -124,7 +125,7 @@ class AugmentationLayer(nn.Module):
             )
         q = len(transforms)
         init = initial_magnitudes(init_magnitude, q)
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        if not is_real(temperature):
             raise TypeError(f"temperature must be a number, got {type(temperature).__name__}")
         if not math.isfinite(temperature) or temperature <= 0:
             raise ValueError(f"temperature must be positive and finite, got {temperature}")

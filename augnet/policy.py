@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from augnet._checks import is_int
+from augnet._checks import is_int, is_real
 
 __all__ = [
     "POLICY_FORMAT",
@@ -412,7 +412,7 @@ def check_size(size) -> tuple[int, ...]:
 
 
 def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return is_real(v)
 
 
 def _check_entry(e, where: str, ranges: bool) -> None:

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import is_int
+from augnet._checks import is_int, is_real
 from augnet.augerino import LieAugmentation
 from augnet.instance import ConditionedAugmentationLayer
 from augnet.layers import AugmentationLayer
@@ -329,7 +329,7 @@ class LambdaSchedule:
 
 
 def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return is_real(value)
 
 
 def augmentation_parameters(module: nn.Module) -> list[nn.Parameter]:

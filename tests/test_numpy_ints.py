@@ -130,3 +130,51 @@ def test_reproduce_takes_a_numpy_seed_and_passes_the_experiment_a_python_int(tmp
     for bad in (True, 1.0, I64(-1)):
         with pytest.raises(SetupError, match="seed must be an int >= 0"):
             check_settings("versus", seed=bad, quick=True)
+
+
+# ----------------------------------------------------------------------- NumPy floats (numbers too)
+
+F32 = np.float32
+
+
+def test_is_real_takes_python_and_numpy_numbers_and_refuses_bools_strings_and_tensors():
+    from augnet._checks import is_real
+
+    assert all(is_real(v) for v in (0, 0.5, -3, F32(0.5), np.float64(2.0), I64(3), np.float16(1)))
+    assert not any(is_real(v) for v in (True, np.bool_(False), "0.5", None, torch.tensor(0.5), 1j))
+
+
+def test_numpy_floats_build_what_the_python_floats_build_and_keep_python_floats():
+    # Every float argument takes a NumPy scalar (an array's element, a config read with NumPy) and stores a Python
+    # float: the policy file stays JSON, and the layer computes exactly what the Python float's does.
+    x = torch.rand(3, 3, 9, 7, generator=torch.Generator().manual_seed(0))
+
+    def build(f):
+        torch.manual_seed(0)
+        return augnet.AugmentationLayer(
+            [T.Rotate(max_angle=f(30.0)), T.TranslateX(max_shift=f(0.25)), T.Brightness()],
+            init_magnitude=f(0.5), temperature=f(0.5),
+        )  # fmt: skip
+
+    floats, arrays = build(float), build(F32)
+    assert type(arrays.temperature) is float and arrays.temperature == 0.5
+    assert [type(t.max_angle) for t in arrays.transforms[:1]] == [float]
+    g = lambda: torch.Generator().manual_seed(1)  # noqa: E731
+    assert torch.equal(floats(x, copies=2, generator=g()), arrays(x, copies=2, generator=g()))
+    assert torch.equal(T.Rotate()(x, 0.5, generator=g()), T.Rotate()(x, F32(0.5), generator=g()))
+    module = augnet.AugmentationModule([arrays])
+    assert json.loads(json.dumps(module.policy((9, 7)).to_json())) == augnet.AugmentationModule(
+        [floats]).policy((9, 7)).to_json()  # fmt: skip
+    a = augnet.Augerino(nn.Flatten(), init_width=F32(0.1))
+    b = augnet.Augerino(nn.Flatten(), init_width=[F32(0.1)] * 6)
+    assert torch.equal(a.augment.widths, augnet.Augerino(nn.Flatten(), init_width=0.1).augment.widths)
+    assert torch.equal(a.augment.widths, b.augment.widths)
+    assert augnet.LambdaSchedule((F32(0.5), 0.05), (40,))(0) == 0.5
+    stats = RunningStandardize(3, momentum=F32(0.25), eps=np.float64(1e-5))
+    assert type(stats.momentum) is float and stats.momentum == 0.25
+
+
+@pytest.mark.parametrize("bad", [np.bool_(True), "30", torch.tensor(30.0)], ids=["numpy-bool", "str", "tensor"])
+def test_a_range_that_is_not_a_number_is_still_refused_naming_the_value(bad):
+    with pytest.raises(ValueError, match="max_angle must be a positive finite number"):
+        T.Rotate(max_angle=bad)

@@ -15,7 +15,7 @@ import warnings
 import torch
 from torch import Tensor
 
-from augnet._checks import is_int
+from augnet._checks import is_int, is_real
 from augnet._stack import PROBES, caller_stacklevel
 
 __all__ = [
@@ -164,7 +164,7 @@ def _split(n: int, holdout: float | Tensor, generator: torch.Generator | None, d
         test = mask.nonzero().flatten()
         train = (~mask).nonzero().flatten()
     else:
-        if isinstance(holdout, bool) or not isinstance(holdout, (int, float)):
+        if not is_real(holdout):
             raise TypeError(f"holdout must be a fraction or a tensor of rows, got {type(holdout).__name__}")
         frac = float(holdout)
         if not 0.0 <= frac < 1.0:

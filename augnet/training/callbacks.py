@@ -50,7 +50,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from augnet._checks import is_int
+from augnet._checks import is_int, is_real
 from augnet.layers import AugmentationLayer
 
 __all__ = ["Callback", "PolicyLogger", "TemperatureAnnealing", "TrainState", "WeightWarmup"]
@@ -356,7 +356,7 @@ def check_callbacks(callbacks) -> list[Callback]:
 
 
 def _positive(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_real(value):
         raise TypeError(f"{name} must be a number, got {type(value).__name__}")
     value = float(value)
     if not math.isfinite(value) or value <= 0:

@@ -42,6 +42,7 @@ import math
 import torch
 from torch import Tensor
 
+from augnet._checks import is_real
 from augnet.transforms._biquad import DEFAULT_Q, filter_rows, highpass_coefficients, lowpass_coefficients
 from augnet.transforms._biquad import _all_pole_response as _all_pole_response
 from augnet.transforms._biquad import bandreject_coefficients as bandreject_coefficients
@@ -60,7 +61,7 @@ __all__ = [
 
 
 def _number(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not is_real(value) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     return float(value)
 

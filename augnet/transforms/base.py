@@ -36,7 +36,7 @@ import einops
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import is_int
+from augnet._checks import is_int, is_real
 from augnet.ops.dispatch import tap_mix
 from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps
@@ -202,7 +202,7 @@ class Transform(nn.Module):
 
     def _draw_at(self, x, number, magnitude: Tensor, generator, copies: int) -> dict[str, Tensor]:
         # A number is drawn with as a number, as sample(x, magnitude) draws: replaying those params is exact.
-        drawn_at = float(number) if isinstance(number, (int, float)) else magnitude
+        drawn_at = float(number) if is_real(number) else magnitude
         return self.sample(x, drawn_at, generator=generator, copies=copies)
 
     def natural_range(self, magnitude: float, size: tuple[int, ...] | None = None) -> Range:
@@ -266,7 +266,7 @@ class Transform(nn.Module):
         tensor of per-row magnitudes is accepted too (and kept 1-D).
         """
         name = type(self).__name__
-        if isinstance(magnitude, bool) or not isinstance(magnitude, (int, float, Tensor)):
+        if not (is_real(magnitude) or isinstance(magnitude, Tensor)):
             raise TypeError(f"{name}: magnitude must be a float or a tensor, got {type(magnitude).__name__}")
         if isinstance(magnitude, Tensor):
             if magnitude.dim() != 0 and (rows is None or tuple(magnitude.shape) != (rows,)):
@@ -373,7 +373,7 @@ def per_row(magnitude: Tensor | float, ndim: int) -> Tensor | float:
 
 def positive(name: str, value: float) -> float:
     """``value`` as a float, or a ValueError naming ``name`` unless it is positive and finite."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if not is_real(value) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return float(value)
 

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from augnet._checks import is_int
+from augnet._checks import is_int, is_real
 from augnet.ops.constants import device_constant
 from augnet.transforms.base import Range, positive, relaxed_bernoulli, repeat_rows, uniform
 from augnet.transforms.image._common import _ImageTransform
@@ -41,7 +41,7 @@ class Solarize(_ImageTransform):
 
     def __init__(self, min_threshold: float = 0.0, temperature: float = 0.1) -> None:
         super().__init__()
-        if isinstance(min_threshold, bool) or not isinstance(min_threshold, (int, float)):
+        if not is_real(min_threshold):
             raise TypeError(f"min_threshold must be a number, got {min_threshold!r}")
         if not 0.0 <= min_threshold < 1.0:
             raise ValueError(f"min_threshold must lie in [0, 1), got {min_threshold!r}")
