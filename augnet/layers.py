@@ -538,7 +538,16 @@ class AugmentationModule(nn.Module):
         return x
 
     def policy(self, size: tuple[int, ...] | None = None) -> Policy:
-        """The learned policy of every layer, with their settings (see :class:`Policy`)."""
+        """The learned policy of every layer, with their settings (see :class:`Policy`).
+
+        ``size`` is a spatial size (a per-instance layer's per-sample policy of a batch is that layer's
+        ``policy(x)``; a data set's, :func:`augnet.instance_policy.policy_summary`).
+        """
+        if isinstance(size, Tensor):
+            raise TypeError(
+                "policy takes a spatial size, got a tensor; a per-instance layer's policy of a batch is "
+                "layer.policy(x) (model.augment.layers[i]), a data set's augnet.instance_policy.policy_summary"
+            )
         return Policy([layer.policy(size) for layer in self.layers], [layer.settings(size) for layer in self.layers])
 
     @classmethod

@@ -613,3 +613,12 @@ def test_an_augerino_policy_is_refused_naming_augerino(library):
         export(policy)
     with pytest.raises(ValueError, match="no layer settings"):
         augnet.AugmentationModule.from_policy(policy)
+
+
+def test_an_augerino_policy_is_a_policy_file_that_saves_and_loads(tmp_path):
+    # What the exporters and from_policy refuse (above) is still a policy file: saved and read back, it is equal.
+    model = augnet.Augerino(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 2)), init_width=0.2)
+    model(torch.rand(2, 3, 8, 8))
+    policy = model.policy()
+    assert augnet.Policy.load(policy.save(tmp_path / "augerino.json")) == policy
+    assert augnet.Policy.from_json(policy.to_json()) == policy

@@ -426,3 +426,19 @@ def test_the_averaged_policy_of_a_batch_writes_a_file():
     policy = averaged_policy(trained(layer()), (images(6), LABELS))
     again = AugmentationModule.from_policy(json.loads(json.dumps(policy.to_json())))
     assert str(again.policy()) == str(policy)
+
+
+@pytest.mark.parametrize("conditioned", [True, False], ids=["per-instance", "global"])
+def test_a_models_policy_of_a_batch_names_the_layers_policy_and_changes_nothing(conditioned):
+    # A per-instance layer's policy(x) takes a batch; a module's or a model's takes a spatial size only: given a
+    # batch it says where the per-sample policy is, instead of failing inside the layer's settings.
+    first = layer() if conditioned else AugmentationLayer([T.Rotate(), T.TranslateX()], init_magnitude=0.3)
+    model = augnet.AugNet(nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 4)), first)
+    x = images()
+    before = snapshot(model)
+    for call in (model.policy, model.augment.policy):
+        with pytest.raises(TypeError, match=r"spatial size, got a tensor.*layer\.policy\(x\)"):
+            call(x)
+    assert unchanged(model, before)
+    if conditioned:
+        assert first.policy(x)["weights"].shape == (4, 3)
