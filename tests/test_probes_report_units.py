@@ -63,6 +63,36 @@ def test_per_unit_arrays_have_one_value_per_channel_and_agree_with_the_layer(tmp
         plain.unit_values("normalized_variance", "1", "Rotate")
 
 
+class SideDetector(nn.Module):
+    """Channel 0: how much brighter channel 0 is on the left (0 on every clean image below); 1: the mean."""
+
+    def forward(self, x):
+        half = x.shape[-1] // 2
+        left, right = x[:, 0, :, :half].mean((1, 2)), x[:, 0, :, half:].mean((1, 2))
+        return torch.stack([torch.relu(left - right), x.mean((1, 2, 3))], 1)
+
+
+def test_saved_reports_are_strict_json_with_infinities_as_strings(tmp_path):
+    # A unit constant on the clean images and not under the flip has an infinite normalised variance (documented):
+    # the files write it as "inf", as policy files do, and NaN as null, so every strict JSON reader takes them.
+    x = torch.rand(16, 3, 8, 8, generator=gen(5))
+    x[:, 0, :, :4], x[:, 0, :, 4:] = 0.0, 1.0
+    model = nn.Sequential(SideDetector(), nn.Linear(2, 2)).eval()
+    rep = probes.report(model, x, ["HorizontalFlip"], ["0"], per_unit=True, **KW)
+    assert math.isinf(rep.unit_values("normalized_variance", "0", "HorizontalFlip")[0])
+    rep.save(tmp_path / "p.json")
+
+    def refuse(token):
+        raise ValueError(f"not strict JSON: {token}")
+
+    table = json.loads((tmp_path / "p.json").read_text(), parse_constant=refuse)
+    units = json.loads((tmp_path / "p.units.json").read_text(), parse_constant=refuse)
+    row = next(r for r in units["units"] if r["measure"] == "normalized_variance")
+    assert row["values"][0] == "inf" and isinstance(row["values"][1], float)
+    nv = [r["value"] for r in table["records"] if r["measure"] == "normalized_variance"]
+    assert nv and all(v == "inf" or isinstance(v, float) for v in nv)
+
+
 def test_unit_measures_of_the_report_are_the_measures_on_its_features():
     x = torch.rand(12, 3, 8, 8, generator=gen(1))
     net = reader_net()

@@ -18,6 +18,17 @@ from augnet.probes.report_measures import _COLUMNS, _SWEPT, INVARIANT_NV, MEASUR
 __all__ = ["ProbeReport"]
 
 
+def _strict(value):
+    """``value`` with its floats made strict JSON: NaN as ``None``, an infinity as ``"inf"`` / ``"-inf"``."""
+    if isinstance(value, float):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf") if math.isinf(value) else value
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    return value
+
+
 @dataclass(repr=False)
 class ProbeReport:
     """The result of :func:`report`: one tidy table of records, with its figure and verdict.
@@ -115,7 +126,9 @@ class ProbeReport:
         """Write the records to ``path``: ``.json`` (with ``info``) or ``.csv``.
 
         With per-unit values, they go beside it, to ``<stem>.units.json``: ``{"info", "units": [{"layer",
-        "transform", "magnitude", "measure", "class", "values": [U numbers, NaN as null]}]}``.
+        "transform", "magnitude", "measure", "class", "values": [U numbers]}]}``. Both files are strict JSON:
+        NaN is written as ``null`` and an infinite value (a unit's normalised variance whose clean variance
+        is 0) as the string ``"inf"`` or ``"-inf"``, as policy files write unbounded ranges.
         """
         path = Path(path)
         if path.suffix not in (".json", ".csv"):
@@ -129,17 +142,15 @@ class ProbeReport:
                     "magnitude": k[2],
                     "measure": k[3],
                     "class": k[4],
-                    "values": [None if math.isnan(v) else v for v in values.tolist()],
+                    "values": values.tolist(),
                 }
                 for k, values in self.units.items()
             ]
             beside = path.with_name(f"{path.stem}.units.json")
-            beside.write_text(json.dumps({"info": self.info, "units": rows}, allow_nan=True))
+            beside.write_text(json.dumps(_strict({"info": self.info, "units": rows}), allow_nan=False))
         if path.suffix == ".json":
-            rows = [
-                {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in self.records
-            ]
-            path.write_text(json.dumps({"info": self.info, "records": rows}, indent=1))
+            text = json.dumps(_strict({"info": self.info, "records": self.records}), indent=1, allow_nan=False)
+            path.write_text(text)
         elif path.suffix == ".csv":
             with path.open("w", newline="") as f:
                 writer = csv.DictWriter(f, fieldnames=_COLUMNS)
