@@ -178,3 +178,43 @@ def test_numpy_floats_build_what_the_python_floats_build_and_keep_python_floats(
 def test_a_range_that_is_not_a_number_is_still_refused_naming_the_value(bad):
     with pytest.raises(ValueError, match="max_angle must be a positive finite number"):
         T.Rotate(max_angle=bad)
+
+
+# ----------------------------------------------------------------------- probe seeds
+
+def _probe_calls():
+    from augnet import probes
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3)).eval()
+    x, y = torch.rand(24, 3, 8, 8, generator=torch.Generator().manual_seed(0)), torch.arange(24) % 2
+    return net, {
+        "invariance_curve": lambda s: probes.invariance_curve(net, x, T.Rotate(), [0.5], seed=s)["summary"],
+        "accuracy_curve": lambda s: probes.accuracy_curve(net, x, y, T.Rotate(), [0.5], seed=s),
+        "category_accuracy": lambda s: probes.category_accuracy(net, x, y, T.Rotate(), [0], seed=s)["transformed"],
+        "layerwise_invariance": lambda s: probes.layerwise_invariance(net, x, ["1"], 0.05, T.Rotate(), seed=s)["mean"],
+        "ranking_probe_model": lambda s: probes.ranking_probe_model(net, x, T.Rotate(), param="angle", seed=s)["m_a"],
+        "ranking_probe_per_layer_model": lambda s: probes.ranking_probe_per_layer_model(
+            net, x, T.Rotate(), ["1"], param="angle", seed=s
+        )["m_a"],
+        "select_tau": lambda s: probes.select_tau(net, "1", x, y, transform=T.Rotate(), seed=s)["tau"],
+        "similarity_search": lambda s: probes.similarity_search(net, x, y, {"r": T.Rotate()}, seed=s),
+    }
+
+
+@pytest.mark.parametrize("probe", list(_probe_calls()[1]))
+def test_every_probe_takes_a_numpy_seed_and_refuses_a_bool_a_float_or_a_negative_one_before_running(probe):
+    net, calls = _probe_calls()
+    call = calls[probe]
+    want = call(3)
+    got = call(I64(3))
+    if isinstance(want, torch.Tensor):
+        assert torch.equal(want, got)
+    else:
+        assert want == got
+    runs = []
+    net.register_forward_pre_hook(lambda *_: runs.append(1))
+    for bad, error in ((True, TypeError), (1.5, TypeError), (-1, ValueError)):
+        with pytest.raises(error, match="seed must be an int"):
+            call(bad)
+    assert not runs

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet._stack import PROBES, caller_stacklevel
-from augnet.probes._common import Transformed, check_draws, derangement, forward_kwargs, seeded, summary
+from augnet.probes._common import Transformed, check_draws, check_seed, derangement, forward_kwargs, seeded, summary
 from augnet.probes.features import LOGITS, OUTPUT, describe, features
 
 __all__ = ["DISTANCES", "RELATIVE_TOLERANCE", "accuracy_curve", "distance", "invariance_curve", "invariance_score"]
@@ -215,6 +215,7 @@ def invariance_curve(
         >>> curve["summary"][0]["median"], curve["features"]
         (1.0, 'logits: the output of Sequential')
     """
+    seed = check_seed(seed)  # before anything runs: an int in [0, 2**63 - 3], a NumPy one too
     check_draws(draws)
     name = LOGITS if layer is None else layer
     kwargs = forward_kwargs(model, copies, seed, x.device, draws)
@@ -254,6 +255,7 @@ def accuracy_curve(
     Returns:
         ``{"magnitude": [...], "accuracy": [...]}``.
     """
+    seed = check_seed(seed)  # before anything runs: an int in [0, 2**63 - 3], a NumPy one too
     if len(x) != len(y):
         raise ValueError(f"x and y must have the same length, got {len(x)} and {len(y)}")
     accs = []

@@ -63,7 +63,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
-from augnet.probes._common import check_draws, evaluating, forward_kwargs, rows_of
+from augnet.probes._common import check_draws, check_seed, evaluating, forward_kwargs, rows_of
 from augnet.probes.features import features
 from augnet.probes.plots import PLOTTED, plot_neuron_invariance
 from augnet.probes.tau_selection import (
@@ -181,6 +181,7 @@ def layerwise_invariance(
         >>> sorted(out["mean"]["all"]), 0 <= out["mean"]["all"]["1"] <= 1
         (['1', '3'], True)
     """
+    seed = check_seed(seed)  # before anything runs: an int in [0, 2**63 - 3], a NumPy one too
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
     names = [layers] if isinstance(layers, str) else list(layers)

@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from torch.utils.data import Dataset
 
 from augnet._checks import is_int
-from augnet.probes._common import Transformed, forward_kwargs, seeded
+from augnet.probes._common import Transformed, check_seed, forward_kwargs, seeded
 from augnet.probes.features import OUTPUT, features
 
 __all__ = ["SeenTransformedDataset", "category_accuracy", "nested_splits"]
@@ -332,6 +332,7 @@ def category_accuracy(
         >>> out["within"] == out["clean_seen"], out["n_seen"] + out["n_unseen"]
         (True, 8)
     """
+    seed = check_seed(seed)  # before anything runs: an int in [0, 2**63 - 3], a NumPy one too
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
     if not isinstance(x, Tensor):

@@ -49,7 +49,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
-from augnet.probes._common import seeded
+from augnet.probes._common import check_seed, seeded
 from augnet.probes.pairwise_ranking import (
     AGGREGATES,
     _as_layers,
@@ -211,6 +211,7 @@ def ranking_probe_per_layer_model(
     Returns:
         :func:`ranking_probe_per_layer`'s dict, plus ``"m_a"``, ``"m_b"`` (the magnitudes, (B,)).
     """
+    seed = check_seed(seed)  # before anything runs: an int in [0, 2**63 - 3], a NumPy one too
     za, zb, m_a, m_b = _model_pairs(
         model, x, transform, layers, param, sampler, magnitude, copies, seed, batch_size, draws
     )

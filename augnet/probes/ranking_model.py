@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
-from augnet.probes._common import Transformed, apply_paired, check_draws, forward_kwargs, seeded
+from augnet.probes._common import Transformed, apply_paired, check_draws, check_seed, forward_kwargs, seeded
 from augnet.probes.features import features
 from augnet.probes.pairwise_ranking import ranking_probe
 
@@ -168,6 +168,7 @@ def ranking_probe_model(
     Returns:
         :func:`ranking_probe`'s dict, plus ``"m_a"``, ``"m_b"`` (the magnitudes, (B,)).
     """
+    seed = check_seed(seed)  # before anything runs: an int in [0, 2**63 - 3], a NumPy one too
     za, zb, m_a, m_b = _model_pairs(
         model, x, transform, layers, param, sampler, magnitude, copies, seed, batch_size, draws
     )

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet._checks import is_int
-from augnet.probes._common import Transformed, check_draws, forward_kwargs, seeded
+from augnet.probes._common import Transformed, check_draws, check_seed, forward_kwargs, seeded
 from augnet.probes.features import LOGITS, features
 
 __all__ = [
@@ -368,6 +368,7 @@ def similarity_search(
         "label"}`` and the statistics of :func:`similarity_change`
         (``STATISTICS``, ``"n_pairs"``, ``"n_undefined"``, ``"n_no_cosine"``).
     """
+    seed = check_seed(seed)  # before anything runs: an int in [0, 2**63 - 3], a NumPy one too
     if not isinstance(transforms, Mapping) or not transforms:
         raise ValueError("transforms must be a non-empty dict {name: transform}")
     not_callable = [n for n, t in transforms.items() if not callable(t)]

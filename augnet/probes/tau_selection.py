@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from augnet._checks import is_int
 from augnet._stack import PROBES, caller_stacklevel
-from augnet.probes._common import Transformed, batch_size_of, evaluating, forward_kwargs, rows_of, seeded
+from augnet.probes._common import Transformed, batch_size_of, check_seed, evaluating, forward_kwargs, rows_of, seeded
 from augnet.probes.features import _resolve, call_hooks, split_call
 from augnet.probes.unit_invariance import _check_tau, _check_units
 
@@ -211,6 +211,7 @@ def select_tau(
         >>> out["tau"] in (0.0, 0.5), out["drop"][0]
         (True, 0.0)
     """
+    seed = check_seed(seed)  # before anything runs: an int in [0, 2**63 - 3], a NumPy one too
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
     if not isinstance(layer, str):
