@@ -296,6 +296,8 @@ def _check_probe(args: argparse.Namespace) -> str | None:
     if not names or unknown:
         given = " ".join(unknown) or "(none)"
         return f"--transforms {given}: not augnet image transforms ({', '.join(transform_names())})"
+    if len(set(names)) < len(names):
+        return f"--transforms names a transform more than once: {' '.join(names)}"
     try:
         mags = [float(m) for m in args.magnitudes]
     except ValueError:

@@ -171,6 +171,7 @@ def test_probe_list_options_refuse_bad_values_in_one_line(capsys, tmp_path):
         (["--transforms", "Rotate", "--layers", "auto", "fc"], "--layers auto stands alone"),
         (["--transforms", "Rotate", "--magnitudes", "0.5", "big"], "--magnitudes must be numbers, got 0.5 big"),
         (["--transforms", "Rotate", "Spin"], "--transforms Spin: not augnet image transforms"),
+        (["--transforms", "Rotate", "Rotate"], "--transforms names a transform more than once: Rotate Rotate"),
     ):
         assert main([*base, *extra]) == 2
         err = capsys.readouterr().err
