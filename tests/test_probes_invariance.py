@@ -264,6 +264,61 @@ def test_a_nan_feature_is_refused_instead_of_spoiling_its_baseline_partner():
 # ---------------------------------------------------------------- curves
 
 
+def test_summary_quantiles_of_infinite_values_are_the_infinities_torch_quantile_makes_nan():
+    # Per-unit normalised variances are infinite for a unit constant on the clean inputs (documented): their
+    # summary keeps the quantiles that lie on or next to an infinity, where torch.quantile gives inf - inf = NaN.
+    s = probes.summary(torch.tensor([1.0, 2.0, 3.0, math.inf]))
+    got = (s["p25"], s["median"], s["p75"], s["p95"], s["interval75_high"])
+    assert got == (1.75, 2.5, math.inf, math.inf, math.inf)
+    s = probes.summary(torch.tensor([-math.inf, 1.0, 2.0, 3.0, math.inf, math.inf]))
+    assert (s["p5"], s["interval75_low"], s["p95"]) == (-math.inf, -math.inf, math.inf) and s["median"] == 2.5
+    v = torch.randn(37, generator=gen(3), dtype=torch.float64)  # finite values: torch.quantile's figures exactly
+    s = probes.summary(v)
+    want = v.quantile(torch.tensor([0.05, 0.25, 0.75, 0.95, 0.125, 0.875], dtype=torch.float64)).tolist()
+    assert [s[k] for k in ("p5", "p25", "p75", "p95", "interval75_low", "interval75_high")] == want
+    assert s["median"] == float(v.median())
+
+
+@pytest.mark.parametrize("quantiles, error", [((1.5,), ValueError), ((-0.1, 0.5), ValueError), (0.5, TypeError),
+                                              (("0.5",), ValueError)])  # fmt: skip
+def test_summary_refuses_quantiles_outside_zero_one(quantiles, error):
+    with pytest.raises(error, match="quantiles must be"):
+        probes.summary(torch.rand(5), quantiles=quantiles)
+
+
+@pytest.mark.parametrize(
+    "case, error, match",
+    [
+        ("loader", TypeError, "x must be a tensor of images, got DataLoader"),
+        ("no-magnitudes", ValueError, "magnitudes must hold at least one magnitude"),
+        ("magnitude-names", TypeError, "magnitudes must be numbers"),
+        ("float64", TypeError, "x is torch.float64 but the model's parameters are torch.float32"),
+        ("nan-image", ValueError, r"NaN or infinite values in images \[2\]"),
+    ],
+)  # fmt: skip
+def test_the_curves_refuse_bad_arguments_naming_them_before_the_model_runs(case, error, match):
+    net = circular_net()
+    runs = []
+    net.register_forward_pre_hook(lambda *_: runs.append(1))
+    x, mags = images(b=6), [0.5]
+    if case == "loader":
+        x = torch.utils.data.DataLoader(x, batch_size=2)
+    elif case == "no-magnitudes":
+        mags = []
+    elif case == "magnitude-names":
+        mags = ["half"]
+    elif case == "float64":
+        x = x.double()
+    else:
+        x = x.clone()
+        x[2, 0, 0, 0] = math.nan
+    with pytest.raises(error, match=match):
+        probes.invariance_curve(net, x, T.Rotate(), mags)
+    with pytest.raises(error, match=match):
+        probes.accuracy_curve(net, x, torch.zeros(6, dtype=torch.long), T.Rotate(), mags)
+    assert not runs
+
+
 def test_invariance_curve_is_one_at_magnitude_zero_and_for_an_invariant_model():
     net = circular_net()
     x = images(b=10)

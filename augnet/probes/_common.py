@@ -24,7 +24,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import is_int
+from augnet._checks import is_int, is_real
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -71,6 +71,10 @@ def summary(values: Tensor, quantiles: Sequence[float] = QUANTILES) -> dict[str,
         >>> s["interval75_low"], s["interval75_high"]
         (1.0, 7.0)
     """
+    if isinstance(quantiles, (str, bytes)) or not isinstance(quantiles, Sequence):
+        raise TypeError(f"quantiles must be a sequence of numbers in [0, 1], got {quantiles!r}")
+    if not all(is_real(q) and 0 <= q <= 1 for q in quantiles):
+        raise ValueError(f"quantiles must be numbers in [0, 1], got {list(quantiles)!r}")
     v = torch.as_tensor(values, dtype=torch.float64).flatten()
     v = v[~torch.isnan(v)]
     out: dict[str, float] = {"n": int(v.numel())}
@@ -79,11 +83,28 @@ def summary(values: Tensor, quantiles: Sequence[float] = QUANTILES) -> dict[str,
         out.update({"median": math.nan, "mean": math.nan})
         out.update(dict.fromkeys(names, math.nan))
         return out
-    out["median"] = float(v.median()) if v.numel() % 2 else float(v.quantile(0.5))
+    v = v.sort().values
+    out["median"] = float(_quantiles(v, [0.5])[0])
     out["mean"] = float(v.mean())
-    qs = v.quantile(torch.tensor([*quantiles, *INTERVAL75], dtype=torch.float64))
+    qs = _quantiles(v, [*quantiles, *INTERVAL75])
     out.update({name: float(x) for name, x in zip(names, qs, strict=True)})
     return out
+
+
+def _quantiles(v: Tensor, qs: Sequence[float]) -> Tensor:
+    """Quantiles of the sorted ``v`` by linear interpolation (``torch.quantile``'s), infinite values included.
+
+    At a position on a value, or between two equal ends (two infinities), the quantile is that value; between
+    a finite value and an infinity it is the infinity, where ``lo + frac * (hi - lo)`` gives NaN (``inf - inf``,
+    ``0 * inf``); between -inf and +inf it is NaN.
+    """
+    pos = torch.tensor([float(q) for q in qs], dtype=torch.float64) * (v.numel() - 1)
+    lo, hi = pos.floor().long(), pos.ceil().long()
+    a, b, frac = v[lo], v[hi], pos - pos.floor()
+    out = a + frac * (b - a)
+    low_inf, high_inf = a == -math.inf, b == math.inf
+    out = torch.where(low_inf & ~high_inf, a, torch.where(high_inf & ~low_inf, b, out))
+    return torch.where((frac == 0) | (a == b), a, out)
 
 
 def derangement(n: int, generator: torch.Generator | None = None, device=None) -> Tensor:
@@ -212,6 +233,22 @@ def check_flag(name: str, value) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be True or False, got {value!r}")
     return value
+
+
+def magnitude_list(magnitudes) -> list[float]:
+    """``magnitudes`` (a non-empty sequence of numbers, or a 1-D tensor) as floats, or the error naming it.
+
+    Their range is the transform's to check (an augnet transform takes [0, 1]; a callable, its own).
+    """
+    if isinstance(magnitudes, Tensor):
+        magnitudes = magnitudes.tolist() if magnitudes.dim() == 1 else magnitudes
+    if isinstance(magnitudes, (str, bytes)) or not isinstance(magnitudes, Sequence):
+        raise TypeError(f"magnitudes must be a sequence of numbers, got {type(magnitudes).__name__}: {magnitudes!r}")
+    if not magnitudes:
+        raise ValueError("magnitudes must hold at least one magnitude, got none")
+    if not all(is_real(m) for m in magnitudes):
+        raise TypeError(f"magnitudes must be numbers, got {list(magnitudes)!r}")
+    return [float(m) for m in magnitudes]
 
 
 def check_model_input(model: nn.Module, x) -> None:

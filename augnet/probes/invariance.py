@@ -23,7 +23,17 @@ import torch
 from torch import Tensor, nn
 
 from augnet._stack import PROBES, caller_stacklevel
-from augnet.probes._common import Transformed, check_draws, check_seed, derangement, forward_kwargs, seeded, summary
+from augnet.probes._common import (
+    Transformed,
+    check_draws,
+    check_model_input,
+    check_seed,
+    derangement,
+    forward_kwargs,
+    magnitude_list,
+    seeded,
+    summary,
+)
 from augnet.probes.features import LOGITS, OUTPUT, describe, features
 
 __all__ = ["DISTANCES", "RELATIVE_TOLERANCE", "accuracy_curve", "distance", "invariance_curve", "invariance_score"]
@@ -217,6 +227,8 @@ def invariance_curve(
     """
     seed = check_seed(seed)  # before anything runs: an int in [0, 2**63 - 3], a NumPy one too
     check_draws(draws)
+    check_model_input(model, x)
+    magnitudes = magnitude_list(magnitudes)
     name = LOGITS if layer is None else layer
     kwargs = forward_kwargs(model, copies, seed, x.device, draws)
     clean = features(model, x, name, reduce=reduce, batch_size=batch_size, **kwargs)[name]
@@ -256,6 +268,10 @@ def accuracy_curve(
         ``{"magnitude": [...], "accuracy": [...]}``.
     """
     seed = check_seed(seed)  # before anything runs: an int in [0, 2**63 - 3], a NumPy one too
+    check_model_input(model, x)
+    magnitudes = magnitude_list(magnitudes)
+    if not isinstance(y, Tensor):
+        raise TypeError(f"y must be a tensor of class indices, got {type(y).__name__}")
     if len(x) != len(y):
         raise ValueError(f"x and y must have the same length, got {len(x)} and {len(y)}")
     accs = []
