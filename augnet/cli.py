@@ -193,7 +193,11 @@ def build_parser() -> argparse.ArgumentParser:
     source = probe.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", metavar="FILE_OR_FOLDER", help="a tensor file (torch.save) or a folder of images")
     source.add_argument("--fake", action="store_true", help="random images (--n of them, --size pixels)")
-    probe.add_argument("--n", type=int, default=None, help="number of images (default: all of --data; 256 with --fake)")
+    probe.add_argument(
+        "--n", type=int, default=None,
+        help="number of images (default: all of --data; fewer are taken spread evenly over it, so data stored "
+        "class by class keep every class; 256 with --fake)",
+    )  # fmt: skip
     probe.add_argument(
         "--size", type=int, default=None, help="image side in pixels (resize --data; default 64 with --fake)"
     )

@@ -79,6 +79,33 @@ def test_labels_of_an_image_folder_follow_its_subfolders(tmp_path):
     assert load_labels(tmp_path / "l.csv", limit=2).tolist() == [3, 1]
 
 
+def test_n_spreads_the_images_it_keeps_over_the_data_so_every_class_stays(tmp_path):
+    # --n 8 of 15 images stored class by class (5 per class): the first 8 would hold 2 classes; spread evenly
+    # (the i-th kept is image floor(i * 15 / 8)), the images and their labels keep all 3, in a folder and a file.
+    from augnet.probes.inputs import load_images, spread
+
+    assert spread(15, 8) == [0, 1, 3, 5, 7, 9, 11, 13] and spread(15, 15) is None and spread(15, None) is None
+    image_module = pytest.importorskip("PIL.Image")
+    pixels = (torch.rand(15, 8, 8, 3, generator=gen(2)) * 255).to(torch.uint8)
+    for i in range(15):
+        folder = tmp_path / "data" / "abc"[i // 5]
+        folder.mkdir(parents=True, exist_ok=True)
+        image_module.fromarray(pixels[i].numpy()).save(folder / f"{i % 5}.png")
+    keep = spread(15, 8)
+    every = load_images(tmp_path / "data")
+    assert torch.equal(load_images(tmp_path / "data", limit=8), every[keep])
+    assert load_labels("data", tmp_path / "data", limit=8).tolist() == [0, 0, 0, 1, 1, 1, 2, 2]
+    x, y = torch.rand(15, 3, 8, 8, generator=gen(3)), torch.arange(15) // 5
+    torch.save({"x": x, "y": y}, tmp_path / "data.pt")
+    assert torch.equal(load_images(tmp_path / "data.pt", limit=8), x[keep])
+    assert torch.equal(load_labels("data", tmp_path / "data.pt", limit=8), y[keep])
+    (tmp_path / "y.txt").write_text("\n".join(map(str, y.tolist())))
+    assert torch.equal(load_labels(tmp_path / "y.txt", limit=8), y[keep])
+    argv = ["probe", *MODEL, "--data", str(tmp_path / "data"), "--n", "8", "--transforms", "Brightness", *FAST]
+    assert main([*argv, "--by-class", "data", "--out", str(tmp_path / "out")]) == 0
+    assert json.loads((tmp_path / "out" / "probe.json").read_text())["info"]["classes"] == [0, 1, 2]
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -103,3 +130,11 @@ def test_unknown_choices_are_refused_by_the_parser():
     for extra in (["--aggregation", "mean"], ["--transformations", "all"]):
         with pytest.raises(SystemExit):
             main(["probe", *MODEL, "--fake", "--transforms", "Rotate", *extra])
+
+
+def test_a_data_dict_without_images_names_its_keys(tmp_path):
+    from augnet.probes.inputs import load_images
+
+    torch.save({"imgs": torch.rand(8, 3, 8, 8), "y": torch.zeros(8)}, tmp_path / "d.pt")
+    with pytest.raises(ValueError, match=r"holds a dict without an 'x' or 'images' entry \(its keys: 'imgs', 'y'\)"):
+        load_images(tmp_path / "d.pt")

@@ -106,6 +106,22 @@ def _load_tensors(path: Path, what: str):
         raise ValueError(f"cannot read {what} {path} with weights_only=True: {_first_line(err)}") from err
 
 
+def spread(total: int, limit: int | None) -> list[int] | None:
+    """The rows ``--n`` keeps: ``limit`` of ``total`` spread evenly, in order (the i-th is row
+    ``floor(i * total / limit)``), so data stored class by class keep every class; ``None``: all of them."""
+    if not limit or limit >= total:
+        return None
+    return [i * total // limit for i in range(limit)]
+
+
+def _kept(rows, limit: int | None):
+    """``rows`` (a list or a tensor) at :func:`spread`'s positions."""
+    keep = spread(len(rows), limit)
+    if keep is None:
+        return rows
+    return rows[torch.tensor(keep)] if isinstance(rows, Tensor) else [rows[i] for i in keep]
+
+
 def _read_image(path: Path, size: int | None) -> Tensor:
     """One image file as (3, H, W) uint8 RGB, or a one-line ValueError naming the file."""
     from PIL import Image
@@ -146,14 +162,16 @@ def load_images(path: str | Path, size: int | None = None, limit: int | None = N
             or a folder, whose image files (also in subfolders, e.g. one per class) are read in
             sorted order with Pillow and converted to RGB.
         size: resize every image to ``size x size`` (a folder's images must share a size otherwise).
-        limit: read at most this many images.
+        limit: read at most this many images, spread evenly over the data in their order (:func:`spread`:
+            the i-th of ``limit`` is image ``floor(i * N / limit)``), so a folder of one subfolder per class,
+            or a tensor stored class by class, keeps every class.
     """
     path = Path(path)
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
         if not files:
             raise ValueError(f"--data {path} holds no image file ({', '.join(IMAGE_SUFFIXES)})")
-        files = files[:limit] if limit else files
+        files = _kept(files, limit)
         try:
             import PIL  # noqa: F401
         except ImportError as err:  # pragma: no cover - Pillow comes with torchvision and matplotlib
@@ -167,13 +185,16 @@ def load_images(path: str | Path, size: int | None = None, limit: int | None = N
         raise ValueError(f"--data {path} is neither a file nor a folder")
     data = _load_tensors(path, "--data")
     if isinstance(data, dict):
+        if "x" not in data and "images" not in data:
+            keys = ", ".join(repr(k) for k in list(data)[:10])
+            raise ValueError(f"--data {path} holds a dict without an 'x' or 'images' entry (its keys: {keys})")
         data = data.get("x", data.get("images"))
     elif isinstance(data, (tuple, list)) and data:
         data = data[0]
     x = _as_images(data, f"--data {path}")
     if size is not None and tuple(x.shape[-2:]) != (size, size):
         x = torch.nn.functional.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
-    return x[:limit] if limit else x
+    return _kept(x, limit)
 
 
 def fake_images(n: int, size: int, channels: int = 3, seed: int = 0) -> Tensor:
@@ -191,7 +212,7 @@ def load_labels(path: str | Path, data: str | Path | None = None, limit: int | N
             file (``.txt``, ``.csv``) of one integer per line, or a tensor file holding (N,) labels
             (alone, or as ``"y"`` / ``"labels"`` of a dict, or the second item of a tuple).
         data: the ``--data`` path, for ``"data"``.
-        limit: keep the first ``limit`` labels (as ``--n`` keeps the first images).
+        limit: keep ``limit`` labels spread evenly, as ``--n`` keeps the images (:func:`spread`).
 
     Raises:
         ValueError: no labels there, or labels that are not integers of one dimension.
@@ -205,7 +226,7 @@ def load_labels(path: str | Path, data: str | Path | None = None, limit: int | N
             folders = sorted({f.parent for f in files})
             index = {folder: i for i, folder in enumerate(folders)}
             labels = torch.tensor([index[f.parent] for f in files], dtype=torch.long)
-            return labels[:limit] if limit else labels
+            return _kept(labels, limit)
     else:
         source = Path(path)
         if not source.is_file():
@@ -216,7 +237,7 @@ def load_labels(path: str | Path, data: str | Path | None = None, limit: int | N
             except ValueError as err:
                 raise ValueError(f"--by-class {path}: one integer label per line, got {_first_line(err)}") from err
             labels = torch.tensor(values, dtype=torch.long)
-            return labels[:limit] if limit else labels
+            return _kept(labels, limit)
     what = "--data" if str(path) == "data" else "--by-class"
     found = _load_tensors(source, what)
     if isinstance(found, dict):
@@ -227,5 +248,4 @@ def load_labels(path: str | Path, data: str | Path | None = None, limit: int | N
         found = None
     if not isinstance(found, Tensor) or found.dim() != 1 or found.is_floating_point() or found.is_complex():
         raise ValueError(f"{what} {source} holds no (N,) integer labels (a tensor, 'y' or 'labels', or (x, y))")
-    labels = found.long()
-    return labels[:limit] if limit else labels
+    return _kept(found.long(), limit)
