@@ -125,3 +125,31 @@ def test_batches_give_the_rows_of_the_whole_call():
     # another batch size (7e-9 on the features with oneDNN), which the score's division by the baseline
     # distance amplifies to ~5e-6.
     torch.testing.assert_close(streamed["scores"], whole["scores"], rtol=1e-4, atol=1e-5)
+
+
+class DictOutput(nn.Module):
+    """Returns ``{key: logits, "features": pooled}`` as a transformers model returns its ModelOutput."""
+
+    def __init__(self, key="logits"):
+        super().__init__()
+        torch.manual_seed(0)
+        self.key, self.body, self.head = key, nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU()), nn.Linear(4, 3)
+
+    def forward(self, x):
+        h = self.body(x).mean((2, 3))
+        return {self.key: self.head(h), "features": h}
+
+
+def test_a_model_returning_a_dict_is_probed_at_its_layers_and_at_its_logits_entry():
+    x = torch.rand(12, 3, 8, 8, generator=gen(0))
+    model = DictOutput().eval()
+    got = probes.features(model, x, ["body", "logits"])
+    assert torch.equal(got["body"], model.body(x)) and torch.equal(got["logits"], model(x)["logits"])
+    curve = probes.invariance_curve(model, x, T.Rotate(), [0.0])
+    assert torch.allclose(curve["scores"][0], torch.ones(12, dtype=torch.float64))
+    assert probes.report(model, x, ["Rotate"], magnitudes=[1.0], lie=False).layers == ["body", "logits"]
+    # Without a "logits" entry the model's output is not read unless asked for, and then the error names its keys.
+    other = DictOutput("scores").eval()
+    assert torch.equal(probes.features(other, x, "body")["body"], other.body(x))
+    with pytest.raises(TypeError, match=r"the model's output of type dict with keys \['scores', 'features'\]"):
+        probes.features(other, x, "logits")

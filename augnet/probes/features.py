@@ -14,7 +14,7 @@ Every function here runs the model in evaluation mode and restores its modes aft
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 
 import einops
@@ -306,7 +306,7 @@ def stream_features(
         handles.append(net.trunk.register_forward_pre_hook(lambda mod, i, count=count: count(len(i[0]))))
 
     def read(layer, o):
-        record[layer] = _first_tensor(o)
+        record[layer] = _first_tensor(o, f"layer {layer!r}")
 
     try:
         with evaluating(model), call_hooks(model, targets, read) as check:
@@ -317,7 +317,8 @@ def stream_features(
                     r.clear()
                 out = model(rows_of(x, start, stop), **forward_kwargs)
                 check()
-                record[OUTPUT] = _first_tensor(out)
+                if OUTPUT in names or (LOGITS in names and LOGITS not in targets):  # read only if asked for
+                    record[OUTPUT] = _first_tensor(out, "the model's output")
                 if LOGITS in names and LOGITS not in targets:
                     record[LOGITS] = record[OUTPUT]
                 batch = {}
@@ -417,9 +418,16 @@ class _Filler:
         return {**self.out, **{n: torch.cat(p) for n, p in self.parts.items()}}
 
 
-def _first_tensor(o) -> Tensor:
+def _first_tensor(o, what: str = "a module output") -> Tensor:
+    """The tensor an output stands for: itself, a tuple's first item, or a mapping's ``"logits"``."""
     if isinstance(o, Tensor):
         return o
     if isinstance(o, (tuple, list)) and o and isinstance(o[0], Tensor):
         return o[0]
-    raise TypeError(f"cannot read a tensor from a module output of type {type(o).__name__}")
+    if isinstance(o, Mapping) and isinstance(o.get("logits"), Tensor):  # e.g. a transformers ModelOutput
+        return o["logits"]
+    keys = f" with keys {list(o)[:8]}" if isinstance(o, Mapping) else ""
+    raise TypeError(
+        f"cannot read a tensor from {what} of type {type(o).__name__}{keys}: a tensor, a tuple whose first item "
+        "is one, or a mapping with a 'logits' tensor is read; probe a layer that returns one, or wrap the model"
+    )
