@@ -160,6 +160,12 @@ def test_auto_layers_of_common_models():
     trunk = nn.Sequential(nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU()), nn.Sequential(nn.Flatten(), nn.LazyLinear(2)))
     model = augnet.AugNet(trunk, augnet.AugmentationLayer([T.Rotate()]))
     assert auto_layers(model) == ["trunk.0", "logits"]
+    # A body that is one block of many layers (VGG's and AlexNet's features) is read at 8 of them, evenly spaced,
+    # the block's output among them, not as one layer.
+    vgg = torchvision.models.vgg11(num_classes=10)
+    assert auto_layers(vgg) == [f"features.{i}" for i in (0, 3, 6, 9, 11, 14, 17, 20)] + ["logits"]
+    body = nn.Sequential(nn.Sequential(*[nn.Linear(4, 4) for _ in range(9)]), nn.Linear(4, 2))
+    assert auto_layers(body) == [f"0.{i}" for i in (0, 1, 2, 3, 5, 6, 7, 8)] + ["logits"]
 
 
 def test_any_model_a_user_brings():

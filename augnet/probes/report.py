@@ -117,9 +117,10 @@ def auto_layers(model: nn.Module, x: Tensor | None = None, **forward_kwargs) -> 
 
     The blocks are the model's children that hold submodules, except its last child (whose output
     is the logits). A model whose body is one block (a ViT's ``encoder``, itself holding one
-    ``layers`` container) is read inside it, down to the level with several blocks; a flat model
-    (a ``Sequential`` of layers) gives its children but the last, at most 8, evenly spaced. For an
-    AugNet, the blocks of its trunk.
+    ``layers`` container) is read inside it, down to the level with several blocks, and a body that is
+    one block of more than 8 layers (VGG's and AlexNet's ``features``) at 8 of them, evenly spaced; a
+    flat model (a ``Sequential`` of layers) gives its children but the last, at most 8, evenly spaced.
+    For an AugNet, the blocks of its trunk.
 
     With inputs ``x``, the blocks are those of a forward pass (on ``x[:1]``, see
     :func:`~augnet.probes.layer_calls`; ``forward_kwargs`` go to the model): a block called
@@ -140,14 +141,18 @@ def auto_layers(model: nn.Module, x: Tensor | None = None, **forward_kwargs) -> 
     def blocks(items):
         return [(n, m) for n, m in items if next(m.children(), None) is not None]
 
+    def spaced(items):  # at most 8, evenly spaced, the first and the last among them
+        return [items[round(i * (len(items) - 1) / 7)] for i in range(8)] if len(items) > 8 else items
+
     cands = blocks(children[:-1])
     while len(cands) == 1 and blocks(cands[0][1].named_children()):
         name, module = cands[0]
         cands = [(f"{name}.{n}", m) for n, m in blocks(module.named_children())]
+    if len(cands) == 1 and len(list(cands[0][1].children())) > 8:  # a body of many layers (VGG's, AlexNet's)
+        name, module = cands[0]
+        cands = spaced([(f"{name}.{n}", m) for n, m in module.named_children()])
     if not cands:
-        cands = children[:-1]
-        if len(cands) > 8:
-            cands = [cands[round(i * (len(cands) - 1) / 7)] for i in range(8)]
+        cands = spaced(children[:-1])
     names = [prefix + n for n, _ in cands]
     if x is not None and names:
         calls = layer_calls(model, x, names, **forward_kwargs)
