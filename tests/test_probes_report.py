@@ -203,3 +203,23 @@ def test_bad_input_is_refused_before_any_work():
     with pytest.raises(TypeError, match="image transform"):
         probes.report(net, x, [lambda b, m: b])
     assert calls == []
+
+
+def test_the_verdict_gives_the_ranking_its_chance_band_on_the_held_out_pairs():
+    # The ranker of an exactly flip-invariant model fits the logits' rounding (copies differ by ~50 float32 ulps
+    # after the pooling's sums): whatever its held-out accuracy, it is within chance's band on that few pairs, and
+    # the verdict says so; a model whose logits read the brightness ranks it far above the band.
+    torch.manual_seed(0)
+    x = torch.rand(64, 3, 16, 16, generator=gen(4))
+    pooled = nn.Sequential(nn.Conv2d(3, 8, 1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
+    for seed in range(3):
+        rep = probes.report(pooled.eval(), x, ["HorizontalFlip"], ["4"], magnitudes=[1.0], lie=False, seed=seed)
+        pairs = rep.info["ranking_held_out"]["HorizontalFlip"]
+        band = 1.96 * (0.25 / pairs) ** 0.5
+        assert f"{pairs} held-out pairs: chance 0.5 ± {band:.2f}, no better than chance" in rep.verdict()
+    bright = nn.Sequential(nn.Flatten(), nn.Linear(3 * 256, 2))
+    with torch.no_grad():
+        bright[1].weight.fill_(1.0 / 768)
+    rep = probes.report(bright.eval(), x, ["Brightness"], ["1"], magnitudes=[1.0], lie=False)
+    assert rep.value("ranking_accuracy", "1", "Brightness") > 0.9
+    assert "held-out pairs: chance 0.5 ±" in rep.verdict() and "no better than chance" not in rep.verdict()

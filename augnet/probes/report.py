@@ -362,6 +362,7 @@ def report(
         return {nm: got[nm] for nm in names}
 
     records: list[dict] = []
+    held_out: dict[str, int] = {}  # per transform, the ranking probe's held-out pairs (the verdict's chance band)
     units: dict = {}
     perm = derangement(n, seeded(seed))
     with evaluating(model):
@@ -413,6 +414,7 @@ def report(
                         m_a = _row_values(inputs_a.params[param], param, n)
                         m_b = _row_values(second.params[param], param, n)
                         ranked = ranking_probe_per_layer(_pooled(za), _pooled(other), m_a, m_b, generator=seeded(seed))
+                        held_out[t_name] = ranked["n_test"]
                         note = ""
                     except ValueError as err:
                         ranked, note = None, str(err).split(";")[0]
@@ -457,6 +459,7 @@ def report(
         "alpha": alpha,
         "firing_rate": float(firing_rate),
         "per_unit": per_unit,
+        "ranking_held_out": held_out,
         "seconds": round(time.perf_counter() - start_time, 2),
     }
     if grid:

@@ -279,7 +279,14 @@ class ProbeReport:
                 at = next(
                     r["magnitude"] for r in self.records if r["measure"] == "ranking_accuracy" and r["transform"] == t
                 )
-                line += f"; its parameter ranked at {rank:.2f} from the logits (chance 0.5; copies at mu = {at:g})"
+                pairs = self.info.get("ranking_held_out", {}).get(t)
+                if pairs:  # chance's 95 % band on that many held-out pairs (binomial, normal approximation)
+                    band = 1.96 * math.sqrt(0.25 / pairs)
+                    odds = f"{pairs} held-out pairs: chance 0.5 ± {band:.2f}" + (
+                        ", no better than chance" if rank <= 0.5 + band else "")
+                else:
+                    odds = "chance 0.5"
+                line += f"; its parameter ranked at {rank:.2f} from the logits ({odds}; copies at mu = {at:g})"
             nv = self.value("normalized_variance", last, t, top)
             if math.isfinite(nv):
                 line += f"; normalised variance {nv:.3g} at {last} (0: invariant)"
