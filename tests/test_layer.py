@@ -448,3 +448,16 @@ def test_policy_file_bad_input():
         augnet.AugmentationModule.from_policy(Policy([[]]))
     with pytest.raises(TypeError, match="policy must be"):
         augnet.AugmentationModule.from_policy(42)
+
+
+@pytest.mark.parametrize("train_mode", ["mix", "sample"])
+def test_a_layer_at_magnitude_zero_passes_the_input_gradient_through_unchanged(train_mode):
+    # Solarize has no tap form, so the layer runs each transform's own call: at magnitude 0 each is the identity,
+    # in value and in the derivative in the input (the flips' and the pairing's counted the input twice).
+    layer = augnet.AugmentationLayer([T.HorizontalFlip(), T.SamplePairing(), T.Solarize()], init_magnitude=0.0,
+                                     train_mode=train_mode).double()  # fmt: skip
+    x = torch.rand(4, 3, 8, 8, dtype=torch.float64, requires_grad=True)
+    out = layer(x, generator=torch.Generator().manual_seed(0))
+    upstream = torch.randn(out.shape, dtype=out.dtype, generator=torch.Generator().manual_seed(1))
+    (grad,) = torch.autograd.grad(out, x, upstream)
+    torch.testing.assert_close(grad, upstream, atol=1e-9, rtol=1e-9)

@@ -57,6 +57,20 @@ def test_identity_at_magnitude_zero(case, copies):
     torch.testing.assert_close(out, rows(x, copies), atol=1e-10, rtol=0)
 
 
+@pytest.mark.parametrize("grad_magnitude", [False, True], ids=["float-magnitude", "magnitude-with-grad"])
+@pytest.mark.parametrize("case", over("input_gradient_at_zero"))
+def test_the_input_gradient_at_magnitude_zero_is_the_identitys(case, grad_magnitude):
+    """At magnitude 0 the derivative in the input is the identity's: what flows back is the upstream gradient
+    (a rows-at-zero replacement that also carried the transform's own derivative in the input gave 2)."""
+    t = case.build()
+    x = case.make(4, torch.float64).requires_grad_(True)
+    magnitude = torch.tensor(0.0, dtype=torch.float64, requires_grad=True) if grad_magnitude else 0.0
+    out = t(x, magnitude, generator=gen(1))
+    upstream = torch.randn(out.shape, generator=gen(2), dtype=out.dtype)
+    (grad,) = torch.autograd.grad(out, x, upstream)
+    torch.testing.assert_close(grad, upstream, atol=1e-9, rtol=1e-9)
+
+
 @pytest.mark.parametrize("case", over("same_draws_in_float64"))
 def test_a_seed_draws_the_same_parameters_for_float32_and_float64_inputs(case):
     """float64 inputs get the parameters float32 ones get from the same generator state (to float32 rounding)."""

@@ -177,13 +177,17 @@ class Transform(nn.Module):
         """``out`` with its rows at magnitude exactly 0 replaced by the input's, for transforms that resample.
 
         Branch-free (no value read back): the value is the input bit for bit, the derivative in the
-        magnitude that of ``out`` (a flip's relaxation, a warp's one-sided difference).
+        magnitude that of ``out`` (a flip's relaxation, a warp's one-sided difference). The derivative in
+        the input is exactly 1 when the magnitude takes no gradient; when it does, it is ``out``'s, the
+        transform's at magnitude 0: the identity up to the rounding of its resampling (within 1e-6 in
+        float32). Adding ``out``'s derivative to the input's counted the input twice (a gradient of 2).
         """
         if not self.resamples or out.shape[0] == 0:
             return out
         identity = repeat_rows(x, out.shape[0])
-        if out.requires_grad:  # + an exact 0 that carries out's derivative (0 where out is not finite)
-            identity = identity + torch.nan_to_num(out - out.detach(), nan=0.0, posinf=0.0, neginf=0.0)
+        if out.requires_grad and magnitude.requires_grad:  # the input's value + an exact 0 that carries out's
+            # derivative (0 where out is not finite), in the magnitude and in the input alike
+            identity = identity.detach() + torch.nan_to_num(out - out.detach(), nan=0.0, posinf=0.0, neginf=0.0)
         return torch.where(per_row(magnitude, out.dim()) == 0, identity, out)
 
     def draw_params(
