@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 #: Butterworth-like Q (1/sqrt(2) to three digits), the usual default of audio tools' biquads.
@@ -113,8 +114,15 @@ def filter_rows(x: Tensor, b: Tensor, a: Tensor) -> Tensor:
     n, _, t = x.shape
     if n == 0 or t == 0:
         return x * b[:, :1, None].to(x.dtype)  # empty, still in the graph of x and b
-    b = (b / a[:, :1]).to(x.dtype)
-    g = _all_pole_response((a[:, 1:] / a[:, :1]).to(x.dtype), t)  # (N, T)
-    size = 1 << (2 * t + 1).bit_length()  # > 2T + 1 = the length of x * g * b: no wrap-around into [0, T)
-    spectrum = torch.fft.rfft(x, size) * (torch.fft.rfft(g, size) * torch.fft.rfft(b, size))[:, None]
+    # The impulse response h = b * g, truncated to T taps, in float64 whatever x's dtype: a pole near z = 1
+    # makes the all-pole response g large and slow, and a high-pass's double zero at z = 1 then cancels it
+    # almost entirely; in float32 that cancellation, left to the convolution with x, lost 15 % of the signal
+    # (a 20 Hz high-pass at 16 kHz). h itself is small and well scaled: x is convolved with it in its dtype.
+    a64 = a.to(torch.float64)
+    b64 = b.to(torch.float64) / a64[:, :1]
+    g = _all_pole_response(a64[:, 1:] / a64[:, :1], t)  # (N, T)
+    shifted = [g, F.pad(g, (1, 0))[:, :t], F.pad(g, (2, 0))[:, :t]]  # g[n], g[n - 1], g[n - 2]
+    h = sum(b64[:, k : k + 1] * shifted[k] for k in range(3))  # the 3-tap b applied to g: (N, T)
+    size = 1 << (2 * t).bit_length()  # > 2T = the length of x * h: no wrap-around into [0, T)
+    spectrum = torch.fft.rfft(x, size) * torch.fft.rfft(h.to(x.dtype), size)[:, None]
     return torch.fft.irfft(spectrum, size)[..., :t]
