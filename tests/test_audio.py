@@ -452,3 +452,24 @@ def test_natural_ranges_and_repr():
     low, high, unit = A.AddNoise().natural_range(0.1)
     assert low == pytest.approx(20.0) and high == math.inf and unit == "dB SNR"
     assert "sample_rate=8000" in repr(A.LowPass(SR)) and "max_factor=1.25" in repr(A.SpeedChange())
+
+
+def test_speed_change_takes_the_one_sided_derivative_at_magnitude_zero():
+    # At magnitude 0 every position is an integer, the linear interpolation's kink: autograd took the right-hand
+    # slope for every row, of the wrong sign for the rows whose factor goes below 1. Now, as the image warps: the
+    # value is the input, the derivative the one-sided difference into (0, 1] with the same draws.
+    t = A.SpeedChange()
+    x = waves(b=4, dtype=F64)
+    r = torch.randn(x.shape, generator=gen(7), dtype=F64)
+    mu = torch.zeros(4, dtype=F64, requires_grad=True)
+    out = t(x, mu, generator=gen(1))
+    assert torch.equal(out, x)
+    (grad,) = torch.autograd.grad((out * r).sum(), mu)
+    from augnet.transforms.base import KINK_STEP
+
+    step = KINK_STEP  # the one-sided difference's own step: the same figure to rounding
+    moved = t(x, torch.full((4,), step, dtype=F64), generator=gen(1))
+    one_sided = ((moved - x) * r).flatten(1).sum(1) / step
+    torch.testing.assert_close(grad, one_sided, rtol=1e-9, atol=1e-9)
+    factors = t.draw_params(x, 1.0, gen(1))["factor"]
+    assert (factors < 1).any() and (factors > 1).any()  # both sides of the kink are in the test

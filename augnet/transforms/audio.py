@@ -407,7 +407,12 @@ class SpeedChange(SignalTransform):
     filter: above ``sample_rate / (2 s)`` a speed-up folds frequencies back.
 
     Parameters: ``factor`` (N,).
+
+    At magnitude 0 every position is an integer, the interpolation's kink: the derivative in the
+    magnitude is taken one-sided, into (0, 1], as the image warps take it (``kink_at_zero``).
     """
+
+    kink_at_zero = True  # s = 1 reads every sample at an integer position, where linear interpolation kinks
 
     def __init__(self, max_factor: float = 1.25) -> None:
         super().__init__()
