@@ -87,7 +87,7 @@ def _posterize(x: Tensor, removed: Tensor) -> Tensor:
 
 
 class Posterize(_ImageTransform):
-    """Removal of up to ``mu * max_bits`` low bits of the 8-bit levels (default up to 4 of 8 bits).
+    """Removal of low bits of the 8-bit levels: ``r`` bits on average, ``r`` up to ``mu * max_bits`` (default 4).
 
     Each row draws a continuous bit count ``r = mu * max_bits * u``, ``u ~ U(0, 1)``,
     and removes ``k`` bits, ``k`` the stochastic rounding of ``r`` (``floor(r) + 1``
@@ -162,6 +162,8 @@ class Posterize(_ImageTransform):
         return hard + (rows - plain) + (soft - soft.detach())
 
     def natural_range(self, magnitude, size=None):
+        """The range of the continuous bit count ``r``, ``[0, mu * max_bits]`` (the bits removed on average); its
+        stochastic rounding removes up to ``ceil(mu * max_bits)`` whole bits (see :meth:`bits_distribution`)."""
         return Range(0.0, float(magnitude) * self.max_bits, "bits removed")
 
     def extra_repr(self):
