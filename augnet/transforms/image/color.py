@@ -67,7 +67,7 @@ class Contrast(_ImageTransform):
         b = x.shape[0]
         n = b * copies
         factor = 1.0 + magnitude * self.max_delta * uniform(n, x, generator)
-        mean = _gray(x).mean((1, 2)).to(factor.dtype)
+        mean = _gray(x.to(factor.dtype)).mean((1, 2))  # in the parameters' dtype: float32 for half-precision images
         return {"factor": factor, "mean": mean.repeat(copies)[:, None].expand(n, x.shape[1])}
 
     def taps(self, params):
