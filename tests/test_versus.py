@@ -175,7 +175,11 @@ def test_reproduce_refuses_settings_before_writing_anything(tmp_path):
     from augnet.experiments import check_settings, reproduce
 
     refused = (("versus", "cuda", 0, "runs on the CPU only"), ("instance", "meta", 0, "CPU"),
-               ("versus", "cpu", -1, "seed must be an int >= 0"), ("mnist", "cpu", 0, "unknown"))  # fmt: skip
+               ("versus", "cpu", -1, "seed must be an int >= 0"), ("mnist", "cpu", 0, "unknown"),
+               ("sinusoids", "cpu", 2**64 - 1, "at most 2"),  # overflowed torch's seeding once the run had started
+               ("sinusoids", "meta", 0, "holds no values"))  # fmt: skip
+    if not torch.cuda.is_available():  # a device the machine lacks: refused before the folder is made
+        refused += (("sinusoids", "cuda", 0, "CUDA is not available"),)
     for name, device, seed, match in refused:
         with pytest.raises(SetupError, match=match):
             reproduce(name, quick=True, out=tmp_path / "out", device=device, seed=seed, progress=False)

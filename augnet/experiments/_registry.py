@@ -97,20 +97,29 @@ def register(name: str, cpu_only: bool = False, fixed_seeds: str | None = None):
     return wrap
 
 
+#: The largest seed an experiment takes: each seeds its generators with the seed plus offsets, and torch's
+#: generators take at most 2**64 - 1 (a seed near it overflowed, after the run had started).
+MAX_SEED = 2**62
+
+
 def check_settings(name: str, device: str = "cpu", seed: int = 0, quick: bool = False) -> None:
     """The :class:`SetupError` of settings experiment ``name`` refuses (an unknown name, a device other than the
-    CPU for a CPU-only experiment, a negative seed, a seed that a full run would ignore); checked before anything
-    is written."""
-    import torch
+    CPU for a CPU-only experiment or a device this machine lacks, a seed outside ``[0, MAX_SEED]``, a seed that a
+    full run would ignore); checked before anything is written."""
 
     if name not in _REGISTRY:
         raise SetupError(f"unknown experiment {name!r}; choose from {names()}")
-    if not is_int(seed) or seed < 0:
-        raise SetupError(f"seed must be an int >= 0, got {seed!r}", f"--seed must be an int >= 0, got {seed!r}")
+    if not is_int(seed) or not 0 <= seed <= MAX_SEED:
+        raise SetupError(f"seed must be an int >= 0 and at most 2**62, got {seed!r}",
+                         f"--seed must be an int >= 0 and at most 2**62, got {seed!r}")  # fmt: skip
     if name in _FIXED_SEEDS and not quick and seed != 0:
         ran = f"a full {name} run trains seeds {_FIXED_SEEDS[name]} whatever its seed"
         raise SetupError(f"{ran}; seed={seed} is for a quick run only",
                          f"{ran}; --seed {seed} is for a --quick run only")  # fmt: skip
+    import torch
+
+    from augnet.training.devices import resolve_device
+
     try:
         kind = torch.device(device).type
     except (RuntimeError, TypeError) as err:
@@ -118,6 +127,10 @@ def check_settings(name: str, device: str = "cpu", seed: int = 0, quick: bool = 
     if name in _CPU_ONLY and kind != "cpu":
         only = f"{name} runs on the CPU only, got"
         raise SetupError(f"{only} device={device!r}", f"{only} --device {device!r}")
+    try:
+        resolve_device(device)  # a device this machine has (not meta)
+    except ValueError as err:
+        raise SetupError(str(err), f"--device {device!r}: {err}") from None
 
 
 def names() -> list[str]:
