@@ -21,3 +21,28 @@ def test_chosen_candidates_and_bad_names():
     assert [e["transform"] for e in result.policy[0]] == ["FrequencyShift"]
     with pytest.raises(ValueError, match="unknown sinusoid candidates"):
         run_sinusoids(SinusoidsConfig(transforms=("Rotate",), epochs=1, n_train=8, n_test=8))
+
+
+def test_reproduce_writes_strict_json_whatever_the_numbers_hold(tmp_path, monkeypatch):
+    # NAME.json is read by other tools too: NaN is written as null and an infinity as "inf" (as policy files do),
+    # tensors as lists, so that every strict JSON reader takes the file.
+    import json
+    import math
+
+    import torch
+
+    from augnet.experiments import _registry
+    from augnet.experiments._registry import Report
+
+    def fake(out_dir, quick, seed, progress, device):
+        numbers = {"median": math.nan, "ratio": math.inf, "scores": torch.tensor([0.5, math.nan, -math.inf])}
+        return Report("fake", "nothing to say", numbers, [])
+
+    monkeypatch.setitem(_registry._REGISTRY, "fake", fake)
+    _registry.reproduce("fake", quick=True, out=tmp_path, progress=False)
+
+    def refuse(token):
+        raise ValueError(f"not strict JSON: {token}")
+
+    payload = json.loads((tmp_path / "fake" / "fake.json").read_text(), parse_constant=refuse)
+    assert payload["numbers"] == {"median": None, "ratio": "inf", "scores": [0.5, None, "-inf"]}

@@ -332,3 +332,30 @@ def test_run_selection_resumes_only_the_very_same_runs(tmp_path):
     assert {json.loads(r["key"])[3] for r in S.run_selection(config, path=path)}.isdisjoint(
         {json.loads(r["key"])[3] for r in first})
     assert len(path.read_text().splitlines()) == 4
+
+
+def test_a_capacity_run_with_nan_scores_writes_a_strict_json_line(tmp_path, monkeypatch):
+    # A tiny trunk can map two inputs to one output: their invariance score is NaN. The runs file wrote it as a
+    # bare NaN token, which strict JSON readers refuse; the score is left out, as capacity.json leaves it out (the
+    # pooled summary leaves NaN out anyway).
+    import math
+
+    import torch
+
+    import augnet.experiments.capacity as cap
+
+    def fake(config, progress=False):
+        yield {"depth": 1, "width": 4, "accuracy": 0.5, "invariance": {"median": 0.9, "n": 2},
+               "scores": torch.tensor([0.9, math.nan, 0.8], dtype=torch.float64), "history": {}}  # fmt: skip
+
+    monkeypatch.setattr(cap, "run_capacity", fake)
+    config = S.SelectionConfig(tasks=("capacity",), settings=("paper",), seeds=1, quick=True)
+    path = tmp_path / "runs.jsonl"
+    records = S.run_selection(config, path=path)
+    assert [t["scores"] for r in records for t in r["trunks"]][0] == [0.9, 0.8]
+
+    def refuse(token):
+        raise ValueError(f"not strict JSON: {token}")
+
+    lines = [json.loads(line, parse_constant=refuse) for line in path.read_text().splitlines()]
+    assert len(lines) == 2  # the setting and the oracle

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from augnet._checks import is_int
+from augnet._json import strict
 
 __all__ = [
     "Report", "SetupError", "check_settings", "cut_torn_line", "names", "read_runs", "register", "reproduce",
@@ -169,7 +170,7 @@ def reproduce(
                "date": time.strftime("%Y-%m-%d"), "machine": machine_info(device)}  # fmt: skip
     payload["verdict"] = report.verdict
     payload["numbers"] = report.numbers
-    (out_dir / f"{name}.json").write_text(json.dumps(payload, indent=1, default=_jsonable))
+    (out_dir / f"{name}.json").write_text(json.dumps(strict(payload, _jsonable), indent=1, allow_nan=False))
     (out_dir / "verdict.txt").write_text(report.verdict + "\n")
     return report
 

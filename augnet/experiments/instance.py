@@ -35,6 +35,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet import probes
+from augnet._json import strict
 from augnet.data import make_sprite_pair, render_sprites
 from augnet.experiments._registry import Report, register
 from augnet.experiments.trunks import PaperCNN
@@ -309,5 +310,5 @@ def instance(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool =
     numbers = _numbers(config, results)
     figures = _figures(results, out_dir)
     verdict = _verdict(numbers)
-    (out_dir / "instance_numbers.json").write_text(json.dumps(numbers, indent=1))
+    (out_dir / "instance_numbers.json").write_text(json.dumps(strict(numbers), indent=1, allow_nan=False))
     return Report("instance", verdict, numbers, figures)

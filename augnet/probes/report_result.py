@@ -13,20 +13,10 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from augnet._json import strict
 from augnet.probes.report_measures import _COLUMNS, _SWEPT, INVARIANT_NV, MEASURES, UNIT_MEASURES
 
 __all__ = ["ProbeReport"]
-
-
-def _strict(value):
-    """``value`` with its floats made strict JSON: NaN as ``None``, an infinity as ``"inf"`` / ``"-inf"``."""
-    if isinstance(value, float):
-        return None if math.isnan(value) else ("inf" if value > 0 else "-inf") if math.isinf(value) else value
-    if isinstance(value, dict):
-        return {k: _strict(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_strict(v) for v in value]
-    return value
 
 
 @dataclass(repr=False)
@@ -147,9 +137,9 @@ class ProbeReport:
                 for k, values in self.units.items()
             ]
             beside = path.with_name(f"{path.stem}.units.json")
-            beside.write_text(json.dumps(_strict({"info": self.info, "units": rows}), allow_nan=False))
+            beside.write_text(json.dumps(strict({"info": self.info, "units": rows}), allow_nan=False))
         if path.suffix == ".json":
-            text = json.dumps(_strict({"info": self.info, "records": self.records}), indent=1, allow_nan=False)
+            text = json.dumps(strict({"info": self.info, "records": self.records}), indent=1, allow_nan=False)
             path.write_text(text)
         elif path.suffix == ".csv":
             with path.open("w", newline="") as f:
