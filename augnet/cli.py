@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import sys
 import warnings
@@ -552,8 +553,8 @@ def check_args(args: argparse.Namespace) -> str | None:
         except ValueError as err:
             return f"--device {device}: {err}"
     min_time = getattr(args, "min_time", None)
-    if min_time is not None and not min_time > 0:
-        return f"--min-time must be > 0, got {min_time}"
+    if min_time is not None and not 0 < min_time < math.inf:  # inf: the timing loop would never end
+        return f"--min-time must be > 0 and finite, got {min_time}"
     if args.command == "bench" and getattr(args, "model", None) is not None:
         return None  # the cost on paper: nothing is written
     return _usable_folder(args.out) if getattr(args, "out", None) is not None else None

@@ -364,6 +364,7 @@ def run_cli(*args, cwd=ROOT):
         (["demo", "--epochs", "0"], "--epochs must be >= 1"),
         (["bench", "--batch", "0"], "--batch must be >= 1"),
         (["bench", "--min-time", "0"], "--min-time must be > 0"),
+        (["bench", "--min-time", "inf"], "--min-time must be > 0 and finite, got inf"),  # timed forever
         (["reproduce", "copies", "--threads", "0"], "--threads must be >= 1"),
     ],
 )
