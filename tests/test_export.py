@@ -622,3 +622,16 @@ def test_an_augerino_policy_is_a_policy_file_that_saves_and_loads(tmp_path):
     policy = model.policy()
     assert augnet.Policy.load(policy.save(tmp_path / "augerino.json")) == policy
     assert augnet.Policy.from_json(policy.to_json()) == policy
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_a_layer_evaluated_as_a_mix_is_exported_with_a_warning_that_it_draws_one_transform(library):
+    # eval_mode="mix" blends every transform's output; an export draws one per sample (eval_mode="sample"): said.
+    export = to_kornia if library == "kornia" else to_torchvision
+    mixed = augnet.AugmentationModule([augnet.AugmentationLayer([T.Invert(), T.HorizontalFlip()], eval_mode="mix")])
+    with pytest.warns(UserWarning, match=r"policy layer\(s\) \[0\] evaluate as a mix"):
+        export(mixed.policy((8, 8)))
+    drawn = augnet.AugmentationModule([augnet.AugmentationLayer([T.Invert(), T.HorizontalFlip()])])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        export(drawn.policy((8, 8)))

@@ -116,6 +116,16 @@ def _entries(policy) -> list[list[dict]]:
             raise ValueError(f"policy layer {i} must be a non-empty list of entries, got {layer!r}")
     rebuilt = check_policy(policy)
     if rebuilt is not None:
+        mixed = [i for i, (s, layer) in enumerate(zip(policy.settings, policy, strict=True))
+                 if s.get("eval_mode") == "mix" and sum(e["weight"] > 0 for e in layer) > 1]  # fmt: skip
+        if mixed:
+            warnings.warn(
+                f"augnet.export: policy layer(s) {mixed} evaluate as a mix (eval_mode='mix': every transform's "
+                "output blended by its weight); the export draws one transform per sample by the weights, as a "
+                "layer with eval_mode='sample' (the default) does",
+                UserWarning,
+                stacklevel=caller_stacklevel(("augnet.export", "augnet.policy")),
+            )
         sizes = [None if s.get("range_size") is None else tuple(s["range_size"]) for s in policy.settings]
         policy = [layer.policy(size) for layer, size in zip(rebuilt, sizes, strict=True)]
     for i, layer in enumerate(policy):
