@@ -165,7 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run an experiment, write its figures (PNG) and numbers (JSON) under OUT/NAME/, print a verdict.",
     )
     rep.add_argument("name", choices=experiment_names(), help="the experiment")
-    rep.add_argument("--quick", action="store_true", help="a reduced run (minutes become seconds)")
+    rep.add_argument(
+        "--quick", action="store_true",
+        help="a reduced run, to check the set-up (under a minute to a few minutes on 2 CPU cores)",
+    )  # fmt: skip
     rep.add_argument("--out", default="results", help="results folder (default: %(default)s)")
     rep.add_argument("--seed", type=int, default=0,
                      help="the first seed (default: %(default)s; a full versus run trains seeds 0-9, no other)")
