@@ -286,6 +286,14 @@ def test_summary_refuses_quantiles_outside_zero_one(quantiles, error):
         probes.summary(torch.rand(5), quantiles=quantiles)
 
 
+def test_summary_takes_quantiles_as_an_array_or_a_tensor():
+    import numpy as np
+
+    v, want = torch.arange(9.0), probes.summary(torch.arange(9.0), quantiles=(0.1, 0.9))
+    in_float64 = torch.tensor([0.1, 0.9], dtype=torch.float64)
+    assert probes.summary(v, quantiles=np.array([0.1, 0.9])) == want == probes.summary(v, in_float64)
+
+
 @pytest.mark.parametrize(
     "case, error, match",
     [
@@ -419,3 +427,20 @@ def test_plots_of_curves_and_importances(tmp_path):
 
     with pytest.raises(ValueError, match="all NaN / infinite"):
         plot_distributions({"a": [math.inf, math.nan]}, tmp_path / "d.png", ylabel="score")
+
+
+def test_the_curves_take_magnitudes_as_any_sequence_a_user_has():
+    # np.linspace, a tensor, a tuple, a generator: the same curve as the list (the check added for a bad
+    # argument must not refuse what worked).
+    import numpy as np
+
+    net, x = circular_net(), images(b=6)
+    want = probes.invariance_curve(net, x, T.Rotate(), [0.0, 0.5, 1.0])["scores"]
+    for given in (np.linspace(0, 1, 3), torch.tensor([0.0, 0.5, 1.0]), (0.0, 0.5, 1.0), (m / 2 for m in range(3))):
+        assert torch.equal(probes.invariance_curve(net, x, T.Rotate(), given)["scores"], want)
+    acc = probes.accuracy_curve(net, x, torch.zeros(6, dtype=torch.long), T.Rotate(), np.array([0.0, 1.0]))
+    assert acc["magnitude"] == [0.0, 1.0]
+    for labels in (np.zeros(6, dtype=np.int64), [0] * 6):  # class indices as an array or a list, as a tensor
+        assert probes.accuracy_curve(net, x, labels, T.Rotate(), np.array([0.0, 1.0])) == acc
+    with pytest.raises(TypeError, match="1-D tensor or array"):
+        probes.invariance_curve(net, x, T.Rotate(), np.float64(0.5))

@@ -18,7 +18,7 @@ Two rules every probe that runs a model follows, here:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import torch
@@ -71,8 +71,11 @@ def summary(values: Tensor, quantiles: Sequence[float] = QUANTILES) -> dict[str,
         >>> s["interval75_low"], s["interval75_high"]
         (1.0, 7.0)
     """
-    if isinstance(quantiles, (str, bytes)) or not isinstance(quantiles, Sequence):
+    if (isinstance(quantiles, Tensor) or type(quantiles).__module__ == "numpy") and getattr(quantiles, "ndim", 0) == 1:
+        quantiles = quantiles.tolist()  # a tensor or an array of them
+    if isinstance(quantiles, (str, bytes, Mapping)) or not isinstance(quantiles, Iterable):
         raise TypeError(f"quantiles must be a sequence of numbers in [0, 1], got {quantiles!r}")
+    quantiles = list(quantiles)
     if not all(is_real(q) and 0 <= q <= 1 for q in quantiles):
         raise ValueError(f"quantiles must be numbers in [0, 1], got {list(quantiles)!r}")
     v = torch.as_tensor(values, dtype=torch.float64).flatten()
@@ -236,14 +239,18 @@ def check_flag(name: str, value) -> bool:
 
 
 def magnitude_list(magnitudes) -> list[float]:
-    """``magnitudes`` (a non-empty sequence of numbers, or a 1-D tensor) as floats, or the error naming it.
+    """``magnitudes`` (a non-empty sequence or iterable of numbers, a 1-D tensor or array) as floats, or the
+    error naming it.
 
     Their range is the transform's to check (an augnet transform takes [0, 1]; a callable, its own).
     """
-    if isinstance(magnitudes, Tensor):
-        magnitudes = magnitudes.tolist() if magnitudes.dim() == 1 else magnitudes
-    if isinstance(magnitudes, (str, bytes)) or not isinstance(magnitudes, Sequence):
+    if isinstance(magnitudes, Tensor) or type(magnitudes).__module__ == "numpy":
+        if getattr(magnitudes, "ndim", 0) != 1:
+            raise TypeError(f"magnitudes must be a sequence of numbers or a 1-D tensor or array, got {magnitudes!r}")
+        magnitudes = magnitudes.tolist()
+    if isinstance(magnitudes, (str, bytes, Mapping)) or not isinstance(magnitudes, Iterable):
         raise TypeError(f"magnitudes must be a sequence of numbers, got {type(magnitudes).__name__}: {magnitudes!r}")
+    magnitudes = list(magnitudes)
     if not magnitudes:
         raise ValueError("magnitudes must hold at least one magnitude, got none")
     if not all(is_real(m) for m in magnitudes):

@@ -270,10 +270,9 @@ def accuracy_curve(
     seed = check_seed(seed)  # before anything runs: an int in [0, 2**63 - 3], a NumPy one too
     check_model_input(model, x)
     magnitudes = magnitude_list(magnitudes)
-    if not isinstance(y, Tensor):
-        raise TypeError(f"y must be a tensor of class indices, got {type(y).__name__}")
     if len(x) != len(y):
         raise ValueError(f"x and y must have the same length, got {len(x)} and {len(y)}")
+    y = y if isinstance(y, Tensor) else torch.as_tensor(y)  # a list or an array of class indices
     accs = []
     for m in magnitudes:
         xt = Transformed(transform, x, float(m), seeded(seed + 1, x.device))
