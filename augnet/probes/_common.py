@@ -71,11 +71,10 @@ def summary(values: Tensor, quantiles: Sequence[float] = QUANTILES) -> dict[str,
         >>> s["interval75_low"], s["interval75_high"]
         (1.0, 7.0)
     """
-    if (isinstance(quantiles, Tensor) or type(quantiles).__module__ == "numpy") and getattr(quantiles, "ndim", 0) == 1:
-        quantiles = quantiles.tolist()  # a tensor or an array of them
-    if isinstance(quantiles, (str, bytes, Mapping)) or not isinstance(quantiles, Iterable):
+    items = _items(quantiles)
+    if items is None:
         raise TypeError(f"quantiles must be a sequence of numbers in [0, 1], got {quantiles!r}")
-    quantiles = list(quantiles)
+    quantiles = items
     if not all(is_real(q) and 0 <= q <= 1 for q in quantiles):
         raise ValueError(f"quantiles must be numbers in [0, 1], got {list(quantiles)!r}")
     v = torch.as_tensor(values, dtype=torch.float64).flatten()
@@ -238,19 +237,26 @@ def check_flag(name: str, value) -> bool:
     return value
 
 
+def _items(values) -> list | None:
+    """``values`` as a list: a 1-D tensor or NumPy array, or any iterable but a string or a mapping (``None``
+    for anything else, e.g. a single number or a 0-d tensor): the forms the probes' sequence arguments take."""
+    if isinstance(values, Tensor) or type(values).__module__ == "numpy":
+        return values.tolist() if getattr(values, "ndim", 0) == 1 else None
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+        return None
+    return list(values)
+
+
 def magnitude_list(magnitudes) -> list[float]:
     """``magnitudes`` (a non-empty sequence or iterable of numbers, a 1-D tensor or array) as floats, or the
     error naming it.
 
     Their range is the transform's to check (an augnet transform takes [0, 1]; a callable, its own).
     """
-    if isinstance(magnitudes, Tensor) or type(magnitudes).__module__ == "numpy":
-        if getattr(magnitudes, "ndim", 0) != 1:
-            raise TypeError(f"magnitudes must be a sequence of numbers or a 1-D tensor or array, got {magnitudes!r}")
-        magnitudes = magnitudes.tolist()
-    if isinstance(magnitudes, (str, bytes, Mapping)) or not isinstance(magnitudes, Iterable):
-        raise TypeError(f"magnitudes must be a sequence of numbers, got {type(magnitudes).__name__}: {magnitudes!r}")
-    magnitudes = list(magnitudes)
+    items = _items(magnitudes)
+    if items is None:
+        raise TypeError(f"magnitudes must be a sequence of numbers or a 1-D tensor or array, got {magnitudes!r}")
+    magnitudes = items
     if not magnitudes:
         raise ValueError("magnitudes must hold at least one magnitude, got none")
     if not all(is_real(m) for m in magnitudes):
