@@ -25,6 +25,8 @@ CSRC = Path(__file__).resolve().parent.parent / "csrc"
 CUDA_SOURCE = CSRC / "tap_mix_cuda.cu"
 OP_SOURCE = CSRC / "tap_mix.cpp"
 PADDINGS = ("zeros", "border", "reflection")
+#: tap_mix_backward's output_mask: every gradient (x, affine, color, weight).
+ALL = [True, True, True, True]
 
 
 def _cuda_toolkit() -> tuple[Path, Path] | None:
@@ -224,7 +226,7 @@ def test_cuda_matches_reference(cuda_ops, padding, color, ch, dtype):
     grad_out = torch.randn_like(out)
     ref, rgx, rga, rgc, rgw = _reference_grads(args, padding, grad_out)
     torch.testing.assert_close(out, ref, **tol("cuda", dtype))
-    gx, ga, gc, gw = cuda_ops.tap_mix_backward(grad_out, *args, padding)
+    gx, ga, gc, gw = cuda_ops.tap_mix_backward(grad_out, *args, padding, ALL)
     torch.testing.assert_close(gx, rgx, **tol("cuda", dtype))
     torch.testing.assert_close(ga, rga, **tol("cuda", dtype))
     torch.testing.assert_close(gw, rgw, **tol("cuda", dtype))
@@ -241,11 +243,11 @@ def test_cuda_backward_over_pixel_chunks(cuda_ops, padding):
     grad_out = torch.randn(2, 3, 96, 80, dtype=torch.float64, device="cuda")
     ref, rgx, rga, rgc, rgw = _reference_grads(args, padding, grad_out)
     torch.testing.assert_close(cuda_ops.tap_mix(*args, padding), ref, **tol("cuda", torch.float64))
-    first = cuda_ops.tap_mix_backward(grad_out, *args, padding)
+    first = cuda_ops.tap_mix_backward(grad_out, *args, padding, ALL)
     for got, want in zip(first, (rgx, rga, rgc, rgw)):
         torch.testing.assert_close(got, want, **tol("cuda", torch.float64))
     # The per-tap reductions are fixed-order (only grad_x uses atomics).
-    second = cuda_ops.tap_mix_backward(grad_out, *args, padding)
+    second = cuda_ops.tap_mix_backward(grad_out, *args, padding, ALL)
     for a, b in zip(first[1:], second[1:]):
         assert torch.equal(a, b)
 
@@ -254,7 +256,7 @@ def test_cuda_backward_accepts_an_expanded_grad(cuda_ops):
     args = _args(2, 3, 6, 5, 3, 2, False, torch.float64, seed=3)
     grad_out = torch.ones(1, 1, 1, 1, dtype=torch.float64, device="cuda").expand(3, 3, 6, 5)
     _, rgx, rga, _, rgw = _reference_grads(args, "border", grad_out)
-    gx, ga, _, gw = cuda_ops.tap_mix_backward(grad_out, *args, "border")
+    gx, ga, _, gw = cuda_ops.tap_mix_backward(grad_out, *args, "border", ALL)
     torch.testing.assert_close(gx, rgx, **tol("cuda", torch.float64))
     torch.testing.assert_close(ga, rga, **tol("cuda", torch.float64))
     torch.testing.assert_close(gw, rgw, **tol("cuda", torch.float64))

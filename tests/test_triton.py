@@ -25,8 +25,11 @@ needs_triton = pytest.mark.skipif(
 )
 
 
-def run_parity_script(group: str) -> str:
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
+def run_parity_script(group: str, device: str = "cpu") -> str:
+    """Run triton_parity.py's ``group`` in the interpreter (``device="cpu"``) or compiled on ``device``."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "AUGNET_PARITY_DEVICE": device}
+    if device != "cpu":
+        del env["TRITON_INTERPRET"]
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     proc = subprocess.run(
         [sys.executable, str(TESTS / "triton_parity.py"), group],
@@ -49,6 +52,16 @@ def test_output_and_gradients_match_the_reference(dtype):
     # odd image sizes, channels_last and strided x, several pixel blocks per row (see triton_parity.py).
     output = run_parity_script(dtype)
     assert "11 of 11 cases passed" in output, output
+
+
+@needs_triton
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the interpreter runs these above)")
+@pytest.mark.parametrize("group", ["float64", "float32", "gpu-float64", "gpu-float32", "bad", "order", "gradcheck"])
+def test_compiled_kernels_match_the_reference_on_a_cuda_gpu(group):
+    # The interpreter's checks, compiled for the GPU that is there: its block sizes, its float rounding (FMA) and
+    # its atomics' order, which the interpreter does not reproduce.
+    output = run_parity_script(group, device="cuda")
+    assert " cases passed" in output and "FAIL" not in output, output
 
 
 @needs_triton

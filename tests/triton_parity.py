@@ -8,6 +8,10 @@ test session)::
 
 It prints one line per case and exits with status 1 when any check fails.
 Shapes are tiny because the interpreter runs every program in NumPy.
+
+With ``AUGNET_PARITY_DEVICE=cuda`` (and no interpreter) the same checks run the
+compiled kernels on a CUDA GPU: the tensors are drawn on the CPU as before and
+moved there, and the ground truth is the float64 reference on the same device.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from augnet.ops._triton import _layout, supports, tap_mix_triton
 from augnet.ops._triton_kernels import _program_row
 
 F64 = torch.float64
+#: Where the cases run: "cpu" (Triton's interpreter) or "cuda" (the compiled kernels).
+DEVICE = os.environ.get("AUGNET_PARITY_DEVICE", "cpu")
 
 
 @dataclass(frozen=True)
@@ -67,10 +73,11 @@ def make_inputs(case: Case, seed: int):
     """The shared tap_mix inputs (tests/helpers.py) of a case, in its dtype and memory layout, and a grad_out."""
     shape = dict(b=case.b, ch=case.ch, h=case.h, w=case.w, n=case.n, k=case.k, dtype=case.dtype)
     options = dict(color=case.color, layout=case.layout, spread=case.spread, signed_weight=True)
-    x, src, affine, color, weight = tap_mix_inputs(**shape, **options, seed=seed)
+    x, src, affine, color, weight = tap_mix_inputs(**shape, **options, seed=seed, device=DEVICE)
     if case.src == "last":
         src = torch.full_like(src, case.b - 1)
     grad_out = torch.randn(case.n, case.ch, case.h, case.w, generator=gen(1000 + seed), dtype=case.dtype)
+    grad_out = grad_out.to(DEVICE)
     return x, src, affine, color, weight, grad_out
 
 
@@ -180,7 +187,7 @@ def run_program_order() -> list[str]:
     failures = []
     for b, n, hw in ((3, 12, 600), (5, 5, 300), (4, 6, 70), (2, 64, 256)):
         lay, programs = _layout((b, 3, 1, hw), n, torch.float32, None)
-        got = torch.empty(programs, 2, dtype=torch.long)
+        got = torch.empty(programs, 2, dtype=torch.long, device=DEVICE)
         _order[(programs,)](got, lay["NPB"], lay["ROWS"], lay["COPIES"])
         pairs = [tuple(p) for p in got.tolist()]
         expected = {(r, p) for r in range(n) for p in range(lay["NPB"])}
@@ -282,12 +289,15 @@ def run_bad_case(padding: str, color: bool, dtype: torch.dtype, seed: int) -> li
 
 
 def main(group: str) -> int:
-    if os.environ.get("TRITON_INTERPRET") != "1":
+    if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         print("set TRITON_INTERPRET=1 to run the Triton kernels on CPU")
         return 2
+    if DEVICE != "cpu" and os.environ.get("TRITON_INTERPRET") == "1":
+        print(f"unset TRITON_INTERPRET to run the compiled kernels on {DEVICE}")
+        return 2
     for dtype, expected in ((torch.float32, True), (torch.float64, True), (torch.float16, False)):
-        if supports(torch.zeros(1, dtype=dtype)) != expected:
-            print(f"FAIL supports(CPU {dtype} tensor) is not {expected} under the interpreter")
+        if supports(torch.zeros(1, dtype=dtype, device=DEVICE)) != expected:
+            print(f"FAIL supports({DEVICE} {dtype} tensor) is not {expected}")
             return 1
     if group == "bad":
         bad = [("zeros", True, F64), ("border", False, F64), ("reflection", True, torch.float32)]
