@@ -57,7 +57,7 @@ def test_output_and_gradients_match_the_reference(dtype):
 @needs_triton
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the interpreter runs these above)")
 @pytest.mark.parametrize("group", ["float64", "float32", "gpu-float64", "gpu-float32", "bad", "order", "gradcheck"])
-def test_compiled_kernels_match_the_reference_on_a_cuda_gpu(group):
+def test_the_kernels_match_the_reference_on_a_cuda_gpu(group):
     # The interpreter's checks, compiled for the GPU that is there: its block sizes, its float rounding (FMA) and
     # its atomics' order, which the interpreter does not reproduce.
     output = run_parity_script(group, device="cuda")
