@@ -47,7 +47,7 @@ gpu_files=(test_on_gpu.py test_triton.py test_cuda_build.py test_cpp.py test_gpu
   test_bench.py test_training.py)
 if want tests; then
   # -v: a line per test as it ends, which survives a worker that crashes; --dist load: its scheduler carries on
-  # after one (loadfile's stopped with an internal error and no summary, on xdist 3.8 with a segfaulting test).
+  # after one (loadfile's stopped with an internal error and no summary, after a segfaulting test).
   # -k: not the ahead-of-time compiles for sm_80/sm_90 (CPU work, which CI runs).
   echo "::: [$SECONDS s] GPU tests" | tee -a "$out/log.txt"
   timeout $(($(left) - 170)) $py -m pytest -v -p no:cacheprovider -n 8 --dist load -m "not slow" -k "not compile" \
