@@ -21,7 +21,9 @@ Both derivatives are exact, by automatic differentiation:
   round. The probe takes the mean of the two one-sided derivatives, each computed by autograd at
   ``t = +-KINK_STEP`` (1e-9, inside the linear pieces): the symmetric derivative, which a central finite
   difference ``(f(g_h x) - f(g_-h x)) / 2h`` approaches as ``h -> 0``. (The authors' own warp
-  takes the forward difference.) Colour maps are smooth: their derivative is taken at 0.
+  takes the forward difference.) Colour maps are smooth: their derivative is taken at 0. A torch
+  that cannot differentiate ``grid_sample``'s backward (such as 2.11) gets the central difference
+  instead, extrapolated from three steps (error of order ``DIFFERENCE_STEP ** 3``).
 - ``J_phi u``, the model's Jacobian-vector product, by forward-mode autograd (one forward pass with
   dual numbers; every layer's tangent is read by the same hooks as :func:`~augnet.probes.features`),
   or, for models with an operation forward mode does not support (e.g. PyTorch's fused attention),
@@ -38,6 +40,7 @@ Gruver, Finzi, Goldblum and Wilson, "The Lie Derivative for Measuring Learned Eq
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
@@ -61,6 +64,9 @@ __all__ = ["KINK_STEP", "LIE_BATCH_SIZE", "lie_derivative", "transform_derivativ
 
 #: Where the one-sided derivatives of a warp are taken, at ``t = +-KINK_STEP`` (in the family's units).
 KINK_STEP = 1e-9
+#: The step of the central differences that take the place of autograd where torch cannot differentiate a warp's
+#: backward (see :func:`transform_derivative`).
+DIFFERENCE_STEP = 1e-3
 #: Rows per forward pass when ``batch_size`` is ``None``: forward mode holds each activation and its
 #: tangent (a resnet18 at 64 x 64 pixels peaks at 0.3 GB with 64 rows, 0.9 GB with 256, as fast).
 LIE_BATCH_SIZE = 64
@@ -109,21 +115,54 @@ def transform_derivative(transform, x: Tensor, size: tuple[int, int] | None = No
     from augnet.ops.dispatch import tap_mix_reference
     from augnet.ops.taps import concat_taps
 
+    def warped(t: Tensor) -> Tensor:
+        params = dict(base)
+        params[fam.param] = fam.value(t, base[fam.param], size)
+        src, affine, color, weight = concat_taps([transform.taps(params)], x64, n)
+        return tap_mix_reference(x64, src, affine, color, weight, padding=transform.padding)
+
     def at(t0: float) -> Tensor:
         with torch.enable_grad():
             t = torch.full((n,), t0, dtype=torch.float64, device=x64.device, requires_grad=True)
-            params = dict(base)
-            params[fam.param] = fam.value(t, base[fam.param], size)
-            src, affine, color, weight = concat_taps([transform.taps(params)], x64, n)
-            y = tap_mix_reference(x64, src, affine, color, weight, padding=transform.padding)
+            y = warped(t)
             v = torch.ones_like(y, requires_grad=True)
             (vjp,) = torch.autograd.grad(y, t, v, create_graph=True)  # (n,): v . dy/dt, linear in v
             (u,) = torch.autograd.grad(vjp, v, torch.ones_like(vjp))  # its gradient in v: dy/dt
         return u
 
+    if not _warps_differentiate_twice():
+        # The central difference over +-h, extrapolated from h, h/2 and h/4 (Richardson): the symmetric derivative
+        # at a kink and the derivative elsewhere, with an error of order h^3. h = 1e-3 in the family's units moves
+        # no sample of an image under a thousand pixels by a whole pixel: no other kink of the interpolation.
+        def central(h: float) -> Tensor:
+            with torch.no_grad():
+                ts = [torch.full((n,), s, dtype=torch.float64, device=x64.device) for s in (h, -h)]
+                return (warped(ts[0]) - warped(ts[1])) / (2 * h)
+
+        d1, d2, d4 = (central(DIFFERENCE_STEP / k) for k in (1, 2, 4))
+        e1, e2 = 2 * d2 - d1, 2 * d4 - d2  # the error's h term gone; then its h^2 term
+        return (4 * e2 - e1) / 3
     if transform.kink_at_zero:
         return (at(KINK_STEP) + at(-KINK_STEP)) / 2
     return at(0.0)
+
+
+@functools.cache
+def _warps_differentiate_twice() -> bool:
+    """Whether this torch differentiates ``grid_sample``'s backward (newer releases do; torch 2.11 raises
+    "derivative for aten::grid_sampler_2d_backward is not implemented"), which :func:`transform_derivative`'s
+    exact route needs."""
+    x = torch.ones(1, 1, 2, 2, dtype=torch.float64)
+    with torch.enable_grad():
+        grid = torch.zeros(1, 1, 1, 2, dtype=torch.float64, requires_grad=True)
+        y = torch.nn.functional.grid_sample(x, grid, align_corners=False)
+        v = torch.ones_like(y, requires_grad=True)
+        (g,) = torch.autograd.grad(y, grid, v, create_graph=True)
+        try:
+            torch.autograd.grad(g.sum(), v)
+        except RuntimeError:
+            return False
+    return True
 
 
 def _checked_pool(reduce: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
@@ -348,8 +387,12 @@ def lie_derivative(
                     break
                 except (NotImplementedError, RuntimeError) as err:
                     if start or len(modes) == 1:
+                        why = "" if _warps_differentiate_twice() else (
+                            f" (torch {torch.__version__} cannot differentiate grid_sample's backward, which an "
+                            "augmentation layer's warps need here; newer torch can)"
+                        )
                         raise RuntimeError(
-                            f"lie_derivative: cannot differentiate {type(model).__name__}: {err}"
+                            f"lie_derivative: cannot differentiate {type(model).__name__}: {err}{why}"
                         ) from err
                     modes.pop(0)  # the next way of computing J u, with the first batch's draws again
                     kwargs = forward_kwargs(model, copies, seed, x.device)
