@@ -26,6 +26,39 @@ from augnet.transforms.base import Range, check_copies, draw, stratify
 
 __all__ = ["LIE_GENERATORS", "Augerino", "LieAugmentation"]
 
+#: The fixed scaling and squaring, and Taylor degree, of :func:`matrix_exp` off the CPU: the series is taken of
+#: ``a / 2**8``, exact to rounding (the first term left out is below 1e-10 of the sum) for ``|a| <= 256`` (a
+#: rotation by 256 radians, or shifts by a hundred image widths).
+_SQUARINGS, _DEGREE = 8, 12
+
+
+def matrix_exp(a: Tensor) -> Tensor:
+    """``exp`` of (..., n, n) matrices, with no read back to the host on any device.
+
+    On the CPU this is :func:`torch.linalg.matrix_exp`. On a GPU that function reads
+    the matrices' norms back to the host to pick its series' degree (ATen's
+    ``mexp_impl``), which stalls every training step; there the exponential is
+    the Taylor series of degree 12 of ``a / 2**8``, squared 8 times, in float64
+    (where the device has it): the same ops whatever the values, within 1e-13 of
+    :func:`torch.linalg.matrix_exp` in float64 for ``|a|`` up to 50.
+    """
+    if a.device.type == "cpu":
+        return torch.linalg.matrix_exp(a)
+    return _taylor_exp(a)
+
+
+def _taylor_exp(a: Tensor) -> Tensor:
+    """:func:`matrix_exp`'s route off the CPU (on any device)."""
+    work = a.to(torch.float32 if a.device.type == "mps" else torch.float64)  # MPS has no float64
+    x = work / 2.0**_SQUARINGS
+    eye = torch.eye(a.shape[-1], dtype=work.dtype, device=a.device).expand_as(work)
+    out = eye
+    for k in range(_DEGREE, 0, -1):  # Horner: I + x (I + x/2 (I + x/3 (...)))
+        out = eye + (x @ out) / k
+    for _ in range(_SQUARINGS):
+        out = out @ out
+    return out.to(a.dtype)
+
 
 #: Generators of the affine Lie algebra aff(2), in normalised image coordinates:
 #: translations, rotation, uniform scale, stretch and shear (Benton et al., 2020).
@@ -105,7 +138,7 @@ class LieAugmentation(nn.Module):
         u = stratify(u, generator) * 2 - 1  # stratified over an evaluation's copies (AugNet.forward)
         coeffs = u * self.widths.to(dtype)
         algebra = torch.einsum("nk,kij->nij", coeffs, self.generators.to(device=x.device, dtype=dtype))
-        return torch.linalg.matrix_exp(algebra)
+        return matrix_exp(algebra)
 
     def forward(self, x: Tensor, copies: int = 1, generator: torch.Generator | None = None) -> Tensor:
         if not isinstance(x, Tensor):

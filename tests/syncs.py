@@ -49,6 +49,11 @@ _DATA_DEPENDENT = {
 }
 
 
+#: aten ops whose GPU implementation reads a value back inside the op (invisible on ``meta``, where the op runs
+#: its shape function only): each would stall every call on a GPU.
+_SYNC_INSIDE = {aten.linalg_matrix_exp.default: "linalg.matrix_exp (ATen reads the norms back to pick a degree)"}
+
+
 def _package() -> Path:
     """The folder of the imported augnet package: what is library code, wherever the checkout lies."""
     import augnet
@@ -127,6 +132,8 @@ class _Dispatch(TorchDispatchMode):
         if func in _READS and _off_host(args[0]):
             self.record(_READS[func], func)
             return _stand_in_read(args[0])
+        if func in _SYNC_INSIDE and any(_off_host(a) for a in args):
+            self.record("read back inside the op: " + _SYNC_INSIDE[func], func)  # recorded; the op still runs
         if func in _DATA_DEPENDENT and any(_off_host(a) for a in args):
             self.record("data-dependent output size: " + _DATA_DEPENDENT[func], func)
             return self._stand_in_shape(func, args, kwargs)

@@ -169,3 +169,28 @@ def test_a_wide_initial_width_is_kept_not_overflowed():
         LieAugmentation(init_width=1e39)  # finite in Python, infinite in float32
     with pytest.raises(ValueError, match="rounds to a width of 0 in float32"):
         LieAugmentation(init_width=1e-50)  # softplus underflows: it would never augment
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_exponential_off_the_cpu_is_torchs_without_its_read_back(dtype):
+    # On a GPU, torch.linalg.matrix_exp reads the norms back to the host every call (ATen's mexp_impl): Augerino
+    # takes a fixed Taylor series there. Its values and gradients, run here on CPU tensors, against torch's.
+    from augnet.augerino import _taylor_exp, matrix_exp
+
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(300, 3, 3, generator=g, dtype=torch.float64)
+    a[:, 2] = 0  # aff(2): the last row of every generator is 0
+    a = a * torch.logspace(-4, math.log10(50), 300, dtype=torch.float64)[:, None, None] / a.flatten(1).norm(dim=1)[
+        :, None, None]
+    a = a.to(dtype).double()  # the input as the dtype holds it: what is left to compare is the output's rounding
+    want = torch.linalg.matrix_exp(a)
+    got = _taylor_exp(a.to(dtype))
+    assert got.dtype == dtype
+    rel = float(((got.double() - want).flatten(1).norm(dim=1) / want.flatten(1).norm(dim=1)).max())
+    assert rel < (1e-12 if dtype == torch.float64 else 3e-7), rel
+    assert torch.equal(matrix_exp(a), want)  # on the CPU, torch's own
+    leaf = a[:20].clone().requires_grad_()
+    r = torch.randn(20, 3, 3, generator=g, dtype=torch.float64)
+    (mine,) = torch.autograd.grad((_taylor_exp(leaf) * r).sum(), leaf)
+    (theirs,) = torch.autograd.grad((torch.linalg.matrix_exp(leaf) * r).sum(), leaf)
+    torch.testing.assert_close(mine, theirs, rtol=1e-10, atol=1e-10)

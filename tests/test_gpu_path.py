@@ -134,6 +134,7 @@ def test_the_recorder_finds_each_kind_of_synchronisation():
         _ = t[t > 0]
         t.nonzero()
         bool((t > 0).any())
+        torch.linalg.matrix_exp(torch.rand(2, 3, 3, device="meta"))
     kinds = [s.kind.split(" (")[0] for s in rec.syncs]
     assert kinds == [
         "read of a value",
@@ -143,6 +144,7 @@ def test_the_recorder_finds_each_kind_of_synchronisation():
         "boolean-mask indexing",
         "data-dependent output size: nonzero",
         "read of a value",
+        "read back inside the op: linalg.matrix_exp",
     ]
     assert all(s.where.startswith("test_gpu_path.py:") for s in rec.syncs), rec.summary()
     with SyncRecorder() as rec:
