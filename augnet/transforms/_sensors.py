@@ -124,7 +124,9 @@ class _SplineKernel(torch.autograd.Function):
 
     @staticmethod
     def forward(t: Tensor, order: int, n_terms: int) -> Tensor:
-        return _kernel_value(t, order, n_terms)
+        # A copy of the buffer the recurrence wrote in place: torch 2.11's compile (dynamo and AOT autograd) gave
+        # an output written in place inside the function no gradient at all.
+        return _kernel_value(t, order, n_terms).clone()
 
     @staticmethod
     def setup_context(ctx, inputs, output) -> None:
