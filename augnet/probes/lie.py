@@ -103,7 +103,7 @@ def transform_derivative(transform, x: Tensor, size: tuple[int, int] | None = No
     Examples:
         >>> from augnet.transforms import image as T
         >>> ramp = torch.arange(5.0).expand(1, 1, 5, 5)  # the value is the column, 0 outside (zero padding)
-        >>> transform_derivative(T.TranslateX(), ramp)[0, 0, 2].tolist()  # a shift right lowers it by 1 per px
+        >>> [round(v, 9) for v in transform_derivative(T.TranslateX(), ramp)[0, 0, 2].tolist()]  # -1 per px right
         [-0.5, -1.0, -1.0, -1.0, 1.5]
     """
     fam = _family_of(transform)
@@ -268,7 +268,13 @@ def _double_backward(model, xb, u, names, kwargs) -> dict[str, tuple[Tensor, Ten
                 out[n] = (y.detach(), torch.zeros_like(y))
                 continue
             (jvp,) = torch.autograd.grad(vjp, v, u, retain_graph=True, allow_unused=True)
-            out[n] = (y.detach(), torch.zeros_like(y) if jvp is None else jvp.detach())
+            if jvp is None:  # v^T J is linear in v: a graph without v in it was cut (read as 0, it looked invariant)
+                raise RuntimeError(
+                    f"the gradient of layer {n!r} cannot itself be differentiated (a custom autograd.Function "
+                    "with a once_differentiable backward, or a detached tensor), which the double-backward "
+                    "trick needs"
+                )
+            out[n] = (y.detach(), jvp.detach())
     return out
 
 

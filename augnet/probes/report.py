@@ -427,13 +427,22 @@ def report(
                     _record(records, layer, t_name, rank_mag, rng, "importance", share, note or whole)
             if lie and family(t) is not None:
                 bar.set_postfix_str(f"{t_name} Lie derivative")
-                out = lie_derivative(
-                    model, x, t, names, lambda a: _pool(a, True), False, min(step, LIE_BATCH_SIZE), copies, seed
-                )
+                try:
+                    out = lie_derivative(
+                        model, x, t, names, lambda a: _pool(a, True), False, min(step, LIE_BATCH_SIZE), copies, seed
+                    )
+                    note = ""
+                except RuntimeError as err:  # a model torch cannot differentiate here: the other measures stand
+                    if not str(err).startswith("lie_derivative: cannot differentiate"):
+                        raise
+                    nan = {layer: math.nan for layer in names}
+                    out, note = {"mean": nan, "mean_relative": nan}, str(err).removeprefix("lie_derivative: ")
                 bar.update(3)
                 for layer in names:
-                    _record(records, layer, t_name, None, "", "lie_derivative", out["mean"][layer])
-                    _record(records, layer, t_name, None, "", "lie_derivative_relative", out["mean_relative"][layer])
+                    _record(records, layer, t_name, None, "", "lie_derivative", out["mean"][layer], note)
+                    _record(
+                        records, layer, t_name, None, "", "lie_derivative_relative", out["mean_relative"][layer], note
+                    )
             elif lie:
                 for layer in names:
                     note = f"{t_name} is not a continuous family: no Lie derivative"
