@@ -115,7 +115,7 @@ def test_a_constant_conditioner_is_the_global_layer_for_signals(mode):
                                    rtol=0, atol=0)  # fmt: skip
 
 
-@pytest.mark.skipif(_triton.unavailable_hint() is not None, reason="triton cannot be imported")
+@pytest.mark.skipif(_triton.interpreter_hint() is not None, reason=f"no interpreter: {_triton.interpreter_hint()}")
 def test_a_constant_conditioner_is_the_global_layer_under_the_triton_interpreter():
     # TRITON_INTERPRET must be set before triton is imported: in a subprocess, as tests/test_triton.py does.
     code = (

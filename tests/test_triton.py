@@ -25,6 +25,12 @@ needs_triton = pytest.mark.skipif(
 )
 
 
+#: The checks that run the kernels in Triton's CPU interpreter (3.8 or newer; compiled on a GPU, 3.6 runs them).
+needs_interpreter = pytest.mark.skipif(
+    _triton.interpreter_hint() is not None, reason=f"no interpreter for the kernels: {_triton.interpreter_hint()}"
+)
+
+
 def run_parity_script(group: str, device: str = "cpu") -> str:
     """Run triton_parity.py's ``group`` in the interpreter (``device="cpu"``) or compiled on ``device``."""
     env = {**os.environ, "TRITON_INTERPRET": "1", "AUGNET_PARITY_DEVICE": device}
@@ -45,7 +51,7 @@ def run_parity_script(group: str, device: str = "cpu") -> str:
     return output
 
 
-@needs_triton
+@needs_interpreter
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_output_and_gradients_match_the_reference(dtype):
     # Output and the gradients of x, affine, color and weight, every padding, colour or not, K = 1 and 5,
@@ -64,7 +70,7 @@ def test_the_kernels_match_the_reference_on_a_cuda_gpu(group):
     assert " cases passed" in output and "FAIL" not in output, output
 
 
-@needs_triton
+@needs_interpreter
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_parity_at_the_gpu_launch_configurations(dtype):
     # The block sizes the GPU launcher picks (not the interpreter's whole images): 5 to 64 channels (BLOCK_C 8
@@ -74,13 +80,13 @@ def test_parity_at_the_gpu_launch_configurations(dtype):
     assert "8 of 8 cases passed" in output, output
 
 
-@needs_triton
+@needs_interpreter
 def test_program_order_puts_the_copies_of_a_source_row_side_by_side():
     output = run_parity_script("order")
     assert "1 of 1 cases passed" in output, output
 
 
-@needs_triton
+@needs_interpreter
 def test_bad_taps_follow_the_accelerator_contract():
     # NaN warps and weights, sources outside [0, B) and a NaN colour entry: the rows they are in are NaN, their
     # gradient is dropped, the rest matches the guarded reference, and the flag has the bit of each (bad_input.py).
@@ -88,7 +94,7 @@ def test_bad_taps_follow_the_accelerator_contract():
     assert "3 of 3 cases passed" in output, output
 
 
-@needs_triton
+@needs_interpreter
 def test_gradcheck_float64():
     output = run_parity_script("gradcheck")
     assert "2 of 2 cases passed" in output, output
@@ -100,7 +106,7 @@ def test_supports_follows_device_dtype_and_interpreter(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     assert not _triton.supports(torch.zeros(1))
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    assert _triton.supports(torch.zeros(1)) == _triton._kernels_interpreted()
+    assert _triton.supports(torch.zeros(1)) == (_triton._kernels_interpreted() and _triton.interpreter_hint() is None)
     assert not _triton.supports(torch.zeros(1, dtype=torch.float16))
     assert not _triton.supports(torch.zeros(1, dtype=torch.int64))
     assert not _triton.supports(torch.zeros(1, device="meta"))
@@ -109,6 +115,19 @@ def test_supports_follows_device_dtype_and_interpreter(monkeypatch):
 @needs_triton
 def test_no_hint_when_triton_imports():
     assert _triton.unavailable_hint() is None
+
+
+@pytest.mark.parametrize(
+    "version, refused", [("3.6.0", True), ("3.7.1", True), ("3.8.0", False), ("3.10.0+git1", False)]
+)
+def test_the_interpreter_needs_triton_3_8(version, refused, monkeypatch):
+    # triton 3.6 (torch 2.11's pin) imports and runs the kernels compiled on a GPU, but its interpreter cannot:
+    # CPU tensors are not supported there, and the interpreter's checks say why they do not run.
+    monkeypatch.setattr(_triton, "triton", type("FakeTriton", (), {"__version__": version}))
+    hint = _triton.interpreter_hint()
+    assert (hint is not None) == refused
+    if refused:
+        assert version in hint and "3.8 or newer" in hint
 
 
 def test_module_imports_without_triton_and_says_how_to_install_it(monkeypatch):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 
 import torch
 from torch import Tensor
@@ -31,7 +32,7 @@ except Exception as e:  # ImportError, or a broken install
     triton = None
     _IMPORT_ERROR = f"{type(e).__name__}: {e}"
 
-__all__ = ["supports", "tap_mix_triton", "unavailable_hint"]
+__all__ = ["interpreter_hint", "supports", "tap_mix_triton", "unavailable_hint"]
 
 _PADDING_CODE = {"zeros": 0, "border": 1, "reflection": 2}
 _DTYPES = (torch.float32, torch.float64)
@@ -54,7 +55,23 @@ def supports(x: Tensor) -> bool:
         return False
     if x.is_cuda:
         return True
-    return x.device.type == "cpu" and _interpreting() and _kernels_interpreted()
+    return x.device.type == "cpu" and _interpreting() and _kernels_interpreted() and interpreter_hint() is None
+
+
+#: The oldest triton whose CPU interpreter runs the kernels: 3.6's stops at their loops over a tensor bound
+#: (``for k in range(K)``). Compiled for a GPU they run on 3.6 too (checked on an H200 with torch 2.11).
+INTERPRETER_MIN_VERSION = (3, 8)
+
+
+def interpreter_hint() -> str | None:
+    """``None`` when Triton's interpreter can run the kernels on CPU tensors here, else why not."""
+    if triton is None:
+        return unavailable_hint()
+    found = tuple(int(re.match(r"\d*", part).group() or 0) for part in triton.__version__.split(".")[:2])
+    if found < INTERPRETER_MIN_VERSION:
+        need = ".".join(map(str, INTERPRETER_MIN_VERSION))
+        return f"triton {triton.__version__}'s interpreter cannot run the kernels (it needs {need} or newer)"
+    return None
 
 
 def _interpreting() -> bool:
