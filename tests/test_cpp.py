@@ -1,5 +1,7 @@
 """The compiled CPU backend (csrc/tap_mix.cpp) against the reference."""
 
+import os
+import time
 import warnings
 
 import pytest
@@ -411,3 +413,20 @@ def test_the_build_name_follows_the_sources_and_flags(tmp_path, monkeypatch):
     assert _cpp._source_tag(["-O3"]) != twin_tag
     monkeypatch.undo()
     assert "torch" in _cpp._torch_install() and torch.__version__ in _cpp._torch_install()
+
+
+def test_a_stale_build_lock_is_removed_where_torch_would_wait_for_ever(tmp_path, capsys):
+    # torch 2.11 guards a build with a lock file: a build stopped by Ctrl-C left it, and every later import
+    # waited for ever with no message (checked there: the old code hung past 60 s, this one rebuilt and loaded).
+    import types
+
+    file_lock_torch, advisory_lock_torch = types.SimpleNamespace(FileBaton=object), types.SimpleNamespace()
+    lock = tmp_path / "lock"
+    lock.touch()
+    assert not _cpp.clear_stale_lock(tmp_path, file_lock_torch) and lock.exists()  # fresh: a build may hold it
+    old = time.time() - _cpp.STALE_LOCK_S - 60
+    os.utime(lock, (old, old))
+    assert not _cpp.clear_stale_lock(tmp_path, advisory_lock_torch) and lock.exists()  # the file means nothing there
+    assert _cpp.clear_stale_lock(tmp_path, file_lock_torch) and not lock.exists()
+    assert "did not finish" in capsys.readouterr().err
+    assert not _cpp.clear_stale_lock(tmp_path, file_lock_torch)  # nothing left to remove

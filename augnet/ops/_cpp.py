@@ -33,7 +33,16 @@ import torch
 
 from augnet.ops.bad_input import flag
 
-__all__ = ["build_and_load", "cpp_hint", "cuda_hint", "cuda_toolkit", "find_cuda_toolkit", "load", "tap_mix_compiled"]
+__all__ = [
+    "build_and_load",
+    "clear_stale_lock",
+    "cpp_hint",
+    "cuda_hint",
+    "cuda_toolkit",
+    "find_cuda_toolkit",
+    "load",
+    "tap_mix_compiled",
+]
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 _CSRC = _PACKAGE.parent / "csrc"
@@ -205,6 +214,8 @@ def build_and_load(name: str, cuda: bool, cxx_flags: list[str], build_directory:
     cpp = _CSRC / "tap_mix.cpp"
     if not cpp.exists():
         raise RuntimeError(f"the csrc/ sources are not next to this installation ({_CSRC})")
+    folder = build_directory if build_directory is not None else cpp_extension._get_build_directory(name, False)
+    clear_stale_lock(Path(folder), cpp_extension)
     sources = [str(cpp)]
     options = dict(extra_cflags=cxx_flags, extra_ldflags=LD_FLAGS, is_python_module=False, verbose=False)
     if build_directory is not None:
@@ -218,6 +229,32 @@ def build_and_load(name: str, cuda: bool, cxx_flags: list[str], build_directory:
         cpp_extension.load(
             name=name, sources=[*sources, str(_CSRC / "tap_mix_cuda.cu")], extra_cuda_cflags=["-O3"], **options
         )
+
+
+#: A build's lock file older than this is left by a build that was killed (a build takes a minute or two).
+STALE_LOCK_S = 15 * 60
+
+
+def clear_stale_lock(folder: Path, cpp_extension) -> bool:
+    """Remove a build folder's lock file left by a killed build, where torch would wait on it forever.
+
+    torch up to 2.11 at least guards a build with a lock *file* whose mere
+    existence blocks (``FileBaton``): a build stopped by Ctrl-C or a crash
+    leaves it, and every later build of that extension waits for ever, with no
+    message. Newer torch holds an advisory lock the system drops with its
+    holder. Where the file kind is in use and the lock is older than
+    :data:`STALE_LOCK_S`, it is removed with a warning; returns whether it was.
+    """
+    lock = folder / "lock"
+    if not hasattr(cpp_extension, "FileBaton") or not lock.is_file():
+        return False
+    age = time.time() - lock.stat().st_mtime
+    if age < STALE_LOCK_S:
+        return False
+    with contextlib.suppress(FileNotFoundError):
+        lock.unlink()
+    print(f"augnet: removed {lock}, left {age / 60:.0f} minutes ago by a build that did not finish", file=sys.stderr)
+    return True
 
 
 def load() -> bool:
