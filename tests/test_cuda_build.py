@@ -125,7 +125,10 @@ def test_the_cuda_extension_builds_and_loads_without_a_gpu(tmp_path_factory):
     # build function and loaded into a fresh process: the CUDA kernels register their dispatch keys.
     if _cuda_toolkit() is None:
         pytest.skip("no nvcc with the CUDA headers (set CUDA_HOME to a CUDA toolkit to run this check)")
-    build = Path(os.environ.get("AUGNET_TEST_BUILD_DIR", str(Path.home() / ".cache" / "augnet" / "cuda_check")))
+    # One folder per torch: two environments sharing one rebuild over each other, and a build killed in one
+    # leaves a lock that torch 2.11's loader waits on forever.
+    default = Path.home() / ".cache" / "augnet" / f"cuda_check-{torch.__version__}"
+    build = Path(os.environ.get("AUGNET_TEST_BUILD_DIR", str(default)))
     build.mkdir(parents=True, exist_ok=True)
     result = _run_python(_BUILD_AND_LOAD.replace("sys.argv[1]", repr(str(build))))
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-20000:]
