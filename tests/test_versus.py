@@ -353,3 +353,40 @@ def test_a_config_that_would_run_nothing_or_not_what_it_says_is_refused(change, 
     config = dataclasses.replace(V.VersusConfig(quick=True), **change)
     with pytest.raises(ValueError, match=match):
         config.validate()
+
+
+def _grid_record(fixed, val_accuracy, task="sinusoids", regime="small"):
+    job = ("grid", task, regime, tuple(fixed), 0)
+    return {"key": V.job_key(job), "kind": "grid", "task": task, "regime": regime, "fixed": list(fixed),
+            "val_accuracy": val_accuracy}  # fmt: skip
+
+
+@pytest.mark.parametrize("finished", [[(1, 0.5), (0, 0.25), (0, 0.1)], [(0, 0.1), (1, 0.5), (0, 0.25)]])
+def test_ties_of_the_grid_go_to_its_first_point_whatever_order_the_workers_finished(finished):
+    # The full run's sinusoids grid tied at 1.0 on all 21 points; the winner was whichever worker process wrote
+    # first ([0, 0.25] there, [0, 0.1] in the grid's order), so two runs could report different fixed rows.
+    records = {r["key"]: r for r in (_grid_record(f, 1.0) for f in finished)}
+    records.update({r["key"]: r for r in [_grid_record((2, 0.1), 0.5)]})
+    assert V.best_fixed(records, "sinusoids", "small") == [0, 0.1]
+    records.update({r["key"]: r for r in [_grid_record((3, 0.5), 1.0 + 1e-9)]})
+    assert V.best_fixed(records, "sinusoids", "small") == [3, 0.5]  # a better point still wins
+
+
+def test_a_fixed_run_trained_with_another_point_than_the_grids_best_is_run_again(tmp_path, monkeypatch):
+    calls = _tiny(monkeypatch)
+    config = V.VersusConfig(tasks=("digits",), regimes=("small",), methods=("fixed",), seeds=(0,), quick=True)
+    records = V.run_versus(config, tmp_path, log=None)
+    fixed_key = next(k for k, r in records.items() if r["kind"] == "run")
+    path = tmp_path / "runs.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    other = next(list(r["fixed"]) for r in lines if r["kind"] == "grid" and r["fixed"] != records[fixed_key]["fixed"])
+    for r in lines:  # as if the run had been trained with the other point (an older tie-break chose it)
+        if r["key"] == fixed_key:
+            r["fixed"] = other
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    calls.clear()
+    again = V.run_versus(config, tmp_path, log=None)
+    assert [c[0] for c in calls] == ["run"] and again[fixed_key]["fixed"] == V.best_fixed(again, "digits", "small")
+    calls.clear()
+    V.run_versus(config, tmp_path, log=None)
+    assert calls == []  # the record written last is the one read

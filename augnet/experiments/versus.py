@@ -112,11 +112,21 @@ def is_quick(record: dict) -> bool:
 
 
 def best_fixed(records: dict[str, dict], task: str, regime: str) -> list | None:
-    """The grid's ``[q, magnitude]`` with the best validation accuracy for (task, regime) (first on ties)."""
+    """The grid's ``[q, magnitude]`` with the best validation accuracy for (task, regime); on ties the first in
+    the grid's order (transform, then magnitude), not in the order the worker processes finished them."""
     grid = [r for r in records.values() if r["kind"] == "grid" and (r["task"], r["regime"]) == (task, regime)]
     if not grid:
         return None
-    return max(grid, key=lambda r: r["val_accuracy"])["fixed"]
+    return max(grid, key=lambda r: (r["val_accuracy"], [-v for v in r["fixed"]]))["fixed"]
+
+
+def _stale(job: tuple, records: dict[str, dict]) -> bool:
+    """Whether ``job`` has no record, or is a run of the fixed method with another augmentation than the grid's
+    best now (a record from before the grid was complete, or from an older tie-break)."""
+    record = records.get(job_key(job))
+    if record is None:
+        return True
+    return job[0] == "run" and job[3] == "fixed" and record.get("fixed") != best_fixed(records, job[1], job[2])
 
 
 def run_versus(config: VersusConfig, out_dir: str | Path, progress: bool = False, log=print) -> dict[str, dict]:
@@ -137,7 +147,7 @@ def run_versus(config: VersusConfig, out_dir: str | Path, progress: bool = False
     for task in config.tasks:  # task by task: a task's table is complete before the next task starts
         for phase in ("grid", "run"):
             jobs = config.grid_jobs() if phase == "grid" else config.jobs()
-            todo = [j for j in jobs if j[1] == task and job_key(j) not in records]
+            todo = [j for j in jobs if j[1] == task and _stale(j, records)]
             if todo:
                 _run_jobs(todo, config, records, path, progress, log, f"versus {task} ({phase})")
     return records
