@@ -209,3 +209,19 @@ def test_every_kernel_specialisation_compiles_without_spills():
     records = _compile_all(triton_cases(full=True))
     out = ROOT / "benchmarks" / "results" / "triton_resources.json"
     out.write_text(json.dumps({"versions": versions(), "records": records}, indent=1))
+
+
+def test_asking_for_triton_on_cpu_tensors_says_why_not_and_how(monkeypatch):
+    # It said only "does not support torch.float32 tensors on cpu", also where the cause was triton 3.6's
+    # interpreter, which cannot run the kernels.
+    from augnet.ops import resolve_backend
+
+    x = torch.rand(2, 3, 8, 8)
+    monkeypatch.setattr(_triton, "_interpreting", lambda: False)
+    with pytest.raises(RuntimeError, match=r"does not support torch\.float32 tensors on cpu: .*TRITON_INTERPRET=1"):
+        resolve_backend("triton", x)
+    monkeypatch.setattr(_triton, "_interpreting", lambda: True)
+    monkeypatch.setattr(_triton, "_kernels_interpreted", lambda: True)
+    monkeypatch.setattr(_triton, "triton", type("FakeTriton", (), {"__version__": "3.6.0"}))
+    with pytest.raises(RuntimeError, match=r"triton 3\.6\.0's interpreter cannot run the kernels"):
+        resolve_backend("triton", x)

@@ -74,6 +74,16 @@ def interpreter_hint() -> str | None:
     return None
 
 
+def cpu_hint() -> str:
+    """Why the kernels do not take CPU tensors here (see :func:`supports`), and how they could."""
+    if _interpreting() and _kernels_interpreted():
+        return interpreter_hint() or "it does not support this tensor's dtype (float32 and float64 only)"
+    return (
+        "CPU tensors run only in Triton's interpreter, switched on by TRITON_INTERPRET=1 before triton is first "
+        "imported (for tests: slow)"
+    )
+
+
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 

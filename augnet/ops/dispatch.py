@@ -182,7 +182,8 @@ def _why_not(name: str, x: Tensor) -> str | None:
     if hint is not None:
         return hint
     if not b.supports(x):
-        return f"does not support {x.dtype} tensors on {x.device}"
+        why = f"does not support {x.dtype} tensors on {x.device}"
+        return f"{why}: {_triton.cpu_hint()}" if name == "triton" and x.device.type == "cpu" else why
     return None
 
 
