@@ -261,7 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="feature maps to units: pool the positions, then measure (default; (N, C) per layer); or measure "
         "every position, then average per channel (holds every map; needed for same-equivariance)",
     )
-    probe.add_argument("--seed", type=int, default=0)
+    probe.add_argument(
+        "--seed", type=int, default=0, help="seed of the draws and, without --weights, of the model's initialisation"
+    )
     probe.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     probe.add_argument("--device", default="cpu", help="where to run, e.g. cpu or cuda (default: %(default)s)")
     probe.add_argument("--out", default="augnet-probe", help="results folder (default: %(default)s)")
@@ -371,6 +373,8 @@ def _probe(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     start = time.perf_counter()
     try:  # reading the model and the data: a problem is one line on stderr, before any probing
+        if args.weights is None:  # a model's random initialisation: repeatable with --seed as the rest
+            torch.manual_seed(args.seed)
         model = load_model(args.model, args.model_args, args.weights)
         if args.fake:
             x = fake_images(args.n or 256, args.size or 64, args.channels, args.seed)
