@@ -75,10 +75,27 @@ def test_a_generator_under_compile_is_a_clear_error():
         compiled(x, generator=torch.Generator().manual_seed(0))
 
 
+def _inductor_keeps_the_order_of_draws() -> bool:
+    """Whether inductor, with fallback_random, draws as eager does across a multinomial and a rand (torch 2.11's
+    moved the rand ahead: the compiled training step then draws other augmentations than eager)."""
+
+    def draws(w, x):  # as a layer's training step: a transform per row, then its parameters
+        return torch.multinomial(w.detach().expand(x.shape[0], -1), 1).squeeze(1), torch.rand(x.shape[0]) * 2 - 1
+
+    w, x = torch.tensor([0.2, 0.3, 0.5], requires_grad=True), torch.zeros(8)
+    torch.manual_seed(0)
+    eager = draws(w, x)
+    torch.manual_seed(0)
+    compiled = torch.compile(draws, fullgraph=True)(w, x)
+    return all(torch.equal(a, b) for a, b in zip(eager, compiled))
+
+
 @pytest.mark.slow
 def test_inductor_compiles_the_image_model():
     torch._inductor.config.fallback_random = True  # draw random numbers as eager does
     model, x = image_model("cpp")
     compiled = torch.compile(model, fullgraph=True)
+    if not _inductor_keeps_the_order_of_draws():
+        pytest.xfail(f"torch {torch.__version__}'s inductor reorders the draws of a training step (training.md)")
     for training in (True, False):
         torch.testing.assert_close(run(compiled, x, 3, training), run(model, x, 3, training), rtol=1e-4, atol=1e-5)
