@@ -32,7 +32,7 @@ except Exception as e:  # ImportError, or a broken install
     triton = None
     _IMPORT_ERROR = f"{type(e).__name__}: {e}"
 
-__all__ = ["interpreter_hint", "supports", "tap_mix_triton", "unavailable_hint"]
+__all__ = ["interpreter_hint", "support_hint", "supports", "tap_mix_triton", "unavailable_hint"]
 
 _PADDING_CODE = {"zeros": 0, "border": 1, "reflection": 2}
 _DTYPES = (torch.float32, torch.float64)
@@ -72,6 +72,11 @@ def interpreter_hint() -> str | None:
         need = ".".join(map(str, INTERPRETER_MIN_VERSION))
         return f"triton {triton.__version__}'s interpreter cannot run the kernels (it needs {need} or newer)"
     return None
+
+
+def support_hint(x: Tensor) -> str | None:
+    """For a tensor :func:`supports` refuses: on the CPU, why the kernels do not take it and how they could."""
+    return cpu_hint() if x.device.type == "cpu" else None
 
 
 def cpu_hint() -> str:

@@ -79,6 +79,7 @@ class _Backend:
     fn: Callable[..., Tensor]
     supports: Callable[[Tensor], bool]  # can this backend run on this tensor (device, dtype)?
     unavailable_hint: Callable[[], str | None] = lambda: None  # why it cannot run here at all
+    support_hint: Callable[[Tensor], str | None] = lambda x: None  # why not on x, beyond its dtype and device
 
 
 _BACKENDS: dict[str, _Backend] = {
@@ -94,6 +95,7 @@ def register_backend(
     fn: Callable[..., Tensor],
     supports: Callable[[Tensor], bool],
     unavailable_hint: Callable[[], str | None] = lambda: None,
+    support_hint: Callable[[Tensor], str | None] = lambda x: None,
 ) -> None:
     """Register a ``tap_mix`` backend.
 
@@ -103,8 +105,10 @@ def register_backend(
         supports: ``supports(x)`` tells whether ``fn`` can run on input ``x``.
         unavailable_hint: returns ``None`` when the backend is usable on this
             machine, else a message saying why not and how to fix it.
+        support_hint: for an ``x`` that ``supports`` refuses, what more to say
+            than its dtype and device (how it could run), or ``None``.
     """
-    _BACKENDS[name] = _Backend(fn, supports, unavailable_hint)
+    _BACKENDS[name] = _Backend(fn, supports, unavailable_hint, support_hint)
 
 
 def check_backend(backend) -> None:
@@ -182,8 +186,8 @@ def _why_not(name: str, x: Tensor) -> str | None:
     if hint is not None:
         return hint
     if not b.supports(x):
-        why = f"does not support {x.dtype} tensors on {x.device}"
-        return f"{why}: {_triton.cpu_hint()}" if name == "triton" and x.device.type == "cpu" else why
+        why, more = f"does not support {x.dtype} tensors on {x.device}", b.support_hint(x)
+        return why if more is None else f"{why}: {more}"
     return None
 
 
@@ -325,4 +329,4 @@ _FLOATS = (torch.float32, torch.float64)
 _SELF_CHECKING = ("cuda", "triton")
 register_backend("cpp", _cpp.tap_mix_compiled, lambda x: x.device.type == "cpu" and x.dtype in _FLOATS, _cpp.cpp_hint)
 register_backend("cuda", _cpp.tap_mix_compiled, lambda x: x.is_cuda and x.dtype in _FLOATS, _cpp.cuda_hint)
-register_backend("triton", _triton.tap_mix_triton, _triton.supports, _triton.unavailable_hint)
+register_backend("triton", _triton.tap_mix_triton, _triton.supports, _triton.unavailable_hint, _triton.support_hint)

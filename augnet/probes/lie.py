@@ -147,6 +147,10 @@ def transform_derivative(transform, x: Tensor, size: tuple[int, int] | None = No
     return at(0.0)
 
 
+class CannotDifferentiate(RuntimeError):
+    """:func:`lie_derivative`'s error for a model that no way of computing ``J u`` can differentiate here."""
+
+
 @functools.cache
 def _warps_differentiate_twice() -> bool:
     """Whether this torch differentiates ``grid_sample``'s backward (newer releases do; torch 2.11 raises
@@ -397,7 +401,7 @@ def lie_derivative(
                             f" (torch {torch.__version__} cannot differentiate grid_sample's backward, which an "
                             "augmentation layer's warps need here; newer torch can)"
                         )
-                        raise RuntimeError(
+                        raise CannotDifferentiate(
                             f"lie_derivative: cannot differentiate {type(model).__name__}: {err}{why}"
                         ) from err
                     modes.pop(0)  # the next way of computing J u, with the first batch's draws again

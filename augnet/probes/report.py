@@ -78,7 +78,7 @@ from augnet.probes._common import (
 )
 from augnet.probes.families import family, grid_params, grid_values, rank_param
 from augnet.probes.features import LOGITS, _Filler, describe, stream_features
-from augnet.probes.lie import LIE_BATCH_SIZE, lie_derivative
+from augnet.probes.lie import LIE_BATCH_SIZE, CannotDifferentiate, lie_derivative
 from augnet.probes.ranking import ranking_probe_per_layer
 from augnet.probes.report_measures import (
     AGGREGATIONS,
@@ -432,9 +432,7 @@ def report(
                         model, x, t, names, lambda a: _pool(a, True), False, min(step, LIE_BATCH_SIZE), copies, seed
                     )
                     note = ""
-                except RuntimeError as err:  # a model torch cannot differentiate here: the other measures stand
-                    if not str(err).startswith("lie_derivative: cannot differentiate"):
-                        raise
+                except CannotDifferentiate as err:  # a model torch cannot differentiate here: the rest stands
                     nan = {layer: math.nan for layer in names}
                     out, note = {"mean": nan, "mean_relative": nan}, str(err).removeprefix("lie_derivative: ")
                 bar.update(3)
