@@ -179,6 +179,19 @@ class _Dispatch(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+def _one_element_from_host(t: torch.Tensor, index, value) -> bool:
+    """Whether ``t[index] = value`` sets one element (a 0-d view) from a host value (a number or a CPU tensor).
+
+    torch's ``__setitem__`` on a CUDA tensor turns a number into a 0-d CPU tensor; a destination of the same
+    size is then written by a blocking copy from the host, one of another size by ``fill_`` (no wait).
+    """
+    host_value = isinstance(value, (bool, int, float, complex)) or (_on_host(value) and value.dim() == 0)
+    parts = index if isinstance(index, tuple) else (index,)
+    if not host_value or any(isinstance(i, torch.Tensor) for i in parts):  # tensor indices: index_put_, below
+        return False
+    return t[index].dim() == 0
+
+
 class _Function(TorchFunctionMode):
     def __init__(self, record):
         super().__init__()
@@ -191,6 +204,10 @@ class _Function(TorchFunctionMode):
             data = args[0] if args else kwargs.get("data")
             if device is not None and torch.device(device).type != "cpu" and not _off_host(data):
                 self.record(f"blocking copy from the host to the device ({func.__name__} of host data)", func)
+        if func is torch.Tensor.__setitem__ and _off_host(args[0]) and _one_element_from_host(*args[:3]):
+            # CUDA makes the value a CPU tensor and copies it into the one element (a slice is filled instead);
+            # on meta the value is made on meta, so the copy never shows below the dispatcher.
+            self.record("blocking copy from the host to the device (a host value set into one element)", func)
         return func(*args, **kwargs)
 
 

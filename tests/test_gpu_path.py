@@ -135,6 +135,8 @@ def test_the_recorder_finds_each_kind_of_synchronisation():
         t.nonzero()
         bool((t > 0).any())
         torch.linalg.matrix_exp(torch.rand(2, 3, 3, device="meta"))
+        t[0] = 1.0  # one element from a host number (found on an H200: flips and signal layers did this)
+        t[1] = torch.tensor(2.0)
     kinds = [s.kind.split(" (")[0] for s in rec.syncs]
     assert kinds == [
         "read of a value",
@@ -145,12 +147,18 @@ def test_the_recorder_finds_each_kind_of_synchronisation():
         "data-dependent output size: nonzero",
         "read of a value",
         "read back inside the op: linalg.matrix_exp",
+        "blocking copy from the host to the device",
+        "blocking copy from the host to the device",
     ]
     assert all(s.where.startswith("test_gpu_path.py:") for s in rec.syncs), rec.summary()
     with SyncRecorder() as rec:
         torch.ones(3).to("meta", non_blocking=True)
         torch.ones(3).sum().item()  # a CPU tensor: no device involved
-    assert not rec.syncs
+        t[1:3] = 2.0  # a slice is filled, not copied into
+        t[0].fill_(3.0)
+        t[torch.full((1,), 2, device="meta")] = t[:1]
+        torch.zeros(2)[0] = 1.0
+    assert not rec.syncs, rec.summary()
 
 
 @pytest.mark.parametrize("progress", [False, True])

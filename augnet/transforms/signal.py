@@ -215,11 +215,12 @@ def _analytic(x: Tensor) -> Tensor:
     t = x.shape[-1]
     n_fft = 1 << max(t - 1, 1).bit_length()
     spectrum = torch.fft.fft(x, n=n_fft, dim=-1)
+    # Slices, not h[0] = 1: one element of a CUDA tensor set from a number is copied from the host, which waits.
     h = torch.zeros(n_fft, dtype=x.dtype, device=x.device)
-    h[0] = 1
+    h[:1] = 1
     h[1 : (n_fft + 1) // 2] = 2
     if n_fft % 2 == 0:
-        h[n_fft // 2] = 1
+        h[n_fft // 2 : n_fft // 2 + 1] = 1
     return torch.fft.ifft(spectrum * h, dim=-1)[..., :t]
 
 
@@ -344,8 +345,9 @@ class ChannelsSymmetry(SignalTransform):
 
     def _permutation(self, channels: int, device) -> Tensor:
         perm = torch.arange(channels, device=device)
-        for a, b in self.pairs:
-            perm[a], perm[b] = b, a
+        for a, b in self.pairs:  # fill_: perm[a] = b copies b from the host to a CUDA tensor, and waits
+            perm[a].fill_(b)
+            perm[b].fill_(a)
         return perm
 
     def sample(self, x, magnitude, generator=None, copies=1):

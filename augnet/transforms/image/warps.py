@@ -10,6 +10,7 @@ import math
 
 import torch
 
+from augnet.ops.constants import device_constant
 from augnet.ops.taps import Taps
 from augnet.transforms.base import Range, positive, relaxed_bernoulli, uniform
 from augnet.transforms.image._common import _affine, _aspect, _ImageTransform, _one_tap
@@ -213,10 +214,10 @@ class HorizontalFlip(_ImageTransform):
     def taps(self, params):
         g = params["gate"]
         n = g.shape[0]
-        eye = torch.eye(2, 3, dtype=g.dtype, device=g.device)
-        flipped = eye.clone()
-        flipped[0, 0], flipped[1, 1] = self.flip
-        affine = torch.stack([flipped, eye]).expand(n, 2, 2, 3)
+        (sx, sy), identity = self.flip, ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0))
+        # Made on the device: setting one element of a CUDA tensor from a number copies it from the host and waits.
+        pair = device_constant((((sx, 0.0, 0.0), (0.0, sy, 0.0)), identity), g.dtype, g.device)
+        affine = pair.expand(n, 2, 2, 3)
         return Taps(torch.stack([g, 1.0 - g], 1), affine)
 
     def natural_range(self, magnitude, size=None):
