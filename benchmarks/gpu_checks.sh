@@ -7,10 +7,12 @@
 #      with branches for a CUDA device (test_cpp, test_bench, test_training);
 #   3. `augnet bench --device cuda` (tap_mix_cuda.json and .png);
 #   4. `augnet demo --quick --device cuda`;
-#   5. the rest of the default test suite, in what time is left.
+#   5. which C++ errors crash the process there (benchmarks/diag_throws.py: the H200's extension segfaulted on
+#      the argument checks whose message holds an integer), saved in throws.json;
+#   6. the rest of the default test suite, in what time is left.
 # Usage, from the repository root (augnet on PYTHONPATH, no install needed):
 #   bash benchmarks/gpu_checks.sh OUT_DIR [SECONDS]
-# GPU_CHECK_STEPS picks the steps after the build (default: "tests bench demo suite").
+# GPU_CHECK_STEPS picks the steps after the build (default: "tests bench demo throws suite").
 # The steps' output goes to OUT_DIR/log.txt, the GPU tests' to gpu_tests.txt, the suite's end to suite.txt, and
 # the benchmark's figures to tap_mix_cuda.json; SECONDS (default 400) bounds the whole run.
 set -u
@@ -20,7 +22,7 @@ mkdir -p "$out"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 py=${PYTHON:-python3}
 left() { echo $((budget - SECONDS)); }
-steps=" ${GPU_CHECK_STEPS:-tests bench demo suite} "
+steps=" ${GPU_CHECK_STEPS:-tests bench demo throws suite} "
 want() { [[ $steps == *" $1 "* ]]; }
 
 {
@@ -61,6 +63,10 @@ fi
 if want demo; then
   echo "::: [$SECONDS s] demo" | tee -a "$out/log.txt"
   timeout 60 $py -m augnet demo --quick --device cuda --no-progress 2>&1 | tail -15 | tee -a "$out/log.txt"
+fi
+if want throws; then
+  echo "::: [$SECONDS s] which C++ errors crash" | tee -a "$out/log.txt"
+  timeout 150 $py benchmarks/diag_throws.py "$out/throws.json" 2>&1 | grep "|" | tee -a "$out/log.txt"
 fi
 if want suite; then
   echo "::: [$SECONDS s] the rest of the suite" | tee -a "$out/log.txt"
