@@ -465,6 +465,14 @@ def _reproduce(args: argparse.Namespace) -> int:
     except SetupError as err:  # refused before any work (e.g. --quick runs in the folder of a full versus run)
         print(f"augnet reproduce: error: {err.cli}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, not the traceback of wherever the runs were waited for
+        runs = Path(args.out) / args.name / "runs.jsonl"
+        kept = (
+            f"; the runs that finished are kept in {runs} and the same command carries on from them"
+            if runs.is_file() else ""
+        )
+        print(f"\naugnet reproduce: interrupted{kept}", file=sys.stderr)
+        return 130
     print(f"\n{report.verdict}\n")
     folder = Path(args.out) / args.name
     saved = [str(p) for p in report.figures] + [str(folder / f"{args.name}.json"), str(folder / "verdict.txt")]
@@ -578,7 +586,11 @@ def main(argv: list[str] | None = None) -> int:
     if problem is not None:
         print(f"augnet {args.command}: error: {problem}", file=sys.stderr)
         return 2
-    return args.func(args)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C stops a command; the shell's code for it (128 + SIGINT), and no traceback
+        print(f"\naugnet {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

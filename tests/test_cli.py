@@ -184,3 +184,31 @@ def test_bench_model_says_which_options_it_does_not_use(capsys, tmp_path):
     assert "not used: --batch --copies --out" in out and not (tmp_path / "x").exists()
     assert main(["bench", "--model", "h200"]) == 0
     assert "not used" not in capsys.readouterr().out
+
+
+def test_ctrl_c_in_reproduce_says_what_is_kept_and_exits_130(tmp_path, capsys, monkeypatch):
+    # A long run stopped by Ctrl-C: one line naming the kept runs (the command resumes from them), no traceback.
+    import augnet.experiments
+
+    def interrupted(name, out, **kwargs):
+        folder = Path(out) / name
+        folder.mkdir(parents=True)
+        (folder / "runs.jsonl").write_text("{}\n")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(augnet.experiments, "reproduce", interrupted)
+    assert main(["reproduce", "versus", "--quick", "--out", str(tmp_path)]) == 130
+    err = capsys.readouterr().err
+    assert "augnet reproduce: interrupted" in err and str(tmp_path / "versus" / "runs.jsonl") in err
+    assert "Traceback" not in err
+
+
+def test_ctrl_c_in_any_command_exits_130_without_a_traceback(tmp_path, capsys, monkeypatch):
+    import augnet.cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(augnet.cli, "_demo", interrupted)  # the parser built by main() takes it
+    assert main(["demo", "--quick", "--out", str(tmp_path)]) == 130
+    assert capsys.readouterr().err.strip() == "augnet demo: interrupted"

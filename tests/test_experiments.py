@@ -46,3 +46,40 @@ def test_reproduce_writes_strict_json_whatever_the_numbers_hold(tmp_path, monkey
 
     payload = json.loads((tmp_path / "fake" / "fake.json").read_text(), parse_constant=refuse)
     assert payload["numbers"] == {"median": None, "ratio": "inf", "scores": [0.5, None, "-inf"]}
+
+
+def _interrupt_myself(marker):
+    import os
+    import signal
+    import time
+
+    os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C sends every process of the terminal's group
+    time.sleep(5)
+    return "not interrupted"
+
+
+def _write(marker):
+    from pathlib import Path
+
+    Path(marker).write_text("ran")
+    return "ran"
+
+
+def test_ctrl_c_stops_a_workers_job_and_the_jobs_queued_to_it(tmp_path):
+    # concurrent.futures hands a job's KeyboardInterrupt back as its result and starts the next queued job: an
+    # interrupted experiment then waited for whole runs it would not keep. A WorkerPool's worker ends them unrun.
+    from augnet.experiments._registry import WorkerPool
+
+    marker = tmp_path / "second job ran"
+    pool = WorkerPool(1)
+    try:
+        first, second = pool.submit(_interrupt_myself, 0), pool.submit(_write, str(marker))
+        with pytest.raises(KeyboardInterrupt):
+            first.result(timeout=60)
+        with pytest.raises(KeyboardInterrupt):
+            second.result(timeout=60)
+    finally:
+        pool.shutdown()
+    assert not marker.exists()
+    with WorkerPool(1) as fresh:  # a new pool's workers start uninterrupted
+        assert fresh.submit(_write, str(marker)).result(timeout=60) == "ran"

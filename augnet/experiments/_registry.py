@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
+import signal
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +16,14 @@ from augnet._checks import is_int
 from augnet._json import strict
 
 __all__ = [
-    "Report", "SetupError", "check_settings", "cut_torn_line", "names", "read_runs", "register", "reproduce",
+    "Report",
+    "SetupError",
+    "check_settings",
+    "cut_torn_line",
+    "names",
+    "read_runs",
+    "register",
+    "reproduce",
 ]
 
 
@@ -53,6 +63,41 @@ def cut_torn_line(path: Path) -> None:
     data = path.read_bytes()
     if data and not data.endswith(b"\n"):
         os.truncate(path, data.rfind(b"\n") + 1)  # in place: the complete lines are never written again
+
+
+_interrupted = False  # in a worker: whether Ctrl-C has come
+
+
+def _on_interrupt(signum, frame) -> None:
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
+
+
+def _unless_interrupted(fn: Callable, *args):
+    if _interrupted:  # a job queued before Ctrl-C: end it unrun
+        raise KeyboardInterrupt
+    return fn(*args)
+
+
+class WorkerPool(ProcessPoolExecutor):
+    """``workers`` processes for an experiment's runs: spawned (a fork after autograd has run in this process,
+    a test session or a notebook, fails), and stopped by Ctrl-C.
+
+    Ctrl-C reaches the terminal's whole process group: each worker's running job stops, and so does every job
+    queued to it after (``concurrent.futures`` hands a job's KeyboardInterrupt back as its result and starts the
+    next one, so the main process, stopping, waited for whole runs it would not keep).
+    """
+
+    def __init__(self, workers: int) -> None:
+        super().__init__(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_in_worker)
+
+    def submit(self, fn, /, *args, **kwargs):
+        return super().submit(_unless_interrupted, fn, *args, **kwargs)
+
+
+def _in_worker() -> None:
+    signal.signal(signal.SIGINT, _on_interrupt)
 
 
 @dataclass

@@ -34,16 +34,15 @@ import hashlib
 import inspect
 import json
 import math
-import multiprocessing
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from augnet.experiments._registry import Report, _jsonable, cut_torn_line, read_runs, register
+from augnet.experiments._registry import Report, WorkerPool, _jsonable, cut_torn_line, read_runs, register
 from augnet.experiments.demo import PAPER_SELECTION, PRESETS, SIZES, DemoConfig, run_demo
 from augnet.experiments.selection_rules import EARLY_EPOCHS, ORACLE, RULES, selection_report
 
@@ -295,8 +294,7 @@ def run_selection(
     if config.workers == 1:
         results = ((key, run_one(*run, config)) for run, key in todo)
     else:
-        # Spawned, not forked: a fork after autograd has run in this process (a test session, a notebook) fails.
-        pool = ProcessPoolExecutor(config.workers, mp_context=multiprocessing.get_context("spawn"))
+        pool = WorkerPool(config.workers)
         futures = {pool.submit(_run_one_packed, (*run, config)): key for run, key in todo}
         results = ((futures[f], f.result()) for f in as_completed(futures))
     try:

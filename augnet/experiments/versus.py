@@ -20,15 +20,14 @@ over worker processes, each on one torch thread.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import statistics
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from augnet.experiments._registry import Report, SetupError, cut_torn_line, read_runs, register
+from augnet.experiments._registry import Report, SetupError, WorkerPool, cut_torn_line, read_runs, register
 from augnet.experiments.versus_methods import METHODS, QUICK_EPOCHS, applies, fixed_grid, run_method
 from augnet.experiments.versus_tasks import REGIMES, TASKS, load
 
@@ -163,8 +162,8 @@ def _run_jobs(todo: list[tuple], config: VersusConfig, records: dict, path: Path
     with path.open("a") as sink:
         if config.workers == 1:
             results = (_run_job(*a) for a in args)
-        else:  # spawned: a fork after autograd has run in this process fails
-            pool = ProcessPoolExecutor(config.workers, mp_context=multiprocessing.get_context("spawn"))
+        else:
+            pool = WorkerPool(config.workers)
             results = (f.result() for f in as_completed([pool.submit(_run_job, *a) for a in args]))
         try:
             for record in results:
