@@ -112,25 +112,35 @@ def _apply_policy(policy, x: Tensor) -> Tensor:
 
 
 def _build(method: str, task: Task, fixed: tuple[int, float] | None):
-    """``(model, optimiser, fit keyword arguments, augment(x, generator) for TTA or None)``."""
-    trunk = make_trunk(task)
+    """``(model, optimiser, fit keyword arguments, augment(x, generator) for TTA or None)`` for a task."""
+    trunk = make_trunk(task)  # first: the seeded initial weights are drawn before anything else
+    transform = None if fixed is None else (fixed_candidates(task)[fixed[0]], fixed[1])
+    channels = 3 if task.name == "sprites" else 1
+    return build(method, trunk, lambda: candidates(task), task.lr, task.size, channels, transform)
+
+
+def build(method: str, trunk: nn.Module, transforms, lr: float, size, channels: int, fixed=None):
+    """``(model, optimiser, fit keyword arguments, augment(x, generator) for TTA or None)``.
+
+    ``transforms()`` makes AugNet's candidates; ``size`` is the images' (H, W) or side (for ``crop``);
+    ``fixed`` is the ``fixed`` method's ``(transform, magnitude)``.
+    """
     if method in ("augnet", "instance"):
         if method == "augnet":
-            layer = AugmentationLayer(candidates(task))
+            layer = AugmentationLayer(transforms())
         else:
-            layer = ConditionedAugmentationLayer(candidates(task), channels=1 if task.name != "sprites" else 3)
+            layer = ConditionedAugmentationLayer(transforms(), channels=channels)
         model = AugNet(trunk, layer)
-        opt = torch.optim.Adam(param_groups(model), lr=task.lr)
+        opt = torch.optim.Adam(param_groups(model), lr=lr)
         return model, opt, {"lam": LAM}, None
     if method == "augerino":
         model = Augerino(trunk, init_width=math.pi / 8)
-        opt = torch.optim.Adam(param_groups(model), lr=task.lr)
+        opt = torch.optim.Adam(param_groups(model), lr=lr)
         return model, opt, {"lam": AUGERINO_LAM, "regularizer": "augerino"}, None
-    opt = torch.optim.Adam(trunk.parameters(), lr=task.lr)
+    opt = torch.optim.Adam(trunk.parameters(), lr=lr)
     kwargs = {"lam": 0.0, "regularizer": "none", "loss_fn": F.cross_entropy}  # a plain trunk returns logits
     if method == "fixed":
-        q, magnitude = fixed
-        transform = fixed_candidates(task)[q]
+        transform, magnitude = fixed
 
         def augment(xb, generator=None):
             return transform(xb, magnitude, generator=generator)
@@ -138,8 +148,23 @@ def _build(method: str, task: Task, fixed: tuple[int, float] | None):
         return trunk, opt, {**kwargs, "augment_batch": augment}, augment
     if method == "none":
         return trunk, opt, kwargs, None
-    policy = _torchvision_policy(method, task.size)
+    policy = _torchvision_policy(method, size)
     return trunk, opt, {**kwargs, "policy": policy}, (lambda xb, generator=None: _apply_policy(policy, xb))
+
+
+def train(model, opt, kwargs: dict, x: Tensor, y: Tensor, epochs: int, batch_size: int, generator) -> tuple:
+    """Train with ``fit`` (a hand-designed ``policy`` in ``kwargs`` goes into a DataLoader); wall and CPU seconds."""
+    kwargs = dict(kwargs)
+    policy = kwargs.pop("policy", None)
+    wall, cpu = time.perf_counter(), time.process_time()
+    if policy is not None:
+        loader = torch.utils.data.DataLoader(
+            _PolicyImages(x, y, policy), batch_size=batch_size, shuffle=True, generator=generator
+        )
+        fit(model, loader, optimizer=opt, epochs=epochs, generator=generator, **kwargs)
+    else:
+        fit(model, x, y, opt, epochs, batch_size, generator=generator, **kwargs)
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 @torch.no_grad()
@@ -193,19 +218,9 @@ def run_method(method: str, task: Task, regime: str, split: Split, seed: int, fi
     """
     torch.manual_seed(seed)
     model, opt, kwargs, augment = _build(method, task, fixed)
-    policy = kwargs.pop("policy", None)
     epochs = QUICK_EPOCHS if quick else task.epochs_of(regime)
     generator = torch.Generator().manual_seed(seed + 1)
-    wall, cpu = time.perf_counter(), time.process_time()
-    if policy is not None:
-        loader = torch.utils.data.DataLoader(
-            _PolicyImages(split.x_train, split.y_train, policy), batch_size=task.batch_size, shuffle=True,
-            generator=generator,
-        )  # fmt: skip
-        fit(model, loader, optimizer=opt, epochs=epochs, generator=generator, **kwargs)
-    else:
-        fit(model, split.x_train, split.y_train, opt, epochs, task.batch_size, generator=generator, **kwargs)
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    wall, cpu = train(model, opt, kwargs, split.x_train, split.y_train, epochs, task.batch_size, generator)
     g = lambda k: torch.Generator().manual_seed(seed + k)  # noqa: E731
     default = _log_probs(model, split.x_test, generator=g(2))
     record = {
