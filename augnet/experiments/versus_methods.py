@@ -189,13 +189,30 @@ def _accuracy(logp: Tensor, y: Tensor) -> float:
 def _invariance(model: nn.Module, task: Task, x: Tensor, seed: int) -> float:
     """Inv_T of the logits to the task's true transformation (1: invariant)."""
     transform, magnitude = true_invariance(task)
+    return invariance_at_logits(model, x, transform, magnitude, seed)
+
+
+def invariance_at_logits(model: nn.Module, x: Tensor, transform, magnitude: float, seed: int) -> float:
+    """Inv_T (``inv_augnet``) of the logits to ``transform`` at ``magnitude``, on the first 256 inputs of ``x``."""
     x = x[:256]
-    if task.kind == "image":
+    if x.dim() == 4:
         rep = probes.report(model, x, {"true": transform}, layers=["logits"], magnitudes=[magnitude], lie=False,
                             seed=seed)  # fmt: skip
         return float(rep.value("inv_augnet", "logits", "true", magnitude))
     curve = probes.invariance_curve(model, x, transform, [magnitude], seed=seed)
     return float(curve["summary"][0]["median"])
+
+
+def test_accuracies(model: nn.Module, augment, x: Tensor, y: Tensor, seed: int) -> dict:
+    """Accuracy as the method predicts by default, with 4 test-time copies, and with one copy (see the module)."""
+    g = lambda k: torch.Generator().manual_seed(seed + k)  # noqa: E731
+    default = _log_probs(model, x, generator=g(2))
+    out = dict.fromkeys(("accuracy", "accuracy_tta", "accuracy_1"), _accuracy(default, y))
+    if augment is not None or isinstance(model, AugNet):
+        out["accuracy_tta"] = _accuracy(_log_probs(model, x, TTA_COPIES, g(3), augment), y)
+    if isinstance(model, AugNet):
+        out["accuracy_1"] = _accuracy(_log_probs(model, x, 1, g(4)), y)
+    return out
 
 
 def _policy(model: nn.Module) -> dict | None:
@@ -222,13 +239,8 @@ def run_method(method: str, task: Task, regime: str, split: Split, seed: int, fi
     generator = torch.Generator().manual_seed(seed + 1)
     wall, cpu = train(model, opt, kwargs, split.x_train, split.y_train, epochs, task.batch_size, generator)
     g = lambda k: torch.Generator().manual_seed(seed + k)  # noqa: E731
-    default = _log_probs(model, split.x_test, generator=g(2))
     record = {
-        "accuracy": _accuracy(default, split.y_test),
-        "accuracy_tta": _accuracy(_log_probs(model, split.x_test, TTA_COPIES, g(3), augment), split.y_test)
-        if (augment is not None or isinstance(model, AugNet)) else _accuracy(default, split.y_test),
-        "accuracy_1": _accuracy(_log_probs(model, split.x_test, 1, g(4)), split.y_test)
-        if isinstance(model, AugNet) else _accuracy(default, split.y_test),
+        **test_accuracies(model, augment, split.x_test, split.y_test, seed),
         "val_accuracy": _accuracy(_log_probs(model, split.x_val, generator=g(5)), split.y_val),
         "invariance": _invariance(model, task, split.x_test, seed),
         "train_seconds": wall,
