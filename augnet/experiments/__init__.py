@@ -6,7 +6,8 @@ returns a :class:`Report` with a short verdict. ``quick=True`` runs a reduced
 version (the slow tests use it).
 
 Experiments: ``rotation``, ``selection``, ``sinusoids``, ``capacity``, ``instance``,
-``copies``, ``versus`` (see :func:`names`), and the building blocks :func:`run_sinusoids` /
+``copies``, ``versus`` (see :func:`names`); :func:`compare`, the ``versus`` methods on your own data; and the
+building blocks :func:`run_sinusoids` /
 :class:`SinusoidsConfig`, :func:`~augnet.experiments.demo.run_demo` /
 :class:`~augnet.experiments.demo.DemoConfig` (with its :data:`PRESETS`); the
 trunks (:mod:`augnet.experiments.trunks`).
@@ -22,6 +23,7 @@ from augnet.experiments import (  # noqa: F401  (register them)
     versus,
 )
 from augnet.experiments._registry import Report, SetupError, check_settings, names, register, reproduce
+from augnet.experiments.compare import Comparison, compare
 from augnet.experiments.demo import PRESETS, DemoConfig, run_demo
 from augnet.experiments.runner import ExperimentResult, run_experiment
 from augnet.experiments.sinusoids import (
@@ -34,6 +36,7 @@ from augnet.experiments.trunks import MLP, Conv1dNet, PaperCNN, SmallCNN, resnet
 __all__ = [
     "MLP",
     "PRESETS",
+    "Comparison",
     "Conv1dNet",
     "DemoConfig",
     "ExperimentResult",
@@ -43,6 +46,7 @@ __all__ = [
     "SinusoidsConfig",
     "SmallCNN",
     "check_settings",
+    "compare",
     "names",
     "register",
     "reproduce",

@@ -82,8 +82,8 @@ def fixed_grid(task: Task, quick: bool = False) -> list[tuple[int, float]]:
 def _torchvision_policy(method: str, size: int):
     from torchvision.transforms import v2
 
-    if method == "crop":
-        return v2.RandomCrop(size, padding=size // 8)
+    if method == "crop":  # size: a side, or (H, W)
+        return v2.RandomCrop(size, padding=(size if isinstance(size, int) else min(size)) // 8)
     return {
         "randaugment": v2.RandAugment,
         "trivialaugment": v2.TrivialAugmentWide,
@@ -203,7 +203,7 @@ def invariance_at_logits(model: nn.Module, x: Tensor, transform, magnitude: floa
     return float(curve["summary"][0]["median"])
 
 
-def test_accuracies(model: nn.Module, augment, x: Tensor, y: Tensor, seed: int) -> dict:
+def accuracies_on(model: nn.Module, augment, x: Tensor, y: Tensor, seed: int) -> dict:
     """Accuracy as the method predicts by default, with 4 test-time copies, and with one copy (see the module)."""
     g = lambda k: torch.Generator().manual_seed(seed + k)  # noqa: E731
     default = _log_probs(model, x, generator=g(2))
@@ -240,7 +240,7 @@ def run_method(method: str, task: Task, regime: str, split: Split, seed: int, fi
     wall, cpu = train(model, opt, kwargs, split.x_train, split.y_train, epochs, task.batch_size, generator)
     g = lambda k: torch.Generator().manual_seed(seed + k)  # noqa: E731
     record = {
-        **test_accuracies(model, augment, split.x_test, split.y_test, seed),
+        **accuracies_on(model, augment, split.x_test, split.y_test, seed),
         "val_accuracy": _accuracy(_log_probs(model, split.x_val, generator=g(5)), split.y_val),
         "invariance": _invariance(model, task, split.x_test, seed),
         "train_seconds": wall,

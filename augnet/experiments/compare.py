@@ -1,0 +1,228 @@
+"""Does learned augmentation beat hand-designed policies on *your* data? :func:`compare`.
+
+The methods of ``augnet reproduce versus`` (:mod:`augnet.experiments.versus_methods`), run on the tensors
+you give: the same trunk (a fresh one per run, from your factory), optimiser (Adam), epochs and batch size for
+every method; they differ only in the augmentation. Each run records the test accuracy as the method predicts
+by default (AugNet and Augerino average their evaluation copies, the others read one image), with 4 copies of
+test-time augmentation and with one copy, optionally the invariance of the logits to a transformation you
+name, and the training's wall-clock and CPU seconds (with torch's threads as you set them).
+
+Examples:
+    >>> import torch
+    >>> from augnet.experiments import compare
+    >>> x, y = torch.rand(64, 1, 12, 12), torch.arange(64) % 2
+    >>> def trunk():
+    ...     return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(144, 2))
+    >>> result = compare(trunk, (x, y), (x, y), ["none", "augnet"], epochs=1, seeds=[0], progress=False)
+    >>> [r["method"] for r in result.records]
+    ['none', 'augnet']
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from augnet.experiments.versus_methods import (
+    HAND_DESIGNED,
+    _policy,
+    accuracies_on,
+    build,
+    invariance_at_logits,
+    train,
+)
+
+__all__ = ["COMPARE_METHODS", "Comparison", "compare"]
+
+#: The methods :func:`compare` runs (``versus``'s ``fixed`` needs a grid search on a validation split: not here).
+COMPARE_METHODS = ("none", "crop", *HAND_DESIGNED, "augerino", "augnet", "instance")
+#: Those that need images: torchvision's policies work on (C, H, W) uint8 images, Augerino's warps are affine.
+_IMAGE_ONLY = ("crop", *HAND_DESIGNED, "augerino", "instance")
+_MEASURES = ("accuracy", "accuracy_tta", "accuracy_1", "invariance", "train_seconds", "train_cpu_seconds")
+
+
+@dataclass
+class Comparison:
+    """What :func:`compare` measured: one record per (method, seed), in :attr:`records`.
+
+    A record holds ``method``, ``seed``, ``accuracy`` (as the method predicts by default), ``accuracy_tta``
+    (4 test-time copies), ``accuracy_1`` (one copy), ``invariance`` (NaN without ``invariance=``),
+    ``train_seconds``, ``train_cpu_seconds`` and ``policy`` (an AugNet's learned policy as JSON, else None).
+    """
+
+    records: list[dict] = field(default_factory=list)
+
+    def summary(self) -> dict[str, dict[str, tuple[float, float, int]]]:
+        """``{method: {measure: (mean, standard deviation, runs)}}`` over the seeds, in the methods' order."""
+        out: dict = {}
+        for r in self.records:
+            cell = out.setdefault(r["method"], {})
+            for m in _MEASURES:
+                cell.setdefault(m, []).append(r[m])
+        return {method: {m: _mean_std(v) for m, v in c.items()} for method, c in out.items()}
+
+    def table(self) -> str:
+        """The summary as a markdown table (mean ± std over the seeds)."""
+        lines = [
+            "| method | accuracy | with TTA (4) | one copy | invariance | train s (CPU s) | runs |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for method, c in self.summary().items():
+            cells = [f"{c[m][0]:.3f} ± {c[m][1]:.3f}" for m in ("accuracy", "accuracy_tta", "accuracy_1")]
+            inv = "-" if math.isnan(c["invariance"][0]) else f"{c['invariance'][0]:.3f} ± {c['invariance'][1]:.3f}"
+            seconds = f"{c['train_seconds'][0]:.1f} ({c['train_cpu_seconds'][0]:.1f})"
+            lines.append(f"| {method} | {' | '.join(cells)} | {inv} | {seconds} | {c['accuracy'][2]} |")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def _mean_std(values: list[float]) -> tuple[float, float, int]:
+    if any(math.isnan(v) for v in values):  # a measure not taken (invariance without ``invariance=``)
+        return math.nan, math.nan, len(values)
+    return statistics.fmean(values), statistics.pstdev(values), len(values)
+
+
+def _pair(name: str, pair) -> tuple[Tensor, Tensor]:
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        raise TypeError(f"{name} must be an (inputs, labels) pair of tensors, got {type(pair).__name__}")
+    x, y = pair
+    if not isinstance(x, Tensor) or not isinstance(y, Tensor):
+        raise TypeError(f"{name} must be an (inputs, labels) pair of tensors, got ({type(x).__name__}, "
+                        f"{type(y).__name__})")  # fmt: skip
+    if not x.is_floating_point() or x.dim() not in (3, 4):
+        raise ValueError(f"{name}: inputs must be float (N, C, H, W) images or (N, C, T) signals, got {x.dtype} "
+                         f"of shape {tuple(x.shape)}")  # fmt: skip
+    if y.dtype != torch.long or y.dim() != 1 or len(y) != len(x) or len(x) == 0:
+        raise ValueError(f"{name}: labels must be int64 class indices, one per input, got {y.dtype} of shape "
+                         f"{tuple(y.shape)} for {len(x)} inputs")  # fmt: skip
+    if x.device.type != "cpu":
+        raise ValueError(f"{name}: the comparison runs on the CPU; got tensors on {x.device}")
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name}: inputs contain NaN or infinite values")
+    return x, y
+
+
+def _positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    return value
+
+
+def compare(
+    trunk: Callable[[], nn.Module],
+    train_data: tuple[Tensor, Tensor],
+    test_data: tuple[Tensor, Tensor],
+    methods: Sequence[str] = ("none", "randaugment", "trivialaugment", "augerino", "augnet"),
+    *,
+    transforms: Callable[[], list] | None = None,
+    epochs: int = 10,
+    batch_size: int = 32,
+    lr: float = 1e-3,
+    seeds: Sequence[int] = (0, 1, 2),
+    invariance: tuple | None = None,
+    progress: bool = True,
+) -> Comparison:
+    """Train each of ``methods`` on ``train_data`` for each seed and measure it on ``test_data``.
+
+    Args:
+        trunk: makes a fresh model mapping a batch to logits (N, classes), called once per run (after the
+            run's seed is set, so every method of a seed starts from the same weights).
+        train_data, test_data: ``(x, y)``: float images (N, C, H, W) in [0, 1] with C = 1 or 3, or signals
+            (N, C, T); int64 labels (N,). CPU tensors.
+        methods: from :data:`COMPARE_METHODS`: ``none``, ``crop`` (a random crop of the image padded by 1/8),
+            torchvision v2's ``randaugment``, ``trivialaugment``, ``autoaugment`` (CIFAR-10 policy) and
+            ``augmix`` (per sample, in a DataLoader), ``augerino``, ``augnet`` (the README's first model: one
+            :class:`~augnet.AugmentationLayer` of ``transforms()`` in :class:`~augnet.AugNet`, Adam over
+            :func:`~augnet.param_groups`, lambda 0.5), ``instance`` (the same, per-instance). Signals take
+            ``none`` and ``augnet``.
+        transforms: makes AugNet's candidate transforms (default: the five geometric image transforms,
+            ``augnet.transforms.image.GEOMETRIC``); required for signals.
+        epochs, batch_size, lr: the same for every method.
+        seeds: one run per method and seed; each seeds the initial weights, the batches and every draw.
+        invariance: ``(transform, magnitude)``: also measure each trained model's invariance at the logits
+            to it (Inv_T, 1 = invariant; :func:`augnet.probes.report`), e.g. ``(Rotate(), 30 / 180)``.
+        progress: print a line per run.
+
+    Returns:
+        A :class:`Comparison` (``print`` it for the table). The runs leave torch's global random state as
+        they found it.
+    """
+    if isinstance(trunk, nn.Module) or not callable(trunk):  # a model would carry one run's training into the next
+        raise TypeError(f"trunk must be a function making a fresh model (e.g. lambda: MyNet()), got "
+                        f"{type(trunk).__name__}")  # fmt: skip
+    x, y = _pair("train_data", train_data)
+    x_test, y_test = _pair("test_data", test_data)
+    if x.shape[1:] != x_test.shape[1:]:
+        raise ValueError(f"train and test inputs differ in shape: {tuple(x.shape[1:])} and {tuple(x_test.shape[1:])}")
+    if isinstance(methods, str) or not methods:
+        raise ValueError(f"methods must be a non-empty list of names from {COMPARE_METHODS}, got {methods!r}")
+    methods = list(methods)
+    unknown = [m for m in methods if m not in COMPARE_METHODS]
+    if unknown or len(set(methods)) != len(methods):
+        why = "fixed needs a grid search on a validation split (augnet reproduce versus); " * ("fixed" in unknown)
+        raise ValueError(f"methods must be distinct names from {COMPARE_METHODS}; {why}got {methods}")
+    image = x.dim() == 4
+    if image:
+        if x.shape[1] not in (1, 3):
+            raise ValueError(f"images must have 1 or 3 channels (torchvision's policies), got {x.shape[1]}")
+        if float(x.min()) < 0 or float(x.max()) > 1 or float(x_test.min()) < 0 or float(x_test.max()) > 1:
+            raise ValueError("images must lie in [0, 1] (the policies read them as uint8, the colour transforms "
+                             "expect it): normalise inside the trunk")  # fmt: skip
+    else:
+        bad = [m for m in methods if m in _IMAGE_ONLY]
+        if bad:
+            raise ValueError(f"{bad} need images (N, C, H, W); for signals choose from ['none', 'augnet']")
+        if transforms is None:
+            raise ValueError("signals need transforms=, a function making AugNet's candidates (e.g. the EEG set)")
+    if transforms is None:
+        from augnet.transforms import image as T
+
+        transforms = lambda: [cls() for cls in T.GEOMETRIC]  # noqa: E731
+    elif not callable(transforms):
+        raise TypeError(f"transforms must be a function making the candidate transforms, got {transforms!r}")
+    epochs, batch_size = _positive_int("epochs", epochs), _positive_int("batch_size", batch_size)
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < math.inf:
+        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    seeds = list(seeds)
+    if not seeds or len(set(seeds)) != len(seeds) or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds):
+        raise ValueError(f"seeds must be distinct ints, got {seeds}")
+    if invariance is not None and (not isinstance(invariance, (tuple, list)) or len(invariance) != 2):
+        raise ValueError(f"invariance must be a (transform, magnitude) pair, got {invariance!r}")
+
+    from augnet.cli import build_extension_first
+
+    build_extension_first()  # the C++ extension's first load (or build) is no method's cost
+    size = tuple(x.shape[-2:]) if image else 0
+    data, setting = (x, y, x_test, y_test), (epochs, batch_size, lr, size, invariance)
+    result = Comparison()
+    for seed in seeds:
+        for method in methods:
+            with torch.random.fork_rng(devices=[]):
+                result.records.append(_one(method, seed, trunk, transforms, data, setting))
+            if progress:
+                r = result.records[-1]
+                print(f"{method:<15} seed {seed}: accuracy {r['accuracy']:.3f} ({r['train_seconds']:.1f} s)")
+    return result
+
+
+def _one(method, seed, trunk, transforms, data, setting) -> dict:
+    (x, y, x_test, y_test), (epochs, batch_size, lr, size, invariance) = data, setting
+    torch.manual_seed(seed)
+    model = trunk()
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"trunk() must return an nn.Module, got {type(model).__name__}")
+    model, opt, kwargs, augment = build(method, model, transforms, lr, size, x.shape[1])
+    generator = torch.Generator().manual_seed(seed + 1)
+    wall, cpu = train(model, opt, kwargs, x, y, epochs, batch_size, generator)
+    record = {"method": method, "seed": seed, **accuracies_on(model, augment, x_test, y_test, seed)}
+    record["invariance"] = math.nan
+    if invariance is not None:
+        record["invariance"] = invariance_at_logits(model, x_test, invariance[0], float(invariance[1]), seed)
+    return {**record, "train_seconds": wall, "train_cpu_seconds": cpu, "policy": _policy(model)}

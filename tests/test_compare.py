@@ -1,0 +1,146 @@
+"""augnet.experiments.compare: the versus methods on a user's own tensors."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from augnet.experiments import compare
+from augnet.experiments.compare import COMPARE_METHODS
+from augnet.transforms import image as T
+from augnet.transforms import signal as S
+
+
+def _images(n=32, h=8, w=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, 1, h, w, generator=g)
+    y = (x[:, 0, :, : w // 2].mean((1, 2)) > x[:, 0, :, w // 2 :].mean((1, 2))).long()
+    return x, y
+
+
+def _trunk(h=8, w=8, channels=1, made=None):
+    def make():
+        model = nn.Sequential(nn.Flatten(), nn.Linear(channels * h * w, 2))
+        if made is not None:
+            made.append([p.detach().clone() for p in model.parameters()])
+        return model
+
+    return make
+
+
+def test_every_method_and_seed_gives_a_record_and_the_table_reads_them():
+    x, y = _images()
+    x0 = x.clone()
+    res = compare(_trunk(), (x, y), _images(seed=1), ["none", "crop", "trivialaugment", "augnet"], epochs=1,
+                  seeds=[0, 1], progress=False)  # fmt: skip
+    assert [(r["method"], r["seed"]) for r in res.records] == [
+        (m, s) for s in (0, 1) for m in ("none", "crop", "trivialaugment", "augnet")
+    ]
+    for r in res.records:
+        assert all(0 <= r[k] <= 1 for k in ("accuracy", "accuracy_tta", "accuracy_1"))
+        assert math.isnan(r["invariance"]) and r["train_seconds"] > 0
+        assert (r["policy"] is not None) == (r["method"] == "augnet")
+    summary = res.summary()
+    accs = [r["accuracy"] for r in res.records if r["method"] == "augnet"]
+    assert summary["augnet"]["accuracy"][0] == pytest.approx(sum(accs) / 2) and summary["augnet"]["accuracy"][2] == 2
+    table = str(res)
+    assert all(f"| {m} |" in table for m in ("none", "crop", "trivialaugment", "augnet"))
+    assert torch.equal(x, x0)  # the data are not modified
+
+
+def test_runs_repeat_and_every_method_of_a_seed_starts_from_the_same_weights():
+    made = []
+    x, y = _images()
+    first = compare(_trunk(made=made), (x, y), (x, y), ["none", "augnet", "augerino"], epochs=1, seeds=[3],
+                    progress=False)  # fmt: skip
+    again = compare(_trunk(), (x, y), (x, y), ["none", "augnet", "augerino"], epochs=1, seeds=[3], progress=False)
+    assert [r["accuracy"] for r in first.records] == [r["accuracy"] for r in again.records]
+    assert all(torch.equal(a, b) for w in made[1:] for a, b in zip(made[0], w))
+
+
+def test_torchs_global_random_state_is_left_as_it_was():
+    x, y = _images()
+    torch.manual_seed(11)
+    expected = torch.rand(3)
+    torch.manual_seed(11)
+    compare(_trunk(), (x, y), (x, y), ["augnet"], epochs=1, seeds=[0], progress=False)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_invariance_at_the_logits_is_measured_when_asked():
+    x, y = _images()
+    res = compare(_trunk(), (x, y), (x, y), ["none", "augnet"], epochs=1, seeds=[0], invariance=(T.Rotate(), 0.25),
+                  progress=False)  # fmt: skip
+    assert all(-1 <= r["invariance"] <= 1 for r in res.records)
+    assert "| - |" not in res.table()
+
+
+def test_non_square_images_and_three_channels():
+    x = torch.rand(16, 3, 6, 10)
+    y = torch.arange(16) % 2
+    res = compare(_trunk(6, 10, 3), (x, y), (x, y), ["crop", "randaugment", "instance"], epochs=1, seeds=[0],
+                  progress=False)  # fmt: skip
+    assert len(res.records) == 3
+
+
+def test_signals_with_their_own_transforms():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(24, 2, 32, generator=g)
+    y = torch.arange(24) % 2
+    trunk = lambda: nn.Sequential(nn.Flatten(), nn.Linear(64, 2))  # noqa: E731
+    res = compare(trunk, (x, y), (x, y), ["none", "augnet"], transforms=lambda: [S.GaussianNoise(), S.SignFlip()],
+                  epochs=1, seeds=[0], progress=False)  # fmt: skip
+    names = [e["transform"] for e in res.records[1]["policy"]["layers"][0]["transforms"]]
+    assert names == ["GaussianNoise", "SignFlip"]
+
+
+@pytest.mark.parametrize(
+    "change, error, match",
+    [
+        (dict(trunk=nn.Linear(64, 2)), TypeError, "trunk must be a function"),
+        (dict(trunk=lambda: "model"), TypeError, r"trunk\(\) must return an nn.Module, got str"),
+        (dict(train_data=torch.rand(4, 1, 8, 8)), TypeError, "train_data must be an"),
+        (dict(train_data=(torch.rand(4, 1, 8, 8), torch.zeros(4))), ValueError, "labels must be int64"),
+        (dict(train_data=(torch.rand(4, 1, 8, 8), torch.zeros(3, dtype=torch.long))), ValueError, "for 4 inputs"),
+        (dict(train_data=(torch.rand(4, 8), torch.zeros(4, dtype=torch.long))), ValueError, "inputs must be float"),
+        (dict(test_data=(torch.rand(4, 1, 9, 8), torch.zeros(4, dtype=torch.long))), ValueError, "differ in shape"),
+        (dict(methods=["none", "cutout"]), ValueError, "methods must be distinct names"),
+        (dict(methods=["fixed"]), ValueError, "fixed needs a grid search"),
+        (dict(methods="augnet"), ValueError, "non-empty list"),
+        (dict(methods=["none", "none"]), ValueError, "distinct"),
+        (dict(epochs=0), ValueError, "epochs must be an int >= 1, got 0"),
+        (dict(batch_size=2.5), ValueError, "batch_size must be an int"),
+        (dict(lr=-1.0), ValueError, "lr must be a positive number, got -1.0"),
+        (dict(seeds=[1, 1]), ValueError, "seeds must be distinct ints"),
+        (dict(invariance=T.Rotate()), ValueError, "invariance must be a"),
+        (dict(transforms=[T.Rotate()]), TypeError, "transforms must be a function"),
+    ],
+)
+def test_bad_arguments_are_refused_before_any_training(change, error, match):
+    x, y = _images()
+    kwargs = dict(trunk=_trunk(), train_data=(x, y), test_data=(x, y), methods=["none", "augnet"], epochs=1,
+                  seeds=[0], progress=False)  # fmt: skip
+    with pytest.raises(error, match=match):
+        compare(**{**kwargs, **change})
+
+
+def test_images_the_policies_cannot_read_are_refused():
+    y = torch.arange(4) % 2
+    with pytest.raises(ValueError, match="1 or 3 channels"):
+        compare(_trunk(channels=2), (torch.rand(4, 2, 8, 8), y), (torch.rand(4, 2, 8, 8), y), progress=False)
+    with pytest.raises(ValueError, match=r"in \[0, 1\]"):
+        compare(_trunk(), (torch.randn(4, 1, 8, 8), y), (torch.rand(4, 1, 8, 8), y), progress=False)
+    with pytest.raises(ValueError, match="NaN"):
+        compare(_trunk(), (torch.full((4, 1, 8, 8), math.nan), y), (torch.rand(4, 1, 8, 8), y), progress=False)
+    signals = (torch.randn(4, 2, 16), y)
+    with pytest.raises(ValueError, match=r"need images .* \['none', 'augnet'\]"):
+        compare(_trunk(), signals, signals, ["augerino"], progress=False)
+    with pytest.raises(ValueError, match="signals need transforms="):
+        compare(_trunk(), signals, signals, ["augnet"], progress=False)
+
+
+def test_the_method_list_is_versus_less_the_grid_search():
+    from augnet.experiments.versus_methods import METHODS
+
+    assert set(COMPARE_METHODS) == set(METHODS) - {"fixed"}
