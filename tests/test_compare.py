@@ -114,6 +114,8 @@ def test_signals_with_their_own_transforms():
         (dict(lr=-1.0), ValueError, "lr must be a positive number, got -1.0"),
         (dict(seeds=[1, 1]), ValueError, "seeds must be distinct ints"),
         (dict(invariance=T.Rotate()), ValueError, "invariance must be a"),
+        (dict(invariance=("Rotate", 0.25)), ValueError, "invariance must be a"),
+        (dict(invariance=(T.Rotate(), "0.25")), ValueError, "invariance must be a"),
         (dict(transforms=[T.Rotate()]), TypeError, "transforms must be a function"),
     ],
 )
@@ -144,3 +146,13 @@ def test_the_method_list_is_versus_less_the_grid_search():
     from augnet.experiments.versus_methods import METHODS
 
     assert set(COMPARE_METHODS) == set(METHODS) - {"fixed"}
+
+
+def test_without_torchvision_the_policies_are_refused_with_the_extra_to_install(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torchvision.transforms.v2", None)  # what an install without it raises
+    x, y = _images()
+    with pytest.raises(ImportError, match=r"augnet\[versus\]"):
+        compare(_trunk(), (x, y), (x, y), ["none", "randaugment"], epochs=1, seeds=[0], progress=False)
+    assert len(compare(_trunk(), (x, y), (x, y), ["none"], epochs=1, seeds=[0], progress=False).records) == 1

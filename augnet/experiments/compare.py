@@ -36,6 +36,7 @@ from augnet.experiments.versus_methods import (
     invariance_at_logits,
     train,
 )
+from augnet.transforms.base import Transform
 
 __all__ = ["COMPARE_METHODS", "Comparison", "compare"]
 
@@ -193,8 +194,17 @@ def compare(
     seeds = list(seeds)
     if not seeds or len(set(seeds)) != len(seeds) or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds):
         raise ValueError(f"seeds must be distinct ints, got {seeds}")
-    if invariance is not None and (not isinstance(invariance, (tuple, list)) or len(invariance) != 2):
-        raise ValueError(f"invariance must be a (transform, magnitude) pair, got {invariance!r}")
+    if invariance is not None and (
+        not isinstance(invariance, (tuple, list)) or len(invariance) != 2 or not isinstance(invariance[0], Transform)
+        or isinstance(invariance[1], bool) or not isinstance(invariance[1], (int, float))
+    ):  # fmt: skip
+        raise ValueError(f"invariance must be a (transform, magnitude) pair, e.g. (Rotate(), 0.25), got {invariance!r}")
+    if any(m in ("crop", *HAND_DESIGNED) for m in methods):
+        try:
+            import torchvision.transforms.v2  # noqa: F401
+        except ImportError as err:
+            hint = "the hand-designed policies are torchvision's: pip install 'augnet[versus]'"
+            raise ImportError(f"{err}: {hint}") from err
 
     from augnet.cli import build_extension_first
 
