@@ -13,7 +13,8 @@ Several machines (run on each; NODE_RANK is 0 on the first, 1 on the second, ...
     torchrun --nnodes 2 --node-rank $NODE_RANK --nproc-per-node 8 \\
         --rdzv-backend c10d --rdzv-endpoint first-machine:29500 examples/ddp.py
 
-On GPUs each process uses the GPU of its local rank and the nccl backend.
+On GPUs each process uses the GPU of its local rank and the nccl backend; with
+fewer GPUs than processes on a machine, all train on the CPU (gloo), and say so.
 
 What matters for AugNet under DDP:
 
@@ -46,6 +47,20 @@ from augnet.training import accuracy, rank_generator
 from augnet.transforms import image as T
 
 
+def gpu_for_each_process() -> bool:
+    """Whether each process of this machine gets a GPU of its own (nccl refuses two processes on one GPU, and a
+    local rank past the GPUs has none); if GPUs are there but too few, the first process says it trains on the CPU.
+    """
+    per_machine = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    if not torch.cuda.is_available():
+        return False
+    if torch.cuda.device_count() >= per_machine:
+        return True
+    if int(os.environ.get("LOCAL_RANK", 0)) == 0:
+        print(f"{per_machine} processes per machine but {torch.cuda.device_count()} GPU(s): training on the CPU (gloo)")
+    return False
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--epochs", type=int, default=5)
@@ -56,7 +71,7 @@ def main() -> None:
     parser.add_argument("--out", default="ddp_checkpoint.pt")
     args = parser.parse_args()
 
-    cuda = torch.cuda.is_available()
+    cuda = gpu_for_each_process()
     if "RANK" in os.environ:  # started by torchrun
         dist.init_process_group("nccl" if cuda else "gloo")
     else:  # plain `python examples/ddp.py`: a group of one process, nothing opened but a temporary file

@@ -190,3 +190,20 @@ def test_fit_draws_a_ddp_models_augmentations_from_its_generator():
     finally:
         dist.destroy_process_group()
     assert losses[0] == losses[1] and losses[0] != losses[2]
+
+
+def test_the_example_trains_on_the_cpu_when_a_machine_has_fewer_gpus_than_processes(monkeypatch, capsys):
+    # Found on a one-GPU machine: torchrun with two processes gave local rank 1 the GPU cuda:1, which it lacks.
+    import runpy
+    from pathlib import Path
+
+    example = runpy.run_path(str(Path(__file__).resolve().parents[1] / "examples" / "ddp.py"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    for per_machine, expected in (("1", True), ("2", False)):  # what torchrun --nproc-per-node N sets
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", per_machine)
+        assert example["gpu_for_each_process"]() is expected
+    assert capsys.readouterr().out == "2 processes per machine but 1 GPU(s): training on the CPU (gloo)\n"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert example["gpu_for_each_process"]() is False
