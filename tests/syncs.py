@@ -153,7 +153,7 @@ class _Dispatch(TorchDispatchMode):
             if _on_host(dst) and _off_host(src):
                 self.record("copy from the device to the host", func)
                 return dst.fill_(1)
-            if _off_host(dst) and _on_host(src) and src.dim() > 0 and not (len(args) > 2 and args[2]):
+            if _off_host(dst) and _on_host(src) and not (len(args) > 2 and args[2]):
                 self.record("blocking copy from the host to the device", func)
         return func(*args, **kwargs)
 
@@ -180,15 +180,16 @@ class _Dispatch(TorchDispatchMode):
 
 
 def _one_element_from_host(t: torch.Tensor, index, value) -> bool:
-    """Whether ``t[index] = value`` sets one element (a 0-d view) from a host value (a number or a CPU tensor).
+    """Whether ``t[index] = value`` sets one element (a 0-d view) from a Python number.
 
     torch's ``__setitem__`` on a CUDA tensor turns a number into a 0-d CPU tensor; a destination of the same
-    size is then written by a blocking copy from the host, one of another size by ``fill_`` (no wait).
+    size is then written by a blocking copy from the host, one of another size by ``fill_`` (no wait). On
+    ``meta`` the number is made on ``meta``, so no copy shows below the dispatcher; a CPU tensor as the value
+    does show there (``copy_`` from the host), and is recorded there.
     """
-    host_value = isinstance(value, (bool, int, float, complex)) or (_on_host(value) and value.dim() == 0)
     parts = index if isinstance(index, tuple) else (index,)
-    if not host_value or any(isinstance(i, torch.Tensor) for i in parts):  # tensor indices: index_put_, below
-        return False
+    if not isinstance(value, (bool, int, float, complex)) or any(isinstance(i, torch.Tensor) for i in parts):
+        return False  # tensor indices: index_put_, recorded below the dispatcher
     return t[index].dim() == 0
 
 

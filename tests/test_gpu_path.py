@@ -137,6 +137,8 @@ def test_the_recorder_finds_each_kind_of_synchronisation():
         torch.linalg.matrix_exp(torch.rand(2, 3, 3, device="meta"))
         t[0] = 1.0  # one element from a host number (found on an H200: flips and signal layers did this)
         t[1] = torch.tensor(2.0)
+        t[2] = torch.tensor([2.0])  # a one-element host tensor, viewed down to the element and copied
+        t[3].copy_(torch.tensor(1.0))
     kinds = [s.kind.split(" (")[0] for s in rec.syncs]
     assert kinds == [
         "read of a value",
@@ -147,6 +149,8 @@ def test_the_recorder_finds_each_kind_of_synchronisation():
         "data-dependent output size: nonzero",
         "read of a value",
         "read back inside the op: linalg.matrix_exp",
+        "blocking copy from the host to the device",
+        "blocking copy from the host to the device",
         "blocking copy from the host to the device",
         "blocking copy from the host to the device",
     ]

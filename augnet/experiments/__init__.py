@@ -23,7 +23,7 @@ from augnet.experiments import (  # noqa: F401  (register them)
     versus,
 )
 from augnet.experiments._registry import Report, SetupError, check_settings, names, register, reproduce
-from augnet.experiments.compare import Comparison, compare
+from augnet.experiments.comparison import Comparison, compare
 from augnet.experiments.demo import PRESETS, DemoConfig, run_demo
 from augnet.experiments.runner import ExperimentResult, run_experiment
 from augnet.experiments.sinusoids import (

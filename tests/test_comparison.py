@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from augnet.experiments import compare
-from augnet.experiments.compare import COMPARE_METHODS
+from augnet.experiments.comparison import COMPARE_METHODS
 from augnet.transforms import image as T
 from augnet.transforms import signal as S
 
