@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
+from augnet._checks import is_int
 from augnet.experiments.versus_methods import (
     HAND_DESIGNED,
     _policy,
@@ -43,7 +44,7 @@ __all__ = ["COMPARE_METHODS", "Comparison", "compare"]
 #: The methods :func:`compare` runs (``versus``'s ``fixed`` needs a grid search on a validation split: not here).
 COMPARE_METHODS = ("none", "crop", *HAND_DESIGNED, "augerino", "augnet", "instance")
 #: Those that need images: torchvision's policies work on (C, H, W) uint8 images, Augerino's warps are affine.
-_IMAGE_ONLY = ("crop", *HAND_DESIGNED, "augerino", "instance")
+_IMAGE_ONLY = ("crop", *HAND_DESIGNED, "augerino")
 _MEASURES = ("accuracy", "accuracy_tta", "accuracy_1", "invariance", "train_seconds", "train_cpu_seconds")
 
 
@@ -100,20 +101,90 @@ def _pair(name: str, pair) -> tuple[Tensor, Tensor]:
     if not x.is_floating_point() or x.dim() not in (3, 4):
         raise ValueError(f"{name}: inputs must be float (N, C, H, W) images or (N, C, T) signals, got {x.dtype} "
                          f"of shape {tuple(x.shape)}")  # fmt: skip
-    if y.dtype != torch.long or y.dim() != 1 or len(y) != len(x) or len(x) == 0:
+    if len(x) == 0:
+        raise ValueError(f"{name}: no inputs (shape {tuple(x.shape)})")
+    if y.dtype != torch.long or y.dim() != 1 or len(y) != len(x):
         raise ValueError(f"{name}: labels must be int64 class indices, one per input, got {y.dtype} of shape "
                          f"{tuple(y.shape)} for {len(x)} inputs")  # fmt: skip
-    if x.device.type != "cpu":
-        raise ValueError(f"{name}: the comparison runs on the CPU; got tensors on {x.device}")
+    for what, t in (("inputs", x), ("labels", y)):
+        if t.device.type != "cpu":
+            raise ValueError(f"{name}: the comparison runs on the CPU; got {what} on {t.device}")
+    if int(y.min()) < 0:
+        raise ValueError(f"{name}: labels must be class indices >= 0, got {int(y.min())}")
     if not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name}: inputs contain NaN or infinite values")
     return x, y
 
 
 def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not is_int(value) or value < 1:
         raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    return value
+    return int(value)
+
+
+def _methods(methods, image: bool, x: Tensor) -> list[str]:
+    if isinstance(methods, str):
+        raise ValueError(f"methods must be a list of names from {COMPARE_METHODS}, got the string {methods!r}")
+    methods = list(methods)
+    unknown = [m for m in methods if m not in COMPARE_METHODS]
+    if not methods or unknown or len(set(methods)) != len(methods):
+        why = "fixed needs a grid search on a validation split (augnet reproduce versus); " * ("fixed" in unknown)
+        raise ValueError(f"methods must be distinct names from {COMPARE_METHODS}; {why}got {methods}")
+    if not image and any(m in _IMAGE_ONLY for m in methods):
+        raise ValueError(f"{[m for m in methods if m in _IMAGE_ONLY]} need images (N, C, H, W); inputs of shape "
+                         f"{tuple(x.shape)} are taken as (N, C, T) signals, for which choose from ['none', 'augnet', "
+                         "'instance'] (images of one channel without its axis: x.unsqueeze(1))")  # fmt: skip
+    if any(m in HAND_DESIGNED for m in methods) and x.shape[1] not in (1, 3):
+        raise ValueError(f"torchvision's policies need images of 1 or 3 channels, got {x.shape[1]}")
+    if any(m in ("crop", *HAND_DESIGNED) for m in methods):
+        try:
+            import torchvision.transforms.v2  # noqa: F401
+        except ImportError as err:
+            hint = "the hand-designed policies are torchvision's: pip install 'augnet[versus]'"
+            raise ImportError(f"{err}: {hint}") from err
+    return methods
+
+
+def _check_trunk(trunk, x: Tensor, classes: int, batch_size: int) -> None:
+    """A dry run of a model ``trunk()`` makes: its dtype, its output's shape, batch norm on a batch of one."""
+    with torch.random.fork_rng(devices=[]):
+        model = trunk()
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"trunk() must return an nn.Module, got {type(model).__name__}")
+    p = next(model.parameters(), None)
+    if p is not None and p.dtype != x.dtype:
+        raise ValueError(f"the inputs are {x.dtype} but trunk()'s parameters {p.dtype}: convert one to the other "
+                         "(e.g. x.float())")  # fmt: skip
+    try:
+        with torch.no_grad():
+            out = model.eval()(x[:2])
+    except Exception as err:
+        raise ValueError(f"trunk()'s model fails on two training inputs of shape {tuple(x[:2].shape)}: {err}") from err
+    if not isinstance(out, Tensor) or out.dim() != 2 or len(out) != len(x[:2]) or out.shape[1] < classes:
+        shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
+        raise ValueError(f"trunk()'s model must map a batch to logits (N, classes >= {classes}, the labels' "
+                         f"largest + 1), got {shape} for {len(x[:2])} inputs")  # fmt: skip
+    if len(x) % batch_size == 1 and any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+        raise ValueError(f"the last batch of every epoch would hold one input ({len(x)} inputs, batch_size "
+                         f"{batch_size}), on which batch norm cannot train: choose another batch_size")  # fmt: skip
+
+
+def _check_invariance(invariance, x: Tensor):
+    if invariance is None:
+        return None
+    ok = isinstance(invariance, (tuple, list)) and len(invariance) == 2 and isinstance(invariance[0], Transform)
+    if not ok or not isinstance(invariance[1], (int, float)) or isinstance(invariance[1], bool):
+        raise ValueError(f"invariance must be a (transform, magnitude) pair, e.g. (Rotate(), 0.25), got {invariance!r}")
+    transform, magnitude = invariance[0], float(invariance[1])
+    if not 0 < magnitude <= 1:
+        raise ValueError(f"invariance's magnitude must lie in (0, 1] (the transform's range: Rotate's 1 is 180 "
+                         f"degrees), got {invariance[1]!r}")  # fmt: skip
+    try:
+        with torch.random.fork_rng(devices=[]):
+            transform(x[:2], magnitude)
+    except Exception as err:
+        raise ValueError(f"invariance: {type(transform).__name__} cannot transform these inputs: {err}") from err
+    return transform, magnitude
 
 
 def compare(
@@ -134,21 +205,23 @@ def compare(
 
     Args:
         trunk: makes a fresh model mapping a batch to logits (N, classes), called once per run (after the
-            run's seed is set, so every method of a seed starts from the same weights).
-        train_data, test_data: ``(x, y)``: float images (N, C, H, W) in [0, 1] with C = 1 or 3, or signals
-            (N, C, T); int64 labels (N,). CPU tensors.
+            run's seed is set, so every method of a seed starts from the same weights), and once before the
+            runs to check it (its dtype is the inputs', its output (N, classes) covers the labels).
+        train_data, test_data: ``(x, y)``: float images (N, C, H, W) in [0, 1] (C = 1 or 3 for torchvision's
+            policies), or signals (N, C, T); int64 labels (N,). CPU tensors.
         methods: from :data:`COMPARE_METHODS`: ``none``, ``crop`` (a random crop of the image padded by 1/8),
             torchvision v2's ``randaugment``, ``trivialaugment``, ``autoaugment`` (CIFAR-10 policy) and
             ``augmix`` (per sample, in a DataLoader), ``augerino``, ``augnet`` (the README's first model: one
             :class:`~augnet.AugmentationLayer` of ``transforms()`` in :class:`~augnet.AugNet`, Adam over
             :func:`~augnet.param_groups`, lambda 0.5), ``instance`` (the same, per-instance). Signals take
-            ``none`` and ``augnet``.
+            ``none``, ``augnet`` and ``instance``.
         transforms: makes AugNet's candidate transforms (default: the five geometric image transforms,
             ``augnet.transforms.image.GEOMETRIC``); required for signals.
         epochs, batch_size, lr: the same for every method.
         seeds: one run per method and seed; each seeds the initial weights, the batches and every draw.
-        invariance: ``(transform, magnitude)``: also measure each trained model's invariance at the logits
-            to it (Inv_T, 1 = invariant; :func:`augnet.probes.report`), e.g. ``(Rotate(), 30 / 180)``.
+        invariance: ``(transform, magnitude)``, the magnitude in (0, 1]: also measure each trained model's
+            invariance at the logits to it (Inv_T, 1 = invariant, no lower bound; :func:`augnet.probes.report`),
+            e.g. ``(Rotate(), 30 / 180)`` for rotations within ±30°.
         progress: print a line per run.
 
     Returns:
@@ -160,28 +233,16 @@ def compare(
                         f"{type(trunk).__name__}")  # fmt: skip
     x, y = _pair("train_data", train_data)
     x_test, y_test = _pair("test_data", test_data)
-    if x.shape[1:] != x_test.shape[1:]:
-        raise ValueError(f"train and test inputs differ in shape: {tuple(x.shape[1:])} and {tuple(x_test.shape[1:])}")
-    if isinstance(methods, str) or not methods:
-        raise ValueError(f"methods must be a non-empty list of names from {COMPARE_METHODS}, got {methods!r}")
-    methods = list(methods)
-    unknown = [m for m in methods if m not in COMPARE_METHODS]
-    if unknown or len(set(methods)) != len(methods):
-        why = "fixed needs a grid search on a validation split (augnet reproduce versus); " * ("fixed" in unknown)
-        raise ValueError(f"methods must be distinct names from {COMPARE_METHODS}; {why}got {methods}")
+    if x.shape[1:] != x_test.shape[1:] or x.dtype != x_test.dtype:
+        raise ValueError(f"train and test inputs differ: {x.dtype} {tuple(x.shape[1:])} and {x_test.dtype} "
+                         f"{tuple(x_test.shape[1:])}")  # fmt: skip
     image = x.dim() == 4
-    if image:
-        if x.shape[1] not in (1, 3):
-            raise ValueError(f"images must have 1 or 3 channels (torchvision's policies), got {x.shape[1]}")
-        if float(x.min()) < 0 or float(x.max()) > 1 or float(x_test.min()) < 0 or float(x_test.max()) > 1:
-            raise ValueError("images must lie in [0, 1] (the policies read them as uint8, the colour transforms "
-                             "expect it): normalise inside the trunk")  # fmt: skip
-    else:
-        bad = [m for m in methods if m in _IMAGE_ONLY]
-        if bad:
-            raise ValueError(f"{bad} need images (N, C, H, W); for signals choose from ['none', 'augnet']")
-        if transforms is None:
-            raise ValueError("signals need transforms=, a function making AugNet's candidates (e.g. the EEG set)")
+    methods = _methods(methods, image, x)
+    if image and (float(x.min()) < 0 or float(x.max()) > 1 or float(x_test.min()) < 0 or float(x_test.max()) > 1):
+        raise ValueError("images must lie in [0, 1] (the policies read them as uint8, the colour transforms "
+                         "expect it): normalise inside the trunk")  # fmt: skip
+    if transforms is None and not image:
+        raise ValueError("signals need transforms=, a function making AugNet's candidates (e.g. the EEG set)")
     if transforms is None:
         from augnet.transforms import image as T
 
@@ -191,20 +252,12 @@ def compare(
     epochs, batch_size = _positive_int("epochs", epochs), _positive_int("batch_size", batch_size)
     if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < math.inf:
         raise ValueError(f"lr must be a positive number, got {lr!r}")
-    seeds = list(seeds)
-    if not seeds or len(set(seeds)) != len(seeds) or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds):
-        raise ValueError(f"seeds must be distinct ints, got {seeds}")
-    if invariance is not None and (
-        not isinstance(invariance, (tuple, list)) or len(invariance) != 2 or not isinstance(invariance[0], Transform)
-        or isinstance(invariance[1], bool) or not isinstance(invariance[1], (int, float))
-    ):  # fmt: skip
-        raise ValueError(f"invariance must be a (transform, magnitude) pair, e.g. (Rotate(), 0.25), got {invariance!r}")
-    if any(m in ("crop", *HAND_DESIGNED) for m in methods):
-        try:
-            import torchvision.transforms.v2  # noqa: F401
-        except ImportError as err:
-            hint = "the hand-designed policies are torchvision's: pip install 'augnet[versus]'"
-            raise ImportError(f"{err}: {hint}") from err
+    seeds = list(seeds) if not isinstance(seeds, (str, bytes)) else [seeds]
+    if not seeds or len(set(seeds)) != len(seeds) or not all(is_int(s) and 0 <= s < 2**62 for s in seeds):
+        raise ValueError(f"seeds must be distinct ints in [0, 2**62), got {seeds}")
+    seeds = [int(s) for s in seeds]
+    invariance = _check_invariance(invariance, x_test)
+    _check_trunk(trunk, x, int(max(y.max(), y_test.max())) + 1, batch_size)
 
     from augnet.cli import build_extension_first
 
