@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 import os
+import signal
 import sys
 import warnings
 from pathlib import Path
@@ -481,29 +482,10 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 
 def build_extension_first() -> None:
-    """Load the tap_mix C++ extension before a progress bar starts (its first step would hold the whole build).
+    """Load the tap_mix C++ extension before a progress bar starts (:func:`augnet.ops._cpp.load_first`)."""
+    from augnet.ops._cpp import load_first
 
-    A first run compiles it (about a minute), which is said in one line first.
-    """
-    from augnet.ops import _cpp
-
-    if _cpp._state["tried"] or os.environ.get("AUGNET_BACKEND", "auto") not in ("auto", "cpp"):
-        return
-    if not extension_cached():
-        print("augnet: compiling the tap_mix C++ extension first (once, about a minute)...", flush=True)
-    _cpp.load()
-
-
-def extension_cached() -> bool:
-    """Whether the tap_mix extension is prebuilt or in torch's extension cache (loading it is then quick)."""
-    from augnet.ops import _cpp
-
-    if list(_cpp._PACKAGE.glob("_C*.so")) + list(_cpp._PACKAGE.glob("_C*.pyd")):
-        return True
-    try:
-        return _cpp.cached_build().exists()
-    except Exception:  # a torch without the helper: say so, to be safe
-        return False
+    load_first()
 
 
 def _usable_folder(path: str) -> str | None:
@@ -587,10 +569,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"augnet {args.command}: error: {problem}", file=sys.stderr)
         return 2
     try:
-        return args.func(args)
-    except KeyboardInterrupt:  # Ctrl-C stops a command; the shell's code for it (128 + SIGINT), and no traceback
+        code = args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C stops a command: one line, not a traceback
         print(f"\naugnet {args.command}: interrupted", file=sys.stderr)
-        return 130
+        code = 130
+    if code == 130 and argv is None:  # the command: end as killed by SIGINT, so that a shell script stops too
+        _die_of_sigint()
+    return code
+
+
+def _die_of_sigint() -> None:  # pragma: no cover (ends the process)
+    sys.stderr.flush()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -212,3 +212,19 @@ def test_ctrl_c_in_any_command_exits_130_without_a_traceback(tmp_path, capsys, m
     monkeypatch.setattr(augnet.cli, "_demo", interrupted)  # the parser built by main() takes it
     assert main(["demo", "--quick", "--out", str(tmp_path)]) == 130
     assert capsys.readouterr().err.strip() == "augnet demo: interrupted"
+
+
+def test_the_command_stopped_by_ctrl_c_ends_as_killed_by_it_so_a_shell_script_stops_too(tmp_path):
+    # A program that catches SIGINT and exits 130 tells bash it handled it, and a script's loop carries on.
+    import signal
+
+    code = (
+        "import sys, augnet.cli\n"
+        "def interrupted(args):\n    raise KeyboardInterrupt\n"
+        "augnet.cli._demo = interrupted\n"
+        f"sys.argv = ['augnet', 'demo', '--quick', '--out', {str(tmp_path)!r}]\n"
+        "sys.exit(augnet.cli.main())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGINT, (done.returncode, done.stderr[-2000:])
+    assert done.stderr.strip().splitlines()[-1] == "augnet demo: interrupted"

@@ -83,3 +83,29 @@ def test_ctrl_c_stops_a_workers_job_and_the_jobs_queued_to_it(tmp_path):
     assert not marker.exists()
     with WorkerPool(1) as fresh:  # a new pool's workers start uninterrupted
         assert fresh.submit(_write, str(marker)).result(timeout=60) == "ran"
+
+
+def _keywords(a, *, b):
+    return a + b
+
+
+def _handler_name():
+    import signal
+
+    return signal.getsignal(signal.SIGINT).__name__
+
+
+def test_a_worker_ignores_ctrl_c_while_it_starts_and_jobs_take_keywords():
+    # A worker imports torch for seconds before its initializer runs: Ctrl-C then printed an import's traceback
+    # from every worker. Started with SIGINT ignored, it keeps running and takes its handler from the initializer.
+    import os
+    import signal
+
+    from augnet.experiments._registry import WorkerPool
+
+    with WorkerPool(1) as pool:
+        future = pool.submit(_keywords, 1, b=2)
+        for pid in list(pool._processes):  # still importing
+            os.kill(pid, signal.SIGINT)
+        assert future.result(timeout=120) == 3
+        assert pool.submit(_handler_name).result(timeout=60) == "_on_interrupt"

@@ -365,7 +365,7 @@ def test_demo_builds_the_extension_before_the_progress_bar(monkeypatch, capsys, 
     order = []
     monkeypatch.setitem(_cpp._state, "tried", False)
     monkeypatch.setattr(_cpp, "load", lambda: order.append("build") or True)
-    monkeypatch.setattr(cli, "extension_cached", lambda: cached)
+    monkeypatch.setattr(_cpp, "extension_cached", lambda: cached)
     monkeypatch.delenv("AUGNET_BACKEND", raising=False)
 
     def fake_run_demo(config, progress=True):

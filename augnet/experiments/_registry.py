@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -74,10 +75,10 @@ def _on_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _unless_interrupted(fn: Callable, *args):
+def _unless_interrupted(fn: Callable, /, *args, **kwargs):
     if _interrupted:  # a job queued before Ctrl-C: end it unrun
         raise KeyboardInterrupt
-    return fn(*args)
+    return fn(*args, **kwargs)
 
 
 class WorkerPool(ProcessPoolExecutor):
@@ -93,7 +94,15 @@ class WorkerPool(ProcessPoolExecutor):
         super().__init__(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_in_worker)
 
     def submit(self, fn, /, *args, **kwargs):
-        return super().submit(_unless_interrupted, fn, *args, **kwargs)
+        # A worker starts (imports torch, for seconds) while this submits; started with Ctrl-C ignored, it takes
+        # its handler from the initializer, and a Ctrl-C meanwhile prints no traceback of an import.
+        main = threading.current_thread() is threading.main_thread()
+        saved = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        try:
+            return super().submit(_unless_interrupted, fn, *args, **kwargs)
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, saved)
 
 
 def _in_worker() -> None:

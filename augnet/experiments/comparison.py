@@ -259,9 +259,9 @@ def compare(
     invariance = _check_invariance(invariance, x_test)
     _check_trunk(trunk, x, int(max(y.max(), y_test.max())) + 1, batch_size)
 
-    from augnet.cli import build_extension_first
+    from augnet.ops._cpp import load_first
 
-    build_extension_first()  # the C++ extension's first load (or build) is no method's cost
+    load_first()  # the C++ extension's first load (or build) is no method's cost
     size = tuple(x.shape[-2:]) if image else 0
     data, setting = (x, y, x_test, y_test), (epochs, batch_size, lr, size, invariance)
     result = Comparison()

@@ -291,13 +291,13 @@ def run_selection(
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         cut_torn_line(path)
-    if config.workers == 1:
-        results = ((key, run_one(*run, config)) for run, key in todo)
-    else:
-        pool = WorkerPool(config.workers)
-        futures = {pool.submit(_run_one_packed, (*run, config)): key for run, key in todo}
-        results = ((futures[f], f.result()) for f in as_completed(futures))
-    try:
+    pool = WorkerPool(config.workers) if config.workers > 1 else None
+    try:  # from the first submission: a Ctrl-C while submitting still cancels what was queued
+        if pool is None:
+            results = ((key, run_one(*run, config)) for run, key in todo)
+        else:
+            futures = {pool.submit(_run_one_packed, (*run, config)): key for run, key in todo}
+            results = ((futures[f], f.result()) for f in as_completed(futures))
         for key, record in results:
             done[key] = {**record, "key": key}
             if path is not None:
@@ -308,7 +308,7 @@ def run_selection(
                 log(f"{record['task']:<12} {record['setting']:<40} seed {record['seed']}: "
                     f"accuracy {record['accuracy']:.3f} ({record['seconds']:.0f} s)")  # fmt: skip
     finally:
-        if config.workers > 1:
+        if pool is not None:
             pool.shutdown(cancel_futures=True)
         bar.close()
     return [done[key] for _, key in keyed]

@@ -159,13 +159,13 @@ def _run_jobs(todo: list[tuple], config: VersusConfig, records: dict, path: Path
     fixed = {(t, r): best_fixed(records, t, r) for t in config.tasks for r in config.regimes}
     bar = tqdm(total=len(todo), disable=not progress, desc=desc, unit="run")
     args = [(j, fixed[(j[1], j[2])], config.quick) for j in todo]
+    pool = WorkerPool(config.workers) if config.workers > 1 else None
     with path.open("a") as sink:
-        if config.workers == 1:
-            results = (_run_job(*a) for a in args)
-        else:
-            pool = WorkerPool(config.workers)
-            results = (f.result() for f in as_completed([pool.submit(_run_job, *a) for a in args]))
-        try:
+        try:  # from the first submission: a Ctrl-C while submitting still cancels what was queued
+            if pool is None:
+                results = (_run_job(*a) for a in args)
+            else:
+                results = (f.result() for f in as_completed([pool.submit(_run_job, *a) for a in args]))
             for record in results:
                 records[record["key"]] = record
                 sink.write(json.dumps(record) + "\n")
@@ -176,7 +176,7 @@ def _run_jobs(todo: list[tuple], config: VersusConfig, records: dict, path: Path
                         f"{record['seed']}: accuracy {record['accuracy']:.3f} "
                         f"({record['train_seconds']:.0f} s)")  # fmt: skip
         finally:
-            if config.workers > 1:
+            if pool is not None:
                 pool.shutdown(cancel_futures=True)
             bar.close()
 

@@ -372,3 +372,23 @@ def _register_python_side() -> None:
 
     torch.library.register_autograd("augnet::tap_mix", backward, setup_context=setup_context)
     _state["registered"] = True
+
+
+def load_first() -> None:
+    """Load the extension before a progress bar starts (its first step would hold the whole build), and before
+    anything is timed; a first build (about a minute) is said in one line first."""
+    if _state["tried"] or os.environ.get("AUGNET_BACKEND", "auto") not in ("auto", "cpp"):
+        return
+    if not extension_cached():
+        print("augnet: compiling the tap_mix C++ extension first (once, about a minute)...", flush=True)
+    load()
+
+
+def extension_cached() -> bool:
+    """Whether the extension is prebuilt or in torch's extension cache (loading it is then quick)."""
+    if list(_PACKAGE.glob("_C*.so")) + list(_PACKAGE.glob("_C*.pyd")):
+        return True
+    try:
+        return cached_build().exists()
+    except Exception:  # a torch without the helper: say so, to be safe
+        return False
