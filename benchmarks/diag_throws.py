@@ -46,9 +46,27 @@ REAL = {
 
 
 def _call(code: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return {"exit": None, "said": "timed out after 120 s"}
     last = (done.stdout.strip().splitlines() or [""])[-1]
     return {"exit": done.returncode, "said": last[:120]}
+
+
+class _Rows(list):
+    """The rows so far, each printed and the file rewritten as it comes (a run cut short keeps them)."""
+
+    def __init__(self, out: str | None) -> None:
+        super().__init__()
+        self.out = out
+
+    def add(self, rows: list[dict]) -> None:
+        for r in rows:
+            self.append(r)
+            print(f"{r['build']:>28} | {r['call']:<34} | exit {r['exit']!s:>4} | {r['said']}", flush=True)
+            if self.out:
+                Path(self.out).write_text(json.dumps(self, indent=1) + "\n")
 
 
 CUDA_SOURCE = "__global__ void augnet_diag_nothing() {}\n"
@@ -108,20 +126,16 @@ def main(out: str | None = None) -> list[dict]:
     from augnet.ops import _cpp
 
     flags = _cpp._cxx_flags()
-    rows = []
+    rows = _Rows(out)
+    rows.add(_real())  # first: what the H200 showed, with the extension built the usual way
     with tempfile.TemporaryDirectory() as tmp:
         for variant in (flags, [f for f in flags if f != "-march=native"]):
             if variant is not flags and variant == flags:
                 continue  # no -march=native here: one build says it all
-            rows += _tiny(variant, Path(tmp))
+            rows.add(_tiny(variant, Path(tmp)))
         if torch.cuda.is_available():
-            rows += _tiny(flags, Path(tmp), cuda=True)
-    rows += _real()
-    for r in rows:
-        print(f"{r['build']:>28} | {r['call']:<34} | exit {r['exit']:>4} | {r['said']}")
-    if out:
-        Path(out).write_text(json.dumps(rows, indent=1) + "\n")
-    return rows
+            rows.add(_tiny(flags, Path(tmp), cuda=True))
+    return list(rows)
 
 
 if __name__ == "__main__":

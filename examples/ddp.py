@@ -15,6 +15,8 @@ Several machines (run on each; NODE_RANK is 0 on the first, 1 on the second, ...
 
 On GPUs each process uses the GPU of its local rank and the nccl backend; with
 fewer GPUs than processes on a machine, all train on the CPU (gloo), and say so.
+Each machine decides for itself: across machines, give each as many processes
+as it has GPUs (or none), so that every process takes the same backend.
 
 What matters for AugNet under DDP:
 
