@@ -203,3 +203,19 @@ def test_the_per_instance_layer_on_signals():
     res = compare(trunk, (x, y), (x, y), ["instance"], transforms=lambda: [S.GaussianNoise(), S.SignFlip()], epochs=1,
                   seeds=[0], progress=False)  # fmt: skip
     assert res.records[0]["method"] == "instance"
+
+
+def test_data_sets_of_pairs_are_read_whole_as_a_user_would_pass_a_torchvision_one():
+    from torchvision import datasets
+    from torchvision.transforms import v2
+
+    to_tensor = v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])
+    train = datasets.FakeData(24, (3, 8, 8), 2, transform=to_tensor)
+    test = torch.utils.data.TensorDataset(torch.rand(8, 3, 8, 8), torch.arange(8) % 2)
+    res = compare(_trunk(channels=3), train, test, ["none", "augnet"], epochs=1, seeds=[0], progress=False)
+    assert len(res.records) == 2
+    with pytest.raises(TypeError, match=r"item 0 of the data set must be an .* transform to tensors"):
+        compare(_trunk(channels=3), datasets.FakeData(4, (3, 8, 8), 2), test, ["none"], progress=False)
+    with pytest.raises(ValueError, match="the data set is empty"):
+        compare(_trunk(channels=3), torch.utils.data.TensorDataset(torch.rand(0, 3), torch.zeros(0)), test,
+                progress=False)  # fmt: skip

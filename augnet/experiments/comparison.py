@@ -91,9 +91,28 @@ def _mean_std(values: list[float]) -> tuple[float, float, int]:
     return statistics.fmean(values), statistics.pstdev(values), len(values)
 
 
+def _stacked(name: str, data: torch.utils.data.Dataset) -> tuple[Tensor, Tensor]:
+    """A data set of ``(input tensor, label)`` items as two tensors (all of it, in memory)."""
+    xs, ys = [], []
+    for i in range(len(data)):
+        item = data[i]
+        if not isinstance(item, (tuple, list)) or len(item) != 2 or not isinstance(item[0], Tensor):
+            raise TypeError(f"{name}: item {i} of the data set must be an (input tensor, label) pair, got "
+                            f"{type(item).__name__} (give the data set a transform to tensors, e.g. "
+                            "v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]))")  # fmt: skip
+        xs.append(item[0])
+        ys.append(int(item[1]))
+    if not xs:
+        raise ValueError(f"{name}: the data set is empty")
+    return torch.stack(xs), torch.tensor(ys, dtype=torch.long)
+
+
 def _pair(name: str, pair) -> tuple[Tensor, Tensor]:
+    if isinstance(pair, torch.utils.data.Dataset) and not isinstance(pair, (tuple, list)):
+        pair = _stacked(name, pair)
     if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-        raise TypeError(f"{name} must be an (inputs, labels) pair of tensors, got {type(pair).__name__}")
+        raise TypeError(f"{name} must be an (inputs, labels) pair of tensors or a data set of such items, got "
+                        f"{type(pair).__name__}")  # fmt: skip
     x, y = pair
     if not isinstance(x, Tensor) or not isinstance(y, Tensor):
         raise TypeError(f"{name} must be an (inputs, labels) pair of tensors, got ({type(x).__name__}, "
@@ -208,7 +227,8 @@ def compare(
             run's seed is set, so every method of a seed starts from the same weights), and once before the
             runs to check it (its dtype is the inputs', its output (N, classes) covers the labels).
         train_data, test_data: ``(x, y)``: float images (N, C, H, W) in [0, 1] (C = 1 or 3 for torchvision's
-            policies), or signals (N, C, T); int64 labels (N,). CPU tensors.
+            policies), or signals (N, C, T); int64 labels (N,). CPU tensors. Or a data set of ``(input,
+            label)`` items (a torchvision data set with a transform to tensors), read whole into memory.
         methods: from :data:`COMPARE_METHODS`: ``none``, ``crop`` (a random crop of the image padded by 1/8),
             torchvision v2's ``randaugment``, ``trivialaugment``, ``autoaugment`` (CIFAR-10 policy) and
             ``augmix`` (per sample, in a DataLoader), ``augerino``, ``augnet`` (the README's first model: one
