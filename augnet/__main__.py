@@ -1,8 +1,6 @@
 """``python -m augnet``: the same as the ``augnet`` command."""
 
-import sys
-
-from augnet.cli import main
+from augnet.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -7,7 +7,6 @@ import dataclasses
 import json
 import math
 import os
-import signal
 import sys
 import warnings
 from pathlib import Path
@@ -569,20 +568,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"augnet {args.command}: error: {problem}", file=sys.stderr)
         return 2
     try:
-        code = args.func(args)
+        return args.func(args)
     except KeyboardInterrupt:  # Ctrl-C stops a command: one line, not a traceback
         print(f"\naugnet {args.command}: interrupted", file=sys.stderr)
-        code = 130
-    if code == 130 and argv is None:  # the command: end as killed by SIGINT, so that a shell script stops too
-        _die_of_sigint()
-    return code
+        return 130
 
 
-def _die_of_sigint() -> None:  # pragma: no cover (ends the process)
-    sys.stderr.flush()
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGINT)
+def run() -> None:
+    """The ``augnet`` command: :func:`main`, ending as a program stopped by Ctrl-C ends when it was.
+
+    A program that catches SIGINT and exits with 130 tells a shell script that it handled the signal, and the
+    script goes on; Python ends an uncaught KeyboardInterrupt as killed by SIGINT, after its clean-up (exit
+    handlers, flushed output). Here that is raised with its traceback silenced: :func:`main` said it in a line.
+    """
+    code = main()
+    if code == 130:
+        sys.excepthook = _quiet_interrupt
+        raise KeyboardInterrupt
+    sys.exit(code)
+
+
+def _quiet_interrupt(kind, value, traceback) -> None:
+    if not issubclass(kind, KeyboardInterrupt):
+        sys.__excepthook__(kind, value, traceback)
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()

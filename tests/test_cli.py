@@ -223,8 +223,9 @@ def test_the_command_stopped_by_ctrl_c_ends_as_killed_by_it_so_a_shell_script_st
         "def interrupted(args):\n    raise KeyboardInterrupt\n"
         "augnet.cli._demo = interrupted\n"
         f"sys.argv = ['augnet', 'demo', '--quick', '--out', {str(tmp_path)!r}]\n"
-        "sys.exit(augnet.cli.main())\n"
+        "augnet.cli.run()\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == -signal.SIGINT, (done.returncode, done.stderr[-2000:])
-    assert done.stderr.strip().splitlines()[-1] == "augnet demo: interrupted"
+    assert done.stderr.strip().splitlines()[-1] == "augnet demo: interrupted"  # and no traceback
+    assert "Traceback" not in done.stderr

@@ -6,7 +6,6 @@ import json
 import multiprocessing
 import os
 import signal
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -94,18 +93,31 @@ class WorkerPool(ProcessPoolExecutor):
         super().__init__(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_in_worker)
 
     def submit(self, fn, /, *args, **kwargs):
-        # A worker starts (imports torch, for seconds) while this submits; started with Ctrl-C ignored, it takes
-        # its handler from the initializer, and a Ctrl-C meanwhile prints no traceback of an import.
-        main = threading.current_thread() is threading.main_thread()
-        saved = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        # A worker starts here and imports torch for seconds before its initializer runs. Started with SIGINT
+        # blocked (the mask is inherited), a Ctrl-C meanwhile waits for the initializer, which notes it (the
+        # worker's jobs then end unrun) instead of printing an import's traceback; here it waits until the
+        # submission is done.
+        if not _CAN_BLOCK:
+            return super().submit(_unless_interrupted, fn, *args, **kwargs)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             return super().submit(_unless_interrupted, fn, *args, **kwargs)
         finally:
-            if main:
-                signal.signal(signal.SIGINT, saved)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+_CAN_BLOCK = hasattr(signal, "pthread_sigmask")  # POSIX
+
+
+def _note_interrupt(signum, frame) -> None:
+    global _interrupted
+    _interrupted = True
 
 
 def _in_worker() -> None:
+    if _CAN_BLOCK:
+        signal.signal(signal.SIGINT, _note_interrupt)  # a Ctrl-C that came while the worker started: noted
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     signal.signal(signal.SIGINT, _on_interrupt)
 
 
