@@ -56,8 +56,8 @@ def test_runs_repeat_and_every_method_of_a_seed_starts_from_the_same_weights():
                     progress=False)  # fmt: skip
     again = compare(_trunk(), (x, y), (x, y), ["none", "augnet", "augerino"], epochs=1, seeds=[3], progress=False)
     assert [r["accuracy"] for r in first.records] == [r["accuracy"] for r in again.records]
-    assert len(made) == 4  # the check of trunk() before the runs, then one per run
-    assert all(torch.equal(a, b) for w in made[2:] for a, b in zip(made[1], w))
+    assert len(made) == 5  # the check of trunk() before the runs (two calls), then one per run
+    assert all(torch.equal(a, b) for w in made[3:] for a, b in zip(made[2], w))
 
 
 def test_torchs_global_random_state_is_left_as_it_was():
@@ -219,3 +219,84 @@ def test_data_sets_of_pairs_are_read_whole_as_a_user_would_pass_a_torchvision_on
     with pytest.raises(ValueError, match="the data set is empty"):
         compare(_trunk(channels=3), torch.utils.data.TensorDataset(torch.rand(0, 3), torch.zeros(0)), test,
                 progress=False)  # fmt: skip
+
+
+def test_a_trunk_that_is_one_model_has_nothing_to_train_or_odd_first_parameters():
+    x, y = _images()
+    net = _trunk()()
+    with pytest.raises(ValueError, match="returned the same model twice"):
+        compare(lambda: net, (x, y), (x, y), ["none"], progress=False)
+    with pytest.raises(ValueError, match="no parameters to train"):
+        compare(lambda: nn.Sequential(nn.Flatten(), nn.Linear(64, 2).requires_grad_(False)), (x, y), (x, y),
+                ["none"], progress=False)  # fmt: skip
+
+    class Counted(nn.Module):  # an integer parameter first: the dtype is the first floating-point one's
+        def __init__(self):
+            super().__init__()
+            self.calls = nn.Parameter(torch.zeros(1, dtype=torch.long), requires_grad=False)
+            self.net = _trunk()()
+
+        def forward(self, xb):
+            return self.net(xb)
+
+    assert len(compare(Counted, (x, y), (x, y), ["none"], epochs=1, seeds=[0], progress=False).records) == 1
+
+
+def test_the_dry_run_leaves_the_random_state_and_the_data_as_they_were():
+    class Noisy(nn.Module):  # draws from the global generator and writes into its input
+        def __init__(self):
+            super().__init__()
+            self.net = _trunk()()
+
+        def forward(self, xb):
+            xb.mul_(1.0)
+            return self.net(xb + 0 * torch.randn_like(xb))
+
+    x, y = _images()
+    torch.manual_seed(5)
+    expected = torch.rand(2)
+    torch.manual_seed(5)
+    with pytest.raises(ValueError, match="epochs"):  # refused after the dry run, before any training
+        compare(Noisy, (x, y), (x, y), ["none"], epochs=0, progress=False)
+    compare(Noisy, (x, y), (x, y), ["none"], epochs=1, seeds=[0], progress=False)
+    assert torch.equal(torch.rand(2), expected)
+
+
+def test_candidates_that_cannot_run_on_the_inputs_and_policies_on_float64_are_refused_first():
+    x, y = torch.randn(8, 2, 16), torch.arange(8) % 2
+    trunk = lambda: nn.Sequential(nn.Flatten(), nn.Linear(32, 2))  # noqa: E731
+    for bad in (lambda: [T.Rotate()], list, lambda: "x"):
+        with pytest.raises(ValueError, match=r"transforms\(\) must make AugNet's candidates"):
+            compare(trunk, (x, y), (x, y), ["none", "augnet"], transforms=bad, progress=False)
+    images = (torch.rand(8, 1, 8, 8, dtype=torch.float64), y)
+    with pytest.raises(ValueError, match=r"policies give float32 images, and the inputs are torch\.float64"):
+        compare(lambda: _trunk()().double(), images, images, ["none", "crop"], progress=False)
+
+
+def test_data_set_labels_must_be_integers_and_its_draws_leave_the_callers_state():
+    class Drawing(torch.utils.data.Dataset):
+        def __init__(self, labels):
+            self.labels = labels
+
+        def __len__(self):
+            return len(self.labels)
+
+        def __getitem__(self, i):
+            return torch.rand(1, 8, 8), self.labels[i]
+
+    x, y = _images(8)
+    for labels in ([0.7, 1.9] * 4, [torch.tensor([1, 0])] * 8):
+        with pytest.raises(TypeError, match="item 0's label must be an integer class index"):
+            compare(_trunk(), Drawing(labels), (x, y), ["none"], progress=False)
+    torch.manual_seed(2)
+    expected = torch.rand(2)
+    torch.manual_seed(2)
+    compare(_trunk(), Drawing([torch.tensor(1), 0, np_int(1), 0] * 2), (x, y), ["none"], epochs=1, seeds=[0],
+            progress=False)  # fmt: skip
+    assert torch.equal(torch.rand(2), expected)
+
+
+def np_int(v):
+    import numpy as np
+
+    return np.int64(v)

@@ -94,14 +94,20 @@ def _mean_std(values: list[float]) -> tuple[float, float, int]:
 def _stacked(name: str, data: torch.utils.data.Dataset) -> tuple[Tensor, Tensor]:
     """A data set of ``(input tensor, label)`` items as two tensors (all of it, in memory)."""
     xs, ys = [], []
-    for i in range(len(data)):
-        item = data[i]
-        if not isinstance(item, (tuple, list)) or len(item) != 2 or not isinstance(item[0], Tensor):
-            raise TypeError(f"{name}: item {i} of the data set must be an (input tensor, label) pair, got "
-                            f"{type(item).__name__} (give the data set a transform to tensors, e.g. "
-                            "v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]))")  # fmt: skip
-        xs.append(item[0])
-        ys.append(int(item[1]))
+    with torch.random.fork_rng(devices=[]):  # a data set's random transforms: drawn once, not from the caller's state
+        for i in range(len(data)):
+            item = data[i]
+            if not isinstance(item, (tuple, list)) or len(item) != 2 or not isinstance(item[0], Tensor):
+                raise TypeError(f"{name}: item {i} of the data set must be an (input tensor, label) pair, got "
+                                f"{type(item).__name__} (give the data set a transform to tensors, e.g. "
+                                "v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]))")  # fmt: skip
+            label = item[1]
+            if isinstance(label, Tensor) and label.numel() == 1 and not label.is_floating_point():
+                label = label.item()
+            if not is_int(label):
+                raise TypeError(f"{name}: item {i}'s label must be an integer class index, got {label!r}")
+            xs.append(item[0])
+            ys.append(int(label))
     if not xs:
         raise ValueError(f"{name}: the data set is empty")
     return torch.stack(xs), torch.tensor(ys, dtype=torch.long)
@@ -153,6 +159,9 @@ def _methods(methods, image: bool, x: Tensor) -> list[str]:
         raise ValueError(f"{[m for m in methods if m in _IMAGE_ONLY]} need images (N, C, H, W); inputs of shape "
                          f"{tuple(x.shape)} are taken as (N, C, T) signals, for which choose from ['none', 'augnet', "
                          "'instance'] (images of one channel without its axis: x.unsqueeze(1))")  # fmt: skip
+    if any(m in ("crop", *HAND_DESIGNED) for m in methods) and x.dtype != torch.float32:
+        raise ValueError(f"torchvision's policies give float32 images, and the inputs are {x.dtype}: pass x.float() "
+                         "with a float32 trunk")  # fmt: skip
     if any(m in HAND_DESIGNED for m in methods) and x.shape[1] not in (1, 3):
         raise ValueError(f"torchvision's policies need images of 1 or 3 channels, got {x.shape[1]}")
     if any(m in ("crop", *HAND_DESIGNED) for m in methods):
@@ -165,20 +174,27 @@ def _methods(methods, image: bool, x: Tensor) -> list[str]:
 
 
 def _check_trunk(trunk, x: Tensor, classes: int, batch_size: int) -> None:
-    """A dry run of a model ``trunk()`` makes: its dtype, its output's shape, batch norm on a batch of one."""
+    """A dry run of a model ``trunk()`` makes: a new one each call, its dtype, its output's shape, something to
+    train, batch norm on a batch of one (torch's random state and ``x`` as they were)."""
     with torch.random.fork_rng(devices=[]):
-        model = trunk()
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"trunk() must return an nn.Module, got {type(model).__name__}")
-    p = next(model.parameters(), None)
-    if p is not None and p.dtype != x.dtype:
-        raise ValueError(f"the inputs are {x.dtype} but trunk()'s parameters {p.dtype}: convert one to the other "
-                         "(e.g. x.float())")  # fmt: skip
-    try:
-        with torch.no_grad():
-            out = model.eval()(x[:2])
-    except Exception as err:
-        raise ValueError(f"trunk()'s model fails on two training inputs of shape {tuple(x[:2].shape)}: {err}") from err
+        model, other = trunk(), trunk()
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"trunk() must return an nn.Module, got {type(model).__name__}")
+        if model is other:
+            raise ValueError("trunk() returned the same model twice: make a new one in each call (each run "
+                             "starts from fresh weights), e.g. lambda: MyNet()")  # fmt: skip
+        p = next((p for p in model.parameters() if p.is_floating_point()), None)
+        if p is None or not any(q.requires_grad for q in model.parameters()):
+            raise ValueError("trunk()'s model has no parameters to train")
+        if p.dtype != x.dtype:
+            raise ValueError(f"the inputs are {x.dtype} but trunk()'s parameters {p.dtype}: convert one to the "
+                             "other (e.g. x.float())")  # fmt: skip
+        try:
+            with torch.no_grad():
+                out = model.eval()(x[:2].clone())
+        except Exception as err:
+            raise ValueError(f"trunk()'s model fails on two training inputs of shape {tuple(x[:2].shape)}: "
+                             f"{err}") from err  # fmt: skip
     if not isinstance(out, Tensor) or out.dim() != 2 or len(out) != len(x[:2]) or out.shape[1] < classes:
         shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
         raise ValueError(f"trunk()'s model must map a batch to logits (N, classes >= {classes}, the labels' "
@@ -186,6 +202,18 @@ def _check_trunk(trunk, x: Tensor, classes: int, batch_size: int) -> None:
     if len(x) % batch_size == 1 and any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
         raise ValueError(f"the last batch of every epoch would hold one input ({len(x)} inputs, batch_size "
                          f"{batch_size}), on which batch norm cannot train: choose another batch_size")  # fmt: skip
+
+
+def _check_transforms(transforms, x: Tensor) -> None:
+    """AugNet's candidates, in a layer, on two inputs (torch's random state as it was)."""
+    from augnet.layers import AugmentationLayer
+
+    try:
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            AugmentationLayer(transforms())(x[:2].clone())
+    except Exception as err:
+        raise ValueError(f"transforms() must make AugNet's candidates for these inputs (shape "
+                         f"{tuple(x.shape[1:])}): {type(err).__name__}: {err}") from err  # fmt: skip
 
 
 def _check_invariance(invariance, x: Tensor):
@@ -237,7 +265,8 @@ def compare(
             ``none``, ``augnet`` and ``instance``.
         transforms: makes AugNet's candidate transforms (default: the five geometric image transforms,
             ``augnet.transforms.image.GEOMETRIC``); required for signals.
-        epochs, batch_size, lr: the same for every method.
+        epochs, batch_size: the same for every method; lr: the trunk's (Adam), the same for every method
+            (AugNet's and Augerino's augmentation parameters take :func:`~augnet.param_groups`' own rates).
         seeds: one run per method and seed; each seeds the initial weights, the batches and every draw.
         invariance: ``(transform, magnitude)``, the magnitude in (0, 1]: also measure each trained model's
             invariance at the logits to it (Inv_T, 1 = invariant, no lower bound; :func:`augnet.probes.report`),
@@ -278,10 +307,13 @@ def compare(
     seeds = [int(s) for s in seeds]
     invariance = _check_invariance(invariance, x_test)
     _check_trunk(trunk, x, int(max(y.max(), y_test.max())) + 1, batch_size)
+    if any(m in ("augnet", "instance") for m in methods):
+        _check_transforms(transforms, x)
 
-    from augnet.ops._cpp import load_first
+    if image and any(m in ("augnet", "instance", "augerino") for m in methods):
+        from augnet.ops._cpp import load_first
 
-    load_first()  # the C++ extension's first load (or build) is no method's cost
+        load_first()  # the C++ extension's first load (or build) is no method's cost
     size = tuple(x.shape[-2:]) if image else 0
     data, setting = (x, y, x_test, y_test), (epochs, batch_size, lr, size, invariance)
     result = Comparison()

@@ -379,7 +379,7 @@ def load_first() -> None:
     anything is timed; a first build (about a minute) is said in one line first."""
     if _state["tried"] or os.environ.get("AUGNET_BACKEND", "auto") not in ("auto", "cpp"):
         return
-    if not extension_cached():
+    if not extension_cached() and os.environ.get("AUGNET_NO_BUILD", "") != "1":
         print("augnet: compiling the tap_mix C++ extension first (once, about a minute)...", flush=True)
     load()
 
