@@ -563,11 +563,11 @@ def main(argv: list[str] | None = None) -> int:
         warnings.filterwarnings("default", category=DeprecationWarning, module=r"augnet\.cli")
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    problem = check_args(args)
-    if problem is not None:
-        print(f"augnet {args.command}: error: {problem}", file=sys.stderr)
-        return 2
     try:
+        problem = check_args(args)
+        if problem is not None:
+            print(f"augnet {args.command}: error: {problem}", file=sys.stderr)
+            return 2
         return args.func(args)
     except KeyboardInterrupt:  # Ctrl-C stops a command: one line, not a traceback
         print(f"\naugnet {args.command}: interrupted", file=sys.stderr)

@@ -3,11 +3,12 @@
 On the lent H200 (g++ 13.3, ``-march=native`` on a Xeon, torch 2.11) the tap_mix extension crashed with
 signal 11 on exactly the argument checks whose message formats an integer (out-of-range ``src``: the CPU
 kernel; a colour tensor of the wrong shape: the CUDA kernel), and raised a RuntimeError on those whose message
-is text only (a dtype, the padding's name). The same sources built elsewhere raise on all of them. This builds
-two tiny extensions, with the extension's flags and without ``-march=native``, whose functions raise a
-``TORCH_CHECK`` with text only, with an integer, and each of those after reading a tensor's value
-(``.item()``, which the ``src`` check does first), and calls each in a fresh process: a crash there shows
-which of the three (the flag, the integer, the read) it takes. Then the same for the real extension's checks.
+is text only (a dtype, the padding's name). The same sources built elsewhere raise on all of them. This calls
+the real extension's CPU checks, one of each kind, then builds tiny extensions, with the extension's flags and
+without ``-march=native`` (one build where the flags lack it; with a CUDA GPU also one linked with CUDA), whose
+functions raise a ``TORCH_CHECK`` with text only, with an integer, and each of those after reading a tensor's
+value (``.item()``, which the ``src`` check does first), each call in a fresh process: a crash there shows
+which of the three (the flag, the integer, the read) it takes.
 
 Usage: ``python benchmarks/diag_throws.py [OUT.json]`` (builds in a temporary folder; about a minute on
 two cores; with a CUDA GPU also a build linked as the extension is there). Prints one line per call and

@@ -121,6 +121,8 @@ def test_signals_with_their_own_transforms():
         (dict(invariance=("Rotate", 0.25)), ValueError, "invariance must be a"),
         (dict(invariance=(T.Rotate(), "0.25")), ValueError, "invariance must be a"),
         (dict(invariance=(T.Rotate(), 30)), ValueError, r"magnitude must lie in \(0, 1\].*got 30"),
+        (dict(invariance=(T.Rotate(), 0.25), test_data=(torch.rand(4, 1, 8, 8), torch.zeros(4, dtype=torch.long))),
+         ValueError, "at least 8 test inputs"),
         (dict(invariance=(S.FrequencyShift(100.0), 0.25)), ValueError, "FrequencyShift cannot transform these"),
         (dict(train_data=(torch.rand(0, 1, 8, 8), torch.zeros(0, dtype=torch.long))), ValueError, "no inputs"),
         (dict(train_data=(torch.rand(4, 1, 8, 8), torch.tensor([0, 1, -1, 0]))), ValueError, "labels must be .* >= 0"),

@@ -32,6 +32,7 @@ PUBLIC_MODULES = (
     "augnet.transforms.signal",
     "augnet.transforms.audio",
     "augnet.probes",
+    "augnet.experiments.comparison",
     "augnet.instance",
     "augnet.instance_policy",
     "augnet.ops",

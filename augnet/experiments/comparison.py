@@ -50,11 +50,12 @@ _MEASURES = ("accuracy", "accuracy_tta", "accuracy_1", "invariance", "train_seco
 
 @dataclass
 class Comparison:
-    """What :func:`compare` measured: one record per (method, seed), in :attr:`records`.
+    """What :func:`compare` measured: one record per (method, seed), in ``records``.
 
     A record holds ``method``, ``seed``, ``accuracy`` (as the method predicts by default), ``accuracy_tta``
     (4 test-time copies), ``accuracy_1`` (one copy), ``invariance`` (NaN without ``invariance=``),
-    ``train_seconds``, ``train_cpu_seconds`` and ``policy`` (an AugNet's learned policy as JSON, else None).
+    ``train_seconds``, ``train_cpu_seconds`` and ``policy`` (the ``augnet`` method's learned policy as JSON;
+    None for the others, the per-instance layer's included).
     """
 
     records: list[dict] = field(default_factory=list)
@@ -94,7 +95,7 @@ def _mean_std(values: list[float]) -> tuple[float, float, int]:
 def _stacked(name: str, data: torch.utils.data.Dataset) -> tuple[Tensor, Tensor]:
     """A data set of ``(input tensor, label)`` items as two tensors (all of it, in memory)."""
     xs, ys = [], []
-    with torch.random.fork_rng(devices=[]):  # a data set's random transforms: drawn once, not from the caller's state
+    with torch.random.fork_rng(devices=[]):  # a data set's random transforms: drawn once, the caller's state restored
         for i in range(len(data)):
             item = data[i]
             if not isinstance(item, (tuple, list)) or len(item) != 2 or not isinstance(item[0], Tensor):
@@ -252,8 +253,9 @@ def compare(
 
     Args:
         trunk: makes a fresh model mapping a batch to logits (N, classes), called once per run (after the
-            run's seed is set, so every method of a seed starts from the same weights), and once before the
-            runs to check it (its dtype is the inputs', its output (N, classes) covers the labels).
+            run's seed is set, so every method of a seed starts from the same weights), and twice before the
+            runs to check it (a new model each call, its dtype the inputs', its output (N, classes) covering the
+            labels).
         train_data, test_data: ``(x, y)``: float images (N, C, H, W) in [0, 1] (C = 1 or 3 for torchvision's
             policies), or signals (N, C, T); int64 labels (N,). CPU tensors. Or a data set of ``(input,
             label)`` items (a torchvision data set with a transform to tensors), read whole into memory.
@@ -269,13 +271,17 @@ def compare(
             (AugNet's and Augerino's augmentation parameters take :func:`~augnet.param_groups`' own rates).
         seeds: one run per method and seed; each seeds the initial weights, the batches and every draw.
         invariance: ``(transform, magnitude)``, the magnitude in (0, 1]: also measure each trained model's
-            invariance at the logits to it (Inv_T, 1 = invariant, no lower bound; :func:`augnet.probes.report`),
-            e.g. ``(Rotate(), 30 / 180)`` for rotations within ±30°.
+            invariance at the logits to it (Inv_T, 1 = invariant, no lower bound; :func:`augnet.probes.report`
+            for images, the median of :func:`augnet.probes.invariance_curve` for signals) on 256 test inputs
+            drawn by the seed (all of them if fewer; at least 8), e.g. ``(Rotate(), 30 / 180)`` for rotations
+            within ±30°.
         progress: print a line per run.
 
     Returns:
-        A :class:`Comparison` (``print`` it for the table). The runs leave torch's global random state as
-        they found it.
+        A :class:`Comparison` (``print`` it for the table), at the end of the last run (nothing is kept of an
+        interrupted call). The runs leave torch's global random state as they found it. Training runs on
+        the CPU; torchvision's policies and ``crop`` read the images as 8-bit (``x * 255`` rounded). A data
+        set's random transforms are drawn once, when it is read.
     """
     if isinstance(trunk, nn.Module) or not callable(trunk):  # a model would carry one run's training into the next
         raise TypeError(f"trunk must be a function making a fresh model (e.g. lambda: MyNet()), got "
@@ -291,7 +297,8 @@ def compare(
         raise ValueError("images must lie in [0, 1] (the policies read them as uint8, the colour transforms "
                          "expect it): normalise inside the trunk")  # fmt: skip
     if transforms is None and not image:
-        raise ValueError("signals need transforms=, a function making AugNet's candidates (e.g. the EEG set)")
+        raise ValueError("signals need transforms=, a function making AugNet's candidates, e.g. "
+                         "lambda: [FrequencyShift(sfreq), FTSurrogate(), GaussianNoise()]")  # fmt: skip
     if transforms is None:
         from augnet.transforms import image as T
 
@@ -306,14 +313,15 @@ def compare(
         raise ValueError(f"seeds must be distinct ints in [0, 2**62), got {seeds}")
     seeds = [int(s) for s in seeds]
     invariance = _check_invariance(invariance, x_test)
-    _check_trunk(trunk, x, int(max(y.max(), y_test.max())) + 1, batch_size)
-    if any(m in ("augnet", "instance") for m in methods):
-        _check_transforms(transforms, x)
-
+    if invariance is not None and len(x_test) < 8:
+        raise ValueError(f"invariance= needs at least 8 test inputs (the probes' batch), got {len(x_test)}")
     if image and any(m in ("augnet", "instance", "augerino") for m in methods):
         from augnet.ops._cpp import load_first
 
-        load_first()  # the C++ extension's first load (or build) is no method's cost
+        load_first()  # first, said in a line: its first load (or build) is no method's cost, nor a silent wait
+    _check_trunk(trunk, x, int(max(y.max(), y_test.max())) + 1, batch_size)
+    if any(m in ("augnet", "instance") for m in methods):
+        _check_transforms(transforms, x)
     size = tuple(x.shape[-2:]) if image else 0
     data, setting = (x, y, x_test, y_test), (epochs, batch_size, lr, size, invariance)
     result = Comparison()
@@ -338,6 +346,7 @@ def _one(method, seed, trunk, transforms, data, setting) -> dict:
     wall, cpu = train(model, opt, kwargs, x, y, epochs, batch_size, generator)
     record = {"method": method, "seed": seed, **accuracies_on(model, augment, x_test, y_test, seed)}
     record["invariance"] = math.nan
-    if invariance is not None:
-        record["invariance"] = invariance_at_logits(model, x_test, invariance[0], float(invariance[1]), seed)
+    if invariance is not None:  # 256 inputs drawn by the seed: a test set in class order would give few classes
+        pick = torch.randperm(len(x_test), generator=torch.Generator().manual_seed(seed + 7))[:256]
+        record["invariance"] = invariance_at_logits(model, x_test[pick], invariance[0], float(invariance[1]), seed)
     return {**record, "train_seconds": wall, "train_cpu_seconds": cpu, "policy": _policy(model)}
