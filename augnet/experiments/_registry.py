@@ -66,11 +66,16 @@ def cut_torn_line(path: Path) -> None:
 
 
 _interrupted = False  # in a worker: whether Ctrl-C has come
+_CAN_BLOCK = hasattr(signal, "pthread_sigmask")  # POSIX
+
+
+def _note_interrupt(signum, frame) -> None:
+    global _interrupted
+    _interrupted = True
 
 
 def _on_interrupt(signum, frame) -> None:
-    global _interrupted
-    _interrupted = True
+    _note_interrupt(signum, frame)
     raise KeyboardInterrupt
 
 
@@ -97,21 +102,13 @@ class WorkerPool(ProcessPoolExecutor):
         # blocked (the mask is inherited), a Ctrl-C meanwhile waits for the initializer, which notes it (the
         # worker's jobs then end unrun) instead of printing an import's traceback; here it waits until the
         # submission is done.
-        if not _CAN_BLOCK:
-            return super().submit(_unless_interrupted, fn, *args, **kwargs)
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        if _CAN_BLOCK:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             return super().submit(_unless_interrupted, fn, *args, **kwargs)
         finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
-_CAN_BLOCK = hasattr(signal, "pthread_sigmask")  # POSIX
-
-
-def _note_interrupt(signum, frame) -> None:
-    global _interrupted
-    _interrupted = True
+            if _CAN_BLOCK:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _in_worker() -> None:

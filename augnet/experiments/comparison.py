@@ -21,14 +21,14 @@ Examples:
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import is_int
+from augnet._checks import is_int, is_real
+from augnet.experiments.versus import _mean_std as versus_mean_std
 from augnet.experiments.versus_methods import (
     HAND_DESIGNED,
     _policy,
@@ -89,7 +89,7 @@ class Comparison:
 def _mean_std(values: list[float]) -> tuple[float, float, int]:
     if any(math.isnan(v) for v in values):  # a measure not taken (invariance without ``invariance=``)
         return math.nan, math.nan, len(values)
-    return statistics.fmean(values), statistics.pstdev(values), len(values)
+    return (*versus_mean_std(values), len(values))
 
 
 def _stacked(name: str, data: torch.utils.data.Dataset) -> tuple[Tensor, Tensor]:
@@ -221,7 +221,7 @@ def _check_invariance(invariance, x: Tensor):
     if invariance is None:
         return None
     ok = isinstance(invariance, (tuple, list)) and len(invariance) == 2 and isinstance(invariance[0], Transform)
-    if not ok or not isinstance(invariance[1], (int, float)) or isinstance(invariance[1], bool):
+    if not ok or not is_real(invariance[1]):
         raise ValueError(f"invariance must be a (transform, magnitude) pair, e.g. (Rotate(), 0.25), got {invariance!r}")
     transform, magnitude = invariance[0], float(invariance[1])
     if not 0 < magnitude <= 1:
@@ -306,7 +306,7 @@ def compare(
     elif not callable(transforms):
         raise TypeError(f"transforms must be a function making the candidate transforms, got {transforms!r}")
     epochs, batch_size = _positive_int("epochs", epochs), _positive_int("batch_size", batch_size)
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < math.inf:
+    if not is_real(lr) or not 0 < lr < math.inf:
         raise ValueError(f"lr must be a positive number, got {lr!r}")
     seeds = list(seeds) if not isinstance(seeds, (str, bytes)) else [seeds]
     if not seeds or len(set(seeds)) != len(seeds) or not all(is_int(s) and 0 <= s < 2**62 for s in seeds):
