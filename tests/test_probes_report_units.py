@@ -123,9 +123,24 @@ def test_grid_mode_evaluates_exactly_the_grid():
     flips = torch.stack([probes.features(net, v, ["2"])["2"] for v in (x, x.flip(-1))])
     expected = probes.normalized_variance(flips)["normalized_variance"]
     assert rep.value("normalized_variance", "2", "HorizontalFlip") == pytest.approx(float(expected.mean()), rel=1e-4)
-    assert "mean over the 5 grid views" in next(
+    # The pairwise measures leave the identity view (angle 0, the flip's off) out: it is the clean input again.
+    assert "mean over the 4 grid views" in next(
         r["note"] for r in rep.records if (r["measure"], r["transform"]) == ("inv_augnet", "Rotate")
     )
+
+
+@pytest.mark.parametrize("measure", ["inv_augnet", "invariance_error", "inv_bouchacourt"])
+def test_grid_pairwise_measures_leave_the_identity_view_out(measure):
+    # A flip at magnitude 1 is always applied: the grid's one moved view is the random mode's only view.
+    x = torch.rand(32, 3, 8, 8, generator=gen(3))
+    net = nn.Sequential(nn.Flatten(), nn.Linear(192, 16))
+    got = {
+        mode: probes.report(net, x, ["HorizontalFlip"], ["logits"], transformations=mode, **KW)
+        for mode in ("random", "grid")
+    }
+    random_value = got["random"].value(measure, "logits", "HorizontalFlip")
+    assert got["grid"].value(measure, "logits", "HorizontalFlip") == pytest.approx(random_value, rel=1e-6)
+    assert random_value < 0.95  # the flat model is far from flip-invariant: the identity view would lift it
 
 
 @pytest.mark.parametrize(

@@ -256,7 +256,8 @@ def report(
             ``augnet.probes.families.grid_values``: ``grid_points`` values of a continuous
             transform's parameter, evenly spaced over its range at the magnitude, or a gate's 0 and 1;
             the unit measures read the ``T = grid_points`` views, the pairwise measures are averaged
-            over the grid's views, and ``info["grid"]`` lists the values).
+            over the grid's views but its identity, ``t = 0`` or a gate's 0, which is the clean input
+            again, and ``info["grid"]`` lists the values).
         aggregation: how a feature map becomes units for the unit measures. ``"pool"`` (default): its
             channels averaged over positions first, then measured (``U = C``); ``"positions"``: each
             (channel, position) measured as a unit, then the statistics averaged over the positions
@@ -387,16 +388,21 @@ def report(
                     read_views, actions = [read(moved_inputs, index, f"{t_name} {m:g}")], [None]
                     if param is not None and m == rank_mag:
                         kept = (read_views[0], moved_inputs)
+                # The pairwise measures compare the clean input with a moved one: a grid's identity view
+                # (t = 0, a gate's off) is the clean input again and would score a perfect match.
+                moved = [i for i, v in enumerate(grids[t_name][m]) if v != 0] if grid else [0]
                 for layer in names:
                     layer_views = [v[layer] for v in read_views]
                     key = (layer, t_name, m, rng)
-                    _layer_measures(records, units, key, clean[layer], layer_views, perm, opts)
+                    pair_views = [layer_views[i] for i in moved]
+                    _layer_measures(records, units, key, clean[layer], pair_views, perm, opts)
                     _unit_records(records, units, key, clean[layer], layer_views, actions, shapes[layer], opts)
                     for k in labels.unique().tolist() if labels is not None else []:
                         rows = (labels == k).nonzero().flatten()
                         sub = [v[rows] for v in layer_views]
                         kperm = derangement(len(rows), seeded(seed)) if len(rows) >= 2 else None
-                        _layer_measures(records, units, key, clean[layer][rows], sub, kperm, opts, k)
+                        pair_sub = [sub[i] for i in moved]
+                        _layer_measures(records, units, key, clean[layer][rows], pair_sub, kperm, opts, k)
                         _unit_records(records, units, key, clean[layer][rows], sub, actions, shapes[layer], opts, k)
             if param is not None:
                 if kept is None:
