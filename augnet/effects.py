@@ -37,6 +37,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from augnet._calibration import evaluating
+
 __all__ = ["MIN_MAGNITUDE", "effect_of_layer", "measure_effects", "update_effect"]
 
 #: The smallest magnitude an effect is measured at (the secant of a transform at 0 is taken at this magnitude).
@@ -108,8 +110,9 @@ def measure_effects(
     """Measure every layer's effects on ``trunk`` with (up to ``rows`` of) the clean batch ``x``; update them.
 
     The trunk runs in evaluation mode (batch norm on its running statistics,
-    no dropout) and is put back in the mode it was in: measuring does not
-    change the model. Each layer's transforms are applied to the clean inputs
+    no dropout) and every submodule is put back in the mode it was in (a batch
+    norm frozen in a training model stays frozen): measuring does not change
+    the model. Each layer's transforms are applied to the clean inputs
     (for a stack, every layer is measured where the first one sits).
 
     Args:
@@ -125,13 +128,9 @@ def measure_effects(
         return
     if generator is None and x.device.type != "meta":
         generator = torch.Generator(x.device).manual_seed(0)
-    was_training = trunk.training
-    trunk.eval()
-    try:
+    with evaluating(trunk):  # every submodule back in its own mode (a frozen batch norm stays frozen)
         base = trunk(x)
         if not isinstance(base, Tensor) or base.shape[:1] != x.shape[:1]:
             return
         for layer in layers:
             update_effect(layer, effect_of_layer(trunk, layer, x, base, generator), momentum)
-    finally:
-        trunk.train(was_training)

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from augnet._calibration import evaluating
 from augnet.instance import ConditionedAugmentationLayer
 from augnet.layers import AugmentationLayer, AugmentationModule
 from augnet.policy import Policy
@@ -200,10 +201,8 @@ def policy_summary(
     layer = _first_conditioned(model)
     qs = _quantile_levels(quantiles)
     device = device if device is not None else layer.weight_logits.device
-    was_training = layer.training
-    layer.eval()
     ws, mus, highs, labels, size, pol, batches = [], [], [], [], None, None, 0
-    try:
+    with evaluating(layer):  # each submodule back in its own mode
         for i, batch in enumerate(_batches(loader)):
             batches += 1
             if not isinstance(batch, (tuple, list)) or len(batch) < 2:
@@ -220,8 +219,6 @@ def policy_summary(
             mus.append(pol["magnitudes"])
             highs.append(pol["ranges"][..., 1])
             labels.append(y)
-    finally:
-        layer.train(was_training)
     if not batches:
         raise ValueError("the loader gave no batch")
     if not ws:

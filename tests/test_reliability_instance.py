@@ -442,3 +442,12 @@ def test_a_models_policy_of_a_batch_names_the_layers_policy_and_changes_nothing(
     assert unchanged(model, before)
     if conditioned:
         assert first.policy(x)["weights"].shape == (4, 3)
+
+
+def test_policy_summary_keeps_each_submodules_own_mode():
+    first = trained(layer())
+    first.train()
+    first.conditioner.eval()  # a frozen conditioner inside a training layer stays frozen
+    policy_summary(first, (images(6), LABELS))
+    assert first.training
+    assert not first.conditioner.training

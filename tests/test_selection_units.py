@@ -141,6 +141,24 @@ def test_measuring_changes_neither_the_model_nor_the_random_stream():
             assert torch.equal(v, before[k]), k
 
 
+@pytest.mark.parametrize("how", ["measure_effects", "training pass"])
+def test_measuring_keeps_each_submodules_own_mode(how):
+    # Fine-tuning with a frozen batch norm: the model trains, its batch norm does not.
+    trunk = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.LazyLinear(2))
+    model = augnet.AugNet(trunk, augnet.AugmentationLayer([T.Rotate(), T.TranslateX()]), effect_every=1)
+    model(images())  # the lazy layer
+    model.train()
+    trunk[1].eval()
+    running = trunk[1].running_mean.clone()
+    if how == "measure_effects":
+        model.measure_effects(images(8, seed=1))
+    else:
+        model(images(8, seed=1))  # measures the effects first (effect_every=1)
+    assert model.training and trunk.training and trunk[0].training
+    assert not trunk[1].training
+    assert torch.equal(trunk[1].running_mean, running)
+
+
 def test_unusable_measurements_leave_the_effects_alone():
     layer = augnet.AugmentationLayer([T.Rotate(), T.TranslateX()])
     constant = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 2))
