@@ -132,6 +132,7 @@ def test_signals_with_their_own_transforms():
         (dict(train_data=(torch.rand(4, 1, 8, 8, dtype=torch.float64), torch.zeros(4, dtype=torch.long))),
          ValueError, "train and test inputs differ"),
         (dict(transforms=[T.Rotate()]), TypeError, "transforms must be a function"),
+        (dict(seeds=0), TypeError, r"seeds must be a list of ints \(seeds=\[0\] .*got 0"),
     ],
 )
 def test_bad_arguments_are_refused_before_any_training(change, error, match):
@@ -207,6 +208,17 @@ def test_the_per_instance_layer_on_signals():
     assert res.records[0]["method"] == "instance"
 
 
+class _Listed(torch.utils.data.Dataset):
+    def __init__(self, items):
+        self.items = items
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+
 def test_data_sets_of_pairs_are_read_whole_as_a_user_would_pass_a_torchvision_one():
     from torchvision import datasets
     from torchvision.transforms import v2
@@ -218,6 +230,16 @@ def test_data_sets_of_pairs_are_read_whole_as_a_user_would_pass_a_torchvision_on
     assert len(res.records) == 2
     with pytest.raises(TypeError, match=r"item 0 of the data set must be an .* transform to tensors"):
         compare(_trunk(channels=3), datasets.FakeData(4, (3, 8, 8), 2), test, ["none"], progress=False)
+    with pytest.raises(ValueError, match=r"differ in shape, \(3, 8, 8\) \(item 0\) and \(3, 9, 8\) \(item 1\)"):
+        compare(_trunk(channels=3), _Listed([(torch.rand(3, 8 + i % 2, 8), i % 2) for i in range(4)]), test,
+                progress=False)  # fmt: skip
+
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter([(torch.rand(3, 8, 8), 0)] * 4)
+
+    with pytest.raises(TypeError, match=r"indexed and has a length.*got Stream"):
+        compare(_trunk(channels=3), Stream(), test, ["none"], progress=False)
     with pytest.raises(ValueError, match="the data set is empty"):
         compare(_trunk(channels=3), torch.utils.data.TensorDataset(torch.rand(0, 3), torch.zeros(0)), test,
                 progress=False)  # fmt: skip
@@ -228,6 +250,11 @@ def test_a_trunk_that_is_one_model_has_nothing_to_train_or_odd_first_parameters(
     net = _trunk()()
     with pytest.raises(ValueError, match="returned the same model twice"):
         compare(lambda: net, (x, y), (x, y), ["none"], progress=False)
+    backbone = nn.Sequential(nn.Flatten(), nn.Linear(64, 8))  # built once, outside the factory
+    before = [p.clone() for p in backbone.parameters()]
+    with pytest.raises(ValueError, match=r"sharing 2 parameters or buffers \(0\.1\.weight, 0\.1\.bias\)"):
+        compare(lambda: nn.Sequential(backbone, nn.ReLU(), nn.Linear(8, 2)), (x, y), (x, y), ["none"], progress=False)
+    assert all(torch.equal(p, q) for p, q in zip(backbone.parameters(), before))
     with pytest.raises(ValueError, match="no parameters to train"):
         compare(lambda: nn.Sequential(nn.Flatten(), nn.Linear(64, 2).requires_grad_(False)), (x, y), (x, y),
                 ["none"], progress=False)  # fmt: skip

@@ -21,7 +21,7 @@ Examples:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -94,6 +94,9 @@ def _mean_std(values: list[float]) -> tuple[float, float, int]:
 
 def _stacked(name: str, data: torch.utils.data.Dataset) -> tuple[Tensor, Tensor]:
     """A data set of ``(input tensor, label)`` items as two tensors (all of it, in memory)."""
+    if isinstance(data, torch.utils.data.IterableDataset) or not hasattr(data, "__len__"):
+        raise TypeError(f"{name}: a data set that can be indexed and has a length is needed, got "
+                        f"{type(data).__name__} (an iterable data set: collect it into (inputs, labels) tensors)")
     xs, ys = [], []
     with torch.random.fork_rng(devices=[]):  # a data set's random transforms: drawn once, the caller's state restored
         for i in range(len(data)):
@@ -107,6 +110,10 @@ def _stacked(name: str, data: torch.utils.data.Dataset) -> tuple[Tensor, Tensor]
                 label = label.item()
             if not is_int(label):
                 raise TypeError(f"{name}: item {i}'s label must be an integer class index, got {label!r}")
+            if xs and item[0].shape != xs[0].shape:
+                raise ValueError(f"{name}: items of the data set differ in shape, {tuple(xs[0].shape)} (item 0) and "
+                                 f"{tuple(item[0].shape)} (item {i}): give it a transform to one size (e.g. "
+                                 "v2.Resize and v2.CenterCrop)")  # fmt: skip
             xs.append(item[0])
             ys.append(int(label))
     if not xs:
@@ -184,6 +191,15 @@ def _check_trunk(trunk, x: Tensor, classes: int, batch_size: int) -> None:
         if model is other:
             raise ValueError("trunk() returned the same model twice: make a new one in each call (each run "
                              "starts from fresh weights), e.g. lambda: MyNet()")  # fmt: skip
+        shared = {id(t) for t in (*model.parameters(), *model.buffers())} & {
+            id(t) for t in (*other.parameters(), *other.buffers())
+        }
+        if shared:
+            names = [n for n, t in (*model.named_parameters(), *model.named_buffers()) if id(t) in shared]
+            listed = ", ".join(names[:3]) + ", ..." * (len(names) > 3)
+            raise ValueError(f"trunk() returned models sharing {len(names)} parameters or buffers ({listed}): each "
+                             "run would start from what the previous one trained, and yours would be changed; "
+                             "build every submodule inside trunk() (or deepcopy a pretrained one there)")  # fmt: skip
         p = next((p for p in model.parameters() if p.is_floating_point()), None)
         if p is None or not any(q.requires_grad for q in model.parameters()):
             raise ValueError("trunk()'s model has no parameters to train")
@@ -254,11 +270,12 @@ def compare(
     Args:
         trunk: makes a fresh model mapping a batch to logits (N, classes), called once per run (after the
             run's seed is set, so every method of a seed starts from the same weights), and twice before the
-            runs to check it (a new model each call, its dtype the inputs', its output (N, classes) covering the
-            labels).
+            runs to check it (a new model each call, sharing no parameter or buffer with the last, its dtype the
+            inputs', its output (N, classes) covering the labels).
         train_data, test_data: ``(x, y)``: float images (N, C, H, W) in [0, 1] (C = 1 or 3 for torchvision's
             policies), or signals (N, C, T); int64 labels (N,). CPU tensors. Or a data set of ``(input,
-            label)`` items (a torchvision data set with a transform to tensors), read whole into memory.
+            label)`` items of one shape (a torchvision data set with a transform to tensors and one size),
+            indexed and read whole into memory.
         methods: from :data:`COMPARE_METHODS`: ``none``, ``crop`` (a random crop of the image padded by 1/8),
             torchvision v2's ``randaugment``, ``trivialaugment``, ``autoaugment`` (CIFAR-10 policy) and
             ``augmix`` (per sample, in a DataLoader), ``augerino``, ``augnet`` (the README's first model: one
@@ -269,7 +286,8 @@ def compare(
             ``augnet.transforms.image.GEOMETRIC``); required for signals.
         epochs, batch_size: the same for every method; lr: the trunk's (Adam), the same for every method
             (AugNet's and Augerino's augmentation parameters take :func:`~augnet.param_groups`' own rates).
-        seeds: one run per method and seed; each seeds the initial weights, the batches and every draw.
+        seeds: a list, one run per method and seed (``[0]`` for one); each seeds the initial weights, the
+            batches and every draw.
         invariance: ``(transform, magnitude)``, the magnitude in (0, 1]: also measure each trained model's
             invariance at the logits to it (Inv_T, 1 = invariant, no lower bound; :func:`augnet.probes.report`
             for images, the median of :func:`augnet.probes.invariance_curve` for signals) on 256 test inputs
@@ -308,7 +326,10 @@ def compare(
     epochs, batch_size = _positive_int("epochs", epochs), _positive_int("batch_size", batch_size)
     if not is_real(lr) or not 0 < lr < math.inf:
         raise ValueError(f"lr must be a positive number, got {lr!r}")
-    seeds = list(seeds) if not isinstance(seeds, (str, bytes)) else [seeds]
+    if is_int(seeds) or not isinstance(seeds, Iterable) or isinstance(seeds, (str, bytes)):
+        raise TypeError(f"seeds must be a list of ints (seeds=[0] for one run per method, range(3) for three), "
+                        f"got {seeds!r}")  # fmt: skip
+    seeds = list(seeds)
     if not seeds or len(set(seeds)) != len(seeds) or not all(is_int(s) and 0 <= s < 2**62 for s in seeds):
         raise ValueError(f"seeds must be distinct ints in [0, 2**62), got {seeds}")
     seeds = [int(s) for s in seeds]
