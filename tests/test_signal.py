@@ -164,8 +164,10 @@ def test_missing_or_bad_sampling_rate():
         S.BandStop(None)
     with pytest.raises(ValueError, match="sfreq must be a positive"):
         S.FrequencyShift(-100.0)
-    with pytest.raises(ValueError, match="band must satisfy"):
+    with pytest.raises(ValueError, match=r"^band must satisfy"):
         S.BandStop(SFREQ, band=(30.0, 80.0))
+    with pytest.raises(ValueError, match=r"^the default band .* at sfreq 4\.0 .*pass band=\(low, high\)"):
+        S.BandStop(4.0)
 
 
 def test_channel_pairs_out_of_range_or_repeated():

@@ -279,7 +279,9 @@ class BandStop(SignalTransform):
         self.max_width = positive("max_width", max_width)
         low, high = band if band is not None else (1.0, self.sfreq / 2 - 1.0)
         if not 0 <= low < high <= self.sfreq / 2:
-            raise ValueError(f"band must satisfy 0 <= low < high <= sfreq / 2 = {self.sfreq / 2}, got {(low, high)}")
+            what = "band" if band is not None else f"the default band (1 Hz to 1 Hz below Nyquist) at sfreq {sfreq!r}"
+            raise ValueError(f"{what} must satisfy 0 <= low < high <= sfreq / 2 = {self.sfreq / 2}, got {(low, high)}"
+                             f"{'' if band is not None else ': pass band=(low, high)'}")  # fmt: skip
         self.band = (float(low), float(high))
         self.edge = None if edge is None else positive("edge", edge)
 
