@@ -491,7 +491,7 @@ def test_bad_inputs_raise():
         fit_equivariance_map(z, z, seed=1.5)
     with pytest.raises(TypeError, match="unexpected keyword"):
         representation_distance(z, z, ridges=1.0)
-    with pytest.raises(ValueError, match="y must have shape"):
+    with pytest.raises(ValueError, match="z and y must have the same length, got 10 and 3"):
         equivariance_report(z, z, head=nn.Linear(4, 2), y=torch.zeros(3, dtype=torch.long))
 
 

@@ -264,21 +264,65 @@ def magnitude_list(magnitudes) -> list[float]:
     return [float(m) for m in magnitudes]
 
 
+def check_labels(x, y, name: str = "x") -> None:
+    """Refuse labels ``y`` that are not (N,) integer class indices >= 0, one per row of ``x`` (N >= 1).
+
+    The check of every probe that takes labels beside its inputs (``select_tau``, ``layerwise_invariance``,
+    ``category_accuracy``, ``accuracy_curve``, the equivariance probes' ``y``; ``name`` is what ``x`` is
+    called there): (N, 1) or one-hot labels would broadcast against the predictions, and float or negative
+    ones would compare unequal to every class index, scoring every prediction wrong without an error.
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a tensor, got {type(x).__name__}")
+    if not isinstance(y, Tensor):
+        raise TypeError(f"y must be a tensor of class indices, got {type(y).__name__}")
+    if y.dim() != 1 or y.dtype.is_floating_point or y.dtype == torch.bool or y.is_complex():
+        raise ValueError(f"y must be a 1-D integer tensor of class indices, got shape {tuple(y.shape)} {y.dtype}")
+    if x.dim() == 0:
+        raise ValueError(f"{name} must be a batch, one row per label, got a 0-d tensor")
+    if len(x) != len(y):
+        raise ValueError(f"{name} and y must have the same length, got {len(x)} and {len(y)}")
+    if len(x) == 0:
+        raise ValueError(f"{name} is an empty batch")
+    if int(y.min()) < 0:
+        raise ValueError(f"y must hold class indices >= 0, got {int(y.min())}")
+
+
+def _takes_floats(model: nn.Module) -> bool:
+    """Whether ``model`` computes on floating-point inputs: its first parameter is floating-point and it embeds
+    no integer ids (an ``nn.Embedding`` or ``nn.EmbeddingBag`` takes integer token ids)."""
+    first = next(model.parameters(), None)
+    if first is None or not first.is_floating_point():
+        return False
+    return not any(isinstance(m, (nn.Embedding, nn.EmbeddingBag)) for m in model.modules())
+
+
 def check_model_input(model: nn.Module, x) -> None:
     """Refuse images a probe could not run ``model`` on, before it runs: the checks of every model-level probe.
 
     ``x`` must be a tensor with values (not on meta), in a dtype and on a device the model's floating-point
     parameters have (the model's own error would come in its first pass, as a RuntimeError), and finite
-    (a NaN image spoils its own measures and those it is a baseline of; its rows are named).
+    (a NaN image spoils its own measures and those it is a baseline of; its rows are named). Integer
+    images (``uint8`` ones as read from a file) are refused with a TypeError saying to convert them to
+    floating point in [0, 1], unless the model does not compute on floats (its first parameter is not
+    floating-point, it has no parameters, or it embeds integer token ids).
     """
     if not isinstance(x, Tensor):
         raise TypeError(f"x must be a tensor of images, got {type(x).__name__}")
+    if x.dim() == 0:
+        raise ValueError(f"x must be a batch of images (B, ...), got a 0-d tensor {x!r}")
     if x.device.type == "meta":
         raise ValueError("x is on meta (shapes only): the probes measure values")
     params = [p for p in model.parameters() if p.is_floating_point()]
     dtypes, devices = {p.dtype for p in params}, {p.device for p in params}
+    kinds = ", ".join(sorted(str(d) for d in dtypes))
+    if params and not x.is_floating_point() and _takes_floats(model):
+        first = kinds.split(", ")[0]
+        raise TypeError(
+            f"x is {x.dtype} but the model's parameters are {kinds}: convert the images to floating point in "
+            f"[0, 1] first, e.g. x.to({first}) / 255 for 8-bit images"
+        )
     if params and x.is_floating_point() and x.dtype not in dtypes:
-        kinds = ", ".join(sorted(str(d) for d in dtypes))
         raise TypeError(f"x is {x.dtype} but the model's parameters are {kinds}: pass x.to({kinds.split(', ')[0]})")
     if params and x.device not in devices:
         raise ValueError(f"x is on {x.device} but the model is on {', '.join(sorted(map(str, devices)))}")
@@ -287,6 +331,22 @@ def check_model_input(model: nn.Module, x) -> None:
         if not bool(finite.all()):
             bad = (~finite).nonzero().flatten().tolist()
             raise ValueError(f"x has NaN or infinite values in images {bad[:20]}: probe finite images")
+
+
+def check_transform(transform, x: Tensor, magnitudes: Sequence[float] = ()) -> bool:
+    """Refuse, before any pass, a transform that is not callable, or an augnet transform that cannot take ``x``
+    (its shape, dtype) or one of ``magnitudes``; return whether ``transform`` is an augnet transform.
+
+    A plain callable's inputs and magnitudes are its own to check (it is called as the probe documents).
+    """
+    if not callable(transform):
+        raise TypeError(f"transform must be an augnet transform or a callable, got {type(transform).__name__}")
+    if not _is_augnet_transform(transform):
+        return False
+    transform.check_input(x)
+    for m in magnitudes:
+        transform.check_magnitude(m, x)
+    return True
 
 
 def _is_augnet_transform(transform) -> bool:

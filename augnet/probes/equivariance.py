@@ -36,10 +36,22 @@ import torch
 from torch import Tensor, nn
 
 from augnet._checks import is_int
-from augnet.probes._common import Transformed, check_draws, evaluating, forward_kwargs, seeded, summary
+from augnet.probes._common import (
+    Transformed,
+    check_draws,
+    check_labels,
+    check_model_input,
+    check_transform,
+    evaluating,
+    forward_kwargs,
+    seeded,
+    summary,
+)
+from augnet.probes.features import LOGITS, check_rows, features
 from augnet.probes.maps import (
     DEFAULT_HOLDOUT,
     EquivarianceMap,
+    _check_fit_settings,
     _check_pair,
     _fit,
     _seeded_generator,
@@ -97,7 +109,9 @@ def equivariance_report(
         kind, solver, output, holdout, seed, generator, fit_kwargs: passed to
             :func:`fit_equivariance_map` (defaults: the linear map, ridge, eq. 8's form on
             non-negative ``z``, 30 % of the rows held out with seed 0).
-        head, y: the classifier on top of the features and the (B,) labels; both or neither.
+        head, y: the classifier on top of the features and the (B,) integer labels, in
+            ``[0, classes)`` of the head's logits (others are refused: they would count every
+            prediction as an error); both or neither.
         fitted: a map fitted before, on other rows (``kind``, ``solver``, ``output`` and
             ``fit_kwargs`` are then ignored); with it, ``holdout`` given as rows selects the
             rows evaluated, otherwise every row is.
@@ -127,10 +141,7 @@ def equivariance_report(
     if (head is None) != (y is None):
         raise ValueError("pass both head and y for classification errors, or neither")
     if y is not None:
-        if not isinstance(y, Tensor):
-            raise TypeError(f"y must be a tensor of labels, got {type(y).__name__}")
-        if y.shape != (len(z),):
-            raise ValueError(f"y must have shape ({len(z)},), got {tuple(y.shape)}")
+        check_labels(z, y, "z")  # (B,) integer class indices >= 0; below the head's classes, checked on its output
     if fitted is None:
         fitted = fit_equivariance_map(
             z,
@@ -180,22 +191,37 @@ def equivariance_report(
     }
     if head is not None:
         labels = y.to(z.device)[index]
-        errs = {
-            "clean": _class_error(head, zc, labels),
-            "invariance": _class_error(head, zt, labels),
-            "equivariance": _class_error(head, mapped.to(z.dtype), labels),
-        }
+        errs = {"clean": _class_error(head, zc, labels, every=y)}  # first: checks y against the head's classes
+        errs["invariance"] = _class_error(head, zt, labels)
+        errs["equivariance"] = _class_error(head, mapped.to(z.dtype), labels)
         out["class_error"] = errs
         scores.update({f"class_error_{k}": float(v.mean()) for k, v in errs.items()})
     return out
 
 
-def _class_error(head: Callable[[Tensor], Tensor], feats: Tensor, y: Tensor) -> Tensor:
+def _logits(head: Callable[[Tensor], Tensor], feats: Tensor) -> Tensor:
+    """``head(feats)`` in evaluation mode, checked: (B, classes) logits."""
     with evaluating(head):
         logits = head(feats)
     if not isinstance(logits, Tensor) or logits.dim() != 2 or len(logits) != len(feats):
         shape = tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__
         raise ValueError(f"head must return (B, classes) logits for B = {len(feats)}, got {shape}")
+    return logits
+
+
+def _check_classes(y: Tensor, classes: int) -> None:
+    """Refuse labels past the head's ``classes`` (every prediction would count as an error)."""
+    if len(y) and int(y.max()) >= classes:
+        raise ValueError(
+            f"y holds class {int(y.max())}, but head returns {classes} classes: labels must be in [0, {classes})"
+        )
+
+
+def _class_error(head: Callable[[Tensor], Tensor], feats: Tensor, y: Tensor, every: Tensor | None = None) -> Tensor:
+    """``1[argmax head(feats) != y]``; with ``every`` (all the labels), those are checked against the classes."""
+    logits = _logits(head, feats)
+    if every is not None:
+        _check_classes(every, logits.shape[1])
     return (logits.argmax(1) != y.to(logits.device)).double()
 
 
@@ -247,10 +273,13 @@ def equivariance_curve(
         magnitudes: the magnitudes probed, in order.
         layer, reduce, copies, batch_size: as in :func:`augnet.probes.invariance_curve`
             (``layer`` and ``copies`` need a module).
-        head, y: the rest of the network (features -> logits) and the (B,) labels, for the
-            classification errors; both or neither.
+        head, y: the rest of the network (features -> logits) and the (B,) integer labels, in
+            ``[0, classes)``, for the classification errors; both or neither. The labels are
+            checked before the model runs, against the head's classes after the clean pass.
         kind, solver, output, holdout, fit_kwargs: as in :func:`fit_equivariance_map`;
             ``holdout`` as a fraction is drawn once (with ``seed``) and shared by every magnitude.
+            An option the solver would ignore (``epochs=`` with ``solver="ridge"``) is refused
+            before the model runs.
         seed: seeds the split, the maps' fits and the transformation's draws (the same draw
             scaled by each magnitude).
         shared: for an augnet transform, draw its parameters once and apply the same
@@ -291,16 +320,22 @@ def equivariance_curve(
         raise ValueError("magnitudes must hold at least one magnitude")
     if (head is None) != (y is None):
         raise ValueError("pass both head and y for classification errors, or neither")
+    if y is not None:
+        check_labels(x, y)  # (B,) integer class indices >= 0; below the head's classes, checked after the clean pass
     if not is_int(seed):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
     seed = int(seed)
     check_draws(draws)
+    unknown = sorted(set(fit_kwargs) - set(_FIT_KEYWORDS))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s) {unknown}; the fit takes {list(_FIT_KEYWORDS)}")
+    _check_fit_settings(kind, solver, **fit_kwargs)  # an option the solver would ignore, before any pass
     is_module = isinstance(model_or_features, nn.Module)
     if not is_module and (layer is not None or copies is not None):
         raise ValueError("layer and copies apply to an nn.Module only; a callable returns the features itself")
-    from augnet.transforms.base import Transform
-
-    is_augnet = isinstance(transform, Transform)
+    if is_module:
+        check_model_input(model_or_features, x)
+    is_augnet = check_transform(transform, x, mags)  # an input an augnet transform cannot take, before any pass
     if is_augnet and shared and transform.mixes_samples:
         raise ValueError(
             f"{type(transform).__name__} mixes samples and cannot be shared by every input; pass shared=False"
@@ -310,8 +345,6 @@ def equivariance_curve(
 
     def phi(inputs: Tensor) -> Tensor:
         if is_module:
-            from augnet.probes.features import LOGITS, features
-
             name = LOGITS if layer is None else layer
             device = inputs.x.device if isinstance(inputs, Transformed) else inputs.device
             kwargs = forward_kwargs(model_or_features, copies, seed, device, draws, next(passes))
@@ -325,7 +358,11 @@ def equivariance_curve(
         return out
 
     z = phi(x)
+    if is_module:
+        check_rows({LOGITS if layer is None else layer: z}, len(x))
     _check_pair("z", z, "z_t", z)
+    if head is not None:
+        _check_classes(y, _logits(head, z).shape[1])
     # One split for every magnitude, so that the points of the curve are measured on the same rows.
     train, test = _split(len(z), holdout, _seeded_generator(seed), z.device)
     rows = torch.zeros(len(z), dtype=torch.bool, device=z.device)

@@ -21,7 +21,7 @@ import einops
 import torch
 from torch import Tensor, nn
 
-from augnet.probes._common import Transformed, batch_size_of, evaluating, rows_of
+from augnet.probes._common import Transformed, batch_size_of, check_model_input, evaluating, rows_of
 
 __all__ = [
     "CALL",
@@ -47,16 +47,46 @@ LOGITS = "logits"
 CALL = "#"
 
 
-def reduce_features(a: Tensor, reduce: str) -> Tensor:
-    """Reduce a (B, ...) activation: ``"none"``, ``"mean"`` (global average over
-    every axis after the channel axis, giving (B, Ch)) or ``"flatten"`` (B, -1)."""
+def reduce_features(a: Tensor, reduce: str, image_input: bool = False) -> Tensor:
+    """Reduce a (B, ...) activation: ``"none"``, ``"mean"`` or ``"flatten"`` (B, -1).
+
+    ``"mean"`` is the global average pool: every axis after the channel axis averaged, giving
+    (B, Ch) (a (B, C, H, W) feature map, or a signal model's (B, C, T) one). With ``image_input``
+    (the model's inputs are (B, C, H, W) images), a 3-D output is a transformer's (B, tokens, D)
+    and its tokens are averaged, giving (B, D), as :func:`~augnet.probes.report` reads it. A (B,)
+    output (one number per input) is read as (B, 1) by ``"mean"`` and ``"flatten"``.
+
+    Examples:
+        >>> tokens = torch.rand(2, 17, 16)  # a ViT block's output: 17 tokens of 16 dimensions
+        >>> reduce_features(tokens, "mean", image_input=True).shape, reduce_features(tokens, "mean").shape
+        (torch.Size([2, 16]), torch.Size([2, 17]))
+    """
     if reduce not in REDUCTIONS:
         raise ValueError(f"reduce must be one of {REDUCTIONS}, got {reduce!r}")
     if reduce == "none":
         return a
+    if a.dim() < 2:
+        return a.reshape(len(a), 1)
     if reduce == "flatten":
         return a.flatten(1)
+    if a.dim() == 3 and image_input:
+        return a.mean(1)  # (B, tokens, D): the tokens' mean
     return a.flatten(2).mean(2) if a.dim() > 2 else a
+
+
+def check_rows(feats: Mapping[str, Tensor], n: int) -> None:
+    """Refuse features without one row per input: what a probe pairing each input with its own features needs.
+
+    A model that returns several rows per input, or a batch statistic, would otherwise be paired row by
+    row with the wrong inputs (or fail deep inside a measure).
+    """
+    for name, a in feats.items():
+        if a.dim() == 0 or a.shape[0] != n:
+            what = "the model's output" if name in (OUTPUT, LOGITS) else f"layer {name!r}"
+            raise ValueError(
+                f"{what} has shape {tuple(a.shape)} for {n} inputs: the probe pairs each input with its own "
+                "features and needs one row per input, batch first"
+            )
 
 
 def split_call(name: str) -> tuple[str, int | None]:
@@ -114,21 +144,45 @@ def _owner(name: str, augnets: dict[str, nn.Module]) -> str | None:
     return best
 
 
-def _probe_kwargs(forward_kwargs: dict) -> dict:
-    """The forward arguments with every generator replaced by a fresh one: a probe pass draws nothing."""
-    return {
+#: Rows of the checking pass of :func:`layer_calls` (and :func:`check_layers`): two, not one, so that a
+#: model computing a batch statistic (a batch norm without running statistics) runs as in the probe.
+CHECK_ROWS = 2
+
+
+def _probe_kwargs(model: nn.Module, x: Tensor, forward_kwargs: dict) -> dict:
+    """The forward arguments with every generator replaced by a fresh seeded one, and one given to an AugNet
+    that was passed none: a checking pass draws nothing from the caller's generators or torch's global one."""
+    from augnet.model import AugNet
+
+    out = {
         k: torch.Generator(device=v.device).manual_seed(0) if isinstance(v, torch.Generator) else v
         for k, v in forward_kwargs.items()
     }
+    if isinstance(model, AugNet) and out.get("generator") is None:
+        out["generator"] = torch.Generator(device=x.device).manual_seed(0)
+    return out
+
+
+@contextmanager
+def _global_rng_kept(x: Tensor):
+    """Restore torch's global random state (the CPU's, and the CUDA device of ``x``) on exit: a module that draws
+    from it (dropout left in training mode, an AugNet nested in another model) leaves no trace."""
+    devices = [x.device.index if x.device.index is not None else torch.cuda.current_device()] if x.is_cuda else []
+    with torch.random.fork_rng(devices=devices):
+        yield
 
 
 @torch.no_grad()
 def layer_calls(model: nn.Module, x: Tensor, layers: Sequence[str] | None = None, **forward_kwargs) -> dict[str, int]:
-    """How many times each module is called in one forward pass of ``model`` on ``x[:1]``.
+    """How many times each module is called in one forward pass of ``model`` on ``x[:2]``.
+
+    The pass runs two rows (:data:`CHECK_ROWS`; all of ``x`` when it has fewer), so that a model that
+    needs more than one row (a batch norm without running statistics) runs; it leaves torch's global
+    random state as it found it (an AugNet draws from a seeded generator of its own).
 
     Args:
         model: any module (run in evaluation mode, its modes restored).
-        x: inputs; only the first row is run.
+        x: inputs; only the first two rows are run (checked as a probe checks its images).
         layers: module names to count (default every named submodule).
         forward_kwargs: passed to the model (an AugNet's ``copies``; any generator is replaced).
 
@@ -145,6 +199,7 @@ def layer_calls(model: nn.Module, x: Tensor, layers: Sequence[str] | None = None
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
     if not isinstance(x, Tensor) or x.dim() == 0 or len(x) == 0:
         raise ValueError(f"x must be a non-empty batch of inputs, got {getattr(x, 'shape', type(x).__name__)}")
+    check_model_input(model, x[:CHECK_ROWS])
     modules = dict(model.named_modules())
     names = [n for n in modules if n] if layers is None else list(layers)
     unknown = [n for n in names if n not in modules]
@@ -159,8 +214,8 @@ def layer_calls(model: nn.Module, x: Tensor, layers: Sequence[str] | None = None
 
         handles.append(modules[name].register_forward_hook(count))
     try:
-        with evaluating(model):
-            model(x[:1], **_probe_kwargs(forward_kwargs))
+        with evaluating(model), _global_rng_kept(x):
+            model(x[:CHECK_ROWS], **_probe_kwargs(model, x, forward_kwargs))
     finally:
         for h in handles:
             h.remove()
@@ -194,7 +249,7 @@ def check_layers(model: nn.Module, x: Tensor, layers: Sequence[str], **forward_k
     """Raise the ValueError of a name in ``layers`` that is not one layer of ``model``'s forward pass.
 
     An unknown module, a module never called, the plain name of a module called several times (its calls
-    are ``name#0``, ``name#1``, ...) or a call index past the calls, found by one forward pass on ``x[:1]``
+    are ``name#0``, ``name#1``, ...) or a call index past the calls, found by one forward pass on ``x[:2]``
     (see :func:`layer_calls`): what the probes would otherwise find in their first pass, after work began.
     """
     targets = _resolve(model, list(layers))
@@ -294,6 +349,7 @@ def stream_features(
     step = batch_size_of(batch_size)
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    image_input = len(x.shape) == 4  # a 3-D output of an image model is a transformer's tokens
     targets = _resolve(model, names)
     augnets = _augnets(model)
     owners = {n: _owner(m, augnets) for n, (m, _) in targets.items()}
@@ -324,13 +380,19 @@ def stream_features(
                 batch = {}
                 for n in names:
                     a = record[n]
+                    if a.dim() == 0:
+                        what = "the model's output" if n in (OUTPUT, LOGITS) and n not in targets else f"layer {n!r}"
+                        raise ValueError(
+                            f"{what} is a 0-d tensor (one number for {stop - start} inputs): the probes read "
+                            "(B, ...) outputs, one row per input, batch first"
+                        )
                     owner = owners.get(n)
                     if owner is not None and len(rows[owner]) >= 2:
                         b, seen = rows[owner][-2], rows[owner][-1]
                         copies = seen // b if b else 1
                         if copies > 1 and seen == b * copies and a.shape[0] == seen:
                             a = einops.reduce(a, "(c b) ... -> b ...", "mean", c=copies)  # c copies of b samples
-                    batch[n] = reduce_features(a, reduce)
+                    batch[n] = reduce_features(a, reduce, image_input)
                 on_batch(start, stop, batch)
     finally:
         for h in handles:
@@ -369,12 +431,21 @@ def features(
         x: the inputs, batch first.
         layers: a name or names from ``model.named_modules()`` (``"name#k"`` for
             the k-th call of a reused module), ``"output"`` or ``"logits"``.
-        reduce: ``"none"``, ``"mean"`` (global average pool) or ``"flatten"``.
+        reduce: ``"none"``, ``"mean"`` (global average pool: a feature map's channels
+            averaged over positions, (B, C); for (B, C, H, W) images, a transformer's
+            (B, tokens, D) output averaged over its tokens, (B, D), as
+            :func:`~augnet.probes.report` reads it; see :func:`reduce_features`) or ``"flatten"``.
         batch_size: run ``x`` in chunks of this many rows (default
             ``DEFAULT_BATCH_SIZE``).
 
     Returns:
         ``{name: (B, ...) tensor}`` in the order of ``layers``.
+
+    Raises:
+        TypeError, ValueError: before the model runs: images that are not finite (naming them),
+            integer images for a floating-point model, images on meta or in another dtype or on
+            another device than the model's parameters (the checks of every model-level probe);
+            in the first pass, an unknown layer or a 0-d output.
 
     Examples:
         >>> net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.LazyLinear(2))
@@ -383,6 +454,8 @@ def features(
         (torch.Size([5, 4]), torch.Size([5, 2]))
     """
     names = [layers] if isinstance(layers, str) else list(layers)
+    if isinstance(model, nn.Module):  # (anything else is refused by stream_features)
+        check_model_input(model, x.x if isinstance(x, Transformed) else x)
     keep = _Filler(len(x) if isinstance(x, (Tensor, Transformed)) else 0)  # a bad x is refused below
     stream_features(model, x, names, keep, reduce, batch_size, **forward_kwargs)
     out = keep.result()

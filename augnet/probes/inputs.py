@@ -47,6 +47,11 @@ def load_model(spec: str, kwargs: str | dict | None = None, weights: str | Path 
 
     Returns:
         The model, in evaluation mode, on the CPU.
+
+    Raises:
+        ValueError: one line naming the model and the arguments, for a bad ``spec``, arguments that are not a
+            JSON object, a constructor that fails on them (whatever it raises), weights that cannot be read or
+            do not fit (``augnet probe`` prints it and exits with status 2).
     """
     if isinstance(kwargs, str):
         try:
@@ -64,8 +69,8 @@ def load_model(spec: str, kwargs: str | dict | None = None, weights: str | Path 
     elif callable(obj):
         try:
             model = obj(**kwargs)
-        except TypeError as err:
-            raise ValueError(f"cannot build {spec} with {kwargs}: {err}") from err
+        except Exception as err:  # the constructor's own errors (a negative size: RuntimeError): one line
+            raise ValueError(f"cannot build {spec} with {kwargs}: {_first_line(err)}") from err
     else:
         raise ValueError(f"{spec} is a {type(obj).__name__}, not a module or something that builds one")
     if not isinstance(model, nn.Module):

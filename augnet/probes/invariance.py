@@ -26,15 +26,17 @@ from augnet._stack import PROBES, caller_stacklevel
 from augnet.probes._common import (
     Transformed,
     check_draws,
+    check_labels,
     check_model_input,
     check_seed,
+    check_transform,
     derangement,
     forward_kwargs,
     magnitude_list,
     seeded,
     summary,
 )
-from augnet.probes.features import LOGITS, OUTPUT, describe, features
+from augnet.probes.features import LOGITS, OUTPUT, check_rows, describe, features
 
 __all__ = ["DISTANCES", "RELATIVE_TOLERANCE", "accuracy_curve", "distance", "invariance_curve", "invariance_score"]
 
@@ -195,9 +197,11 @@ def invariance_curve(
 
     Args:
         model: the model, probed in evaluation mode (its modes are restored afterwards).
-        x: a batch of inputs.
-        transform: an augnet transform (e.g. ``T.Rotate()``).
-        magnitudes: the magnitudes in [0, 1] to probe.
+        x: a batch of inputs, (B, ...) with B >= 2.
+        transform: an augnet transform (e.g. ``T.Rotate()``), or any callable
+            ``transform(x, magnitude, generator=g)`` returning the B transformed inputs.
+        magnitudes: the magnitudes to probe: in [0, 1] for an augnet transform, in
+            the callable's own units otherwise.
         layer: a module name for :func:`features`, ``"output"`` or ``"logits"``;
             ``None`` means ``"logits"``.
         distance, baseline: as in :func:`invariance_score`.
@@ -215,8 +219,16 @@ def invariance_curve(
             with C, needs this).
 
     Returns:
-        ``{"magnitude": [...], "range": [...], "scores": (M, B) tensor,
-        "summary": [summary dict per magnitude], "features": what was read, "draws": draws}``.
+        ``{"magnitude": [...], "range": [natural range per magnitude, or None for a callable],
+        "scores": (M, B) tensor, "summary": [summary dict per magnitude], "features": what was
+        read, "draws": draws}``.
+
+    Raises:
+        TypeError, ValueError: before the model runs: a bad argument, naming it; images that are
+            not finite (naming them), integer images for a floating-point model, images on meta or
+            in another dtype or on another device than the model's parameters; an input an augnet
+            transform cannot take (its shape). After the clean pass: features that do not have
+            one row per input.
 
     Examples:
         >>> from augnet.transforms import image as T
@@ -229,17 +241,19 @@ def invariance_curve(
     check_draws(draws)
     check_model_input(model, x)
     magnitudes = magnitude_list(magnitudes)
+    is_augnet = check_transform(transform, x, magnitudes)  # its input's shape, before the clean pass
     name = LOGITS if layer is None else layer
+    permutation = derangement(len(x), seeded(seed))  # (refuses a batch of fewer than 2 inputs before any pass)
     kwargs = forward_kwargs(model, copies, seed, x.device, draws)
     clean = features(model, x, name, reduce=reduce, batch_size=batch_size, **kwargs)[name]
-    permutation = derangement(len(x), seeded(seed))
+    check_rows({name: clean}, len(x))
     scores, ranges = [], []
     for i, m in enumerate(magnitudes):
         xt = Transformed(transform, x, float(m), seeded(seed + 1, x.device))
         kwargs = forward_kwargs(model, copies, seed, x.device, draws, pass_index=i + 1)
         moved = features(model, xt, name, reduce=reduce, batch_size=batch_size, **kwargs)[name]
         scores.append(invariance_score(clean, moved, distance, baseline, permutation=permutation))
-        ranges.append(tuple(transform.natural_range(float(m), tuple(x.shape[2:]) or None)))
+        ranges.append(tuple(transform.natural_range(float(m), tuple(x.shape[2:]) or None)) if is_augnet else None)
     stacked = torch.stack(scores)
     return {
         "magnitude": [float(m) for m in magnitudes],
@@ -264,19 +278,33 @@ def accuracy_curve(
 ) -> dict:
     """Accuracy of ``model`` on ``transform(x)`` as a function of the magnitude.
 
+    Args:
+        model: a classifier returning (B, classes) logits, probed in evaluation mode.
+        x: inputs; y: their (B,) integer class indices (a tensor, a list or an array).
+        transform, magnitudes, copies, seed, batch_size: as in :func:`invariance_curve`.
+
     Returns:
         ``{"magnitude": [...], "accuracy": [...]}``.
+
+    Raises:
+        TypeError, ValueError: before the model runs: the errors of :func:`invariance_curve`, and
+            labels that are not (B,) integers (a (B, 1) column or one-hot labels would broadcast
+            against the predictions, float ones compare unequal to every class).
     """
     seed = check_seed(seed)  # before anything runs: an int in [0, 2**63 - 3], a NumPy one too
     check_model_input(model, x)
     magnitudes = magnitude_list(magnitudes)
-    if len(x) != len(y):
-        raise ValueError(f"x and y must have the same length, got {len(x)} and {len(y)}")
-    y = y if isinstance(y, Tensor) else torch.as_tensor(y)  # a list or an array of class indices
+    if isinstance(y, (list, tuple)) or type(y).__module__ == "numpy":
+        y = torch.as_tensor(y)  # a list or an array of class indices
+    check_labels(x, y)
+    check_transform(transform, x, magnitudes)
     accs = []
     for m in magnitudes:
         xt = Transformed(transform, x, float(m), seeded(seed + 1, x.device))
         kwargs = forward_kwargs(model, copies, seed, x.device)
         out = features(model, xt, OUTPUT, batch_size=batch_size, **kwargs)[OUTPUT]
-        accs.append(float((out.argmax(1) == y).double().mean()))
+        check_rows({OUTPUT: out}, len(x))
+        if out.dim() != 2:
+            raise ValueError(f"the model must return (B, classes) logits, got shape {tuple(out.shape)}")
+        accs.append(float((out.argmax(1) == y.to(out.device)).double().mean()))
     return {"magnitude": [float(m) for m in magnitudes], "accuracy": accs}

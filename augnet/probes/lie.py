@@ -58,7 +58,15 @@ from augnet.probes._common import (
     summary,
 )
 from augnet.probes.families import continuous_names, family
-from augnet.probes.features import LOGITS, REDUCTIONS, _Filler, check_layers, reduce_features, stream_features
+from augnet.probes.features import (
+    LOGITS,
+    REDUCTIONS,
+    _Filler,
+    check_layers,
+    check_rows,
+    reduce_features,
+    stream_features,
+)
 
 __all__ = ["KINK_STEP", "LIE_BATCH_SIZE", "lie_derivative", "transform_derivative"]
 
@@ -308,9 +316,10 @@ def lie_derivative(
             Brightness, Contrast, Saturation, Hue); its magnitude plays no part (the derivative
             is taken at the identity).
         layers: layer names as for :func:`~augnet.probes.features` (default ``"logits"``).
-        reduce: ``"none"``, ``"mean"`` (channels averaged over positions), ``"flatten"``, or a
-            linear callable (B, ...) -> (B, D), applied to the layer's Lie derivative and to its
-            output, after ``rho``.
+        reduce: ``"none"``, ``"mean"`` (channels averaged over positions; a transformer's
+            (B, tokens, D) output averaged over its tokens, as :func:`~augnet.probes.report` reads
+            it), ``"flatten"``, or a linear callable (B, ...) -> (B, D), applied to the layer's Lie
+            derivative and to its output, after ``rho``.
         equivariant: ``True`` acts on a (B, C, H', W') layer output with the same warp
             (``rho = g_t``, equivariance), ``False`` leaves outputs alone (``rho = 1``,
             invariance), ``"auto"`` the former for feature maps (H', W' > 1) under a warp.
@@ -323,8 +332,8 @@ def lie_derivative(
     Raises:
         TypeError, ValueError: before the model is differentiated: a bad argument, naming it; images
             that are not finite (naming them), on meta, or in another dtype or on another device than
-            the model's parameters; a layer that is not one call of a module (one checking pass of one
-            image).
+            the model's parameters; a layer that is not one call of a module (one checking pass of two
+            images). After the first batch: a layer or output without one row per input.
 
     Returns:
         ``{"transform", "parameter", "unit" (of t), "layers", "mode" (how ``J u`` was computed:
@@ -354,7 +363,7 @@ def lie_derivative(
         raise ValueError(f"x must be a non-empty batch of floating-point images, got {x.dtype} {tuple(x.shape)}")
     if not callable(reduce) and reduce not in REDUCTIONS:
         raise ValueError(f"reduce must be one of {REDUCTIONS} or a callable, got {reduce!r}")
-    pool = _checked_pool(reduce) if callable(reduce) else lambda a: reduce_features(a, reduce)
+    pool = _checked_pool(reduce) if callable(reduce) else lambda a: reduce_features(a, reduce, image_input=True)
     if not isinstance(equivariant, bool) and not (isinstance(equivariant, str) and equivariant == "auto"):
         raise ValueError(f"equivariant must be True, False or 'auto', got {equivariant!r}")
     if equivariant is True and not fam.geometric:
@@ -373,7 +382,7 @@ def lie_derivative(
     seed = check_seed(seed)
     check_flag("return_derivative", return_derivative)
     check_model_input(model, x)
-    check_layers(model, x, names, **forward_kwargs(model, copies, seed, x.device))  # one pass of one image
+    check_layers(model, x, names, **forward_kwargs(model, copies, seed, x.device))  # one pass of two images
     size = tuple(x.shape[-2:])
     # Per-sample values written into tensors allocated once (see features._Filler on why).
     lee = {n: torch.empty(len(x), dtype=torch.float64) for n in names}
@@ -406,6 +415,7 @@ def lie_derivative(
                         ) from err
                     modes.pop(0)  # the next way of computing J u, with the first batch's draws again
                     kwargs = forward_kwargs(model, copies, seed, x.device)
+            check_rows({n: got[n][0] for n in names}, len(xb))
             for n in names:
                 primal, tangent = got[n]
                 act = equivariant is True or (equivariant == "auto" and fam.geometric and _is_map(primal))

@@ -171,6 +171,40 @@ class EquivarianceMap:
 # --------------------------------------------------------------------------- fitting
 
 
+#: The relative ridge penalty of ``solver="ridge"`` when none is given.
+DEFAULT_RIDGE = 1e-6
+_ITERATIVE = ("epochs", "lr", "batch_size", "weight_decay", "momentum")
+
+
+def _check_fit_settings(kind: str, solver: str, **options) -> dict:
+    """``kind``, ``solver`` and the fit's ``options`` (:func:`fit_equivariance_map`'s keywords) checked; the
+    iterative solver's settings returned (see ``_solver_settings``).
+
+    An option the solver or map would ignore is refused: the iterative solvers' settings (``epochs``, ``lr``,
+    ``batch_size``, ``weight_decay``, ``momentum``) with ``solver="ridge"``, ``ridge`` other than its default
+    with an iterative solver, ``hidden`` with a linear map. Options left at their defaults (``None``) pass.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    settings = _solver_settings(solver, *(options.get(k) for k in _ITERATIVE))
+    if solver == "ridge":
+        given = [k for k in _ITERATIVE if options.get(k) is not None]
+        if given:
+            shown = ", ".join(f"{k}={options[k]!r}" for k in given)
+            raise ValueError(
+                f"{shown}: these settings apply only to the iterative solvers 'adam_cosine' and 'sgd_paper'; "
+                "solver='ridge' is solved in closed form (its one setting is ridge=)"
+            )
+    elif options.get("ridge", DEFAULT_RIDGE) != DEFAULT_RIDGE:
+        raise ValueError(
+            f"ridge={options['ridge']!r} applies only to solver='ridge'; solver={solver!r} minimises the squared "
+            "error without it (weight_decay= is its penalty)"
+        )
+    if options.get("hidden") is not None and kind != "residual_relu":
+        raise ValueError(f"hidden={options['hidden']!r} applies only to kind='residual_relu', got kind={kind!r}")
+    return settings
+
+
 def fit_equivariance_map(
     z: Tensor,
     z_t: Tensor,
@@ -178,7 +212,7 @@ def fit_equivariance_map(
     solver: str = "ridge",
     *,
     output: str = "auto",
-    ridge: float = 1e-6,
+    ridge: float = DEFAULT_RIDGE,
     holdout: float | Tensor = DEFAULT_HOLDOUT,
     seed: int | None = 0,
     epochs: int | None = None,
@@ -227,7 +261,8 @@ def fit_equivariance_map(
         kind: ``"linear"`` or ``"residual_relu"`` (``KINDS``).
         solver: ``"ridge"``, ``"adam_cosine"`` or ``"sgd_paper"`` (``SOLVERS``).
         output: ``"auto"``, ``"relu"`` or ``"identity"`` (``OUTPUTS``).
-        ridge: the relative ridge penalty (>= 0; ``solver="ridge"``).
+        ridge: the relative ridge penalty (>= 0; ``solver="ridge"`` only: another value with an
+            iterative solver is refused).
         holdout: fraction of rows in [0, 1) held out from the fit (default 0.3,
             drawn with ``generator``), or the held-out rows as a boolean mask or
             indices. ``holdout=0`` fits and evaluates on every row (training errors,
@@ -240,8 +275,8 @@ def fit_equivariance_map(
             1e-3, batch size 1, weight decay 1e-5, momentum 0.9). ``weight_decay`` is an
             L2 penalty on the weights (``"adam_cosine"``, standardised coordinates) or on
             every parameter (``"sgd_paper"``, as Caffe's solver); ``momentum`` is
-            ``"sgd_paper"``'s only.
-        hidden: hidden width of ``"residual_relu"`` (default ``D``).
+            ``"sgd_paper"``'s only. They are refused with ``solver="ridge"``, which would ignore them.
+        hidden: hidden width of ``"residual_relu"`` (default ``D``; refused with a linear map).
         error, per_dimension: the per-sample error reported (see :func:`mapping_error`).
         generator: draws the held-out rows, the initialisation and the mini-batches
             (takes precedence over ``seed``).
@@ -250,7 +285,9 @@ def fit_equivariance_map(
         an :class:`EquivarianceMap`, callable on (B, D) features.
 
     Raises:
-        ValueError: bad settings, or ``holdout=0`` with fewer than D + 1 rows.
+        ValueError: bad settings (an option the solver or map would ignore among them: ``epochs=``
+            with ``solver="ridge"``, ``hidden=`` with ``kind="linear"``), or ``holdout=0`` with fewer
+            than D + 1 rows.
 
     Warns:
         RuntimeWarning: fewer than D + 1 training rows (the map can fit any
@@ -311,9 +348,10 @@ def _fit(
     generator: torch.Generator | None,
 ) -> EquivarianceMap:
     """Fit ``target ≈ M(source)`` on flat rows; ``residual`` writes a linear map as ``(W + I) r + b``."""
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    settings = _solver_settings(solver, epochs, lr, batch_size, weight_decay, momentum)
+    settings = _check_fit_settings(
+        kind, solver, ridge=ridge, epochs=epochs, lr=lr, batch_size=batch_size, weight_decay=weight_decay,
+        momentum=momentum, hidden=hidden,
+    )  # fmt: skip
     if output not in OUTPUTS:
         raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
     if error not in ERRORS:

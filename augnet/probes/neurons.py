@@ -63,14 +63,21 @@ from collections.abc import Iterable, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
-from augnet.probes._common import check_draws, check_seed, evaluating, forward_kwargs, rows_of
+from augnet.probes._common import (
+    check_draws,
+    check_labels,
+    check_model_input,
+    check_seed,
+    evaluating,
+    forward_kwargs,
+    rows_of,
+)
 from augnet.probes.features import features
 from augnet.probes.plots import PLOTTED, plot_neuron_invariance
 from augnet.probes.tau_selection import (
     DEFAULT_TAUS,
     SCORES,
     _check_batch_size,
-    _check_labels,
     _check_transform_inputs,
     _seen_mask,
     select_tau,
@@ -196,17 +203,20 @@ def layerwise_invariance(
         raise TypeError(f"x must be a tensor, got {type(x).__name__}")
     if x.dim() == 0 or len(x) == 0:
         raise ValueError(f"x must be a non-empty batch, got shape {tuple(x.shape)}")
+    check_model_input(model, x)
     groups: dict[str, Tensor | None] = {"all": None}
     if seen_classes is not None:
         if y is None:
             raise ValueError("seen_classes needs the labels y")
-        _check_labels(x, y)
+        check_labels(x, y)
         seen = _seen_mask(y.to(x.device), seen_classes)
         groups.update(seen=seen, unseen=~seen)
     elif y is not None:
-        _check_labels(x, y)
+        check_labels(x, y)
     step = _check_batch_size(batch_size, len(x))
     xt = _check_transform_inputs(x, transform, magnitude, x_t, seed, "layerwise_invariance")
+    if isinstance(xt, Tensor):
+        check_model_input(model, xt)  # the transformed inputs given as x_t
     # Two passes over the inputs, batch by batch: each unit's maximum over clean and transformed
     # activity, then the scores; only per-unit sums are kept (and per-input scores with per_input).
     accs = {(group, name): UnitInvariance(taus[name], units, len(x), per_input) for group in groups for name in names}

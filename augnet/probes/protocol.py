@@ -32,8 +32,8 @@ from torch import Tensor, nn
 from torch.utils.data import Dataset
 
 from augnet._checks import is_int
-from augnet.probes._common import Transformed, check_seed, forward_kwargs, seeded
-from augnet.probes.features import OUTPUT, features
+from augnet.probes._common import Transformed, check_labels, check_model_input, check_seed, forward_kwargs, seeded
+from augnet.probes.features import OUTPUT, check_rows, features
 
 __all__ = ["SeenTransformedDataset", "category_accuracy", "nested_splits"]
 
@@ -325,6 +325,12 @@ def category_accuracy(
         samples of seen classes, "correct_clean", "correct_transformed": (B,)
         bool}``. A group with no sample has NaN accuracies.
 
+    Raises:
+        TypeError, ValueError: before the model runs: labels that are not (B,) integers; images
+            that are not finite (naming them), integer images for a floating-point model, images on
+            meta or in another dtype or on another device than the model's parameters; a bad
+            transform, magnitude, ``seen_classes`` or ``batch_size``.
+
     Examples:
         >>> net = nn.Sequential(nn.Flatten(), nn.Linear(4, 3))
         >>> x, y = torch.randn(8, 1, 2, 2), torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
@@ -335,16 +341,8 @@ def category_accuracy(
     seed = check_seed(seed)  # before anything runs: an int in [0, 2**63 - 3], a NumPy one too
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
-    if not isinstance(x, Tensor):
-        raise TypeError(f"x must be a tensor, got {type(x).__name__}")
-    if not isinstance(y, Tensor):
-        raise TypeError(f"y must be a tensor of class indices, got {type(y).__name__}")
-    if y.dim() != 1 or y.dtype.is_floating_point or y.is_complex() or y.dtype == torch.bool:
-        raise ValueError(f"y must be a 1-D integer tensor of class indices, got shape {tuple(y.shape)} {y.dtype}")
-    if len(x) != len(y):
-        raise ValueError(f"x and y must have the same length, got {len(x)} and {len(y)}")
-    if len(x) == 0:
-        raise ValueError("x is an empty batch")
+    check_labels(x, y)
+    check_model_input(model, x)
     _check_transform(transform)
     seen_set = _class_set(seen_classes, "seen_classes")
     magnitude = _check_magnitude(magnitude)
@@ -359,6 +357,7 @@ def category_accuracy(
         out = features(model, inputs, OUTPUT, batch_size=batch_size, **forward_kwargs(model, copies, seed, x.device))[
             OUTPUT
         ]
+        check_rows({OUTPUT: out}, len(x))
         if out.dim() != 2:
             raise ValueError(f"the model must return (B, classes) logits, got shape {tuple(out.shape)}")
         outs.append(out)

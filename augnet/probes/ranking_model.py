@@ -13,8 +13,16 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
-from augnet.probes._common import Transformed, apply_paired, check_draws, check_seed, forward_kwargs, seeded
-from augnet.probes.features import features
+from augnet.probes._common import (
+    Transformed,
+    apply_paired,
+    check_draws,
+    check_model_input,
+    check_seed,
+    forward_kwargs,
+    seeded,
+)
+from augnet.probes.features import check_rows, features
 from augnet.probes.pairwise_ranking import ranking_probe
 
 __all__ = ["Sampler", "ranking_probe_model"]
@@ -85,6 +93,9 @@ def _model_pairs(model, x, transform, layers, param, sampler, magnitude, copies,
         raise TypeError(f"x must be a tensor, got {type(x).__name__}")
     if x.dim() < 1 or x.shape[0] < 2:
         raise ValueError(f"x must hold at least 2 images, got shape {tuple(x.shape)}")
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    check_model_input(model, x)
     if sampler is not None and not callable(sampler):
         if isinstance(sampler, (tuple, list)) and len(sampler) == 2:
             sampler = _uniform_sampler(sampler)
@@ -114,6 +125,8 @@ def _model_pairs(model, x, transform, layers, param, sampler, magnitude, copies,
         batch_size=batch_size,
         **forward_kwargs(model, copies, seed, x.device, draws, 1),
     )
+    check_rows(za, len(x))  # each copy's features are paired with its magnitude
+    check_rows(zb, len(x))
     return za, zb, m_a, m_b
 
 

@@ -65,6 +65,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
+from augnet._checks import is_real
 from augnet.probes._common import (
     Transformed,
     batch_size_of,
@@ -74,10 +75,11 @@ from augnet.probes._common import (
     derangement,
     evaluating,
     forward_kwargs,
+    magnitude_list,
     seeded,
 )
 from augnet.probes.families import family, grid_params, grid_values, rank_param
-from augnet.probes.features import LOGITS, _Filler, describe, stream_features
+from augnet.probes.features import LOGITS, _Filler, check_rows, describe, stream_features
 from augnet.probes.lie import LIE_BATCH_SIZE, CannotDifferentiate, lie_derivative
 from augnet.probes.ranking import ranking_probe_per_layer
 from augnet.probes.report_measures import (
@@ -122,7 +124,7 @@ def auto_layers(model: nn.Module, x: Tensor | None = None, **forward_kwargs) -> 
     flat model (a ``Sequential`` of layers) gives its children but the last, at most 8, evenly spaced.
     For an AugNet, the blocks of its trunk.
 
-    With inputs ``x``, the blocks are those of a forward pass (on ``x[:1]``, see
+    With inputs ``x``, the blocks are those of a forward pass (on ``x[:2]``, see
     :func:`~augnet.probes.layer_calls`; ``forward_kwargs`` go to the model): a block called
     ``k > 1`` times is read at each call, ``name#0`` ... ``name#{k-1}`` (its plain name is no layer),
     and a block the pass never calls is left out. :func:`report` passes its inputs.
@@ -174,9 +176,9 @@ def _transforms(transforms) -> dict[str, object]:
 
     if isinstance(transforms, (str, Transform)):
         transforms = [transforms]
-    if isinstance(transforms, Mapping):
+    if isinstance(transforms, Mapping) and transforms:
         items = list(transforms.items())
-    elif isinstance(transforms, Sequence) and transforms:
+    elif isinstance(transforms, Sequence) and not isinstance(transforms, Mapping) and transforms:
         items = []
         for t in transforms:
             if isinstance(t, str):
@@ -196,10 +198,12 @@ def _transforms(transforms) -> dict[str, object]:
 
 
 def _magnitudes(magnitudes) -> list[float]:
-    ms = [magnitudes] if isinstance(magnitudes, numbers.Real) else list(magnitudes)
-    if not ms or any(isinstance(m, bool) or not isinstance(m, numbers.Real) or not 0 < float(m) <= 1 for m in ms):
-        raise ValueError(f"magnitudes must be numbers in (0, 1], got {magnitudes!r}")
-    return sorted({float(m) for m in ms})
+    """``magnitudes`` (a number, a sequence, a 1-D tensor or array, as every probe takes them), sorted, without
+    repeats, each in (0, 1]."""
+    ms = magnitude_list([magnitudes] if is_real(magnitudes) else magnitudes)
+    if not all(0 < m <= 1 for m in ms):
+        raise ValueError(f"magnitudes must be numbers in (0, 1], got {ms!r}")
+    return sorted(set(ms))
 
 
 def report(
@@ -274,10 +278,10 @@ def report(
         firing_rate: Goodfellow et al.'s global firing rate (default 0.01).
 
     Raises:
-        TypeError, ValueError: before the model runs on the inputs (one checking pass of one image
+        TypeError, ValueError: before the model runs on the inputs (one checking pass of two images
             finds layers that are not one call of a module): a bad argument, naming it; images that
             are not finite (naming them), on meta, or in another dtype or on another device than the
-            model's parameters.
+            model's parameters. In the first pass: a layer or output without one row per input.
 
     Returns:
         A :class:`ProbeReport`: ``.records`` (the tidy table), ``.table()``, ``.save(path)`` (JSON or
@@ -333,7 +337,7 @@ def report(
     kwargs0 = forward_kwargs(model, copies, seed, x.device)
     if names is None:
         names = auto_layers(model, x, **kwargs0)
-    check_layers(model, x, names, **kwargs0)  # unknown layers, calls of a reused module: one pass of one image
+    check_layers(model, x, names, **kwargs0)  # unknown layers, calls of a reused module: one pass of two images
     start_time = time.perf_counter()
     positions = aggregation == "positions"
     opts = _Options(tau, holdout, seed, alpha, float(firing_rate), positions, grid, per_unit, size)
@@ -351,6 +355,7 @@ def report(
         keep = _Filler(n)
 
         def on_batch(start: int, stop: int, batch: dict[str, Tensor]) -> None:
+            check_rows(batch, stop - start)
             for nm, a in batch.items():
                 shapes.setdefault(nm, tuple(a.shape[2:]) if a.dim() == 4 else ())
             keep(start, stop, {nm: _read_units(a.detach(), positions).cpu() for nm, a in batch.items()})

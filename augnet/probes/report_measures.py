@@ -20,6 +20,7 @@ from torch import Tensor
 from augnet._checks import is_int
 from augnet.probes._common import Transformed, seeded
 from augnet.probes.equivariance import equivariance_report
+from augnet.probes.features import reduce_features
 from augnet.probes.invariance import invariance_score
 from augnet.probes.measures import (
     act,
@@ -88,10 +89,9 @@ AGGREGATIONS = ("pool", "positions")
 
 
 def _pool(a: Tensor, image_input: bool) -> Tensor:
-    """A layer's output as (B, C): channels averaged over positions, or a transformer's tokens averaged."""
-    if a.dim() == 3 and image_input:
-        return a.mean(1)  # (B, tokens, D): the tokens' mean
-    return a.flatten(2).mean(2) if a.dim() > 2 else a.reshape(len(a), -1)
+    """A layer's output as (B, C): channels averaged over positions, or a transformer's tokens averaged
+    (``reduce="mean"`` of :func:`~augnet.probes.features.reduce_features`, which the other probes read)."""
+    return reduce_features(a, "mean", image_input)
 
 
 def _record(records, layer, transform, magnitude, rng, measure, value, note="", cls=None):

@@ -23,8 +23,16 @@ import torch
 from torch import Tensor, nn
 
 from augnet._checks import is_int
-from augnet.probes._common import Transformed, check_draws, check_seed, forward_kwargs, seeded
-from augnet.probes.features import LOGITS, features
+from augnet.probes._common import (
+    Transformed,
+    check_draws,
+    check_model_input,
+    check_seed,
+    check_transform,
+    forward_kwargs,
+    seeded,
+)
+from augnet.probes.features import LOGITS, check_rows, features
 
 __all__ = [
     "DEFAULT_PAIRS_PER_CLASS",
@@ -367,6 +375,12 @@ def similarity_search(
         One row per (transform, magnitude, class): ``{"transform", "magnitude",
         "label"}`` and the statistics of :func:`similarity_change`
         (``STATISTICS``, ``"n_pairs"``, ``"n_undefined"``, ``"n_no_cosine"``).
+
+    Raises:
+        TypeError, ValueError: before the model runs: a bad argument, naming it; images that are
+            not finite (naming them), integer images for a floating-point model, images on meta or
+            in another dtype or on another device than the model's parameters; an input an augnet
+            transform cannot take.
     """
     seed = check_seed(seed)  # before anything runs: an int in [0, 2**63 - 3], a NumPy one too
     if not isinstance(transforms, Mapping) or not transforms:
@@ -377,7 +391,12 @@ def similarity_search(
     if not isinstance(x, Tensor):
         raise TypeError(f"x must be a tensor, got {type(x).__name__}")
     y = _check_labels(y, x.shape[0] if x.dim() else -1)
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    check_model_input(model, x)
     per_transform = _magnitudes_for(magnitudes, list(transforms))
+    for t_name, transform in transforms.items():  # an input an augnet transform cannot take, before any pass
+        check_transform(transform, x, per_transform[t_name])
     check_draws(draws)
     _check_pairs_per_class(pairs_per_class)
     # Each class's pairs, drawn once (in increasing label order, as same_class_pairs does); every
@@ -396,6 +415,7 @@ def similarity_search(
     clean = features(
         model, x, name, reduce=reduce, batch_size=batch_size, **forward_kwargs(model, copies, seed, x.device, draws)
     )[name]
+    check_rows({name: clean}, len(x))
     _check_finite(clean, "the clean features")
     norm = _norms(clean)
     rows, index = [], 0

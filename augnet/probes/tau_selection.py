@@ -18,7 +18,17 @@ from torch import Tensor, nn
 
 from augnet._checks import is_int
 from augnet._stack import PROBES, caller_stacklevel
-from augnet.probes._common import Transformed, batch_size_of, check_seed, evaluating, forward_kwargs, rows_of, seeded
+from augnet.probes._common import (
+    Transformed,
+    batch_size_of,
+    check_labels,
+    check_model_input,
+    check_seed,
+    evaluating,
+    forward_kwargs,
+    rows_of,
+    seeded,
+)
 from augnet.probes.features import _resolve, call_hooks, split_call
 from augnet.probes.unit_invariance import _check_tau, _check_units
 
@@ -40,19 +50,6 @@ _ROUNDING = 1e-9
 
 
 # --------------------------------------------------------------------------- tau by ablation
-
-
-def _check_labels(x, y) -> None:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"x must be a tensor, got {type(x).__name__}")
-    if not isinstance(y, Tensor):
-        raise TypeError(f"y must be a tensor of class indices, got {type(y).__name__}")
-    if y.dim() != 1 or y.dtype.is_floating_point or y.dtype == torch.bool or y.is_complex():
-        raise ValueError(f"y must be a 1-D integer tensor of class indices, got shape {tuple(y.shape)} {y.dtype}")
-    if len(x) != len(y):
-        raise ValueError(f"x and y must have the same length, got {len(x)} and {len(y)}")
-    if len(x) == 0:
-        raise ValueError("x is an empty batch")
 
 
 def _check_batch_size(batch_size, n: int) -> int:
@@ -219,7 +216,8 @@ def select_tau(
     modules = dict(model.named_modules())
     if split_call(layer)[0] not in modules or split_call(layer)[0] == "":
         raise ValueError(f"unknown layer {layer!r}; the model's modules are {[n for n in modules if n]}")
-    _check_labels(x, y)
+    check_labels(x, y)
+    check_model_input(model, x)
     if isinstance(taus, (str, bytes)) or not isinstance(taus, Sequence) or len(taus) == 0:
         raise ValueError(f"taus must be a non-empty sequence of thresholds, got {taus!r}")
     grid = [_check_tau(t, "each tau") for t in taus]
@@ -232,6 +230,8 @@ def select_tau(
         raise ValueError("seen_classes only applies to score='within' (within-category accuracy)")
     step = _check_batch_size(batch_size, len(x))
     xt = _check_transform_inputs(x, transform, magnitude, x_t, seed, "select_tau")
+    if isinstance(xt, Tensor):
+        check_model_input(model, xt)  # the transformed inputs given as x_t
     targets = _resolve(model, [layer])
     n = len(x)
     scored = torch.ones(2 * n, dtype=torch.bool)
