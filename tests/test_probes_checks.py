@@ -2,8 +2,8 @@
 
 Each test fails on the code before its fix: labels that broadcast or are floats, NaN or integer images reaching
 the model, a plain callable transform, a one-row checking pass, an empty mapping of transforms, outputs without
-one row per input, a transformer's tokens averaged away by ``reduce="mean"``, a checking pass that drew from
-torch's global random state, fit options the ridge solver ignored, a model constructor's own error in the CLI.
+one row per input, a transformer's tokens read as report reads them (``reduce="tokens"``), a checking pass that
+drew from torch's global random state, fit options the ridge solver ignored, a model constructor's own error in the CLI.
 """
 
 import numpy as np
@@ -66,6 +66,25 @@ def test_accuracy_curve_refuses_labels_that_are_not_one_integer_per_input():
         assert probes.accuracy_curve(model, x, labels, T.HorizontalFlip(), [0.0])["accuracy"] == [1.0]
 
 
+@pytest.mark.parametrize("probe", ["accuracy_curve", "category_accuracy"])
+def test_labels_past_the_models_classes_are_refused_after_its_first_pass(probe):
+    model, calls = counted(conv_net())  # 3 classes
+    x = images(40)
+    with torch.no_grad():
+        y = model(x).argmax(1)
+    calls.clear()
+    run = {
+        "accuracy_curve": lambda labels: probes.accuracy_curve(model, x, labels, T.HorizontalFlip(), [0.0, 1.0]),
+        "category_accuracy": lambda labels: probes.category_accuracy(model, x, labels, T.HorizontalFlip(), [0]),
+    }[probe]
+    with pytest.raises(ValueError, match=r"y holds class 5, but the model returns 3 classes"):
+        run(y + 3)
+    assert calls == [40]  # the first pass only
+    # Labels as a list or an array are read as a tensor of them.
+    read = (lambda r: r["accuracy"]) if probe == "accuracy_curve" else (lambda r: (r["clean"], r["transformed"]))
+    assert read(run(y.tolist())) == read(run(y.numpy())) == read(run(y))
+
+
 # --------------------------------------------------------------------------- 3, 4: every model-level probe checks x
 
 
@@ -92,11 +111,6 @@ BAD_IMAGES = {
     "nan": (lambda x: x.index_fill(0, torch.tensor([3]), float("nan")), ValueError, r"NaN or infinite .*\[3\]"),
     "float64": (lambda x: x.double(), TypeError, "x is torch.float64 but the model's parameters are torch.float32"),
     "meta": (lambda x: x.to("meta"), ValueError, "x is on meta"),
-    "uint8": (
-        lambda x: (x * 255).to(torch.uint8),
-        TypeError,
-        r"x is torch.uint8 .* convert the images to floating point in \[0, 1\] first, e.g. x.to\(torch.float32\) / 255",
-    ),
 }
 
 
@@ -117,13 +131,32 @@ def test_every_model_level_probe_refuses_images_it_cannot_run_before_the_model_r
     assert not calls
 
 
-def test_integer_inputs_run_a_model_that_does_not_compute_on_floats():
+def test_integer_inputs_are_the_models_to_take_and_the_transforms_refuse_them():
     ids = torch.randint(0, 10, (6, 5), generator=gen(0))  # token ids, the input of an embedding
     embed = nn.Sequential(nn.Embedding(10, 4), nn.Flatten())
     got = probes.features(embed, ids, "output")["output"]
     assert torch.equal(got, embed[0].weight[ids].flatten(1).detach())
-    counts = torch.randint(0, 255, (6, 3, 4, 4), generator=gen(1), dtype=torch.int64)
-    assert torch.equal(probes.features(nn.Flatten(), counts, "output")["output"], counts.flatten(1))
+
+    class Bytes(nn.Module):  # converts its 8-bit images itself
+        def __init__(self):
+            super().__init__()
+            self.net = conv_net()
+
+        def forward(self, x):
+            return self.net(x.float() / 255)
+
+    model = Bytes()
+    x8 = (images(16) * 255).to(torch.uint8)
+    assert torch.equal(probes.features(model, x8, "output")["output"], model(x8).detach())
+    assert probes.layer_calls(model, x8, ["net.1"]) == {"net.1": 1}
+    counted_model, calls = counted(conv_net())
+    for probe in (
+        lambda: probes.invariance_curve(counted_model, x8, T.Rotate(), [1.0]),
+        lambda: probes.report(counted_model, x8, ["Rotate"], ["logits"], [1.0], lie=False),
+    ):
+        with pytest.raises((TypeError, ValueError), match=r"floating-point .*torch\.uint8"):
+            probe()
+    assert not calls
 
 
 # --------------------------------------------------------------------------- 5: the equivariance probes' labels
@@ -151,9 +184,11 @@ def test_equivariance_curve_checks_the_labels_before_the_transformed_passes():
     with pytest.raises(ValueError, match="y must be a 1-D integer tensor"):
         probes.equivariance_curve(model, x, T.HorizontalFlip(), [1.0], head=head, y=(torch.arange(32) % 2).float())
     assert not calls
+    head_calls = counted(head)[1]
     with pytest.raises(ValueError, match=r"y holds class 2, but head returns 2 classes"):
         probes.equivariance_curve(model, x, T.HorizontalFlip(), [1.0], head=head, y=torch.arange(32) % 3)
     assert calls == [32]  # the clean pass only
+    assert head_calls == [2]  # the head's classes read off two rows, not all of them
 
 
 # --------------------------------------------------------------------------- 6: a plain callable transform
@@ -260,35 +295,50 @@ def test_outputs_without_one_row_per_input_are_refused_plainly(model, match):
         probes.report(model(), x, ["Rotate"], ["logits"], [1.0])
 
 
-# --------------------------------------------------------------------------- 10: "mean" reads tokens as report does
+def test_one_number_per_input_is_refused_by_the_cosine_and_read_by_l2():
+    scalar = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, 1), nn.Flatten(0))  # (B,)
+    x = images(16)
+    with pytest.raises(ValueError, match=r"one number per input \(shape \(16, 1\)\).*pass distance='l2'"):
+        probes.invariance_curve(scalar, x, T.Rotate(), [1.0])
+    got = probes.invariance_curve(scalar, x, T.Rotate(), [0.0], distance="l2")
+    assert got["summary"][0]["median"] == 1.0  # the identity: every distance 0
 
 
-def test_mean_averages_a_transformers_tokens_as_report_does():
+# --------------------------------------------------------------------------- 10: "tokens" reads them as report does
+
+
+def test_tokens_averages_a_transformers_tokens_as_report_does():
     torchvision = pytest.importorskip("torchvision")
     torch.manual_seed(0)
     vit = torchvision.models.VisionTransformer(16, 4, 2, 2, 16, 32, num_classes=10)
     x, layer = images(16, size=16), "encoder.layers.encoder_layer_0"
-    out = probes.features(vit, x, [layer], reduce="mean")[layer]
-    tokens = probes.features(vit, x, [layer])[layer]
-    assert tokens.shape[1:] == (17, 16) and torch.equal(out, tokens.mean(1))
-    curve = probes.invariance_curve(vit, x, T.Rotate(), [1.0], layer=layer, reduce="mean")
+    out = probes.features(vit, x, [layer, "logits"], reduce="tokens")
+    tokens = probes.features(vit, x, [layer, "logits"])
+    assert tokens[layer].shape[1:] == (17, 16) and torch.equal(out[layer], tokens[layer].mean(1))
+    assert torch.equal(out["logits"], tokens["logits"])  # (B, D) kept
+    curve = probes.invariance_curve(vit, x, T.Rotate(), [1.0], layer=layer, reduce="tokens")
     rep = probes.report(vit, x, ["Rotate"], [layer], [1.0], lie=False)
     # The same scores: report's inv_augnet is their torch median (the lower middle value).
     assert float(curve["scores"][0].nanmedian()) == pytest.approx(rep.value("inv_augnet", layer, "Rotate"), abs=1e-9)
+    with pytest.raises(ValueError, match=r'reduce="tokens" reads \(B, tokens, D\).*got \(16, 16, 4, 4\)'):
+        probes.features(vit, x, ["conv_proj"], reduce="tokens")
 
 
-def test_mean_is_unchanged_for_feature_maps_vectors_and_signals():
+def test_mean_is_the_channels_mean_whatever_the_inputs():
     maps = torch.randn(4, 5, 3, 2, generator=gen(0))
     vectors = torch.randn(4, 5, generator=gen(1))
-    for image_input in (False, True):
-        assert torch.equal(reduce_features(maps, "mean", image_input), maps.mean((2, 3)))
-        assert torch.equal(reduce_features(vectors, "mean", image_input), vectors)
-    # A signal model's (B, C, T) map is averaged over time, its channels kept.
+    assert torch.equal(reduce_features(maps, "mean"), maps.mean((2, 3)))
+    assert torch.equal(reduce_features(vectors, "mean"), vectors)
+    # A signal model's (B, C, T) map is averaged over time, its channels kept, whether its inputs are signals or
+    # (B, 1, electrodes, T) images of them.
     torch.manual_seed(0)
     signal_net = nn.Sequential(nn.Conv1d(4, 6, 3, padding=1), nn.ReLU())
     s = torch.randn(5, 4, 20, generator=gen(2))
     got = probes.features(signal_net, s, ["0"], reduce="mean")["0"]
     assert torch.equal(got, probes.features(signal_net, s, ["0"])["0"].mean(2))
+    eeg = nn.Sequential(nn.Flatten(1, 2), nn.Conv1d(4, 6, 3, padding=1))
+    got = probes.features(eeg, s[:, None], ["1"], reduce="mean")["1"]
+    assert got.shape == (5, 6)
 
 
 # --------------------------------------------------------------------------- 11: a checking pass draws nothing

@@ -264,18 +264,22 @@ def magnitude_list(magnitudes) -> list[float]:
     return [float(m) for m in magnitudes]
 
 
-def check_labels(x, y, name: str = "x") -> None:
-    """Refuse labels ``y`` that are not (N,) integer class indices >= 0, one per row of ``x`` (N >= 1).
+def check_labels(x, y, name: str = "x") -> Tensor:
+    """``y`` as (N,) integer class indices >= 0, one per row of ``x`` (N >= 1), or the error of a probe given bad ones.
 
     The check of every probe that takes labels beside its inputs (``select_tau``, ``layerwise_invariance``,
     ``category_accuracy``, ``accuracy_curve``, the equivariance probes' ``y``; ``name`` is what ``x`` is
     called there): (N, 1) or one-hot labels would broadcast against the predictions, and float or negative
-    ones would compare unequal to every class index, scoring every prediction wrong without an error.
+    ones would compare unequal to every class index, scoring every prediction wrong without an error. A
+    list, a NumPy array or any sequence of class indices is taken as ``torch.as_tensor`` reads it.
     """
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a tensor, got {type(x).__name__}")
     if not isinstance(y, Tensor):
-        raise TypeError(f"y must be a tensor of class indices, got {type(y).__name__}")
+        try:
+            y = torch.as_tensor(y)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise TypeError(f"y must be a tensor (or a sequence) of class indices, got {type(y).__name__}") from err
     if y.dim() != 1 or y.dtype.is_floating_point or y.dtype == torch.bool or y.is_complex():
         raise ValueError(f"y must be a 1-D integer tensor of class indices, got shape {tuple(y.shape)} {y.dtype}")
     if x.dim() == 0:
@@ -286,15 +290,15 @@ def check_labels(x, y, name: str = "x") -> None:
         raise ValueError(f"{name} is an empty batch")
     if int(y.min()) < 0:
         raise ValueError(f"y must hold class indices >= 0, got {int(y.min())}")
+    return y
 
 
-def _takes_floats(model: nn.Module) -> bool:
-    """Whether ``model`` computes on floating-point inputs: its first parameter is floating-point and it embeds
-    no integer ids (an ``nn.Embedding`` or ``nn.EmbeddingBag`` takes integer token ids)."""
-    first = next(model.parameters(), None)
-    if first is None or not first.is_floating_point():
-        return False
-    return not any(isinstance(m, (nn.Embedding, nn.EmbeddingBag)) for m in model.modules())
+def check_classes(y: Tensor, classes: int, what: str = "the model") -> None:
+    """Refuse labels past the ``classes`` of a model's or head's output (every prediction would count as wrong)."""
+    if len(y) and int(y.max()) >= classes:
+        raise ValueError(
+            f"y holds class {int(y.max())}, but {what} returns {classes} classes: labels must be in [0, {classes})"
+        )
 
 
 def check_model_input(model: nn.Module, x) -> None:
@@ -302,10 +306,9 @@ def check_model_input(model: nn.Module, x) -> None:
 
     ``x`` must be a tensor with values (not on meta), in a dtype and on a device the model's floating-point
     parameters have (the model's own error would come in its first pass, as a RuntimeError), and finite
-    (a NaN image spoils its own measures and those it is a baseline of; its rows are named). Integer
-    images (``uint8`` ones as read from a file) are refused with a TypeError saying to convert them to
-    floating point in [0, 1], unless the model does not compute on floats (its first parameter is not
-    floating-point, it has no parameters, or it embeds integer token ids).
+    (a NaN image spoils its own measures and those it is a baseline of; its rows are named). Integer inputs
+    are the model's to take (one may convert 8-bit images itself, or embed token ids); the augnet
+    transforms refuse them (:func:`check_transform`).
     """
     if not isinstance(x, Tensor):
         raise TypeError(f"x must be a tensor of images, got {type(x).__name__}")
@@ -316,12 +319,6 @@ def check_model_input(model: nn.Module, x) -> None:
     params = [p for p in model.parameters() if p.is_floating_point()]
     dtypes, devices = {p.dtype for p in params}, {p.device for p in params}
     kinds = ", ".join(sorted(str(d) for d in dtypes))
-    if params and not x.is_floating_point() and _takes_floats(model):
-        first = kinds.split(", ")[0]
-        raise TypeError(
-            f"x is {x.dtype} but the model's parameters are {kinds}: convert the images to floating point in "
-            f"[0, 1] first, e.g. x.to({first}) / 255 for 8-bit images"
-        )
     if params and x.is_floating_point() and x.dtype not in dtypes:
         raise TypeError(f"x is {x.dtype} but the model's parameters are {kinds}: pass x.to({kinds.split(', ')[0]})")
     if params and x.device not in devices:

@@ -38,6 +38,7 @@ from torch import Tensor, nn
 from augnet._checks import is_int
 from augnet.probes._common import (
     Transformed,
+    check_classes,
     check_draws,
     check_labels,
     check_model_input,
@@ -47,9 +48,10 @@ from augnet.probes._common import (
     seeded,
     summary,
 )
-from augnet.probes.features import LOGITS, check_rows, features
+from augnet.probes.features import LOGITS, _features, check_rows
 from augnet.probes.maps import (
     DEFAULT_HOLDOUT,
+    DEFAULT_RIDGE,
     EquivarianceMap,
     _check_fit_settings,
     _check_pair,
@@ -141,7 +143,7 @@ def equivariance_report(
     if (head is None) != (y is None):
         raise ValueError("pass both head and y for classification errors, or neither")
     if y is not None:
-        check_labels(z, y, "z")  # (B,) integer class indices >= 0; below the head's classes, checked on its output
+        y = check_labels(z, y, "z")  # (B,) integer class indices >= 0; below the head's classes, checked on its output
     if fitted is None:
         fitted = fit_equivariance_map(
             z,
@@ -209,19 +211,17 @@ def _logits(head: Callable[[Tensor], Tensor], feats: Tensor) -> Tensor:
     return logits
 
 
-def _check_classes(y: Tensor, classes: int) -> None:
-    """Refuse labels past the head's ``classes`` (every prediction would count as an error)."""
-    if len(y) and int(y.max()) >= classes:
-        raise ValueError(
-            f"y holds class {int(y.max())}, but head returns {classes} classes: labels must be in [0, {classes})"
-        )
+def _check_fit_keywords(fit_kwargs: dict) -> None:
+    unknown = sorted(set(fit_kwargs) - set(_FIT_KEYWORDS))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s) {unknown}; the fit takes {list(_FIT_KEYWORDS)}")
 
 
 def _class_error(head: Callable[[Tensor], Tensor], feats: Tensor, y: Tensor, every: Tensor | None = None) -> Tensor:
     """``1[argmax head(feats) != y]``; with ``every`` (all the labels), those are checked against the classes."""
     logits = _logits(head, feats)
     if every is not None:
-        _check_classes(every, logits.shape[1])
+        check_classes(every, logits.shape[1], "head")
     return (logits.argmax(1) != y.to(logits.device)).double()
 
 
@@ -321,14 +321,12 @@ def equivariance_curve(
     if (head is None) != (y is None):
         raise ValueError("pass both head and y for classification errors, or neither")
     if y is not None:
-        check_labels(x, y)  # (B,) integer class indices >= 0; below the head's classes, checked after the clean pass
+        y = check_labels(x, y)  # below the head's classes: checked after the clean pass
     if not is_int(seed):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
     seed = int(seed)
     check_draws(draws)
-    unknown = sorted(set(fit_kwargs) - set(_FIT_KEYWORDS))
-    if unknown:
-        raise TypeError(f"unexpected keyword argument(s) {unknown}; the fit takes {list(_FIT_KEYWORDS)}")
+    _check_fit_keywords(fit_kwargs)
     _check_fit_settings(kind, solver, **fit_kwargs)  # an option the solver would ignore, before any pass
     is_module = isinstance(model_or_features, nn.Module)
     if not is_module and (layer is not None or copies is not None):
@@ -348,7 +346,7 @@ def equivariance_curve(
             name = LOGITS if layer is None else layer
             device = inputs.x.device if isinstance(inputs, Transformed) else inputs.device
             kwargs = forward_kwargs(model_or_features, copies, seed, device, draws, next(passes))
-            return features(model_or_features, inputs, name, reduce=reduce, batch_size=batch_size, **kwargs)[name]
+            return _features(model_or_features, inputs, name, reduce=reduce, batch_size=batch_size, **kwargs)[name]
         if isinstance(inputs, Transformed):
             inputs = inputs.whole()
         out = model_or_features(inputs)
@@ -362,7 +360,7 @@ def equivariance_curve(
         check_rows({LOGITS if layer is None else layer: z}, len(x))
     _check_pair("z", z, "z_t", z)
     if head is not None:
-        _check_classes(y, _logits(head, z).shape[1])
+        check_classes(y, _logits(head, z[:2]).shape[1], "head")  # two rows: a head with a batch norm runs
     # One split for every magnitude, so that the points of the curve are measured on the same rows.
     train, test = _split(len(z), holdout, _seeded_generator(seed), z.device)
     rows = torch.zeros(len(z), dtype=torch.bool, device=z.device)
@@ -540,15 +538,13 @@ def representation_distance(
     _check_pair("z1", z1, "z2", z2)
     if len(z1) != len(z2):
         raise ValueError(f"z1 and z2 must hold the same inputs (rows), got {len(z1)} and {len(z2)}")
-    unknown = sorted(set(fit_kwargs) - set(_FIT_KEYWORDS))
-    if unknown:
-        raise TypeError(f"unexpected keyword argument(s) {unknown}; the fit takes {list(_FIT_KEYWORDS)}")
+    _check_fit_keywords(fit_kwargs)
     generator = _seeded_generator(seed, generator)
     _, test = _split(len(z1), holdout, generator, z1.device)
     held = torch.zeros(len(z1), dtype=torch.bool, device=z1.device)
     held[test] = True
     fit_kw = {k: None for k in _FIT_KEYWORDS}
-    fit_kw["ridge"] = 1e-6
+    fit_kw["ridge"] = DEFAULT_RIDGE
     fit_kw.update(fit_kwargs)
     common = dict(output=output, holdout=held, error=error, per_dimension=per_dimension, generator=generator)
     e1 = _fit(z1, z2, kind, solver, residual=False, **common, **fit_kw)

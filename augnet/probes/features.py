@@ -37,7 +37,7 @@ __all__ = [
     "stream_features",
 ]
 
-REDUCTIONS = ("none", "mean", "flatten")
+REDUCTIONS = ("none", "mean", "tokens", "flatten")
 #: The model's own output (for an AugNet: its aggregate, by default the mean of log-softmax over the copies).
 OUTPUT = "output"
 #: The activations before the final softmax (the AugNet paper's eq. 4 footnote): for an AugNet, its trunk's
@@ -47,30 +47,30 @@ LOGITS = "logits"
 CALL = "#"
 
 
-def reduce_features(a: Tensor, reduce: str, image_input: bool = False) -> Tensor:
-    """Reduce a (B, ...) activation: ``"none"``, ``"mean"`` or ``"flatten"`` (B, -1).
+def reduce_features(a: Tensor, reduce: str) -> Tensor:
+    """Reduce a (B, ...) activation: ``"none"``, ``"mean"``, ``"tokens"`` or ``"flatten"`` (B, -1).
 
-    ``"mean"`` is the global average pool: every axis after the channel axis averaged, giving
-    (B, Ch) (a (B, C, H, W) feature map, or a signal model's (B, C, T) one). With ``image_input``
-    (the model's inputs are (B, C, H, W) images), a 3-D output is a transformer's (B, tokens, D)
-    and its tokens are averaged, giving (B, D), as :func:`~augnet.probes.report` reads it. A (B,)
-    output (one number per input) is read as (B, 1) by ``"mean"`` and ``"flatten"``.
+    ``"mean"`` is the global average pool: every axis after the channel axis averaged, giving (B, Ch)
+    (a (B, C, H, W) feature map, or a (B, C, T) one of a signal model). ``"tokens"`` reads a
+    transformer's (B, tokens, D) output and averages its tokens, giving (B, D), as
+    :func:`~augnet.probes.report` reads a 3-D layer of an image model; (B, D) outputs (the logits)
+    are kept as they are, and any other shape is refused.
 
     Examples:
         >>> tokens = torch.rand(2, 17, 16)  # a ViT block's output: 17 tokens of 16 dimensions
-        >>> reduce_features(tokens, "mean", image_input=True).shape, reduce_features(tokens, "mean").shape
+        >>> reduce_features(tokens, "tokens").shape, reduce_features(tokens, "mean").shape
         (torch.Size([2, 16]), torch.Size([2, 17]))
     """
     if reduce not in REDUCTIONS:
         raise ValueError(f"reduce must be one of {REDUCTIONS}, got {reduce!r}")
     if reduce == "none":
         return a
-    if a.dim() < 2:
-        return a.reshape(len(a), 1)
     if reduce == "flatten":
-        return a.flatten(1)
-    if a.dim() == 3 and image_input:
-        return a.mean(1)  # (B, tokens, D): the tokens' mean
+        return a.reshape(len(a), -1)  # a (B,) output, one number per input: (B, 1)
+    if reduce == "tokens":
+        if a.dim() not in (2, 3):
+            raise ValueError(f'reduce="tokens" reads (B, tokens, D) outputs (or (B, D) ones), got {tuple(a.shape)}')
+        return a.mean(1) if a.dim() == 3 else a
     return a.flatten(2).mean(2) if a.dim() > 2 else a
 
 
@@ -349,7 +349,6 @@ def stream_features(
     step = batch_size_of(batch_size)
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
-    image_input = len(x.shape) == 4  # a 3-D output of an image model is a transformer's tokens
     targets = _resolve(model, names)
     augnets = _augnets(model)
     owners = {n: _owner(m, augnets) for n, (m, _) in targets.items()}
@@ -392,7 +391,7 @@ def stream_features(
                         copies = seen // b if b else 1
                         if copies > 1 and seen == b * copies and a.shape[0] == seen:
                             a = einops.reduce(a, "(c b) ... -> b ...", "mean", c=copies)  # c copies of b samples
-                    batch[n] = reduce_features(a, reduce, image_input)
+                    batch[n] = reduce_features(a, reduce)
                 on_batch(start, stop, batch)
     finally:
         for h in handles:
@@ -432,9 +431,9 @@ def features(
         layers: a name or names from ``model.named_modules()`` (``"name#k"`` for
             the k-th call of a reused module), ``"output"`` or ``"logits"``.
         reduce: ``"none"``, ``"mean"`` (global average pool: a feature map's channels
-            averaged over positions, (B, C); for (B, C, H, W) images, a transformer's
-            (B, tokens, D) output averaged over its tokens, (B, D), as
-            :func:`~augnet.probes.report` reads it; see :func:`reduce_features`) or ``"flatten"``.
+            averaged over positions, (B, C)), ``"tokens"`` (a transformer's (B, tokens, D)
+            output averaged over its tokens, (B, D), as :func:`~augnet.probes.report` reads a
+            3-D layer of an image model) or ``"flatten"``; see :func:`reduce_features`.
         batch_size: run ``x`` in chunks of this many rows (default
             ``DEFAULT_BATCH_SIZE``).
 
@@ -443,9 +442,8 @@ def features(
 
     Raises:
         TypeError, ValueError: before the model runs: images that are not finite (naming them),
-            integer images for a floating-point model, images on meta or in another dtype or on
-            another device than the model's parameters (the checks of every model-level probe);
-            in the first pass, an unknown layer or a 0-d output.
+            on meta, or in another dtype or on another device than the model's parameters (the
+            checks of every model-level probe), an unknown layer; in the first pass, a 0-d output.
 
     Examples:
         >>> net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.LazyLinear(2))
@@ -453,9 +451,15 @@ def features(
         >>> out["0"].shape, out["output"].shape
         (torch.Size([5, 4]), torch.Size([5, 2]))
     """
-    names = [layers] if isinstance(layers, str) else list(layers)
     if isinstance(model, nn.Module):  # (anything else is refused by stream_features)
         check_model_input(model, x.x if isinstance(x, Transformed) else x)
+    return _features(model, x, layers, reduce, batch_size, **forward_kwargs)
+
+
+def _features(model, x, layers, reduce="none", batch_size=None, **forward_kwargs) -> dict[str, Tensor]:
+    """:func:`features` without its check of ``x``: for the probes, which check their images once, up front
+    (not once per batch: the finiteness check reads every value and waits for the device)."""
+    names = [layers] if isinstance(layers, str) else list(layers)
     keep = _Filler(len(x) if isinstance(x, (Tensor, Transformed)) else 0)  # a bad x is refused below
     stream_features(model, x, names, keep, reduce, batch_size, **forward_kwargs)
     out = keep.result()

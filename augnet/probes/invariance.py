@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from augnet._stack import PROBES, caller_stacklevel
 from augnet.probes._common import (
     Transformed,
+    check_classes,
     check_draws,
     check_labels,
     check_model_input,
@@ -36,7 +37,7 @@ from augnet.probes._common import (
     seeded,
     summary,
 )
-from augnet.probes.features import LOGITS, OUTPUT, check_rows, describe, features
+from augnet.probes.features import LOGITS, OUTPUT, _features, check_rows, describe
 
 __all__ = ["DISTANCES", "RELATIVE_TOLERANCE", "accuracy_curve", "distance", "invariance_curve", "invariance_score"]
 
@@ -225,10 +226,9 @@ def invariance_curve(
 
     Raises:
         TypeError, ValueError: before the model runs: a bad argument, naming it; images that are
-            not finite (naming them), integer images for a floating-point model, images on meta or
-            in another dtype or on another device than the model's parameters; an input an augnet
-            transform cannot take (its shape). After the clean pass: features that do not have
-            one row per input.
+            not finite (naming them), on meta, or in another dtype or on another device than the
+            model's parameters; an input an augnet transform cannot take (its shape). After the
+            clean pass: features that do not have one row per input.
 
     Examples:
         >>> from augnet.transforms import image as T
@@ -245,13 +245,18 @@ def invariance_curve(
     name = LOGITS if layer is None else layer
     permutation = derangement(len(x), seeded(seed))  # (refuses a batch of fewer than 2 inputs before any pass)
     kwargs = forward_kwargs(model, copies, seed, x.device, draws)
-    clean = features(model, x, name, reduce=reduce, batch_size=batch_size, **kwargs)[name]
+    clean = _features(model, x, name, reduce=reduce, batch_size=batch_size, **kwargs)[name]
     check_rows({name: clean}, len(x))
+    if clean.reshape(len(clean), -1).shape[1] == 1 and distance == "cosine":
+        raise ValueError(
+            f"{name!r} gives one number per input (shape {tuple(clean.shape)}): a cosine needs vectors; "
+            "pass distance='l2'"
+        )
     scores, ranges = [], []
     for i, m in enumerate(magnitudes):
         xt = Transformed(transform, x, float(m), seeded(seed + 1, x.device))
         kwargs = forward_kwargs(model, copies, seed, x.device, draws, pass_index=i + 1)
-        moved = features(model, xt, name, reduce=reduce, batch_size=batch_size, **kwargs)[name]
+        moved = _features(model, xt, name, reduce=reduce, batch_size=batch_size, **kwargs)[name]
         scores.append(invariance_score(clean, moved, distance, baseline, permutation=permutation))
         ranges.append(tuple(transform.natural_range(float(m), tuple(x.shape[2:]) or None)) if is_augnet else None)
     stacked = torch.stack(scores)
@@ -294,17 +299,17 @@ def accuracy_curve(
     seed = check_seed(seed)  # before anything runs: an int in [0, 2**63 - 3], a NumPy one too
     check_model_input(model, x)
     magnitudes = magnitude_list(magnitudes)
-    if isinstance(y, (list, tuple)) or type(y).__module__ == "numpy":
-        y = torch.as_tensor(y)  # a list or an array of class indices
-    check_labels(x, y)
+    y = check_labels(x, y)  # a list or an array of class indices too
     check_transform(transform, x, magnitudes)
     accs = []
     for m in magnitudes:
         xt = Transformed(transform, x, float(m), seeded(seed + 1, x.device))
         kwargs = forward_kwargs(model, copies, seed, x.device)
-        out = features(model, xt, OUTPUT, batch_size=batch_size, **kwargs)[OUTPUT]
+        out = _features(model, xt, OUTPUT, batch_size=batch_size, **kwargs)[OUTPUT]
         check_rows({OUTPUT: out}, len(x))
         if out.dim() != 2:
             raise ValueError(f"the model must return (B, classes) logits, got shape {tuple(out.shape)}")
+        if not accs:
+            check_classes(y, out.shape[1])
         accs.append(float((out.argmax(1) == y.to(out.device)).double().mean()))
     return {"magnitude": [float(m) for m in magnitudes], "accuracy": accs}

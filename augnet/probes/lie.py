@@ -316,10 +316,10 @@ def lie_derivative(
             Brightness, Contrast, Saturation, Hue); its magnitude plays no part (the derivative
             is taken at the identity).
         layers: layer names as for :func:`~augnet.probes.features` (default ``"logits"``).
-        reduce: ``"none"``, ``"mean"`` (channels averaged over positions; a transformer's
-            (B, tokens, D) output averaged over its tokens, as :func:`~augnet.probes.report` reads
-            it), ``"flatten"``, or a linear callable (B, ...) -> (B, D), applied to the layer's Lie
-            derivative and to its output, after ``rho``.
+        reduce: ``"none"``, ``"mean"`` (channels averaged over positions), ``"tokens"`` (a
+            transformer's (B, tokens, D) output averaged over its tokens, as
+            :func:`~augnet.probes.report` reads it), ``"flatten"``, or a linear callable
+            (B, ...) -> (B, D), applied to the layer's Lie derivative and to its output, after ``rho``.
         equivariant: ``True`` acts on a (B, C, H', W') layer output with the same warp
             (``rho = g_t``, equivariance), ``False`` leaves outputs alone (``rho = 1``,
             invariance), ``"auto"`` the former for feature maps (H', W' > 1) under a warp.
@@ -363,7 +363,7 @@ def lie_derivative(
         raise ValueError(f"x must be a non-empty batch of floating-point images, got {x.dtype} {tuple(x.shape)}")
     if not callable(reduce) and reduce not in REDUCTIONS:
         raise ValueError(f"reduce must be one of {REDUCTIONS} or a callable, got {reduce!r}")
-    pool = _checked_pool(reduce) if callable(reduce) else lambda a: reduce_features(a, reduce, image_input=True)
+    pool = _checked_pool(reduce) if callable(reduce) else lambda a: reduce_features(a, reduce)
     if not isinstance(equivariant, bool) and not (isinstance(equivariant, str) and equivariant == "auto"):
         raise ValueError(f"equivariant must be True, False or 'auto', got {equivariant!r}")
     if equivariant is True and not fam.geometric:

@@ -72,7 +72,7 @@ from augnet.probes._common import (
     forward_kwargs,
     rows_of,
 )
-from augnet.probes.features import features
+from augnet.probes.features import _features
 from augnet.probes.plots import PLOTTED, plot_neuron_invariance
 from augnet.probes.tau_selection import (
     DEFAULT_TAUS,
@@ -208,11 +208,11 @@ def layerwise_invariance(
     if seen_classes is not None:
         if y is None:
             raise ValueError("seen_classes needs the labels y")
-        check_labels(x, y)
+        y = check_labels(x, y)
         seen = _seen_mask(y.to(x.device), seen_classes)
         groups.update(seen=seen, unseen=~seen)
     elif y is not None:
-        check_labels(x, y)
+        y = check_labels(x, y)
     step = _check_batch_size(batch_size, len(x))
     xt = _check_transform_inputs(x, transform, magnitude, x_t, seed, "layerwise_invariance")
     if isinstance(xt, Tensor):
@@ -227,8 +227,8 @@ def layerwise_invariance(
             kw_moved = forward_kwargs(model, copies, seed, x.device, draws, 1)
             for start in range(0, len(x), step):
                 stop = min(start + step, len(x))
-                clean = features(model, x[start:stop], names, batch_size=stop - start, **kw_clean)
-                moved = features(model, rows_of(xt, start, stop), names, batch_size=stop - start, **kw_moved)
+                clean = _features(model, x[start:stop], names, batch_size=stop - start, **kw_clean)
+                moved = _features(model, rows_of(xt, start, stop), names, batch_size=stop - start, **kw_moved)
                 for (group, name), acc in accs.items():
                     try:
                         if not scoring:

@@ -32,8 +32,16 @@ from torch import Tensor, nn
 from torch.utils.data import Dataset
 
 from augnet._checks import is_int
-from augnet.probes._common import Transformed, check_labels, check_model_input, check_seed, forward_kwargs, seeded
-from augnet.probes.features import OUTPUT, check_rows, features
+from augnet.probes._common import (
+    Transformed,
+    check_classes,
+    check_labels,
+    check_model_input,
+    check_seed,
+    forward_kwargs,
+    seeded,
+)
+from augnet.probes.features import OUTPUT, _features, check_rows
 
 __all__ = ["SeenTransformedDataset", "category_accuracy", "nested_splits"]
 
@@ -327,9 +335,8 @@ def category_accuracy(
 
     Raises:
         TypeError, ValueError: before the model runs: labels that are not (B,) integers; images
-            that are not finite (naming them), integer images for a floating-point model, images on
-            meta or in another dtype or on another device than the model's parameters; a bad
-            transform, magnitude, ``seen_classes`` or ``batch_size``.
+            that are not finite (naming them), on meta, or in another dtype or on another device
+            than the model's parameters; a bad transform, magnitude, ``seen_classes`` or ``batch_size``.
 
     Examples:
         >>> net = nn.Sequential(nn.Flatten(), nn.Linear(4, 3))
@@ -341,7 +348,7 @@ def category_accuracy(
     seed = check_seed(seed)  # before anything runs: an int in [0, 2**63 - 3], a NumPy one too
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
-    check_labels(x, y)
+    y = check_labels(x, y)
     check_model_input(model, x)
     _check_transform(transform)
     seen_set = _class_set(seen_classes, "seen_classes")
@@ -354,12 +361,14 @@ def category_accuracy(
         raise ValueError(f"the transform must keep the input's shape {tuple(x.shape)}, got {tuple(xt.shape)}")
     outs = []
     for inputs in (x, xt):
-        out = features(model, inputs, OUTPUT, batch_size=batch_size, **forward_kwargs(model, copies, seed, x.device))[
+        out = _features(model, inputs, OUTPUT, batch_size=batch_size, **forward_kwargs(model, copies, seed, x.device))[
             OUTPUT
         ]
         check_rows({OUTPUT: out}, len(x))
         if out.dim() != 2:
             raise ValueError(f"the model must return (B, classes) logits, got shape {tuple(out.shape)}")
+        if not outs:
+            check_classes(y, out.shape[1])
         outs.append(out)
     labels = y.to(outs[0].device)
     correct_clean = outs[0].argmax(1) == labels

@@ -22,7 +22,7 @@ from augnet.probes._common import (
     forward_kwargs,
     seeded,
 )
-from augnet.probes.features import check_rows, features
+from augnet.probes.features import _features, check_rows
 from augnet.probes.pairwise_ranking import ranking_probe
 
 __all__ = ["Sampler", "ranking_probe_model"]
@@ -114,10 +114,10 @@ def _model_pairs(model, x, transform, layers, param, sampler, magnitude, copies,
     g = seeded(seed + 1, x.device)
     xa, m_a = _augment(x, transform, param, sampler, magnitude, g)
     xb, m_b = _augment(x, transform, param, sampler, magnitude, g)
-    za = features(
+    za = _features(
         model, xa, layers, reduce="mean", batch_size=batch_size, **forward_kwargs(model, copies, seed, x.device, draws)
     )
-    zb = features(
+    zb = _features(
         model,
         xb,
         layers,

@@ -89,9 +89,11 @@ AGGREGATIONS = ("pool", "positions")
 
 
 def _pool(a: Tensor, image_input: bool) -> Tensor:
-    """A layer's output as (B, C): channels averaged over positions, or a transformer's tokens averaged
-    (``reduce="mean"`` of :func:`~augnet.probes.features.reduce_features`, which the other probes read)."""
-    return reduce_features(a, "mean", image_input)
+    """A layer's output as (B, C): channels averaged over positions, or, for an image model, a 3-D output's
+    tokens averaged (``reduce="tokens"`` of :func:`~augnet.probes.features.reduce_features`)."""
+    if a.dim() == 3 and image_input:
+        return reduce_features(a, "tokens")
+    return reduce_features(a, "mean") if a.dim() > 2 else a.reshape(len(a), -1)
 
 
 def _record(records, layer, transform, magnitude, rng, measure, value, note="", cls=None):

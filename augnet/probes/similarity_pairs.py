@@ -32,7 +32,7 @@ from augnet.probes._common import (
     forward_kwargs,
     seeded,
 )
-from augnet.probes.features import LOGITS, check_rows, features
+from augnet.probes.features import LOGITS, _features, check_rows
 
 __all__ = [
     "DEFAULT_PAIRS_PER_CLASS",
@@ -378,9 +378,8 @@ def similarity_search(
 
     Raises:
         TypeError, ValueError: before the model runs: a bad argument, naming it; images that are
-            not finite (naming them), integer images for a floating-point model, images on meta or
-            in another dtype or on another device than the model's parameters; an input an augnet
-            transform cannot take.
+            not finite (naming them), on meta, or in another dtype or on another device than the
+            model's parameters; an input an augnet transform cannot take.
     """
     seed = check_seed(seed)  # before anything runs: an int in [0, 2**63 - 3], a NumPy one too
     if not isinstance(transforms, Mapping) or not transforms:
@@ -412,7 +411,7 @@ def similarity_search(
     if not classes:
         raise ValueError("no class has two samples, so there is no same-class pair")
     name = LOGITS if layer is None else layer
-    clean = features(
+    clean = _features(
         model, x, name, reduce=reduce, batch_size=batch_size, **forward_kwargs(model, copies, seed, x.device, draws)
     )[name]
     check_rows({name: clean}, len(x))
@@ -424,7 +423,7 @@ def similarity_search(
             xt = Transformed(transform, x, m, seeded(seed + 1, x.device))
             index += 1
             kwargs = forward_kwargs(model, copies, seed, x.device, draws, index)
-            moved = features(model, xt, name, reduce=reduce, batch_size=batch_size, **kwargs)[name]
+            moved = _features(model, xt, name, reduce=reduce, batch_size=batch_size, **kwargs)[name]
             _check_finite(moved, f"the features of {t_name!r} at magnitude {m}")
             norm_t = _norms(moved)
             for label, (members, drawn) in classes.items():

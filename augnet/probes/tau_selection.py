@@ -216,7 +216,7 @@ def select_tau(
     modules = dict(model.named_modules())
     if split_call(layer)[0] not in modules or split_call(layer)[0] == "":
         raise ValueError(f"unknown layer {layer!r}; the model's modules are {[n for n in modules if n]}")
-    check_labels(x, y)
+    y = check_labels(x, y)
     check_model_input(model, x)
     if isinstance(taus, (str, bytes)) or not isinstance(taus, Sequence) or len(taus) == 0:
         raise ValueError(f"taus must be a non-empty sequence of thresholds, got {taus!r}")
