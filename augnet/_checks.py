@@ -1,10 +1,13 @@
-"""Argument checks shared across augnet's modules."""
+"""Argument checks shared across augnet's modules, and the guard that keeps a failed state load from changing one."""
 
 from __future__ import annotations
 
 import numbers
+import os
+from contextlib import contextmanager
+from pathlib import Path
 
-__all__ = ["is_int", "is_real"]
+__all__ = ["folder_problem", "is_int", "is_real", "loading_or_kept"]
 
 
 def is_int(value) -> bool:
@@ -23,3 +26,69 @@ def is_real(value) -> bool:
     numbers to every argument that takes one; store them with ``float(value)``.
     """
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def folder_problem(path: str | os.PathLike, name: str, kind: str = "folder") -> str | None:
+    """Why the folder ``path`` cannot hold files written there (``None`` when it can), checked without creating it.
+
+    ``name`` and ``kind`` say what it is in the message (``"--out"``, ``"output folder"``). The folder itself
+    may not exist yet (it is made when the first file is written): then the nearest folder above it that exists
+    must be writable. ``os.access`` says yes to root everywhere and knows nothing of read-only or special file
+    systems (``/proc``), so a temporary file is made there and removed.
+    """
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        return f"{name} {path} is an existing file, not a folder"
+    existing = folder
+    while not existing.exists() and existing != existing.parent:  # the nearest folder that exists
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"cannot create the {kind} {name} {path}: {existing} is a file, not a folder"
+    unwritable = not os.access(existing, os.W_OK | os.X_OK)
+    if not unwritable:
+        import tempfile
+
+        try:
+            with tempfile.TemporaryFile(dir=existing):
+                pass
+        except OSError:
+            unwritable = True
+    if unwritable:
+        if existing == folder:
+            return f"the {kind} {name} {path} is not writable"
+        return f"cannot create the {kind} {name} {path}: {existing} is not writable"
+    return None
+
+
+@contextmanager
+def loading_or_kept(module, strict: bool, missing: list, unexpected: list, errors: list):
+    """Around a module's ``_load_from_state_dict``: if loading its own keys fails, put the module back as it was.
+
+    PyTorch copies a module's tensors one by one and reports the keys that failed once every module has been
+    loaded; this puts back the module's own parameters and buffers (values and tensors: a buffer that loading
+    made, replaced or removed too) and its extra state when its part of the load failed: a shape that does not
+    fit, an error of ``set_extra_state``, or (``strict``) a key of its own missing or unexpected. For a module
+    with its own ``get_extra_state`` / ``set_extra_state``.
+    """
+    import torch
+
+    own = [(table, name, t, None if t is None else t.detach().clone())
+           for table in (module._parameters, module._buffers) for name, t in table.items()]  # fmt: skip
+    extra = module.get_extra_state()
+    counts = len(missing), len(unexpected), len(errors)
+
+    def put_back() -> None:
+        with torch.no_grad():
+            for table, name, t, kept in own:
+                table[name] = t
+                if t is not None:
+                    t.copy_(kept)
+        module.set_extra_state(extra)
+
+    try:
+        yield
+    except BaseException:
+        put_back()
+        raise
+    if len(errors) > counts[2] or (strict and (len(missing), len(unexpected)) != counts[:2]):
+        put_back()

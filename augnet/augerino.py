@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import is_real
+from augnet._checks import is_real, loading_or_kept
 from augnet.layers import Policy
 from augnet.model import AugNet
 from augnet.ops import dispatch
@@ -172,10 +172,12 @@ class LieAugmentation(nn.Module):
             raise ValueError(f"Augerino's saved input size must be positive, got {list(size)}")
         self.last_size = size or None
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # A state saved before the input size was saved keeps the size this augmentation has.
+    def _load_from_state_dict(self, state_dict, prefix, metadata, strict, missing, unexpected, errors, *args):
+        # A state saved before the input size was saved keeps the size this augmentation has; a load that fails
+        # changes nothing (the widths are put back).
         state_dict.setdefault(prefix + "_extra_state", self.get_extra_state())
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        with loading_or_kept(self, strict, missing, unexpected, errors):
+            super()._load_from_state_dict(state_dict, prefix, metadata, strict, missing, unexpected, errors, *args)
 
     def policy(self, size: tuple[int, ...] | None = None) -> Policy:
         """The learned policy, in the shape of the layers' (one layer, one entry per generator).

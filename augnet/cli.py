@@ -6,7 +6,6 @@ import argparse
 import dataclasses
 import json
 import math
-import os
 import sys
 import warnings
 from pathlib import Path
@@ -19,8 +18,8 @@ DEMO_TRANSFORMS = (
     "HorizontalFlip", "VerticalFlip", "Brightness", "Contrast", "SamplePairing", "Saturation", "Hue",
 )  # fmt: skip
 RGB_ONLY = ("Saturation", "Hue")
-# The largest `augnet probe --seed` (augnet.probes' check_seed: seed + 2 seeds a generator too); written here
-# so that checking the arguments imports no torch.
+# The largest `augnet probe --seed` and `augnet demo --seed` (augnet.probes' check_seed: seed + 2 seeds a generator
+# too; the demo seeds torch with seed + 2 at most); written here so that checking the arguments imports no torch.
 MAX_SEED = 2**63 - 3
 
 
@@ -316,8 +315,6 @@ def _check_probe(args: argparse.Namespace) -> str | None:
         return f"--magnitudes must lie in (0, 1], got {' '.join(args.magnitudes) or 'none'}"
     if "auto" in args.layers and args.layers != ["auto"]:
         return f"--layers auto stands alone (the default layers), got {' '.join(args.layers)}"
-    if not 0 <= args.seed <= MAX_SEED:
-        return f"--seed must be in [0, 2**63 - 3], got {args.seed}"
     if args.grid_points < 2:
         return f"--grid-points must be >= 2, got {args.grid_points}"
     if args.by_class is not None and args.by_class != "data" and not Path(args.by_class).is_file():
@@ -487,36 +484,6 @@ def build_extension_first() -> None:
     load_first()
 
 
-def _usable_folder(path: str) -> str | None:
-    """Why ``path`` cannot hold the results (``None`` when it can), checked without creating anything.
-
-    The folder is made when the first result is written, so a run refused before that (or one that writes
-    nothing, such as ``augnet bench --model``) leaves no folder behind.
-    """
-    folder = Path(path)
-    if folder.exists() and not folder.is_dir():
-        return f"--out {path} is an existing file, not a folder"
-    existing = folder
-    while not existing.exists() and existing != existing.parent:  # the nearest folder that exists
-        existing = existing.parent
-    if not existing.is_dir():
-        return f"cannot create the output folder --out {path}: {existing} is a file, not a folder"
-    unwritable = not os.access(existing, os.W_OK | os.X_OK)
-    if not unwritable:  # os.access says yes to root everywhere, and knows nothing of read-only or special file systems
-        import tempfile
-
-        try:
-            with tempfile.TemporaryFile(dir=existing):
-                pass
-        except OSError:
-            unwritable = True
-    if unwritable:
-        if existing == folder:
-            return f"the output folder --out {path} is not writable"
-        return f"cannot create the output folder --out {path}: {existing} is not writable"
-    return None
-
-
 def check_args(args: argparse.Namespace) -> str | None:
     """The first problem with the arguments, as one line (``None`` if there is none); checked before any work."""
     for name in ("epochs", "threads", "batch", "copies"):
@@ -529,6 +496,8 @@ def check_args(args: argparse.Namespace) -> str | None:
     grey = [t for t in transforms if t in RGB_ONLY] if getattr(args, "data", None) == "glyphs" else []
     if grey:
         return f"--transforms {' '.join(grey)} need RGB images; the glyphs are grey (use --data sprites)"
+    if args.command in ("demo", "probe") and not 0 <= args.seed <= MAX_SEED:  # reproduce: the experiments' check
+        return f"--seed must be in [0, 2**63 - 3], got {args.seed}"
     if args.command == "probe":
         problem = _check_probe(args)
         if problem is not None:
@@ -553,7 +522,11 @@ def check_args(args: argparse.Namespace) -> str | None:
         return f"--min-time must be > 0 and finite, got {min_time}"
     if args.command == "bench" and getattr(args, "model", None) is not None:
         return None  # the cost on paper: nothing is written
-    return _usable_folder(args.out) if getattr(args, "out", None) is not None else None
+    if getattr(args, "out", None) is None:
+        return None
+    from augnet._checks import folder_problem  # made when the first result is written: a refused run leaves none
+
+    return folder_problem(args.out, "--out", "output folder")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,14 +7,14 @@ Axis legend: B samples, C copies, N = B * C output rows (copy-major: row
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
 from augnet._calibration import change_curves
-from augnet._checks import is_real
+from augnet._checks import is_real, loading_or_kept
 from augnet.magnitudes import initial_magnitudes, invert_change, inward_clamp, widened
 from augnet.ops import dispatch
 from augnet.ops.dispatch import tap_mix
@@ -26,8 +26,7 @@ from augnet.transforms.base import Transform, check_copies, draw, kink_gate, str
 # Policy and transform_classes live in augnet.policy; imported here for the names users already import from here.
 __all__ = ["AugmentationLayer", "AugmentationModule", "Policy", "transform_classes"]
 
-EVAL_MODES = ("sample", "mix")
-TRAIN_MODES = ("sample", "mix")
+EVAL_MODES = TRAIN_MODES = ("sample", "mix")
 
 
 def check_generator(generator) -> None:
@@ -276,20 +275,24 @@ class AugmentationLayer(nn.Module):
             raise ValueError(f"an AugmentationLayer's saved input size must be positive, got {list(size)}")
         self.last_size, self.temperature = size or None, temperature
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # A state saved before the input size was saved keeps the size this layer has.
-        state_dict.setdefault(prefix + "_extra_state", self.get_extra_state())
-        # A calibrated state loads into a layer that was never calibrated (and the reverse clears it):
-        # the calibration is part of the state, like the parameters.
-        key = prefix + "calibration"
-        if key in state_dict and self.calibration is None:
-            self.calibration = torch.empty_like(state_dict[key], device=self.raw_magnitudes.device)
-        elif key not in state_dict and self.calibration is not None:
-            self.calibration = None
-        # A state saved before the effects existed loads as unmeasured (the first measurement sets them).
-        state_dict.setdefault(prefix + "effect", torch.ones_like(self.effect))
-        state_dict.setdefault(prefix + "effect_measured", torch.zeros_like(self.effect_measured))
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+    def _load_from_state_dict(self, state_dict, prefix, metadata, strict, missing, unexpected, errors, *args):
+        # Keys a partial state (strict=False: a pretrained trunk's) lacks leave the layer as it is; the layer's own
+        # state from before a key existed loads with its old meaning (this size and temperature, effects unmeasured,
+        # no calibration). A load that fails changes nothing (loading_or_kept).
+        key, ours = prefix + "calibration", any(prefix + n in state_dict for n in ("weight_logits", "raw_magnitudes"))
+        if ours:
+            state_dict.setdefault(prefix + "_extra_state", self.get_extra_state())
+            state_dict.setdefault(prefix + "effect", torch.ones_like(self.effect))
+            state_dict.setdefault(prefix + "effect_measured", torch.zeros_like(self.effect_measured))
+        with loading_or_kept(self, strict, missing, unexpected, errors):
+            given = state_dict.get(key)  # a calibration of any number of points: its shape is the state's
+            if isinstance(given, Tensor) and given.dim() == 2 and len(given) == len(self.transforms):
+                if self.calibration is None or self.calibration.shape != given.shape:
+                    like = given if self.calibration is None else self.calibration
+                    self.calibration = torch.empty(given.shape, dtype=like.dtype, device=self.raw_magnitudes.device)
+            elif key not in state_dict and ours:
+                self.calibration = None
+            super()._load_from_state_dict(state_dict, prefix, metadata, strict, missing, unexpected, errors, *args)
 
     def clear_calibration(self) -> None:
         """Return to each transform's own magnitude (keeping the transforms' current magnitudes)."""
@@ -467,16 +470,12 @@ class AugmentationLayer(nn.Module):
         if choice is None:
             out = None
             for q, y in enumerate(outs):
-                term = _rowwise(scales[..., q].to(y.dtype), y) * y
+                s = scales[..., q].to(y.dtype)  # a scalar, or (N,): one scale per row
+                term = (s if s.dim() == 0 else s.reshape(-1, *[1] * (y.dim() - 1))) * y
                 out = term if out is None else out + term
             return out
         stacked = torch.stack(outs)  # (Q, N, ...)
         return stacked[choice, torch.arange(n, device=x.device)]
-
-
-def _rowwise(scale: Tensor, like: Tensor) -> Tensor:
-    """A scalar as it is, an (N,) scale as (N, 1, ...) to multiply ``like``'s rows."""
-    return scale if scale.dim() == 0 else scale.reshape(-1, *[1] * (like.dim() - 1))
 
 
 def _with_kink_identity(group: list[Taps], scales: list, gates: list, x: Tensor, n: int) -> tuple[list[Taps], list]:
@@ -551,13 +550,13 @@ class AugmentationModule(nn.Module):
         return Policy([layer.policy(size) for layer in self.layers], [layer.settings(size) for layer in self.layers])
 
     @classmethod
-    def from_policy(cls, policy: Policy | dict | str | Path) -> AugmentationModule:
+    def from_policy(cls, policy: Policy | dict | str | os.PathLike) -> AugmentationModule:
         """Rebuild the module a policy was taken from: the same transforms, weights, magnitudes and settings.
 
         Args:
             policy: a :class:`Policy` from :meth:`policy`, its :meth:`~augnet.policy.Policy.to_json`
-                dict, or the path of a JSON file holding that dict (or holding it under
-                the key ``"policy"``, as ``augnet demo``'s ``demo.json`` does).
+                dict, or the path (a str or any path-like object) of a JSON file holding that dict (or
+                holding it under the key ``"policy"``, as ``augnet demo``'s ``demo.json`` does).
 
         Returns:
             A new module whose ``policy()`` equals the given one and whose

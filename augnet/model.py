@@ -278,8 +278,10 @@ class AugNet(nn.Module):
             measure_effects(self.trunk, layers, x, rows=rows, generator=generator)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # A state saved before the pass counter existed loads with the counter at 0.
-        state_dict.setdefault(prefix + "_extra_state", torch.tensor(0))
+        # A model's state saved before the pass counter existed loads with the counter at 0; a partial state
+        # without the augmentation's keys (strict=False: a pretrained trunk's) leaves the counter as it is.
+        if any(k.startswith(prefix + "augment.") for k in state_dict):
+            state_dict.setdefault(prefix + "_extra_state", torch.tensor(0))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def get_extra_state(self) -> Tensor:

@@ -34,6 +34,7 @@ import it, it imports neither (the exporters register themselves with
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import math
@@ -156,8 +157,9 @@ class Policy(list):
 
         An unbounded end of a range (``AddNoise``'s SNR, infinite at magnitude 0) is written as the
         string ``"inf"`` or ``"-inf"``: strict JSON has no infinity, and :meth:`from_json` reads it back.
+        The lists and dicts are new (deep copies): editing them leaves the policy as it is.
         """
-        return [[{**e, "range": _range_json(e["range"])} for e in layer] for layer in self]
+        return [[{**copy.deepcopy(e), "range": _range_json(e["range"])} for e in layer] for layer in self]
 
     def to_json(self) -> dict:
         """A JSON-serialisable policy file.
@@ -167,6 +169,7 @@ class Policy(list):
             ...settings}]}``: per layer its entries (ranges as ``[low, high, unit]``)
             and, when known, its settings and exact state (temperature,
             evaluation mode, backend, weight logits, raw magnitudes, calibration).
+            A new dict: editing it (its nested lists and dicts too) leaves the policy as it is.
 
         Raises:
             ValueError, TypeError: the policy is not one a reader would take (a
@@ -179,12 +182,14 @@ class Policy(list):
         layers = []
         for i, entries in enumerate(self.layers_json()):
             settings = self.settings[i] if self.settings is not None else {}
-            layers.append({"transforms": entries, **settings})
+            layers.append({"transforms": entries, **copy.deepcopy(settings)})
         return {"format": POLICY_FORMAT, "version": POLICY_VERSION, "layers": layers}
 
     @classmethod
     def from_json(cls, data: dict) -> Policy:
         """The policy of a :meth:`to_json` dict (ranges back as :class:`~augnet.transforms.base.Range`).
+
+        The policy holds copies: editing ``data`` afterwards leaves it as it is (and ``data`` is not changed).
 
         Raises:
             ValueError, TypeError: not a policy file, or one that no reader would
@@ -197,6 +202,7 @@ class Policy(list):
         if not isinstance(data, dict) or data.get("format") != POLICY_FORMAT:
             got = f"a dict with format {data.get('format')!r}" if isinstance(data, dict) else type(data).__name__
             raise ValueError(f"not an augnet policy file: expected a dict with format {POLICY_FORMAT!r}, got {got}")
+        data = copy.deepcopy(data)  # the policy shares no list or dict with the caller's data
         version = data.get("version")
         if isinstance(version, bool) or version != POLICY_VERSION:
             raise ValueError(f"unsupported policy file version {version!r}; this augnet reads {POLICY_VERSION}")
@@ -257,13 +263,14 @@ def _file_path(path) -> Path:
     return Path(path)
 
 
-def read_policy(policy: Policy | dict | str | Path) -> Policy:
-    """A :class:`Policy` from a policy, its :meth:`~Policy.to_json` dict, or a JSON file holding that dict.
+def read_policy(policy: Policy | dict | str | os.PathLike) -> Policy:
+    """A :class:`Policy` from a policy, its :meth:`~Policy.to_json` dict, or a JSON file holding that dict
+    (its path: a str or any path-like object, e.g. a :class:`~pathlib.Path` or an ``os.DirEntry``).
 
     A file (or dict) may also hold the policy under the key ``"policy"``, as
     ``augnet demo``'s ``demo.json`` does. The policy is checked (:func:`check_policy`).
     """
-    if isinstance(policy, (str, Path)):
+    if isinstance(policy, (str, os.PathLike)):
         policy = json.loads(_file_path(policy).read_text())
     if isinstance(policy, dict) and "format" not in policy and isinstance(policy.get("policy"), dict):
         policy = policy["policy"]  # a run's record holding its policy file
@@ -294,7 +301,7 @@ def refuse_conditioned(policy, what: str) -> None:
             )
 
 
-def layer_specs(policy: Policy | dict | str | Path) -> list[tuple[list, dict]]:
+def layer_specs(policy: Policy | dict | str | os.PathLike) -> list[tuple[list, dict]]:
     """Per layer of a full policy: its transforms (built from the entries) and its settings.
 
     Raises:
@@ -312,7 +319,7 @@ def layer_specs(policy: Policy | dict | str | Path) -> list[tuple[list, dict]]:
     ]
 
 
-def rebuild_layers(policy: Policy | dict | str | Path) -> list:
+def rebuild_layers(policy: Policy | dict | str | os.PathLike) -> list:
     """The layers a full policy describes (what :meth:`augnet.AugmentationModule.from_policy` holds), checked."""
     policy = read_policy(policy)
     _require_settings(policy)

@@ -163,3 +163,129 @@ def test_fit_refuses_a_start_epoch_outside_the_run():
     for bad, error in ((5, ValueError), (-1, ValueError), (1.0, TypeError), (True, TypeError)):
         with pytest.raises(error, match="start_epoch"):
             fit(model, x, y, torch.optim.SGD(model.parameters(), lr=0.1), 4, 8, start_epoch=bad)
+
+
+# ----------------------------------------------------------------------- partial and failed loads
+
+
+def _calibrated_measured_model():
+    model = image_model()
+    x = torch.rand(6, 3, 8, 8, generator=gen(0))
+    model.augment.layers[0].calibrate(x)
+    model.train()
+    model(x, generator=gen(1))  # the first training pass measures the effects
+    model.passes = 7
+    return model
+
+
+def _layer_state(layer):
+    calibration = None if layer.calibration is None else layer.calibration.clone()
+    return (calibration, layer.effect.clone(), bool(layer.effect_measured), layer.temperature, layer.last_size,
+            layer.weight_logits.detach().clone(), layer.raw_magnitudes.detach().clone())  # fmt: skip
+
+
+def _same_layer_state(a, b) -> bool:
+    def same(x, y) -> bool:
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+            return x.shape == y.shape and x.dtype == y.dtype and torch.equal(x, y)
+        return x == y  # None, a bool, the temperature, the size
+
+    return all(same(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_a_partial_load_with_strict_false_keeps_calibration_effects_and_passes():
+    # Loading a pretrained trunk into a calibrated, trained AugNet: what the state lacks stays as it is.
+    model = _calibrated_measured_model()
+    layer = model.augment.layers[0]
+    before, policy = _layer_state(layer), str(model.policy())
+    assert layer.calibration is not None and bool(layer.effect_measured)
+    trunk = {k: v for k, v in image_model(seed=1).state_dict().items() if k.startswith("trunk.")}
+    result = model.load_state_dict(trunk, strict=False)
+    assert _same_layer_state(_layer_state(layer), before) and str(model.policy()) == policy
+    assert model.passes == 7
+    assert "augment.layers.0.calibration" in result.missing_keys and "_extra_state" in result.missing_keys
+    assert all(torch.equal(v, trunk[k]) for k, v in model.state_dict().items() if k in trunk)  # the trunk loaded
+
+
+def test_an_old_checkpoint_of_the_whole_model_still_loads_with_the_old_defaults():
+    # A state saved before the calibration, the effects and the pass count existed: the layer's parameters
+    # without the new keys. It loads strictly, with no calibration, unmeasured effects and 0 passes.
+    old = {k: v for k, v in image_model(seed=1).state_dict().items()
+           if not k.endswith(("calibration", "effect", "effect_measured", "_extra_state"))}  # fmt: skip
+    model = _calibrated_measured_model()
+    model.load_state_dict(old)
+    layer = model.augment.layers[0]
+    assert layer.calibration is None and not bool(layer.effect_measured) and torch.equal(layer.effect, torch.ones(3))
+    assert model.passes == 0
+
+
+def test_a_failed_load_leaves_the_layer_as_it_was_and_usable():
+    # A calibrated 2-transform layer's state into a 3-transform model: a size mismatch, and the 3-transform
+    # layer must not be left holding the (2, 17) calibration.
+    x = torch.rand(4, 3, 8, 8, generator=gen(0))
+    source = augnet.AugNet(nn.Flatten(), augnet.AugmentationLayer([T.Rotate(), T.TranslateX()]))
+    source.augment.layers[0].calibrate(x)
+    for calibrated in (False, True):
+        target = augnet.AugNet(nn.Flatten(), augnet.AugmentationLayer([T.ShearX(), T.Scale(), T.Rotate()]))
+        layer = target.augment.layers[0]
+        if calibrated:
+            layer.calibrate(x, points=5)
+        before = _layer_state(layer)
+        with pytest.raises(RuntimeError, match=r"augment\.layers\.0"):
+            target.load_state_dict(source.state_dict())
+        assert _same_layer_state(_layer_state(layer), before)
+        assert target.eval()(x, generator=gen(2)).shape == (4, 3 * 8 * 8)  # still works
+    # A failing set_extra_state (a saved temperature of 0) puts the layer's parameters back too.
+    layer = augnet.AugmentationLayer([T.Rotate(), T.TranslateX()])
+    state = source.augment.layers[0].state_dict()
+    bits = torch.tensor([0.0], dtype=torch.float64).view(torch.int64)
+    state["_extra_state"] = torch.cat([torch.tensor([-1]), bits])
+    before = _layer_state(layer)
+    with pytest.raises(ValueError, match="saved temperature must be > 0"):
+        layer.load_state_dict(state)
+    assert _same_layer_state(_layer_state(layer), before)
+
+
+def test_an_augerino_load_that_fails_leaves_its_widths():
+    a, b = augnet.Augerino(nn.Flatten(), init_width=0.3), augnet.Augerino(nn.Flatten(), init_width=0.1)
+    widths = b.augment.widths.detach().clone()
+    with pytest.raises(ValueError, match="Augerino's saved input size"):
+        b.load_state_dict({**a.state_dict(), "augment._extra_state": torch.tensor([0, 3])})
+    assert torch.equal(b.augment.widths.detach(), widths)
+
+
+def test_a_calibration_of_any_number_of_points_loads_whether_the_layer_is_calibrated_or_not():
+    x = torch.rand(4, 3, 8, 8, generator=gen(0))
+    source = augnet.AugmentationLayer([T.Rotate(), T.TranslateX()])
+    source.calibrate(x, points=9)
+    for points in (None, 17):
+        layer = augnet.AugmentationLayer([T.Rotate(), T.TranslateX()])
+        if points is not None:
+            layer.calibrate(x, points=points)
+        layer.load_state_dict(round_trip(source.state_dict()))
+        assert torch.equal(layer.calibration, source.calibration) and layer.calibration.shape == (2, 9)
+        assert torch.equal(layer.transform_magnitudes, source.transform_magnitudes)
+
+
+# ----------------------------------------------------------------------- the guide's recipe
+
+
+def _guide_checkpoint_block() -> str:
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "docs" / "guide" / "training.md").read_text()
+    section = text[text.index("**Checkpoints.**") : text.index("**Fuzzing.**")]
+    assert "```python\n" in section, "the guide's Checkpoints section has no recipe"
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_guides_checkpoint_recipe_resumes_a_shuffled_loader_bit_for_bit(tmp_path, monkeypatch):
+    # The loader's order comes from torch's global RNG: the recipe saves and restores it. The block asserts
+    # the bit-for-bit resumption; without restoring the global RNG the same block fails.
+    monkeypatch.chdir(tmp_path)
+    code = _guide_checkpoint_block()
+    restore = 'torch.set_rng_state(saved["rng"])\n'
+    assert restore in code
+    exec(compile(code, "training.md", "exec"), {"__name__": "__docs__"})
+    with pytest.raises(AssertionError):
+        exec(compile(code.replace(restore, ""), "training.md", "exec"), {"__name__": "__docs__"})

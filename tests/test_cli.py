@@ -80,6 +80,21 @@ def test_a_device_this_machine_lacks_is_refused_before_any_work(capsys, tmp_path
     assert "not a device" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("seed", ["99999999999999999999999", "-1", str(2**63 - 2)])
+def test_a_demo_seed_out_of_range_is_one_line_before_any_work(capsys, tmp_path, monkeypatch, seed):
+    # The same check, and the same line, as augnet probe's: no header, no traceback, exit 2.
+    import augnet.cli
+
+    for command in ("_demo", "_probe"):  # were the seed let through, nothing would be trained or probed here
+        monkeypatch.setattr(augnet.cli, command, lambda args: pytest.fail(f"augnet {args.command} ran"))
+    out = tmp_path / "out"
+    for command in (["demo", "--epochs", "1"], ["probe", "--model", "m:f", "--fake", "--transforms", "Rotate"]):
+        assert main([*command, "--seed", seed, "--out", str(out)]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and not out.exists()
+        assert captured.err == f"augnet {command[0]}: error: --seed must be in [0, 2**63 - 3], got {seed}\n"
+
+
 def test_demo_config_follows_preset_data_and_overrides():
     from augnet.cli import build_parser, demo_config
 

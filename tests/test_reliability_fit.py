@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import csv
 import math
+import re
 
 import numpy as np
 import pytest
@@ -644,3 +645,144 @@ def test_a_model_that_is_not_a_module_is_refused():
     _, opt = model_and_opt()
     with pytest.raises(TypeError, match="model"):
         fit("model", loader(), optimizer=opt, epochs=1)
+
+
+# ----------------------------------------------------------------------- what a failed or odd run leaves
+
+
+def test_a_failed_first_step_keeps_an_earlier_runs_log_even_with_overwrite(tmp_path):
+    model, opt = model_and_opt()
+    x, y = data()
+    fit(model, x, y, opt, 1, 8, callbacks=PolicyLogger(tmp_path, every=1))
+    earlier = (tmp_path / "policy.csv").read_text()
+    model, opt = model_and_opt()
+    with pytest.raises(RuntimeError):  # float targets: the first step fails
+        fit(model, x, y.float(), opt, 1, 8, callbacks=PolicyLogger(tmp_path, every=1, overwrite=True))
+    assert (tmp_path / "policy.csv").read_text() == earlier
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["policy.csv"]  # no temporary file left
+    with pytest.raises(KeyboardInterrupt):  # a run that writes its first row, then stops: it replaced the log
+        fit(model, x, y, opt, 1, 8, callbacks=[PolicyLogger(tmp_path, every=1, overwrite=True), _FailsAtStep(2)])
+    rows = list(csv.DictReader((tmp_path / "policy.csv").open()))
+    assert [int(r["step"]) for r in rows] == [1, 2] and sorted(p.name for p in tmp_path.iterdir()) == ["policy.csv"]
+
+
+def test_a_failed_first_step_leaves_no_folder_and_no_tensorboard_file(tmp_path):
+    model, opt = model_and_opt()
+    x, y = data()
+    for kwargs in (dict(csv=False, tensorboard=True), dict(tensorboard=True), {}):
+        with pytest.raises(RuntimeError):
+            fit(model, x, y.float(), opt, 1, 8, callbacks=PolicyLogger(tmp_path / "new" / "log", **kwargs))
+        assert not (tmp_path / "new").exists()  # the folders it made are removed with what it wrote
+    (tmp_path / "old").mkdir()
+    fit(model, x, y, opt, 1, 8, callbacks=PolicyLogger(tmp_path / "old", csv=False, tensorboard=True))
+    events = sorted(p.name for p in (tmp_path / "old").iterdir())
+    assert len(events) == 1 and events[0].startswith("events.out.tfevents")
+    with pytest.raises(RuntimeError):
+        fit(model, x, y.float(), opt, 1, 8, callbacks=PolicyLogger(tmp_path / "old", csv=False, tensorboard=True))
+    assert sorted(p.name for p in (tmp_path / "old").iterdir()) == events  # no empty event file of the failed run
+
+
+def test_a_log_dir_the_temporary_file_probe_refuses_is_refused_at_construction(tmp_path, monkeypatch):
+    import os
+    import tempfile
+
+    if os.path.isdir("/proc/self"):  # os.access says root may write there; nothing can be made in /proc
+        with pytest.raises(ValueError, match=r"log_dir /proc/augnet_logs: /proc is not writable"):
+            PolicyLogger("/proc/augnet_logs")
+
+    def read_only(*args, **kwargs):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", read_only)  # a read-only file system that os.access allows
+    with pytest.raises(ValueError, match=rf"PolicyLogger: the log folder log_dir {re.escape(str(tmp_path))} is not"):
+        PolicyLogger(tmp_path)
+    with pytest.raises(ValueError, match=r"cannot create the log folder log_dir .*below: .* is not writable"):
+        PolicyLogger(tmp_path / "below")
+    assert not (tmp_path / "below").exists()
+
+
+def test_a_failed_first_step_puts_the_model_back_where_it_was(monkeypatch):
+    # fit moves the model to its device; a first step that fails must move it back. No second device here:
+    # the move is a dtype change standing in for it, made where fit moves the model.
+    import augnet.training.loop as loop
+
+    def moved(model, device):
+        model.to(torch.float64)
+        return torch.device("cpu")
+
+    monkeypatch.setattr(loop, "training_device", moved)
+    model, opt = model_and_opt()
+    before = copy.deepcopy(model.state_dict())
+    x, y = data()
+    with pytest.raises(RuntimeError):
+        fit(model, x, y, opt, 1, 8, device="cpu")
+    state = model.state_dict()
+    assert all(v.dtype == before[k].dtype and torch.equal(v, before[k]) for k, v in state.items())
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+
+
+@pytest.mark.parametrize("empty", ["tensors", "loader"])
+def test_accuracy_on_data_that_give_no_batch_is_the_error_fit_gives(empty):
+    model, opt = model_and_opt()
+    x, y = data()
+    args = (x[:0], y[:0]) if empty == "tensors" else (DataLoader(TensorDataset(x[:0], y[:0]), batch_size=4),)
+    model.eval()
+    with pytest.raises(ValueError, match="the data gave no batches") as accuracy_error:
+        augnet.training.accuracy(model, *args)
+    assert not model.training
+    with pytest.raises(ValueError, match="the data gave no batches") as fit_error:
+        fit(model, *args, optimizer=opt, epochs=1, **({"batch_size": 4} if empty == "tensors" else {}))
+    assert str(accuracy_error.value).split(":")[0] == str(fit_error.value).split(":")[0]
+
+
+def test_the_history_holds_the_task_loss_and_the_total_loss_that_callbacks_and_the_log_see(tmp_path):
+    from augnet.training.loop import _progress_fields
+
+    seen = []
+
+    class Losses(augnet.training.Callback):
+        def on_step_end(self, state):
+            seen.append((state.task_loss, state.loss))
+
+    for lam in (2.0, 0.0):
+        seen.clear()
+        model, opt = model_and_opt()
+        log = PolicyLogger(tmp_path / str(lam), every=1)
+        history = fit(model, *data(), opt, 1, 8, lam=lam, record_every=1, callbacks=[Losses(), log])
+        assert history["loss"] == [task for task, _ in seen]
+        assert history["total_loss"] == [total for _, total in seen]
+        rows = list(csv.DictReader((tmp_path / str(lam) / "policy.csv").open()))
+        assert [float(r["task_loss"]) for r in rows] == history["loss"]
+        assert [float(r["loss"]) for r in rows] == history["total_loss"]
+        regularised = all(total != task for task, total in zip(history["loss"], history["total_loss"], strict=True))
+        assert regularised if lam else history["total_loss"] == history["loss"]  # lam = 0: the task loss alone
+    assert _progress_fields(1.25, [], []) == {"task_loss": "1.250"}  # the bar says which loss it shows
+
+
+def test_a_batch_size_given_with_a_loader_says_what_happened():
+    model, opt = model_and_opt()
+    before = snapshot(model, opt)
+    with pytest.raises(TypeError, match=r"too many arguments for a data loader: 1 and 8 after the optimizer") as error:
+        fit(model, loader(), opt, 1, 8)
+    assert "a batch size applies to tensors only" in str(error.value) and "epochs twice" not in str(error.value)
+    assert unchanged(model, opt, before)
+
+
+def test_a_policy_logger_logs_an_augerinos_widths_and_warns_of_a_model_without_augmentation(tmp_path, recwarn):
+    torch.manual_seed(0)
+    model = augnet.Augerino(nn.Sequential(nn.Flatten(), nn.Linear(144, 4)), init_width=0.2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    fit(model, *data(), opt, 1, 8, regularizer="augerino", callbacks=PolicyLogger(tmp_path / "augerino", every=1))
+    rows = list(csv.DictReader((tmp_path / "augerino" / "policy.csv").open()))
+    widths = model.augment.widths.tolist()
+    names = list(augnet.augerino.LIE_GENERATORS)
+    assert [float(rows[-1][f"layer0/{n}/magnitude"]) for n in names] == widths
+    assert float(rows[-1]["layer0/rotate/range"]) == math.degrees(widths[names.index("rotate")])
+    assert not [w for w in recwarn if "no augmentation layers" in str(w.message)]
+    plain, plain_opt = model_and_opt(plain=True)
+    logger = PolicyLogger(tmp_path / "plain", every=1)
+    with pytest.warns(UserWarning, match="Sequential has no augmentation layers to log"):
+        fit(plain, *data(), plain_opt, 1, 8, regularizer="none", callbacks=logger)
+    recwarn.clear()
+    fit(plain, *data(), plain_opt, 1, 8, regularizer="none", callbacks=logger)  # warned once
+    assert not [w for w in recwarn if "no augmentation layers" in str(w.message)]

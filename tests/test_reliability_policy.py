@@ -572,3 +572,49 @@ def test_save_refuses_what_no_reader_takes_and_writes_nothing(tmp_path):
     (tmp_path / "other.json").write_text(json.dumps({"format": "something else"}))
     with pytest.raises(ValueError, match="not an augnet policy file"):
         Policy.load(tmp_path / "other.json")
+
+
+def test_to_json_and_from_json_share_no_list_or_dict_with_the_caller():
+    module = good_module()
+    policy = module.policy((12, 12))
+    written = policy.to_json()
+    expected = copy.deepcopy(written)
+    written["layers"][0]["weight_logits"][0] = 3.0  # edits of the dict to_json returned...
+    written["layers"][0]["transforms"][0]["args"]["max_angle"] = 0.5
+    written["layers"][1]["calibration"] = None
+    assert policy.to_json() == expected  # ...leave the policy as it was, and writable
+    assert policy[0][0]["args"] == {"max_angle": 1.0, "padding": "zeros"}
+    assert policy.settings[0]["weight_logits"] == expected["layers"][0]["weight_logits"]
+    entries = policy.layers_json()
+    entries[0][0]["args"]["max_angle"] = 0.25
+    assert policy.to_json() == expected
+    data = copy.deepcopy(expected)
+    read = augnet.Policy.from_json(data)
+    data["layers"][0]["weight_logits"][0] = 4.0  # edits of the dict given to from_json...
+    data["layers"][0]["transforms"][0]["args"]["max_angle"] = 0.1
+    assert read.to_json() == expected  # ...leave the policy read from it as it was
+    assert read.settings[0]["weight_logits"] == expected["layers"][0]["weight_logits"]
+    assert read[0][0]["args"] == {"max_angle": 1.0, "padding": "zeros"}
+    assert data != expected  # and from_json changed nothing of data
+    untouched = copy.deepcopy(expected)
+    augnet.Policy.from_json(untouched)
+    assert untouched == expected
+
+
+def test_from_policy_reads_any_path_like_object(tmp_path):
+    import os
+
+    module = good_module()
+    path = module.policy().save(tmp_path / "policy.json")
+    entry = next(e for e in os.scandir(tmp_path) if e.name == "policy.json")  # an os.DirEntry: os.PathLike
+
+    class Custom:
+        def __fspath__(self):
+            return str(path)
+
+    for where in (entry, Custom(), path, str(path)):
+        rebuilt = augnet.AugmentationModule.from_policy(where)
+        assert rebuilt.policy().to_json() == module.policy().to_json()
+        assert augnet.Policy.load(where).to_json() == module.policy().to_json()
+    with pytest.raises(TypeError, match="policy must be a Policy, its to_json"):
+        augnet.AugmentationModule.from_policy(3)

@@ -51,7 +51,7 @@ def test_a_plain_module_is_called_without_a_generator_and_records_extras():
 
     before = model[1].weight.detach().clone()
     history, _ = train(model, lam=0.0, regularizer="none", record=record)
-    assert set(history) == {"step", "loss", "norm"}  # no augmentation layers, no weights / magnitudes
+    assert set(history) == {"step", "loss", "total_loss", "norm"}  # no augmentation layers, no weights / magnitudes
     assert len(history["norm"]) == len(history["step"]) == len(calls) == 3
     assert not torch.equal(model[1].weight, before)
 

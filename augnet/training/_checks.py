@@ -60,8 +60,13 @@ def call_form(x, y, optimizer, epochs, batch_size):
         if is_optimizer(optimizer):
             raise TypeError("fit() got two optimizers (the third argument and optimizer=)")
         if optimizer is not None:  # fit(model, loader, opt, epochs): the epochs sit in optimizer's place
-            if epochs is not None:
-                raise TypeError(f"fit() got the epochs twice: {optimizer!r} by position and epochs={epochs!r}")
+            if epochs is not None:  # fit(model, loader, opt, 1, 8), or fit(model, loader, opt, 1, epochs=8)
+                raise TypeError(
+                    f"fit() got too many arguments for a data loader: {optimizer!r} and {epochs!r} after the "
+                    f"optimizer (or {optimizer!r} and epochs={epochs!r}); with a loader the call is fit(model, "
+                    "loader, opt, epochs), and a batch size applies to tensors only: the loader makes its own "
+                    f"batches (DataLoader(..., batch_size={epochs!r}))"
+                )
             optimizer, epochs = y, optimizer
         else:
             optimizer = y
@@ -285,16 +290,21 @@ def first_pass(x, batches: Callable, generator, epochs: int, device: torch.devic
     it = iter(batches(generator))
     first = next(it, None)
     if first is None:
-        raise ValueError(
-            "the data gave no batches (an empty data set, or a DataLoader with drop_last=True and fewer samples "
-            "than its batch size): there is nothing to train on"
-        )
+        raise no_batches("train on")
     if device is not None and device.type == "meta" and first[0].device.type != "meta":
         raise ValueError(
             f"the model is on meta (no values: a dry run of the steps) but the data are on {first[0].device}: "
             "a meta model trains nothing; keep the model on a real device, or give it meta inputs for a dry run"
         )
     return itertools.chain([first], it)
+
+
+def no_batches(what: str) -> ValueError:
+    """The ValueError of data that gave no batch: nothing to ``what`` (``"train on"``, ``"measure"``)."""
+    return ValueError(
+        "the data gave no batches (an empty data set, or a DataLoader with drop_last=True and fewer samples "
+        f"than its batch size): there is nothing to {what}"
+    )
 
 
 def checked_pair(batch, i: int) -> tuple[Tensor, Tensor]:
@@ -354,7 +364,8 @@ class _ModelState:
     Every buffer (a copy: batch-norm statistics, the effects an AugNet measures, a conditioner's statistics),
     every module's extra state (an AugNet's pass count, a layer's input size) and mode, the last policy of the
     per-instance layers, and the parameters' gradients (references: ``zero_grad`` replaces them, it does not
-    write into them). The parameters themselves change only in the optimiser's step, the end of a step.
+    write into them). The parameters' values change only in the optimiser's step, the end of a step; their
+    tensors are kept (references) for where they were: ``fit`` moves the model to its device inside.
     """
 
     def __init__(self, model: torch.nn.Module) -> None:
@@ -366,9 +377,13 @@ class _ModelState:
         self.modes = [(m, m.training) for m in modules]
         self.latest = [(m, m._latest) for m in modules if "_latest" in vars(m)]
         self.grads = [(p, p.grad) for p in model.parameters()]
+        self.data = [(p, p.data) for p in model.parameters()]
 
     @torch.no_grad()
     def restore(self) -> None:
+        for p, data in self.data:  # moved (to fit's device or dtype): the tensors it had come back
+            if (p.device, p.dtype) != (data.device, data.dtype):
+                p.data = data
         for m, name, saved in self.buffers:
             now = m._buffers.get(name)
             same = saved is not None and now is not None and (now.shape, now.dtype, now.device) == (
@@ -439,9 +454,10 @@ def undo_a_failed_start(model: torch.nn.Module, state) -> Iterator[None]:
     """Put the model back as it was if training stops before its first step has succeeded.
 
     The first forward pass changes the model before the loss is known: an AugNet measures its effects and
-    counts the pass, batch normalisation and a conditioner update their statistics. A first step that then
-    fails (labels the loss refuses, a loss that is not finite, an error in a callback) must leave the model
-    as it was given. Costs one copy of the model's buffers, once per ``fit``.
+    counts the pass, batch normalisation and a conditioner update their statistics; before it, ``fit`` moves
+    the model to its device. A first step that then fails (labels the loss refuses, a loss that is not finite,
+    an error in a callback) must leave the model as it was given, where it was given. Costs one copy of the
+    model's buffers, once per ``fit``.
     """
     kept = _ModelState(model)
     try:

@@ -50,7 +50,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from augnet._checks import is_int, is_real
+from augnet._checks import folder_problem, is_int, is_real
 from augnet.layers import AugmentationLayer
 
 __all__ = ["Callback", "PolicyLogger", "TemperatureAnnealing", "TrainState", "WeightWarmup"]
@@ -66,8 +66,10 @@ class TrainState:
         epoch: the current epoch (0-based).
         step: optimiser steps taken so far (1 after the first step).
         lam: the regulariser's weight in this epoch.
-        task_loss: the last step's task loss (a float), ``None`` before the first step.
-        loss: the last step's total loss (a float), ``None`` before the first step.
+        task_loss: the last step's task loss (a float), ``None`` before the first step: what
+            :func:`fit`'s history records as ``loss``.
+        loss: the last step's total loss (a float): the task loss plus ``lam`` times the regulariser,
+            what the step minimised (the history's ``total_loss``); ``None`` before the first step.
         layers: the model's augmentation layers.
         history: the history :func:`fit` returns, as recorded so far.
 
@@ -132,12 +134,16 @@ class PolicyLogger(Callback):
     """Write the learned policy and the losses to CSV and, optionally, TensorBoard, as :func:`fit` trains.
 
     Every ``every`` steps (and at the first and the last) it writes one row
-    per record: the step, the epoch, the task and total losses, the
-    regulariser's weight, the optimiser's learning rates, and for every
-    augmentation layer ``i`` and transform ``Name``: its weight, its magnitude
-    and the upper end of its range in natural units (``layer{i}/{Name}/weight``,
-    ``.../magnitude``, ``.../range``; a name that repeats in a layer gets a
-    ``#k`` suffix).
+    per record: the step, the epoch, the task loss (``task_loss``) and the total
+    loss (``loss``: the task loss plus ``lambda`` times the regulariser, what the
+    step minimised), the regulariser's weight, the optimiser's learning rates, and
+    for every augmentation layer ``i`` and transform ``Name``: its weight, its
+    magnitude and the upper end of its range in natural units
+    (``layer{i}/{Name}/weight``, ``.../magnitude``, ``.../range``; a name that
+    repeats in a layer gets a ``#k`` suffix). An :class:`~augnet.Augerino`'s
+    augmentation is logged as a layer after them: per generator, its width
+    (``layer{i}/{generator}/magnitude``, the magnitude of its policy) and range.
+    A model with no augmentation at all logs the rest, and is warned of once.
 
     - CSV: ``log_dir/policy.csv`` (``csv=True``), one column per quantity.
     - TensorBoard: scalars of the same names in ``log_dir`` (``tensorboard=True``,
@@ -145,13 +151,17 @@ class PolicyLogger(Callback):
       is imported only then).
 
     Nothing already written is lost: a ``policy.csv`` that exists (an earlier
-    run's) is refused at construction unless ``overwrite=True``; a logger used
+    run's) is refused at construction unless ``overwrite=True``, and even then it
+    is replaced only when the new run writes its first row; a logger used
     for several :func:`fit` calls (training continued) appends, its steps
     counting on, and refuses a run with other columns (another model) before it
     trains; a file written after construction (another logger's) is refused when
     the run starts. A run that stops with an error keeps the rows of the steps
-    that completed, its last one included; if it wrote none, the file it made is
-    removed. A ``log_dir`` that cannot hold the files is refused at construction.
+    that completed, its last one included; if it wrote none, it leaves no trace:
+    what it made (the CSV file, the folders) is removed, an earlier run's
+    ``policy.csv`` is kept, and TensorBoard's event file is made at the first
+    row only. A ``log_dir`` that cannot hold the files (a file, a folder that
+    cannot be written, a read-only or special file system) is refused at construction.
 
     Args:
         log_dir: the folder (created).
@@ -213,8 +223,11 @@ class PolicyLogger(Callback):
         self.every, self.csv, self.tensorboard, self.size = every, csv, tensorboard, size
         self._writer = None
         self._file = None
+        self._pending: Path | None = None  # the new CSV while it replaces an earlier run's (overwrite=True)
         self.overwrite = overwrite
         self._created, self._rows = False, 0  # whether this logger's current run made the CSV; rows it wrote
+        self._made: list[Path] = []  # the folders the current run made
+        self._warned = False
         self._columns: list[str] | None = None
         self._last_written = 0
         self._offset = 0  # steps of the earlier fit() runs of this logger (training continued)
@@ -246,16 +259,34 @@ class PolicyLogger(Callback):
                 out[f"layer{i}/{key}/weight"] = entry["weight"]
                 out[f"layer{i}/{key}/magnitude"] = entry["magnitude"]
                 out[f"layer{i}/{key}/range"] = float(entry["range"][1])
+        for i, lie in enumerate(_lie_augmentations(state.model), start=len(state.layers)):  # Augerino's: widths
+            for entry in lie.policy(self.size)[0]:
+                out[f"layer{i}/{entry['transform']}/magnitude"] = entry["magnitude"]
+                out[f"layer{i}/{entry['transform']}/range"] = float(entry["range"][1])
         return out
 
     def on_train_start(self, state: TrainState) -> None:
-        self._created, self._rows = False, 0  # this run's: a refused run must not remove an earlier run's file
+        # This run's: a refused run must not remove an earlier run's file or folders.
+        self._created, self._rows, self._made = False, 0, []
         columns = list(self.values(state))
         if self._columns is not None and columns != self._columns:
             raise ValueError(
                 f"PolicyLogger: this logger wrote the columns {self._columns} and this run has {columns} "
                 "(another model): use a new PolicyLogger (or another log_dir) for it"
             )
+        if not state.layers and not _lie_augmentations(state.model) and not self._warned:
+            import warnings
+
+            from augnet._stack import caller_stacklevel
+
+            self._warned = True
+            warnings.warn(
+                f"PolicyLogger: {type(state.model).__name__} has no augmentation layers to log: the log holds the "
+                "losses, the regulariser's weight and the learning rates only",
+                UserWarning,
+                stacklevel=caller_stacklevel(("augnet.",)),
+            )
+        self._made = [p for p in (self.log_dir, *self.log_dir.parents) if not p.exists()]  # deepest first
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._offset, self._last_written = self._steps, 0
         if self.csv and self._file is None:
@@ -263,22 +294,25 @@ class PolicyLogger(Callback):
 
             first = self._columns is None
             path = self.log_dir / "policy.csv"
-            try:  # "x": a file written since the check at construction (another logger's) is not overwritten
-                self._file = path.open(("w" if self.overwrite else "x") if first else "a", newline="")
-            except FileExistsError:
-                raise ValueError(
-                    f"PolicyLogger: {path} was written after this logger was made (another logger on the same "
-                    "log_dir?): pass overwrite=True to replace it, or another log_dir"
-                ) from None
-            self._created, self._rows = first, 0
+            if first and self.overwrite:  # the earlier run's file is replaced at the first row, not before
+                import uuid
+
+                self._pending = self.log_dir / f".policy.csv.{uuid.uuid4().hex}.tmp"  # the usual permissions
+                self._file = self._pending.open("x", newline="")
+            else:
+                try:  # "x": a file written since the check at construction (another logger's) is not overwritten
+                    self._file = path.open("x" if first else "a", newline="")
+                except FileExistsError:
+                    self._remove_made()
+                    raise ValueError(
+                        f"PolicyLogger: {path} was written after this logger was made (another logger on the same "
+                        "log_dir?): pass overwrite=True to replace it, or another log_dir"
+                    ) from None
+            self._created = first
             if first:
                 csv.writer(self._file).writerow(columns)
                 self._file.flush()
         self._columns = columns
-        if self.tensorboard and self._writer is None:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self._writer = SummaryWriter(str(self.log_dir))
 
     def on_step_end(self, state: TrainState) -> None:
         self._steps = self._offset + state.step
@@ -288,19 +322,42 @@ class PolicyLogger(Callback):
     def on_train_end(self, state: TrainState) -> None:
         if state.step and state.step != self._last_written:
             self._write(state)
+        self._commit()  # a run of no step: its header
         self._close()
 
     def on_train_error(self, state: TrainState, error: BaseException) -> None:
-        # The steps that completed are logged; a file this run made and wrote no row to is removed, so that the
-        # run can be started again with the same log_dir.
+        # The steps that completed are logged; a run that wrote no row leaves no trace: the file and the folders it
+        # made are removed (an earlier run's file, kept until the first row, stays), so that it can be run again.
         try:
             if state.step and state.step != self._last_written and self._columns is not None:
                 self._write(state)
         finally:
             self._close()
-        if self._created and not self._rows:
+        if self._rows:
+            return
+        if self._pending is not None:
+            self._pending.unlink(missing_ok=True)
+            self._pending = None
+        elif self._created:
             (self.log_dir / "policy.csv").unlink(missing_ok=True)
+        if self._created:
             self._columns, self._created = None, False
+        self._remove_made()
+
+    def _remove_made(self) -> None:
+        for folder in self._made:  # deepest first; one that holds something (another's files) stays, as its parents
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        self._made = []
+
+    def _commit(self) -> None:
+        """Put the new CSV in the place of the earlier run's (``overwrite=True``), and append to it from now on."""
+        if self._pending is not None:
+            self._file.close()
+            os.replace(self._pending, self.log_dir / "policy.csv")
+            self._file, self._pending = (self.log_dir / "policy.csv").open("a", newline=""), None
 
     def _close(self) -> None:
         if self._file is not None:
@@ -320,11 +377,23 @@ class PolicyLogger(Callback):
 
             csv.writer(self._file).writerow([values.get(c, float("nan")) for c in self._columns])
             self._file.flush()
-            self._rows += 1
-        if self._writer is not None:
+            self._commit()
+        if self.tensorboard:
+            if self._writer is None:  # made at the first row: a run that writes none leaves no event file
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._writer = SummaryWriter(str(self.log_dir))
             for name, value in values.items():
                 if name not in ("step", "epoch"):
                     self._writer.add_scalar(name, value, step)
+        self._rows += 1
+
+
+def _lie_augmentations(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The model's Augerino augmentations (:class:`~augnet.augerino.LieAugmentation`)."""
+    from augnet.augerino import LieAugmentation
+
+    return [m for m in model.modules() if isinstance(m, LieAugmentation)]
 
 
 def _usable_log_dir(log_dir) -> Path:
@@ -333,14 +402,9 @@ def _usable_log_dir(log_dir) -> Path:
         folder = Path(log_dir)
     except TypeError:
         raise TypeError(f"log_dir must be a path, got {type(log_dir).__name__}: {log_dir!r}") from None
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        where = "is" if existing == folder else f"is inside {existing}, which is"
-        raise ValueError(f"PolicyLogger: log_dir {folder} {where} a file, not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"PolicyLogger: log_dir {folder} cannot be written ({existing} is not writable)")
+    problem = folder_problem(folder, "log_dir", "log folder")
+    if problem is not None:
+        raise ValueError(f"PolicyLogger: {problem}")
     return folder
 
 

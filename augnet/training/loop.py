@@ -92,8 +92,8 @@ def fit(
             int16 or int32 (class indices from numpy) reach it as int64, which torch's losses take.
         record_every: record the policy every this many steps (and at the first). Only these steps read
             values back from the device (one copy each); the steps between them never wait for it.
-        progress: show a tqdm progress bar; its loss and leading transform are those of the last record
-            step (``record_every`` sets how often they change), so the bar makes no read of its own.
+        progress: show a tqdm progress bar; its task loss (``task_loss``) and leading transform are those of
+            the last record step (``record_every`` sets how often they change), so the bar makes no read of its own.
         desc: the progress bar's label.
         record: called at every record step; each key of the dict it returns
             gets a list in the history (e.g. an Augerino's widths).
@@ -122,10 +122,14 @@ def fit(
             new PolicyLogger's) count from 1 in each call.
 
     Returns:
-        ``{"step": [...], "loss": [...], "weights": [...], "magnitudes": [...]}``
-        where each record of weights / magnitudes is a list over layers of
-        lists over transforms (only for a model with augmentation layers),
-        plus the keys of ``record``.
+        ``{"step": [...], "loss": [...], "total_loss": [...], "weights": [...], "magnitudes": [...]}``,
+        one value per record step: ``loss`` is the task loss, ``loss_fn(output, targets)``, and
+        ``total_loss`` what the step minimised, the task loss plus ``lam`` times the regulariser (the
+        same when ``lam`` is 0 or ``regularizer="none"``); callbacks see them as
+        :class:`~augnet.training.TrainState`'s ``task_loss`` and ``loss``, and :class:`PolicyLogger`
+        writes them as its ``task_loss`` and ``loss`` columns. Each record of weights / magnitudes is
+        a list over layers of lists over transforms (only for a model with augmentation layers).
+        Plus the keys of ``record``.
 
     Raises:
         TypeError, ValueError: a bad argument or batch, naming it, before the first step.
@@ -156,10 +160,8 @@ def fit(
     _checks.check_optimizer(model, optimizer)
     _checks.check_trains_policy(model, optimizer, reg)
     first_epoch = _checks.first_pass(x, batches, generator, epochs - start_epoch, target)  # drawn and checked
-    device = target if target.type == "meta" else training_device(model, device)  # checked: the model moves now
-    scaler = torch.amp.GradScaler(device.type) if autocast_dtype == torch.float16 else None
     layers = [m for m in model.modules() if isinstance(m, AugmentationLayer)]
-    history: dict[str, list] = {"step": [], "loss": []}
+    history: dict[str, list] = {"step": [], "loss": [], "total_loss": []}
     if layers:
         history.update(weights=[], magnitudes=[])
     state = TrainState(model, optimizer, epochs, layers, history=history)
@@ -171,6 +173,9 @@ def fit(
     ended: list[Callback] = []
     try:
         with _checks.undo_a_failed_start(model, state):  # a first step that fails leaves the model as it was
+            # and where it was: the model moves to fit's device inside this guard
+            device = target if target.type == "meta" else training_device(model, device)
+            scaler = torch.amp.GradScaler(device.type) if autocast_dtype == torch.float16 else None
             for cb in callbacks:  # before model.train(): a callback that refuses the run (PolicyLogger) changes nothing
                 started.append(cb)
                 cb.on_train_start(state)
@@ -227,13 +232,14 @@ def fit(
                     # and neither does the progress bar, which shows what the last record step read.
                     if state.step == 1 or state.step % record_every == 0:
                         with torch.no_grad():
-                            read = _read_back(task, layers, device, bad_loss)
-                            loss_value, read_weights, read_magnitudes, nonfinite = read
+                            read = _read_back(task, loss, layers, device, bad_loss)
+                            loss_value, total_value, read_weights, read_magnitudes, nonfinite = read
                             if nonfinite:
                                 bar.close()
                                 raise NonFiniteLossError(_nonfinite_since(state.step, record_every), history)
                             history["step"].append(state.step)
                             history["loss"].append(loss_value)
+                            history["total_loss"].append(total_value)
                             if layers:
                                 history["weights"].append(read_weights)
                                 history["magnitudes"].append(read_magnitudes)
@@ -283,17 +289,18 @@ def _nonfinite_since(step: int, record_every: int) -> str:
 
 
 def _read_back(
-    task: Tensor, layers: list[AugmentationLayer], device: torch.device, bad_loss: Tensor | None = None
-) -> tuple[float, list, list, bool]:
-    """The task loss, every layer's weights and magnitudes, and whether a loss was not finite, in one device copy.
+    task: Tensor, loss: Tensor, layers: list[AugmentationLayer], device: torch.device, bad_loss: Tensor | None = None
+) -> tuple[float, float, list, list, bool]:
+    """The task and total losses, every layer's weights and magnitudes, and whether a loss was not finite, in one
+    device copy.
 
     The same copy reads the device's bad-input flag (:mod:`augnet.ops.bad_input`): a ``tap_mix`` call that
     saw NaN warps or out-of-range sources since the last record step raises its ``ValueError`` here.
     """
     if task.device.type == "meta":  # a dry run: no values to read
         blank = [[float("nan")] * len(layer.transforms) for layer in layers]
-        return float("nan"), blank, [list(row) for row in blank], False
-    parts = [task.detach().reshape(1)]
+        return float("nan"), float("nan"), blank, [list(row) for row in blank], False
+    parts = [task.detach().reshape(1), loss.detach().reshape(1)]
     for layer in layers:
         parts += [layer.weights.detach(), layer.magnitudes.detach()]
     dtype = torch.float64 if any(p.dtype == torch.float64 for p in parts) else torch.float32  # exact for each part
@@ -306,19 +313,18 @@ def _read_back(
     if checks and values[-1]:
         bad_input_flag(device).zero_()
         raise_bad_input(int(values[-1]), device)
-    loss, at = values[0], 1
-    weights, magnitudes = [], []
+    at, weights, magnitudes = 2, [], []
     for layer in layers:
         q = len(layer.transforms)
         weights.append(values[at : at + q])
         magnitudes.append(values[at + q : at + 2 * q])
         at += 2 * q
-    return loss, weights, magnitudes, nonfinite
+    return values[0], values[1], weights, magnitudes, nonfinite
 
 
 def _progress_fields(loss: float, layers: list[AugmentationLayer], weights: list[list[float]]) -> dict[str, str]:
-    """The progress bar's fields: the loss, and the first layer's leading transform and its weight."""
-    fields = {"loss": f"{loss:.3f}"}
+    """The progress bar's fields: the task loss, and the first layer's leading transform and its weight."""
+    fields = {"task_loss": f"{loss:.3f}"}
     if layers:
         w = weights[0]
         q = max(range(len(w)), key=w.__getitem__)
@@ -380,7 +386,8 @@ def accuracy(
     """Accuracy of ``model`` (in evaluation mode) on ``(x, y)``, or on a data loader ``x`` (``y=None``).
 
     The batches are moved to the device of the model's parameters; an AugNet
-    draws its copies from ``generator`` (on that device).
+    draws its copies from ``generator`` (on that device). Data that give no
+    batch (no sample) raise the ValueError :func:`fit` raises for them.
     """
     batches, _ = _batches(x, y, batch_size if isinstance(x, Tensor) else None, shuffle=False)
     device = training_device(model, None)
@@ -399,9 +406,11 @@ def accuracy(
                 )
             correct += int((out.argmax(1) == yb).sum())
             total += len(yb)
+        if not total:
+            raise _checks.no_batches("measure")
     finally:
         model.train(was_training)
     check_bad_input(device)
-    return correct / max(total, 1)
+    return correct / total
 
 
