@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet._checks import is_real, loading_or_kept
-from augnet.layers import Policy
+from augnet.layers import Policy, check_generator
 from augnet.model import AugNet
 from augnet.ops import dispatch
 from augnet.ops.dispatch import PADDING_MODES, tap_mix
@@ -148,6 +148,7 @@ class LieAugmentation(nn.Module):
         if not x.is_floating_point():
             raise TypeError(f"Augerino expects floating-point images, got {x.dtype}")
         copies = check_copies(copies)
+        check_generator(generator)
         on_cpu = self.raw_width.device.type == "cpu" and not torch.compiler.is_compiling()
         if on_cpu and not bool(torch.isfinite(self.widths).all()):
             raise ValueError(f"Augerino widths contain NaN or infinite values: {self.widths.tolist()}")

@@ -213,6 +213,9 @@ class AugNet(nn.Module):
         measures = self.training and self.effect_every and passes % self.effect_every == 0
         effects = [(m.effect.clone(), m.effect_measured.clone()) if measures and hasattr(m, "effect") else None
                    for m in layers]  # fmt: skip
+        # A per-instance layer's last policy, and in training its conditioner's running statistics (small).
+        conditioned = [(m, m._latest, [(b, b.clone()) for b in m.conditioner.buffers()] if self.training else [])
+                       for m in layers if "_latest" in vars(m)]  # fmt: skip
         try:
             return self._forward(x, c, generator)
         except BaseException:
@@ -223,6 +226,10 @@ class AugNet(nn.Module):
                     if effect is not None:
                         m.effect.copy_(effect[0])
                         m.effect_measured.copy_(effect[1])
+                for m, latest, kept in conditioned:
+                    m._latest = latest
+                    for b, value in kept:
+                        b.copy_(value)
             raise
 
     def _forward(self, x: Tensor, c: int, generator: torch.Generator | None) -> Tensor:

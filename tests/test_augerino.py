@@ -133,6 +133,8 @@ def test_bad_input():
         model(torch.rand(3, 10))
     with pytest.raises(TypeError, match="floating-point"):
         model(torch.zeros(2, 3, 4, 4, dtype=torch.uint8))
+    with pytest.raises(TypeError, match=r"generator must be a torch\.Generator or None, got int"):
+        model(torch.rand(2, 3, 4, 4), generator=0)  # as AugNet says it (was: rand() received an invalid ...)
 
 
 def test_augerino_is_an_augnet_with_a_lie_augmentation():

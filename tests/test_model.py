@@ -233,19 +233,25 @@ class _FirstRows(nn.Module):
         return self.head(x)[:2]
 
 
+@pytest.mark.parametrize("conditioned", [False, True], ids=["global", "per-instance"])
 @pytest.mark.parametrize("failure", ["shape", "rows"])
-def test_a_call_the_trunk_refuses_changes_nothing(failure):
-    # The layers' seen size (policy()'s pixel ranges), the pass count and the effects of a measuring pass were
-    # kept from the failed call.
+def test_a_call_the_trunk_refuses_changes_nothing(failure, conditioned):
+    # The layers' seen size (policy()'s pixel ranges), the pass count, the effects of a measuring pass, and a
+    # per-instance layer's conditioner statistics and last policy (what the regulariser reads) were kept from the
+    # failed call.
     trunk = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 3)) if failure == "shape" else _FirstRows()
-    model = augnet.AugNet(trunk, augnet.AugmentationLayer([T.Rotate(), T.TranslateX()]), effect_every=1)
+    layer_type = augnet.ConditionedAugmentationLayer if conditioned else augnet.AugmentationLayer
+    kwargs = {"channels": 3} if conditioned else {}
+    model = augnet.AugNet(trunk, layer_type([T.Rotate(), T.TranslateX()], **kwargs), effect_every=1)
     model.train()
     if failure == "shape":
         model(torch.rand(4, 3, 8, 8), generator=gen(0))  # a good call first: 8 x 8 seen, effects measured
     before = {k: v.clone() for k, v in model.state_dict().items()}
     size, text = model.augment.layers[0].last_size, str(model.policy())
     bad = torch.rand(4, 3, 10, 10) if failure == "shape" else torch.rand(4, 3, 8, 8)
+    latest = getattr(model.augment.layers[0], "_latest", None)
     with pytest.raises((RuntimeError, ValueError)):
         model(bad, generator=gen(1))
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
     assert model.augment.layers[0].last_size == size and str(model.policy()) == text
+    assert getattr(model.augment.layers[0], "_latest", None) is latest

@@ -735,6 +735,16 @@ def test_accuracy_on_data_that_give_no_batch_is_the_error_fit_gives(empty):
     assert str(accuracy_error.value).split(":")[0] == str(fit_error.value).split(":")[0]
 
 
+def test_accuracy_keeps_each_submodules_own_mode():
+    # Fine-tuning with a frozen batch norm: accuracy() between epochs must not unfreeze it.
+    trunk = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.LazyLinear(3))
+    trunk(torch.rand(2, 3, 8, 8))
+    trunk.train()
+    trunk[1].eval()
+    augnet.training.accuracy(trunk, torch.rand(8, 3, 8, 8), torch.zeros(8, dtype=torch.long))
+    assert trunk.training and trunk[0].training and not trunk[1].training
+
+
 def test_the_history_holds_the_task_loss_and_the_total_loss_that_callbacks_and_the_log_see(tmp_path):
     from augnet.training.loop import _progress_fields
 

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from augnet._calibration import evaluating
 from augnet._checks import is_int
 from augnet.layers import AugmentationLayer
 from augnet.ops.bad_input import check_bad_input, raise_bad_input
@@ -392,10 +393,8 @@ def accuracy(
     batches, _ = _batches(x, y, batch_size if isinstance(x, Tensor) else None, shuffle=False)
     device = training_device(model, None)
     draws = _checks.draws_through(model, generator)
-    was_training = model.training
-    model.eval()
     correct = total = 0
-    try:
+    with evaluating(model):  # every submodule back in its own mode after (a frozen batch norm stays frozen)
         for xb, yb in batches(None):
             xb, yb = xb.to(device), yb.to(device)
             out = model(xb, generator=generator) if draws else model(xb)
@@ -408,8 +407,6 @@ def accuracy(
             total += len(yb)
         if not total:
             raise _checks.no_batches("measure")
-    finally:
-        model.train(was_training)
     check_bad_input(device)
     return correct / total
 
