@@ -339,7 +339,7 @@ def _check_probe(args: argparse.Namespace) -> str | None:
 
 
 def _check_takes(model, x, source: str) -> None:
-    """The ValueError of a model that cannot take ``x`` (one image), as one line, before any probing.
+    """The ValueError of a model that cannot take ``x`` (two images), as one line, before any probing.
 
     E.g. grey images for a model whose first convolution wants 3 channels: its RuntimeError would
     otherwise come as a traceback from inside the first probe.
@@ -393,14 +393,17 @@ def _probe(args: argparse.Namespace) -> int:
                 grid_values(getattr(T, name)(), 1.0, args.grid_points, tuple(x.shape[-2:]))
         for name in args.transforms:
             getattr(T, name)().check_input(x[:1])  # e.g. Hue needs RGB images
-        _check_takes(model, x[:1], f"--channels {args.channels}" if args.fake else f"--data {args.data}")
+        from augnet.probes.features import CHECK_ROWS
+
+        where = f"--channels {args.channels}" if args.fake else f"--data {args.data}"
+        _check_takes(model, x[:CHECK_ROWS], where)  # two images: a batch norm without running statistics runs
         layers = "auto" if args.layers == ["auto"] else args.layers
         if layers != "auto":
             from augnet.probes.features import check_layers
 
             if not layers or len(set(layers)) != len(layers):
                 raise ValueError(f"--layers must name distinct layers (or auto), got {' '.join(args.layers) or 'none'}")
-            check_layers(model, x, layers)  # unknown layers, calls of a reused module: one pass of one image
+            check_layers(model, x, layers)  # unknown layers, calls of a reused module: one pass of two images
     except (ValueError, TypeError) as err:
         print(f"augnet probe: error: {err}", file=sys.stderr)
         return 2

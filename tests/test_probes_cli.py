@@ -121,3 +121,17 @@ def test_a_model_without_weights_is_built_from_the_seed(tmp_path):
         records = json.loads((tmp_path / str(run) / "probe.json").read_text())["records"]
         values.append([r["value"] for r in records])
     assert values[0] == values[1] and values[0] != values[2]
+
+
+def test_probe_checks_a_model_that_needs_two_rows_with_two(tmp_path, monkeypatch, capsys):
+    # A batch norm without running statistics refuses a batch of one: the CLI's checking pass runs two images.
+    (tmp_path / "two_rows_net.py").write_text(
+        "from torch import nn\n\n\n"
+        "def make():\n"
+        "    return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, 4),\n"
+        "                         nn.BatchNorm1d(4, track_running_stats=False), nn.Linear(4, 3))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    argv = ["probe", "--model", "two_rows_net:make", "--fake", "--n", "16", "--size", "8", "--transforms", "Rotate"]
+    assert main([*argv, "--layers", "logits", "--no-lie", "--out", str(tmp_path / "out"), "--no-progress"]) == 0
+    assert "Rotate at mu = 1" in capsys.readouterr().out
