@@ -173,12 +173,15 @@ class LieAugmentation(nn.Module):
             raise ValueError(f"Augerino's saved input size must be positive, got {list(size)}")
         self.last_size = size or None
 
-    def _load_from_state_dict(self, state_dict, prefix, metadata, strict, missing, unexpected, errors, *args):
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ):
         # A state saved before the input size was saved keeps the size this augmentation has; a load that fails
         # changes nothing (the widths are put back).
         state_dict.setdefault(prefix + "_extra_state", self.get_extra_state())
-        with loading_or_kept(self, strict, missing, unexpected, errors):
-            super()._load_from_state_dict(state_dict, prefix, metadata, strict, missing, unexpected, errors, *args)
+        with loading_or_kept(self, strict, missing_keys, unexpected_keys, error_msgs):
+            args = (local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
+            super()._load_from_state_dict(state_dict, prefix, *args)
 
     def policy(self, size: tuple[int, ...] | None = None) -> Policy:
         """The learned policy, in the shape of the layers' (one layer, one entry per generator).

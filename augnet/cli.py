@@ -18,9 +18,11 @@ DEMO_TRANSFORMS = (
     "HorizontalFlip", "VerticalFlip", "Brightness", "Contrast", "SamplePairing", "Saturation", "Hue",
 )  # fmt: skip
 RGB_ONLY = ("Saturation", "Hue")
-# The largest `augnet probe --seed` and `augnet demo --seed` (augnet.probes' check_seed: seed + 2 seeds a generator
-# too; the demo seeds torch with seed + 2 at most); written here so that checking the arguments imports no torch.
+# The largest `augnet probe --seed` (augnet.probes' check_seed: seed + 2 seeds a generator too) and `augnet demo
+# --seed` (torch takes seeds below 2**64 and the demo seeds it with seed + 2 at most); written here so that checking
+# the arguments imports no torch.
 MAX_SEED = 2**63 - 3
+MAX_DEMO_SEED = 2**64 - 3
 
 
 def demo_config(args: argparse.Namespace):
@@ -499,8 +501,10 @@ def check_args(args: argparse.Namespace) -> str | None:
     grey = [t for t in transforms if t in RGB_ONLY] if getattr(args, "data", None) == "glyphs" else []
     if grey:
         return f"--transforms {' '.join(grey)} need RGB images; the glyphs are grey (use --data sprites)"
-    if args.command in ("demo", "probe") and not 0 <= args.seed <= MAX_SEED:  # reproduce: the experiments' check
-        return f"--seed must be in [0, 2**63 - 3], got {args.seed}"
+    if args.command in ("demo", "probe"):  # reproduce: the experiments' own check
+        top, shown = (MAX_DEMO_SEED, "2**64 - 3") if args.command == "demo" else (MAX_SEED, "2**63 - 3")
+        if not 0 <= args.seed <= top:
+            return f"--seed must be in [0, {shown}], got {args.seed}"
     if args.command == "probe":
         problem = _check_probe(args)
         if problem is not None:

@@ -275,16 +275,17 @@ class AugmentationLayer(nn.Module):
             raise ValueError(f"an AugmentationLayer's saved input size must be positive, got {list(size)}")
         self.last_size, self.temperature = size or None, temperature
 
-    def _load_from_state_dict(self, state_dict, prefix, metadata, strict, missing, unexpected, errors, *args):
-        # Keys a partial state (strict=False: a pretrained trunk's) lacks leave the layer as it is; the layer's own
-        # state from before a key existed loads with its old meaning (this size and temperature, effects unmeasured,
-        # no calibration). A load that fails changes nothing (loading_or_kept).
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ):
+        # Keys a partial state (strict=False) lacks leave the layer as it is; the layer's own older state loads with
+        # its old meaning (this size and temperature, effects unmeasured, no calibration); a failed load changes none.
         key, ours = prefix + "calibration", any(prefix + n in state_dict for n in ("weight_logits", "raw_magnitudes"))
         if ours:
             state_dict.setdefault(prefix + "_extra_state", self.get_extra_state())
             state_dict.setdefault(prefix + "effect", torch.ones_like(self.effect))
             state_dict.setdefault(prefix + "effect_measured", torch.zeros_like(self.effect_measured))
-        with loading_or_kept(self, strict, missing, unexpected, errors):
+        with loading_or_kept(self, strict, missing_keys, unexpected_keys, error_msgs):
             given = state_dict.get(key)  # a calibration of any number of points: its shape is the state's
             if isinstance(given, Tensor) and given.dim() == 2 and len(given) == len(self.transforms):
                 if self.calibration is None or self.calibration.shape != given.shape:
@@ -292,7 +293,8 @@ class AugmentationLayer(nn.Module):
                     self.calibration = torch.empty(given.shape, dtype=like.dtype, device=self.raw_magnitudes.device)
             elif key not in state_dict and ours:
                 self.calibration = None
-            super()._load_from_state_dict(state_dict, prefix, metadata, strict, missing, unexpected, errors, *args)
+            args = (local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
+            super()._load_from_state_dict(state_dict, prefix, *args)
 
     def clear_calibration(self) -> None:
         """Return to each transform's own magnitude (keeping the transforms' current magnitudes)."""

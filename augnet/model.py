@@ -287,7 +287,9 @@ class AugNet(nn.Module):
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # A model's state saved before the pass counter existed loads with the counter at 0; a partial state
         # without the augmentation's keys (strict=False: a pretrained trunk's) leaves the counter as it is.
-        if any(k.startswith(prefix + "augment.") for k in state_dict):
+        # (An augmentation with no state of its own, a user's parameter-free module, gives no key to tell them by:
+        # its old checkpoints load.)
+        if any(k.startswith(prefix + "augment.") for k in state_dict) or not self.augment.state_dict():
             state_dict.setdefault(prefix + "_extra_state", torch.tensor(0))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 

@@ -80,19 +80,33 @@ def test_a_device_this_machine_lacks_is_refused_before_any_work(capsys, tmp_path
     assert "not a device" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("seed", ["99999999999999999999999", "-1", str(2**63 - 2)])
-def test_a_demo_seed_out_of_range_is_one_line_before_any_work(capsys, tmp_path, monkeypatch, seed):
-    # The same check, and the same line, as augnet probe's: no header, no traceback, exit 2.
+@pytest.mark.parametrize(
+    ("command", "seed", "top"),
+    [("demo", "99999999999999999999999", "2**64 - 3"), ("demo", "-1", "2**64 - 3"),
+     ("demo", str(2**64 - 2), "2**64 - 3"), ("probe", "-1", "2**63 - 3"), ("probe", str(2**63 - 2), "2**63 - 3")],
+)  # fmt: skip
+def test_a_seed_out_of_range_is_one_line_before_any_work(capsys, tmp_path, monkeypatch, command, seed, top):
+    # No header, no traceback, exit 2. The demo seeds torch (which takes seeds below 2**64) with seed + 2 at most;
+    # the probes' seed + 2 seeds a generator of theirs, below 2**63.
     import augnet.cli
 
-    for command in ("_demo", "_probe"):  # were the seed let through, nothing would be trained or probed here
-        monkeypatch.setattr(augnet.cli, command, lambda args: pytest.fail(f"augnet {args.command} ran"))
+    for name in ("_demo", "_probe"):  # were the seed let through, nothing would be trained or probed here
+        monkeypatch.setattr(augnet.cli, name, lambda args: pytest.fail(f"augnet {args.command} ran"))
     out = tmp_path / "out"
-    for command in (["demo", "--epochs", "1"], ["probe", "--model", "m:f", "--fake", "--transforms", "Rotate"]):
-        assert main([*command, "--seed", seed, "--out", str(out)]) == 2
-        captured = capsys.readouterr()
-        assert captured.out == "" and not out.exists()
-        assert captured.err == f"augnet {command[0]}: error: --seed must be in [0, 2**63 - 3], got {seed}\n"
+    argv = {"demo": ["demo", "--epochs", "1"], "probe": ["probe", "--model", "m:f", "--fake", "--transforms", "Rotate"]}
+    assert main([*argv[command], "--seed", seed, "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and not out.exists()
+    assert captured.err == f"augnet {command}: error: --seed must be in [0, {top}], got {seed}\n"
+
+
+def test_the_largest_demo_seed_reaches_the_demo(tmp_path, monkeypatch):
+    import augnet.cli
+
+    ran = []
+    monkeypatch.setattr(augnet.cli, "_demo", lambda args: ran.append(args.seed) or 0)
+    assert main(["demo", "--epochs", "1", "--seed", str(2**64 - 3), "--out", str(tmp_path / "out")]) == 0
+    assert ran == [2**64 - 3]
 
 
 def test_demo_config_follows_preset_data_and_overrides():

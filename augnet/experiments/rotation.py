@@ -179,7 +179,7 @@ class RotationRun:
         model: the trained model.
         test_accuracy: on the test set (``eval_copies`` copies for AugNet and Augerino).
         seconds: training time.
-        history: ``step``, ``loss``, ``rotation_deg`` (the rotation range over
+        history: ``step``, ``loss``, ``total_loss``, ``rotation_deg`` (the rotation range over
             training) and, for AugNet, ``weights`` / ``magnitudes`` (see
             :func:`augnet.training.fit`); for Augerino, ``widths`` (six per record).
         policy: the final policy (:class:`~augnet.Policy` as JSON; for Augerino
@@ -441,7 +441,7 @@ def _numbers(result: RotationResult) -> dict:
             entry["rotate"] = {"weight": rotate["weight"], "magnitude": rotate["magnitude"]}
         if run.policy:
             entry["policy"] = run.policy
-        history = {k: v for k, v in run.history.items() if k != "loss"}
+        history = {k: v for k, v in run.history.items() if k not in ("loss", "total_loss")}
         if history.get("rotation_deg"):
             entry["history"] = history
         numbers["runs"][name] = entry

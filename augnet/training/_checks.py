@@ -61,11 +61,11 @@ def call_form(x, y, optimizer, epochs, batch_size):
             raise TypeError("fit() got two optimizers (the third argument and optimizer=)")
         if optimizer is not None:  # fit(model, loader, opt, epochs): the epochs sit in optimizer's place
             if epochs is not None:  # fit(model, loader, opt, 1, 8), or fit(model, loader, opt, 1, epochs=8)
+                extra = "" if batch_size is None else f" and a batch size of {batch_size!r}"
                 raise TypeError(
-                    f"fit() got too many arguments for a data loader: {optimizer!r} and {epochs!r} after the "
-                    f"optimizer (or {optimizer!r} and epochs={epochs!r}); with a loader the call is fit(model, "
-                    "loader, opt, epochs), and a batch size applies to tensors only: the loader makes its own "
-                    f"batches (DataLoader(..., batch_size={epochs!r}))"
+                    f"fit() got the epochs twice with a data loader ({optimizer!r} after the optimizer, then "
+                    f"{epochs!r}){extra}: with a loader the call is fit(model, loader, opt, epochs), once; a batch "
+                    "size is the DataLoader's (DataLoader(..., batch_size=...)), not fit's"
                 )
             optimizer, epochs = y, optimizer
         else:
@@ -379,6 +379,10 @@ class _ModelState:
         self.grads = [(p, p.grad) for p in model.parameters()]
         self.data = [(p, p.data) for p in model.parameters()]
 
+    def release(self) -> None:
+        """Drop what was kept (a model's worth of tensors after a move): the first step has succeeded."""
+        self.buffers, self.extra, self.modes, self.latest, self.grads, self.data = [], [], [], [], [], []
+
     @torch.no_grad()
     def restore(self) -> None:
         for p, data in self.data:  # moved (to fit's device or dtype): the tensors it had come back
@@ -434,6 +438,10 @@ class StepUndo:
         self.passes = [m.passes for m in self.counters]
         self.latest = [m._latest for m in self.latest_of]
 
+    def release(self) -> None:
+        """Drop what was kept (a model's worth of tensors after a move): the first step has succeeded."""
+        self.buffers, self.extra, self.modes, self.latest, self.grads, self.data = [], [], [], [], [], []
+
     @torch.no_grad()
     def restore(self) -> None:
         for i, (m, name) in enumerate(self.slots):
@@ -457,11 +465,12 @@ def undo_a_failed_start(model: torch.nn.Module, state) -> Iterator[None]:
     counts the pass, batch normalisation and a conditioner update their statistics; before it, ``fit`` moves
     the model to its device. A first step that then fails (labels the loss refuses, a loss that is not finite,
     an error in a callback) must leave the model as it was given, where it was given. Costs one copy of the
-    model's buffers, once per ``fit``.
+    model's buffers and keeps its parameters' tensors from before the move, until the first step has succeeded
+    (``fit`` calls the yielded ``release`` then).
     """
     kept = _ModelState(model)
     try:
-        yield
+        yield kept.release
     except BaseException:
         if state.step == 0:
             kept.restore()

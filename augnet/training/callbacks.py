@@ -42,7 +42,6 @@ Examples:
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -223,7 +222,7 @@ class PolicyLogger(Callback):
         self.every, self.csv, self.tensorboard, self.size = every, csv, tensorboard, size
         self._writer = None
         self._file = None
-        self._pending: Path | None = None  # the new CSV while it replaces an earlier run's (overwrite=True)
+        self._pending = False  # overwrite=True: the earlier run's CSV is rewritten at the first row
         self.overwrite = overwrite
         self._created, self._rows = False, 0  # whether this logger's current run made the CSV; rows it wrote
         self._made: list[Path] = []  # the folders the current run made
@@ -294,11 +293,8 @@ class PolicyLogger(Callback):
 
             first = self._columns is None
             path = self.log_dir / "policy.csv"
-            if first and self.overwrite:  # the earlier run's file is replaced at the first row, not before
-                import uuid
-
-                self._pending = self.log_dir / f".policy.csv.{uuid.uuid4().hex}.tmp"  # the usual permissions
-                self._file = self._pending.open("x", newline="")
+            if first and self.overwrite:  # the earlier run's file is rewritten at the first row, not before
+                self._pending = True  # (in place: its permissions, links and owner stay)
             else:
                 try:  # "x": a file written since the check at construction (another logger's) is not overwritten
                     self._file = path.open("x" if first else "a", newline="")
@@ -309,7 +305,7 @@ class PolicyLogger(Callback):
                         "log_dir?): pass overwrite=True to replace it, or another log_dir"
                     ) from None
             self._created = first
-            if first:
+            if first and not self._pending:
                 csv.writer(self._file).writerow(columns)
                 self._file.flush()
         self._columns = columns
@@ -335,9 +331,8 @@ class PolicyLogger(Callback):
             self._close()
         if self._rows:
             return
-        if self._pending is not None:
-            self._pending.unlink(missing_ok=True)
-            self._pending = None
+        if self._pending:  # nothing written: an earlier run's file is as it was
+            self._pending = False
         elif self._created:
             (self.log_dir / "policy.csv").unlink(missing_ok=True)
         if self._created:
@@ -353,11 +348,13 @@ class PolicyLogger(Callback):
         self._made = []
 
     def _commit(self) -> None:
-        """Put the new CSV in the place of the earlier run's (``overwrite=True``), and append to it from now on."""
-        if self._pending is not None:
-            self._file.close()
-            os.replace(self._pending, self.log_dir / "policy.csv")
-            self._file, self._pending = (self.log_dir / "policy.csv").open("a", newline=""), None
+        """Start the CSV that replaces an earlier run's (``overwrite=True``): truncated and headed at the first row."""
+        if self._pending:
+            import csv
+
+            self._file, self._pending = (self.log_dir / "policy.csv").open("w", newline=""), False
+            csv.writer(self._file).writerow(self._columns)
+            self._file.flush()
 
     def _close(self) -> None:
         if self._file is not None:
@@ -372,12 +369,12 @@ class PolicyLogger(Callback):
         step = self._offset + state.step
         values["step"] = int(step)
         self._last_written = state.step
+        self._commit()
         if self._file is not None:
             import csv
 
             csv.writer(self._file).writerow([values.get(c, float("nan")) for c in self._columns])
             self._file.flush()
-            self._commit()
         if self.tensorboard:
             if self._writer is None:  # made at the first row: a run that writes none leaves no event file
                 from torch.utils.tensorboard import SummaryWriter

@@ -165,6 +165,7 @@ def fit(
     history: dict[str, list] = {"step": [], "loss": [], "total_loss": []}
     if layers:
         history.update(weights=[], magnitudes=[])
+    own_keys = {*history}
     state = TrainState(model, optimizer, epochs, layers, history=history)
     state.epoch = start_epoch  # what on_train_start sees (e.g. WeightWarmup, resumed past its warm-up)
     draws = _checks.draws_through(model, generator)  # an AugNet (Augerino included), also in DDP
@@ -173,7 +174,7 @@ def fit(
     started: list[Callback] = []  # whose on_train_start was called, and on_train_end: on_train_error goes to the rest
     ended: list[Callback] = []
     try:
-        with _checks.undo_a_failed_start(model, state):  # a first step that fails leaves the model as it was
+        with _checks.undo_a_failed_start(model, state) as started_well:  # a first step that fails: as it was
             # and where it was: the model moves to fit's device inside this guard
             device = target if target.type == "meta" else training_device(model, device)
             scaler = torch.amp.GradScaler(device.type) if autocast_dtype == torch.float16 else None
@@ -228,6 +229,8 @@ def fit(
                     if scheduler is not None and scheduler_interval == "step":
                         scheduler.step()
                     state.step += 1
+                    if state.step == 1:
+                        started_well()  # what the guard kept (the tensors from before a move) is let go
                     state.last_task_loss, state.last_loss = task.detach(), loss.detach()
                     # Record steps read the device (one copy for everything they record); the steps between them do not,
                     # and neither does the progress bar, which shows what the last record step read.
@@ -245,6 +248,11 @@ def fit(
                                 history["weights"].append(read_weights)
                                 history["magnitudes"].append(read_magnitudes)
                             for key, value in (record() if record is not None else {}).items():
+                                if key in own_keys:
+                                    raise ValueError(
+                                        f"record() returned the key {key!r}, which fit's history holds itself "
+                                        f"({sorted(own_keys)}): name it otherwise"
+                                    )
                                 history.setdefault(key, []).append(value)
                         if progress:
                             bar.set_postfix(_progress_fields(loss_value, layers, read_weights), refresh=False)
