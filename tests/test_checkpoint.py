@@ -289,3 +289,19 @@ def test_the_guides_checkpoint_recipe_resumes_a_shuffled_loader_bit_for_bit(tmp_
     exec(compile(code, "training.md", "exec"), {"__name__": "__docs__"})
     with pytest.raises(AssertionError):
         exec(compile(code.replace(restore, ""), "training.md", "exec"), {"__name__": "__docs__"})
+
+
+def test_an_old_checkpoint_of_an_augnet_whose_augmentation_has_no_state_loads_strictly():
+    class Flip(torch.nn.Module):  # a user's augmentation with no parameter or buffer
+        def forward(self, x, copies=1, generator=None):
+            return torch.cat([x.flip(-1)] * copies)
+
+        def policy(self, size=None):
+            return augnet.Policy([[]])
+
+    trunk = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 2))
+    model = augnet.AugNet(trunk, Flip())
+    old = {k: v for k, v in model.state_dict().items() if k != "_extra_state"}  # before the pass counter
+    fresh = augnet.AugNet(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 2)), Flip())
+    fresh.load_state_dict(old)
+    assert fresh.passes == 0 and torch.equal(fresh.trunk[1].weight, trunk[1].weight)

@@ -799,3 +799,35 @@ def test_a_policy_logger_logs_an_augerinos_widths_and_warns_of_a_model_without_a
     recwarn.clear()
     fit(plain, *data(), plain_opt, 1, 8, regularizer="none", callbacks=logger)  # warned once
     assert not [w for w in recwarn if "no augmentation layers" in str(w.message)]
+
+
+def test_a_record_key_of_fits_own_history_is_refused():
+    model, opt = model_and_opt()
+    for key in ("loss", "total_loss", "weights"):
+        with pytest.raises(ValueError, match=f"record\\(\\) returned the key '{key}', which fit's history holds"):
+            fit(model, *data(), opt, 1, 8, record=lambda key=key: {key: 1.0})
+
+
+def test_overwrite_rewrites_the_earlier_log_in_place(tmp_path):
+    log = tmp_path / "log"
+    log.mkdir()
+    (log / "policy.csv").write_text("an earlier run's log\n")
+    (log / "policy.csv").chmod(0o640)
+    inode = (log / "policy.csv").stat().st_ino
+    model, opt = model_and_opt()
+    fit(model, *data(), opt, 1, 8, callbacks=PolicyLogger(log, every=1, overwrite=True))
+    assert (log / "policy.csv").stat().st_ino == inode  # the same file: its mode, owner and links kept
+    assert (log / "policy.csv").stat().st_mode & 0o777 == 0o640
+    assert (log / "policy.csv").read_text().startswith("step,epoch,")
+    assert sorted(p.name for p in log.iterdir()) == ["policy.csv"]  # no temporary file
+
+
+def test_the_failed_start_guard_lets_go_after_the_first_step(monkeypatch):
+    from augnet.training import _checks
+
+    released = []
+    original = _checks._ModelState.release
+    monkeypatch.setattr(_checks._ModelState, "release", lambda self: released.append(len(self.data)) or original(self))
+    model, opt = model_and_opt()
+    fit(model, *data(), opt, 2, 8)
+    assert released == [len(list(model.parameters()))]  # once, at the first step, with what it kept
