@@ -25,6 +25,7 @@ rendered image), so there is no interpolation blur in the data.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import numbers
 from collections.abc import Iterable
@@ -59,6 +60,19 @@ GLYPHS: tuple[tuple[tuple[tuple[float, float], tuple[float, float]], ...], ...] 
 )
 
 
+def _check_render(index: Tensor, angle: Tensor, count: int, size, what: str) -> None:
+    """Refuse what ``render_glyphs`` / ``render_sprites`` cannot draw, naming it (``what``: the index's name)."""
+    if not isinstance(index, Tensor) or index.dim() != 1 or index.is_floating_point() or index.dtype == torch.bool:
+        raise TypeError(f"{what} must be a (B,) integer tensor, got {getattr(index, 'shape', type(index).__name__)}")
+    if len(index) and (int(index.min()) < 0 or int(index.max()) >= count):
+        raise ValueError(f"{what} must hold indices in [0, {count}), got {index.tolist()[:10]}")
+    if not isinstance(angle, Tensor) or angle.shape != index.shape or not angle.is_floating_point():
+        shape = tuple(angle.shape) if isinstance(angle, Tensor) else type(angle).__name__
+        raise ValueError(f"angle must be a (B,) float tensor of radians, one per {what}, got {shape} for {len(index)}")
+    if not is_int(size) or size < 1:
+        raise ValueError(f"size must be an int >= 1, got {size!r}")
+
+
 def render_glyphs(glyph: Tensor, angle: Tensor, size: int = 28, width: float = 0.09, extent: float = 0.42) -> Tensor:
     """Render glyphs rotated by ``angle`` (counter-clockwise on screen).
 
@@ -72,6 +86,7 @@ def render_glyphs(glyph: Tensor, angle: Tensor, size: int = 28, width: float = 0
     Returns:
         (B, 1, size, size) float32 images in [0, 1].
     """
+    _check_render(glyph, angle, len(GLYPHS), size, "glyph")
     nseg = max(len(g) for g in GLYPHS)
     segs = torch.zeros(len(GLYPHS), nseg, 2, 2)
     valid = torch.zeros(len(GLYPHS), nseg, dtype=torch.bool)
@@ -121,6 +136,7 @@ def rotated_glyphs(
         >>> x.shape, y.shape, bool(((0 <= x) & (x <= 1)).all())
         (torch.Size([8, 1, 20, 20]), torch.Size([8]), True)
     """
+    _check_flag("return_angle", return_angle)
     y, glyph, angle = _rotation_labels(n, size, seed, generator)
     x = render_glyphs(glyph, angle, size)
     return (x, y, angle) if return_angle else (x, y)
@@ -132,6 +148,11 @@ except ImportError:  # numpy is optional
 
     class np_bool:  # stands for numpy.bool_
         pass
+
+
+def _check_flag(name: str, value) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {value!r}")
 
 
 def _is_number(value) -> bool:
@@ -320,6 +341,7 @@ def render_sprites(
     Returns:
         (B, 3, size, size) float32 images in [0, 1].
     """
+    _check_render(sprite, angle, len(cells), size, "sprite")
     grid = cells.shape[-1]
     sub = 4
     offsets = (torch.arange(sub, dtype=torch.float32) + 0.5) / sub
@@ -377,6 +399,7 @@ def rotated_sprites(
         >>> x.shape, y.shape, bool(((0 <= x) & (x <= 1)).all())
         (torch.Size([8, 3, 32, 32]), torch.Size([8]), True)
     """
+    _check_flag("return_angle", return_angle)
     cells, palettes = make_sprite_pair(pair)  # checks pair before anything is drawn from the generator
     y, sprite, angle = _rotation_labels(n, size, seed, generator)
     x = render_sprites(sprite, angle, cells, palettes, size)
@@ -434,6 +457,8 @@ def sinusoids(
             raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
     if isinstance(freqs, (str, bytes)) or not isinstance(freqs, Iterable) or getattr(freqs, "ndim", 1) != 1:
         raise TypeError(f"freqs must be a sequence of frequencies in Hz, got {freqs!r}")
+    if isinstance(freqs, (set, frozenset)):
+        raise TypeError(f"freqs must be an ordered sequence (class k is freqs[k]), got the set {freqs!r}")
     freqs = list(freqs)
     if not freqs:
         raise ValueError("freqs must hold at least one frequency (one class each)")
@@ -450,11 +475,19 @@ def sinusoids(
         raise ValueError(f"duration {duration} s at sfreq {sfreq} Hz gives {samples} samples; a signal needs >= 1")
     if len({abs(f) for f in freqs}) < len(freqs):  # sin(-2 pi f t + phase) is a sine of f with another phase
         raise ValueError(f"freqs must be distinct (f and -f are one frequency): classes would be alike, got {freqs}")
+    bands = sorted(abs(f) for f in freqs)
+    close = [(a, b) for a, b in itertools.pairwise(bands) if b - a < 2 * jitter]
+    if close:
+        raise ValueError(
+            f"freqs {close[0][0]:g} and {close[0][1]:g} Hz are closer than 2 x jitter = {2 * jitter:g} Hz: their "
+            "classes' frequencies would overlap, and a signal there could be either label"
+        )
     if max(abs(f) for f in freqs) + jitter >= sfreq / 2:
         raise ValueError(
             f"freqs {freqs} with jitter {jitter} reach the Nyquist frequency sfreq / 2 = {sfreq / 2:g} Hz: the "
             "signals would alias onto lower frequencies"
         )
+    _check_flag("return_freq", return_freq)
     g = _generator(generator, seed)
     y = torch.randint(0, len(freqs), (n,), generator=g)
     f = torch.tensor(freqs, dtype=torch.float64)[y] + (torch.rand(n, generator=g, dtype=torch.float64) * 2 - 1) * jitter

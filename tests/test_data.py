@@ -198,12 +198,20 @@ def test_sinusoids_bad_arguments(kwargs):
         (dict(freqs=(2.0, -2.0)), "f and -f are one frequency"),
         (dict(sfreq=10.0), "reach the Nyquist frequency sfreq / 2 = 5 Hz"),  # 8 Hz + 0.5 jitter
         (dict(freqs=(2.0, 4.5), sfreq=10.0), "reach the Nyquist"),  # 4.5 + 0.5 jitter = 5
+        (dict(freqs=(2.0, 2.5), jitter=0.5), r"2 and 2\.5 Hz are closer than 2 x jitter = 1 Hz"),  # 1.5-2.5, 2-3
+        (dict(freqs=(6.0, -2.0, 2.9), jitter=0.5), r"2 and 2\.9 Hz are closer"),  # any order, either sign
     ],
 )
 def test_sinusoids_whose_classes_cannot_be_told_apart_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         sinusoids(4, **kwargs)
     assert sinusoids(4, freqs=(2.0, 4.0), sfreq=10.0)[0].shape == (4, 1, 100)  # 4.5 Hz < 5 Hz: fine
+    assert sinusoids(4, freqs=(2.0, 3.0), jitter=0.5)[0].shape == (4, 1, 1000)  # bands that touch: fine
+
+
+def test_sinusoids_refuse_an_unordered_set_of_frequencies():
+    with pytest.raises(TypeError, match=r"ordered sequence \(class k is freqs\[k\]\), got the set"):
+        sinusoids(4, freqs={4.0, 2.0})
 
 
 @pytest.mark.parametrize("make", [lambda g: rotated_glyphs(2, generator=g), lambda g: rotated_sprites(2, generator=g),
@@ -213,3 +221,32 @@ def test_a_generator_that_is_not_one_is_refused(make):
         make(5)
     x = make(torch.Generator().manual_seed(0))[0]
     assert torch.equal(x, make(torch.Generator().manual_seed(0))[0])
+
+
+@pytest.mark.parametrize(
+    ("render", "args", "error", "match"),
+    [
+        ("glyphs", (torch.tensor([2]), torch.zeros(1)), ValueError, r"glyph must hold indices in \[0, 2\), got \[2\]"),
+        ("sprites", (torch.tensor([-1]), torch.zeros(1)), ValueError, r"sprite must hold indices in \[0, 2\)"),
+        ("sprites", (torch.tensor([0, 1]), torch.zeros(1)), ValueError, r"one per sprite, got \(1,\) for 2"),
+        ("glyphs", (torch.tensor([0.0]), torch.zeros(1)), TypeError, r"glyph must be a \(B,\) integer tensor"),
+        ("glyphs", (torch.tensor([0]), torch.zeros(1), 0), ValueError, "size must be an int >= 1, got 0"),
+    ],
+)
+def test_the_renderers_refuse_what_they_cannot_draw(render, args, error, match):
+    # (Were: sprite -1 drawn as sprite 1, one angle broadcast to every sprite, an IndexError, a reshape error.)
+    cells, palettes = make_sprite_pair(0)
+    with pytest.raises(error, match=match):
+        if render == "glyphs":
+            render_glyphs(*args)
+        else:
+            render_sprites(args[0], args[1], cells, palettes, *args[2:])
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: rotated_sprites(2, return_angle="no"), lambda: rotated_glyphs(2, return_angle=1),
+             lambda: sinusoids(2, return_freq="yes")],
+)  # fmt: skip
+def test_return_flags_must_be_bools(make):
+    with pytest.raises(TypeError, match=r"return_(angle|freq) must be a bool"):
+        make()

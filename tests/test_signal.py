@@ -5,6 +5,7 @@ The transform contract runs on each of them in test_transform_contract.py.
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from helpers import gen
@@ -168,6 +169,14 @@ def test_missing_or_bad_sampling_rate():
         S.BandStop(SFREQ, band=(30.0, 80.0))
     with pytest.raises(ValueError, match=r"^the default band .* at sfreq 4\.0 .*pass band=\(low, high\)"):
         S.BandStop(4.0)
+    for band in ((30.0,), ("a", "b"), "ab", 30.0):
+        with pytest.raises(TypeError, match=r"band must be a \(low, high\) pair of frequencies in Hz"):
+            S.BandStop(SFREQ, band=band)
+    assert S.BandStop(SFREQ, band=np.array([10, 20])).band == (10.0, 20.0)
+    with pytest.raises(ValueError, match=r"max_shift must be below the Nyquist frequency sfreq / 2 = 50 Hz, got 60"):
+        S.FrequencyShift(100.0, max_shift=60.0)
+    with pytest.raises(TypeError, match="channel_independent must be a bool, got 'no'"):
+        S.FTSurrogate(channel_independent="no")
 
 
 def test_channel_pairs_out_of_range_or_repeated():

@@ -20,7 +20,7 @@ import math
 import torch
 from torch import Tensor
 
-from augnet._checks import is_int
+from augnet._checks import is_int, is_real
 from augnet.transforms._sensors import SensorsRotationX, SensorsRotationY, SensorsRotationZ
 from augnet.transforms.base import (
     Range,
@@ -182,7 +182,9 @@ class FTSurrogate(SignalTransform):
     def __init__(self, max_phase: float = 2 * math.pi, channel_independent: bool = False) -> None:
         super().__init__()
         self.max_phase = positive("max_phase", max_phase)
-        self.channel_independent = bool(channel_independent)
+        if not isinstance(channel_independent, bool):
+            raise TypeError(f"channel_independent must be a bool, got {channel_independent!r}")
+        self.channel_independent = channel_independent
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n, ch, t = x.shape[0] * copies, x.shape[1], x.shape[-1]
@@ -229,17 +231,24 @@ class FrequencyShift(SignalTransform):
 
     The signal is made analytic (Hilbert transform by FFT), multiplied by
     ``exp(2 i pi f t)`` and its real part kept (as braindecode's
-    ``FrequencyShift``). Parameters: ``shift`` (N,) in Hz.
+    ``FrequencyShift``). Content shifted past 0 Hz or past the Nyquist
+    frequency folds back (a 2 Hz tone shifted by -4 Hz is at 2 Hz): the shift
+    is a shift for frequencies at least ``mu * max_shift`` Hz from both ends.
+    Parameters: ``shift`` (N,) in Hz.
 
     Args:
         sfreq: sampling rate in Hz (required).
-        max_shift: shift at magnitude 1, in Hz.
+        max_shift: shift at magnitude 1, in Hz; below the Nyquist frequency ``sfreq / 2``.
     """
 
     def __init__(self, sfreq: float, max_shift: float = 5.0) -> None:
         super().__init__()
         self.sfreq = _sfreq(sfreq)
         self.max_shift = positive("max_shift", max_shift)
+        if self.max_shift >= self.sfreq / 2:
+            raise ValueError(
+                f"max_shift must be below the Nyquist frequency sfreq / 2 = {self.sfreq / 2:g} Hz, got {max_shift!r}"
+            )
 
     def sample(self, x, magnitude, generator=None, copies=1):
         return {"shift": magnitude * self.max_shift * uniform(x.shape[0] * copies, x, generator)}
@@ -266,7 +275,10 @@ class BandStop(SignalTransform):
     A differentiable notch: the spectrum is multiplied by ``1 - G(f)`` with
     ``G`` a band with sigmoid edges ``edge`` Hz wide (default: the frequency
     resolution ``sfreq / T``), so the output is differentiable in the width and
-    a width of 0 is exactly the identity. The centre is drawn uniformly in
+    a width of 0 is exactly the identity. A notch no wider than a few edges
+    is shallow: at 100 Hz a 2 Hz notch keeps half of a tone at its centre on
+    a 1 s signal (edges of 1 Hz) and 3 % on a 4 s one; pass a narrower
+    ``edge`` for short signals. The centre is drawn uniformly in
     ``band`` (default from 1 Hz to 1 Hz below Nyquist). Parameters:
     ``centre`` (N,) and ``width`` (N,), in Hz.
     """
@@ -277,6 +289,9 @@ class BandStop(SignalTransform):
         super().__init__()
         self.sfreq = _sfreq(sfreq)
         self.max_width = positive("max_width", max_width)
+        if band is not None and (isinstance(band, (str, bytes)) or not hasattr(band, "__len__") or len(band) != 2
+                                 or not all(is_real(b) for b in band)):  # fmt: skip
+            raise TypeError(f"band must be a (low, high) pair of frequencies in Hz, got {band!r}")
         low, high = band if band is not None else (1.0, self.sfreq / 2 - 1.0)
         if not 0 <= low < high <= self.sfreq / 2:
             what = "band" if band is not None else f"the default band (1 Hz to 1 Hz below Nyquist) at sfreq {sfreq!r}"
