@@ -124,9 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser(
         "bench",
         help="time the augmentation layer with each tap_mix backend against the eager per-transform path",
-        description="Time an augmentation layer of the five geometric transforms (training mode, forward and "
-        "forward+backward) with each available tap_mix backend and with the eager kornia path of the "
-        "official AugNet code; print a table, save tap_mix_<device>.json and .png.",
+        description="Time an augmentation layer of the five geometric transforms (training mode: forward, "
+        "forward+backward, and forward+backward+dx with the input's gradient too) with each available tap_mix "
+        "backend and with the eager kornia path of the official AugNet code; print a table, save "
+        "tap_mix_<device>.json and .png.",
     )
     bench.add_argument("--sizes", nargs="+", type=int, metavar="PX", help="square image sizes (default: 32 128)")
     bench.add_argument("--batch", type=int, default=None, help="batch size B (default: 64)")

@@ -123,7 +123,7 @@ def selective_regularizer(
 ) -> Tensor:
     """AugNet's selective regulariser in augnet's units, :math:`-\\sum_{layers} \\| w \\odot e \\odot \\mu \\|_2`.
 
-    With ``units="magnitude"`` and ``diverse=False`` it is the AugNet paper's
+    With ``units="magnitude"``, ``diverse=False`` and ``saturation=None`` it is the AugNet paper's
     :math:`-\\sum_{layers} \\| w \\odot \\mu \\|_2`, which makes each layer
     promote the transform with the largest admissible magnitude in that
     transform's own [0, 1] units. Those units are arbitrary (a harmless

@@ -119,7 +119,11 @@ def check_backend(backend) -> None:
 
 
 def available_backends(x: Tensor | None = None) -> list[str]:
-    """Names of the backends usable here (and, given ``x``, on ``x``'s device)."""
+    """Names of the backends installed and working here; given ``x``, those that can run on ``x`` (its device).
+
+    Without ``x`` the list is not per device: Triton is in it on a machine without a GPU when it is installed
+    (its CPU interpreter is for tests); ask with a tensor on the device you train on.
+    """
     names = []
     for name, b in _BACKENDS.items():
         if b.unavailable_hint() is not None:
