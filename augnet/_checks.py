@@ -7,7 +7,7 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["folder_problem", "is_int", "is_real", "loading_or_kept"]
+__all__ = ["check_bool", "folder_problem", "is_int", "is_real", "loading_or_kept"]
 
 
 def is_int(value) -> bool:
@@ -26,6 +26,13 @@ def is_real(value) -> bool:
     numbers to every argument that takes one; store them with ``float(value)``.
     """
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def check_bool(name: str, value) -> bool:
+    """``value`` if it is a bool, else the TypeError naming ``name`` (a flag: 1, "no" or None is not one)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
 
 
 def folder_problem(path: str | os.PathLike, name: str, kind: str = "folder") -> str | None:

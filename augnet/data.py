@@ -33,7 +33,7 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
-from augnet._checks import is_int
+from augnet._checks import check_bool, is_int
 
 __all__ = [
     "GLYPHS",
@@ -136,7 +136,7 @@ def rotated_glyphs(
         >>> x.shape, y.shape, bool(((0 <= x) & (x <= 1)).all())
         (torch.Size([8, 1, 20, 20]), torch.Size([8]), True)
     """
-    _check_flag("return_angle", return_angle)
+    check_bool("return_angle", return_angle)
     y, glyph, angle = _rotation_labels(n, size, seed, generator)
     x = render_glyphs(glyph, angle, size)
     return (x, y, angle) if return_angle else (x, y)
@@ -148,11 +148,6 @@ except ImportError:  # numpy is optional
 
     class np_bool:  # stands for numpy.bool_
         pass
-
-
-def _check_flag(name: str, value) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {value!r}")
 
 
 def _is_number(value) -> bool:
@@ -399,7 +394,7 @@ def rotated_sprites(
         >>> x.shape, y.shape, bool(((0 <= x) & (x <= 1)).all())
         (torch.Size([8, 3, 32, 32]), torch.Size([8]), True)
     """
-    _check_flag("return_angle", return_angle)
+    check_bool("return_angle", return_angle)
     cells, palettes = make_sprite_pair(pair)  # checks pair before anything is drawn from the generator
     y, sprite, angle = _rotation_labels(n, size, seed, generator)
     x = render_sprites(sprite, angle, cells, palettes, size)
@@ -477,17 +472,21 @@ def sinusoids(
         raise ValueError(f"freqs must be distinct (f and -f are one frequency): classes would be alike, got {freqs}")
     bands = sorted(abs(f) for f in freqs)
     close = [(a, b) for a, b in itertools.pairwise(bands) if b - a < 2 * jitter]
-    if close:
-        raise ValueError(
+    if close:  # a task with a Bayes error above 0 may be what is wanted: said, not refused
+        import warnings
+
+        warnings.warn(
             f"freqs {close[0][0]:g} and {close[0][1]:g} Hz are closer than 2 x jitter = {2 * jitter:g} Hz: their "
-            "classes' frequencies would overlap, and a signal there could be either label"
+            "classes' frequencies overlap, and a signal there could be either label",
+            UserWarning,
+            stacklevel=2,
         )
     if max(abs(f) for f in freqs) + jitter >= sfreq / 2:
         raise ValueError(
             f"freqs {freqs} with jitter {jitter} reach the Nyquist frequency sfreq / 2 = {sfreq / 2:g} Hz: the "
             "signals would alias onto lower frequencies"
         )
-    _check_flag("return_freq", return_freq)
+    check_bool("return_freq", return_freq)
     g = _generator(generator, seed)
     y = torch.randint(0, len(freqs), (n,), generator=g)
     f = torch.tensor(freqs, dtype=torch.float64)[y] + (torch.rand(n, generator=g, dtype=torch.float64) * 2 - 1) * jitter

@@ -255,6 +255,18 @@ def test_a_trunk_that_is_one_model_has_nothing_to_train_or_odd_first_parameters(
     with pytest.raises(ValueError, match=r"sharing 2 parameters or buffers \(0\.1\.weight, 0\.1\.bias\)"):
         compare(lambda: nn.Sequential(backbone, nn.ReLU(), nn.Linear(8, 2)), (x, y), (x, y), ["none"], progress=False)
     assert all(torch.equal(p, q) for p, q in zip(backbone.parameters(), before))
+    mean = torch.full((1, 1, 1, 1), 0.5)  # a constant buffer shared by every model: harmless, taken
+
+    class Centred(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("mean", mean)
+            self.net = _trunk()()
+
+        def forward(self, x):
+            return self.net(x - self.mean)
+
+    assert len(compare(Centred, (x, y), (x, y), ["none"], epochs=1, seeds=[0], progress=False).records) == 1
     with pytest.raises(ValueError, match="no parameters to train"):
         compare(lambda: nn.Sequential(nn.Flatten(), nn.Linear(64, 2).requires_grad_(False)), (x, y), (x, y),
                 ["none"], progress=False)  # fmt: skip

@@ -831,3 +831,15 @@ def test_the_failed_start_guard_lets_go_after_the_first_step(monkeypatch):
     model, opt = model_and_opt()
     fit(model, *data(), opt, 2, 8)
     assert released == [len(list(model.parameters()))]  # once, at the first step, with what it kept
+
+
+def test_overwrite_with_a_run_of_no_step_keeps_the_earlier_log(tmp_path):
+    log = tmp_path / "log"
+    log.mkdir()
+    (log / "policy.csv").write_text("an earlier run's log\n")
+    model, opt = model_and_opt()
+    fit(model, *data(), opt, 1, 8, start_epoch=1, callbacks=PolicyLogger(log, every=1, overwrite=True))  # no step
+    assert (log / "policy.csv").read_text() == "an earlier run's log\n"
+    fresh = tmp_path / "fresh"
+    fit(model, *data(), opt, 1, 8, start_epoch=1, callbacks=PolicyLogger(fresh, every=1, overwrite=True))
+    assert (fresh / "policy.csv").read_text().startswith("step,epoch,")  # a new log: its header

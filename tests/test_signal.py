@@ -172,10 +172,13 @@ def test_missing_or_bad_sampling_rate():
     for band in ((30.0,), ("a", "b"), "ab", 30.0):
         with pytest.raises(TypeError, match=r"band must be a \(low, high\) pair of frequencies in Hz"):
             S.BandStop(SFREQ, band=band)
+    assert S.BandStop(SFREQ, band=np.array([10, 20])).band == S.BandStop(SFREQ, band=torch.tensor([10, 20.0])).band
     assert S.BandStop(SFREQ, band=np.array([10, 20])).band == (10.0, 20.0)
-    with pytest.raises(ValueError, match=r"max_shift must be below the Nyquist frequency sfreq / 2 = 50 Hz, got 60"):
+    with pytest.raises(ValueError, match=r"max_shift \(5 Hz by default\) must be below .* = 4 Hz, got 5\.0"):
+        S.FrequencyShift(8.0)
+    with pytest.raises(ValueError, match=r"max_shift \(5 Hz by default\) must be below .* sfreq / 2 = 50 Hz, got 60"):
         S.FrequencyShift(100.0, max_shift=60.0)
-    with pytest.raises(TypeError, match="channel_independent must be a bool, got 'no'"):
+    with pytest.raises(TypeError, match="channel_independent must be True or False, got 'no'"):
         S.FTSurrogate(channel_independent="no")
 
 

@@ -181,6 +181,13 @@ def _methods(methods, image: bool, x: Tensor) -> list[str]:
     return methods
 
 
+def _trained(model: nn.Module) -> list[Tensor]:
+    """What training writes: the parameters and the running statistics of normalisation layers (a constant buffer
+    shared between models, a normalisation's mean, is harmless)."""
+    norms = (nn.modules.batchnorm._NormBase,)
+    return [*model.parameters(), *(b for m in model.modules() if isinstance(m, norms) for b in m.buffers())]
+
+
 def _check_trunk(trunk, x: Tensor, classes: int, batch_size: int) -> None:
     """A dry run of a model ``trunk()`` makes: a new one each call, its dtype, its output's shape, something to
     train, batch norm on a batch of one (torch's random state and ``x`` as they were)."""
@@ -191,9 +198,7 @@ def _check_trunk(trunk, x: Tensor, classes: int, batch_size: int) -> None:
         if model is other:
             raise ValueError("trunk() returned the same model twice: make a new one in each call (each run "
                              "starts from fresh weights), e.g. lambda: MyNet()")  # fmt: skip
-        shared = {id(t) for t in (*model.parameters(), *model.buffers())} & {
-            id(t) for t in (*other.parameters(), *other.buffers())
-        }
+        shared = {id(t) for t in _trained(model)} & {id(t) for t in _trained(other)}
         if shared:
             names = [n for n, t in (*model.named_parameters(), *model.named_buffers()) if id(t) in shared]
             listed = ", ".join(names[:3]) + ", ..." * (len(names) > 3)

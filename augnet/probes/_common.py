@@ -24,6 +24,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
+from augnet._checks import check_bool as check_flag  # noqa: F401  (the probes import it from here)
 from augnet._checks import is_int, is_real
 
 __all__ = [
@@ -230,13 +231,6 @@ def check_seed(seed) -> int:
     return int(seed)
 
 
-def check_flag(name: str, value) -> bool:
-    """``value`` if it is a bool, else the TypeError naming ``name``."""
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-    return value
-
-
 def _items(values) -> list | None:
     """``values`` as a list: a 1-D tensor or NumPy array, or any iterable but a string or a mapping (``None``
     for anything else, e.g. a single number or a 0-d tensor): the forms the probes' sequence arguments take."""
@@ -301,14 +295,15 @@ def check_classes(y: Tensor, classes: int, what: str = "the model") -> None:
         )
 
 
-def check_model_input(model: nn.Module, x) -> None:
+def check_model_input(model: nn.Module, x, values: bool = True) -> None:
     """Refuse images a probe could not run ``model`` on, before it runs: the checks of every model-level probe.
 
     ``x`` must be a tensor with values (not on meta), in a dtype and on a device the model's floating-point
     parameters have (the model's own error would come in its first pass, as a RuntimeError), and finite
     (a NaN image spoils its own measures and those it is a baseline of; its rows are named). Integer inputs
     are the model's to take (one may convert 8-bit images itself, or embed token ids); the augnet
-    transforms refuse them (:func:`check_transform`).
+    transforms refuse them (:func:`check_transform`). ``values=False`` checks the tensor and its device
+    only (what :func:`~augnet.probes.features` asks: a model may cast its inputs, or be read on any values).
     """
     if not isinstance(x, Tensor):
         raise TypeError(f"x must be a tensor of images, got {type(x).__name__}")
@@ -319,11 +314,11 @@ def check_model_input(model: nn.Module, x) -> None:
     params = [p for p in model.parameters() if p.is_floating_point()]
     dtypes, devices = {p.dtype for p in params}, {p.device for p in params}
     kinds = ", ".join(sorted(str(d) for d in dtypes))
-    if params and x.is_floating_point() and x.dtype not in dtypes:
+    if values and params and x.is_floating_point() and x.dtype not in dtypes:
         raise TypeError(f"x is {x.dtype} but the model's parameters are {kinds}: pass x.to({kinds.split(', ')[0]})")
     if params and x.device not in devices:
         raise ValueError(f"x is on {x.device} but the model is on {', '.join(sorted(map(str, devices)))}")
-    if x.is_floating_point() and x.numel():
+    if values and x.is_floating_point() and x.numel():
         finite = torch.isfinite(x.detach()).reshape(len(x), -1).all(1)
         if not bool(finite.all()):
             bad = (~finite).nonzero().flatten().tolist()

@@ -441,9 +441,10 @@ def features(
         ``{name: (B, ...) tensor}`` in the order of ``layers``.
 
     Raises:
-        TypeError, ValueError: before the model runs: images that are not finite (naming them),
-            on meta, or in another dtype or on another device than the model's parameters (the
-            checks of every model-level probe), an unknown layer; in the first pass, a 0-d output.
+        TypeError, ValueError: before the model runs: inputs that are not a batch, on meta or on
+            another device than the model's parameters, an unknown layer; in the first pass, a 0-d
+            output. (Their dtype and values are the model's to take: it may cast them; the probes
+            that measure check those too.)
 
     Examples:
         >>> net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.LazyLinear(2))
@@ -452,7 +453,7 @@ def features(
         (torch.Size([5, 4]), torch.Size([5, 2]))
     """
     if isinstance(model, nn.Module):  # (anything else is refused by stream_features)
-        check_model_input(model, x.x if isinstance(x, Transformed) else x)
+        check_model_input(model, x.x if isinstance(x, Transformed) else x, values=False)
     return _features(model, x, layers, reduce, batch_size, **forward_kwargs)
 
 

@@ -228,7 +228,8 @@ def invariance_curve(
         TypeError, ValueError: before the model runs: a bad argument, naming it; images that are
             not finite (naming them), on meta, or in another dtype or on another device than the
             model's parameters; an input an augnet transform cannot take (its shape). After the
-            clean pass: features that do not have one row per input.
+            clean pass: features that do not have one row per input, or one number per input with
+            ``distance="cosine"`` (pass ``"l2"``).
 
     Examples:
         >>> from augnet.transforms import image as T

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor
 
-from augnet._checks import is_int
+from augnet._checks import check_bool, is_int  # noqa: F401  (check_bool: fit reads it from here)
 from augnet._stack import caller_stacklevel
 from augnet.augerino import LieAugmentation
 from augnet.layers import AugmentationLayer
@@ -267,11 +267,6 @@ def check_generator(generator, device: torch.device) -> None:
         raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
 
 
-def check_bool(name: str, value) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-
-
 def first_pass(x, batches: Callable, generator, epochs: int, device: torch.device | None = None) -> Iterator | None:
     """The first epoch's batches, its first batch already drawn and checked (``None`` for 0 epochs).
 
@@ -437,10 +432,6 @@ class StepUndo:
                 self.kept[i] = b.detach().clone()
         self.passes = [m.passes for m in self.counters]
         self.latest = [m._latest for m in self.latest_of]
-
-    def release(self) -> None:
-        """Drop what was kept (a model's worth of tensors after a move): the first step has succeeded."""
-        self.buffers, self.extra, self.modes, self.latest, self.grads, self.data = [], [], [], [], [], []
 
     @torch.no_grad()
     def restore(self) -> None:

@@ -318,7 +318,9 @@ class PolicyLogger(Callback):
     def on_train_end(self, state: TrainState) -> None:
         if state.step and state.step != self._last_written:
             self._write(state)
-        self._commit()  # a run of no step: its header
+        if self._pending and (self.log_dir / "policy.csv").exists():
+            self._pending = False  # a run of no step: an earlier run's file is replaced only by a row
+        self._commit()  # a run of no step, the file new: its header
         self._close()
 
     def on_train_error(self, state: TrainState, error: BaseException) -> None:

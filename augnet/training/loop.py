@@ -97,7 +97,9 @@ def fit(
             the last record step (``record_every`` sets how often they change), so the bar makes no read of its own.
         desc: the progress bar's label.
         record: called at every record step; each key of the dict it returns
-            gets a list in the history (e.g. an Augerino's widths).
+            gets a list in the history (e.g. an Augerino's widths). A key of fit's own history
+            (``step``, ``loss``, ``total_loss``, ``weights``, ``magnitudes``) is refused with a
+            ValueError at the first record step, after that step's update.
         augment_batch: a fixed augmentation ``augment_batch(x_batch, generator)``
             applied to each batch before the model (e.g. an oracle's true
             transformation for a plain model); it draws from ``generator``.
@@ -119,8 +121,9 @@ def fit(
             ``start_epoch`` to ``epochs - 1`` are trained, and what depends on the epoch (a callable
             ``lam``, :class:`~augnet.training.TemperatureAnnealing`, :class:`~augnet.training.WeightWarmup`)
             goes on from there. Restore the model, the optimiser, the scheduler and the generator from a
-            checkpoint first; the run then reproduces the uninterrupted one. Steps (the history's, a
-            new PolicyLogger's) count from 1 in each call.
+            checkpoint first (and torch's global random state, ``torch.set_rng_state``, for a shuffled
+            DataLoader, which draws its order from it); the run then reproduces the uninterrupted one.
+            Steps (the history's, a new PolicyLogger's) count from 1 in each call.
 
     Returns:
         ``{"step": [...], "loss": [...], "total_loss": [...], "weights": [...], "magnitudes": [...]}``,

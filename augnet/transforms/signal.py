@@ -20,7 +20,7 @@ import math
 import torch
 from torch import Tensor
 
-from augnet._checks import is_int, is_real
+from augnet._checks import check_bool, is_int, is_real
 from augnet.transforms._sensors import SensorsRotationX, SensorsRotationY, SensorsRotationZ
 from augnet.transforms.base import (
     Range,
@@ -182,9 +182,7 @@ class FTSurrogate(SignalTransform):
     def __init__(self, max_phase: float = 2 * math.pi, channel_independent: bool = False) -> None:
         super().__init__()
         self.max_phase = positive("max_phase", max_phase)
-        if not isinstance(channel_independent, bool):
-            raise TypeError(f"channel_independent must be a bool, got {channel_independent!r}")
-        self.channel_independent = channel_independent
+        self.channel_independent = check_bool("channel_independent", channel_independent)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n, ch, t = x.shape[0] * copies, x.shape[1], x.shape[-1]
@@ -247,7 +245,8 @@ class FrequencyShift(SignalTransform):
         self.max_shift = positive("max_shift", max_shift)
         if self.max_shift >= self.sfreq / 2:
             raise ValueError(
-                f"max_shift must be below the Nyquist frequency sfreq / 2 = {self.sfreq / 2:g} Hz, got {max_shift!r}"
+                f"max_shift (5 Hz by default) must be below the Nyquist frequency sfreq / 2 = {self.sfreq / 2:g} Hz, "
+                f"got {max_shift!r}: pass a smaller max_shift"
             )
 
     def sample(self, x, magnitude, generator=None, copies=1):
@@ -289,6 +288,8 @@ class BandStop(SignalTransform):
         super().__init__()
         self.sfreq = _sfreq(sfreq)
         self.max_width = positive("max_width", max_width)
+        if isinstance(band, Tensor) and band.dim() == 1:
+            band = band.tolist()
         if band is not None and (isinstance(band, (str, bytes)) or not hasattr(band, "__len__") or len(band) != 2
                                  or not all(is_real(b) for b in band)):  # fmt: skip
             raise TypeError(f"band must be a (low, high) pair of frequencies in Hz, got {band!r}")
