@@ -248,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     probe.add_argument(
         "--transformations",
-        choices=("random", "grid"),
+        metavar="{random,grid}",
         default="random",
         help="random: one draw per image and magnitude (default); grid: every image under every value of a "
         "fixed grid of the transform's parameter (--grid-points values; a flip's off and on)",
@@ -258,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     probe.add_argument(
         "--aggregation",
-        choices=("pool", "positions"),
+        metavar="{pool,positions}",
         default="pool",
         help="feature maps to units: pool the positions, then measure (default; (N, C) per layer); or measure "
         "every position, then average per channel (holds every map; needed for same-equivariance)",
@@ -299,7 +299,7 @@ class SpaceList(argparse.Action):
 
 def _check_probe(args: argparse.Namespace) -> str | None:
     """The first problem with ``augnet probe``'s arguments (``None`` if there is none)."""
-    from augnet.probes.report import transform_names
+    from augnet.probes.report import AGGREGATIONS, TRANSFORMATIONS, transform_names
 
     if ":" not in args.model:
         return f"--model must be 'package.module:name' (e.g. torchvision.models:resnet18), got {args.model!r}"
@@ -316,6 +316,10 @@ def _check_probe(args: argparse.Namespace) -> str | None:
         return f"--magnitudes must be numbers, got {' '.join(args.magnitudes)}"
     if not mags or not all(0 < m <= 1 for m in mags):
         return f"--magnitudes must lie in (0, 1], got {' '.join(args.magnitudes) or 'none'}"
+    for name, value, known in (("transformations", args.transformations, TRANSFORMATIONS),
+                               ("aggregation", args.aggregation, AGGREGATIONS)):  # fmt: skip
+        if value not in known:
+            return f"--{name} must be one of {', '.join(known)}, got {value!r}"
     if "auto" in args.layers and args.layers != ["auto"]:
         return f"--layers auto stands alone (the default layers), got {' '.join(args.layers)}"
     if args.grid_points < 2:
@@ -338,7 +342,18 @@ def _check_probe(args: argparse.Namespace) -> str | None:
                 raise ValueError
         except ValueError:
             return f"--model-args must be a JSON object, got {args.model_args!r}"
+    for name in _probe_files(args.per_unit):  # found after the work, they would end it with a traceback
+        if (Path(args.out) / name).is_dir():
+            return f"--out {args.out}: {Path(args.out) / name} is an existing directory where the results go"
     return None
+
+
+def _probe_files(per_unit: bool) -> tuple[str, ...]:
+    """The files ``augnet probe`` writes in ``--out``."""
+    return ("probe.json", "probe.csv", "verdict.txt", "heatmap.png", *(_UNIT_FILES if per_unit else ()))
+
+
+_UNIT_FILES = ("probe.units.json", "units.png")  # without --per-unit, an earlier run's are removed
 
 
 def _check_takes(model, x, source: str) -> None:
@@ -433,6 +448,8 @@ def _probe(args: argparse.Namespace) -> int:
     )
     out = Path(args.out)
     rep.info.update(command="augnet " + " ".join(args.argv), data="fake" if args.fake else str(args.data))
+    for name in () if rep.units else _UNIT_FILES:  # an earlier --per-unit run's: not this run's results
+        (out / name).unlink(missing_ok=True)
     saved = [rep.save(out / "probe.json"), rep.save(out / "probe.csv")]
     if rep.units:
         saved.append(out / "probe.units.json")

@@ -27,17 +27,42 @@ def require_matplotlib():
     return plt
 
 
+def figure_path(path: str | Path) -> Path:
+    """The file a figure goes to: ``path``, with ``.png`` added where it has no suffix (what matplotlib would
+    add), checked before anything is drawn; its folder is not created here.
+
+    Raises:
+        ValueError: ``path`` (or the file with ``.png`` added) is an existing directory, or its suffix is no
+            format matplotlib writes (``.png``, ``.pdf``, ``.svg``, ...), naming it.
+    """
+    given = Path(path)
+    if given.is_dir():
+        raise ValueError(f"the figure path {given} is an existing directory; give a file name, e.g. {given / 'x.png'}")
+    path = given if given.suffix else given.with_name(given.name + ".png")
+    if path.is_dir():
+        raise ValueError(f"the figure path {path} is an existing directory")
+    from matplotlib.figure import Figure
+
+    formats = Figure().canvas.get_supported_filetypes()
+    if path.suffix[1:].lower() not in formats:
+        raise ValueError(f"cannot write a figure as {path.suffix!r} ({path}); the formats are {sorted(formats)}")
+    return path
+
+
 def save_figure(fig, path: str | Path) -> Path:
     """Lay out ``fig``, write it to ``path`` (creating the folder) and close it; return the file written.
 
     A path without a suffix gets ``.png`` (what matplotlib would add), so the path returned is the file's.
+    Its checks (:func:`figure_path`) come first: a refused path leaves no folder behind.
     """
     import matplotlib.pyplot as plt
 
+    try:
+        path = figure_path(path)
+    except ValueError:
+        plt.close(fig)
+        raise
     fig.tight_layout()
-    path = Path(path)
-    if not path.suffix:
-        path = path.with_name(path.name + ".png")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)

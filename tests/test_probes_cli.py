@@ -84,6 +84,10 @@ def test_probe_reads_an_image_folder(tmp_path):
         ([*RESNET, "--fake", "--transforms", "Rotate", "--seed", "-1"], "--seed must be in [0, 2**63 - 3], got -1"),
         ([*RESNET, "--data", "/no/such/file.pt", "--transforms", "Rotate"], "does not exist"),
         ([*RESNET, "--fake", "--transforms", "Rotate", "--weights", "/no/such.pt"], "is not a file"),
+        ([*RESNET, "--fake", "--transforms", "Rotate", "--transformations", "x"],
+         "--transformations must be one of random, grid, got 'x'"),
+        ([*RESNET, "--fake", "--transforms", "Rotate", "--aggregation", "mean"],
+         "--aggregation must be one of pool, positions, got 'mean'"),
         (["--model", "torchvision.models:resnet18", "--model-args", "[1]", "--fake", "--transforms", "Rotate"], "JSON"),
         (["--model", "torchvision.models:resnet18", "--model-args", '{"depth": 3}', "--fake", "--transforms", "Rotate"],
          "cannot build"),
@@ -135,3 +139,27 @@ def test_probe_checks_a_model_that_needs_two_rows_with_two(tmp_path, monkeypatch
     argv = ["probe", "--model", "two_rows_net:make", "--fake", "--n", "16", "--size", "8", "--transforms", "Rotate"]
     assert main([*argv, "--layers", "logits", "--no-lie", "--out", str(tmp_path / "out"), "--no-progress"]) == 0
     assert "Rotate at mu = 1" in capsys.readouterr().out
+
+
+TINY = ["probe", "--model", "test_probes_cli_units:TinyNet", "--fake", "--n", "12", "--size", "8", "--transforms",
+        "Rotate", "--magnitudes", "1", "--no-lie", "--no-progress", "--layers", "1", "logits"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["probe.json", "probe.csv", "verdict.txt", "heatmap.png", "probe.units.json",
+                                  "units.png"])  # fmt: skip
+def test_an_output_file_that_is_a_directory_is_refused_before_any_work(tmp_path, capsys, name):
+    (tmp_path / "out" / name).mkdir(parents=True)
+    assert main([*TINY, "--per-unit", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"augnet probe: error: --out {tmp_path / 'out'}: {tmp_path / 'out' / name} is an existing " \
+                  "directory where the results go\n"  # fmt: skip
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [name]
+
+
+def test_a_run_without_per_unit_removes_an_earlier_runs_unit_files(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "out"
+    assert main([*TINY, "--per-unit", "--out", str(out)]) == 0
+    assert (out / "probe.units.json").is_file() and (out / "units.png").is_file()
+    assert main([*TINY, "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["heatmap.png", "probe.csv", "probe.json", "verdict.txt"]

@@ -74,9 +74,9 @@ def _check_activations(a, name: str = "a", min_t: int = 2, min_n: int = 2) -> Te
 
 
 def _ratio(num: Tensor, den: Tensor) -> Tensor:
-    """``num / den`` with ``0 / 0 = nan`` and ``x / 0 = inf`` for ``x > 0`` (numerators are >= 0)."""
+    """``num / den`` with ``0 / 0 = nan``, ``x / 0 = inf`` for ``x > 0`` (numerators are >= 0) and ``x / nan = nan``."""
     out = num / den.clamp_min(torch.finfo(den.dtype).tiny)
-    out = torch.where(den > 0, out, torch.where(num > 0, torch.full_like(num, torch.inf), torch.nan))
+    out = torch.where(den > 0, out, torch.where((num > 0) & (den == 0), torch.full_like(num, torch.inf), torch.nan))
     return out
 
 
@@ -404,7 +404,8 @@ def same_equivariance(z: Tensor, moved: Sequence[Tensor], actions: Sequence, mar
     effects of padded convolutions).
 
     Per channel ``c``: ``error`` is the mean squared difference over actions, samples and compared
-    positions; ``scale`` the variance of ``F(x)[:, c]`` over samples and positions (ddof 1);
+    positions; ``scale`` the variance of ``F(x)[:, c]`` over samples and positions (ddof 1; NaN, and
+    ``normalized`` with it, for one sample of one position);
     ``normalized = error / scale`` (0: same-equivariant; about 2 for maps unrelated to the
     originals; zero divisions as :func:`normalized_variance`); ``relative`` the root of the summed
     squared differences over that of ``F(x)`` on the compared positions, for the whole layer.
@@ -464,7 +465,9 @@ def same_equivariance(z: Tensor, moved: Sequence[Tensor], actions: Sequence, mar
         norm = norm + (ref[..., mask] ** 2).sum()
         count += diff.shape[0] * diff.shape[2]
     error = sq / count
-    scale = ref.transpose(0, 1).flatten(1).var(1)
+    # One sample of one position has no variance (torch would warn and give NaN, and _ratio turn it into inf).
+    spread = ref.transpose(0, 1).flatten(1)
+    scale = spread.var(1) if spread.shape[1] >= 2 else torch.full_like(error, torch.nan)
     return {
         "error": error,
         "scale": scale,

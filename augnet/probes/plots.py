@@ -206,7 +206,9 @@ def plot_report_heatmap(panels: Mapping, layers, transforms, path, title: str | 
         path: where to write the PNG.
         title: optional figure title.
         cmap: a matplotlib colour map, reversed for the measures an invariant layer has at 0 (so that
-            bright means closer to invariant in every panel); NaN cells are grey and marked n/a.
+            bright means closer to invariant in every panel); NaN cells are grey and marked n/a, infinite
+            ones take the colour map's end and are marked inf; a measure invariant at 0 that takes both signs
+            (``alignment``) is coloured by its absolute value, so that bright is near 0.
 
     Returns:
         The path written.
@@ -228,27 +230,40 @@ def plot_report_heatmap(panels: Mapping, layers, transforms, path, title: str | 
         grid = torch.as_tensor(values, dtype=torch.float64)
         if grid.shape != (len(layers), len(transforms)):
             raise ValueError(f"panel {name!r}: values must be (layers, transforms), got {tuple(grid.shape)}")
-        finite = grid[torch.isfinite(grid)]
-        lo, hi = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 1.0)
-        if str(invariant) == "0.5":  # a ranking accuracy: chance (0.5) and below are the bright end
-            lo, hi = 0.5, max(hi, 0.5)
-        image = ax.imshow(grid.numpy(), cmap=colormap, vmin=lo, vmax=hi if hi > lo else lo + 1e-12, aspect="auto")
+        drawn, texts, lo, hi, signed = _heat_cells(grid, str(invariant))
+        image = ax.imshow(drawn.numpy(), cmap=colormap, vmin=lo, vmax=hi if hi > lo else lo + 1e-12, aspect="auto")
         ax.set_xticks(range(len(transforms)), transforms, rotation=30, ha="right", fontsize=8)
         ax.set_yticks(range(len(layers)), layers, fontsize=8)
-        ax.set_title(f"{name}\n{paper}; invariant: {invariant}", fontsize=8)
+        ax.set_title(f"{name}\n{paper}; invariant: {invariant}{'; colour: |value|' if signed else ''}", fontsize=8)
         for i in range(len(layers)):
             for j in range(len(transforms)):
-                v = float(grid[i, j])
-                text = "n/a" if not math.isfinite(v) else f"{v:.3g}"
+                v = float(drawn[i, j])
                 level = 0.0 if hi <= lo else min(max((v - lo) / (hi - lo), 0.0), 1.0)
                 dark = math.isfinite(v) and (level < 0.5 if str(invariant) in ("1", "-", "1/G") else level > 0.5)
-                ax.text(j, i, text, ha="center", va="center", fontsize=7, color="w" if dark else "k")
+                ax.text(j, i, texts[i][j], ha="center", va="center", fontsize=7, color="w" if dark else "k")
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     if title:
         fig.suptitle(title, fontsize=10)
     return save_figure(fig, path)
+
+
+def _heat_cells(grid: torch.Tensor, invariant: str) -> tuple[torch.Tensor, list[list[str]], float, float, bool]:
+    """What a heatmap panel draws: ``(colour values, cell texts, vmin, vmax, coloured by |value|)``.
+
+    NaN stays NaN (grey, "n/a"); an infinite value is drawn as the finite values' end on its side, "inf";
+    a measure invariant at 0 with negative values is coloured by its absolute value (its text keeps the sign).
+    """
+    texts = [["n/a" if math.isnan(v) else f"{v:.3g}" for v in row] for row in grid.tolist()]
+    signed = invariant == "0" and bool((grid[torch.isfinite(grid)] < 0).any())
+    shown = grid.abs() if signed else grid.clone()
+    finite = shown[torch.isfinite(shown)]
+    lo, hi = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 1.0)
+    if invariant == "0.5":  # a ranking accuracy: chance (0.5) and below are the bright end
+        lo, hi = 0.5, max(hi, 0.5)
+    shown = torch.where(shown == math.inf, hi, torch.where(shown == -math.inf, lo, shown))
+    return shown, texts, lo, hi, signed
 
 
 def plot_report_units(panels: Mapping, path, ylabel: str, title: str | None = None):

@@ -65,7 +65,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import is_real
+from augnet._checks import is_int, is_real
 from augnet.probes._common import (
     Transformed,
     batch_size_of,
@@ -84,10 +84,12 @@ from augnet.probes.lie import LIE_BATCH_SIZE, CannotDifferentiate, lie_derivativ
 from augnet.probes.ranking import ranking_probe_per_layer
 from augnet.probes.report_measures import (
     AGGREGATIONS,
+    CONSTANT,
     INVARIANT_NV,
     MEASURES,
     TRANSFORMATIONS,
     UNIT_MEASURES,
+    _constant,
     _exact_action,
     _labels,
     _layer_measures,
@@ -250,10 +252,10 @@ def report(
         progress: show a progress bar (one step per pass over the inputs).
         per_unit: keep the per-unit values of the measures of ``UNIT_MEASURES`` (one per channel)
             in :attr:`ProbeReport.units`; :meth:`ProbeReport.save` writes them beside the table.
-        by_class: (N,) integer labels: every swept measure is also measured on each class's inputs
-            alone (records with ``class`` set), and the verdict says which classes the last layer
-            treats invariantly (normalised variance at most 0.1, ``INVARIANT_NV``). A class with too
-            few inputs for a measure gets NaN with a note.
+        by_class: (N,) integer labels >= 0 (a tensor, a NumPy array or a sequence): every swept measure
+            is also measured on each class's inputs alone (records with ``class`` set), and the verdict
+            says which classes the last layer treats invariantly (normalised variance at most 0.1,
+            ``INVARIANT_NV``). A class with too few inputs for a measure gets NaN with a note.
         transformations: ``"random"`` (default: each input under one random draw of the transform
             per magnitude, the unit measures comparing that draw with the clean input, ``T = 2``) or
             ``"grid"`` (each input under every value of a fixed grid per magnitude,
@@ -273,7 +275,8 @@ def report(
             (N, C, H, W), every position of every layer, for a few hundred inputs rather than
             20,000) and reads the layer as the pairwise measures and a classifier head do; the two
             can rank layers differently. The pairwise measures always read pooled features.
-        grid_points: the values of a continuous transform's grid (default 9, >= 2).
+        grid_points: the values of a continuous transform's grid (default 9, an integer >= 2; checked whatever
+            ``transformations``).
         alpha: the level of the per-unit ANOVA (Bonferroni over the layer's units; default 0.05).
         firing_rate: Goodfellow et al.'s global firing rate (default 0.01).
 
@@ -330,6 +333,8 @@ def report(
     if isinstance(firing_rate, bool) or not isinstance(firing_rate, numbers.Real) or not 0 < firing_rate < 1:
         raise ValueError(f"firing_rate must be a rate in (0, 1), got {firing_rate!r}")
     labels = _labels(by_class, len(x))
+    if not is_int(grid_points) or grid_points < 2:  # checked with any transformations: a bad value is a mistake
+        raise ValueError(f"grid_points must be an integer >= 2, got {grid_points!r}")
     n, size = len(x), tuple(x.shape[-2:])
     grid = transformations == "grid"
     grids = {name: {m: grid_values(t, m, grid_points, size) for m in mags} for name, t in named.items()} if grid else {}
@@ -433,6 +438,8 @@ def report(
                     acc = math.nan if ranked is None else ranked["accuracy"][layer]
                     share = math.nan if ranked is None else ranked["importance"][layer]
                     extra = note or _notes([w for w in caught if repr(layer) in str(w.message)])
+                    if _constant(_pooled(za[layer]), [_pooled(other[layer])]):  # chance: nothing to rank by
+                        extra = "; ".join(dict.fromkeys(filter(None, [CONSTANT, extra])))
                     _record(records, layer, t_name, rank_mag, rng, "ranking_accuracy", acc, extra)
                     whole = _notes([w for w in caught if not str(w.message).startswith("layer ")])  # the combined fit's
                     _record(records, layer, t_name, rank_mag, rng, "importance", share, note or whole)

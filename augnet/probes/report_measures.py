@@ -118,21 +118,24 @@ def _notes(caught) -> str:
 
 
 def _labels(by_class, n: int) -> Tensor | None:
-    """``by_class`` checked: ``None``, or (N,) integer labels as a CPU tensor."""
+    """``by_class`` checked: ``None``, or (N,) integer labels >= 0 (a tensor, a NumPy array or a sequence) as a CPU
+    tensor."""
     if by_class is None:
         return None
-    if isinstance(by_class, Tensor):
-        labels = by_class.detach().cpu()
+    if isinstance(by_class, Tensor) or type(by_class).__module__ == "numpy":
+        labels = torch.as_tensor(by_class).detach().cpu()
     elif isinstance(by_class, Sequence) and not isinstance(by_class, str):
         if not all(is_int(v) for v in by_class):
-            raise TypeError("by_class must hold integer class labels")
-        labels = torch.tensor(list(by_class), dtype=torch.long)
+            raise TypeError(f"by_class must hold integer class labels, got {list(by_class)[:8]!r}")
+        labels = torch.tensor([int(v) for v in by_class], dtype=torch.long)
     else:
         raise TypeError(f"by_class must be None or (N,) integer labels, got {type(by_class).__name__}")
     if labels.dtype.is_floating_point or labels.dtype == torch.bool or labels.is_complex():
         raise TypeError(f"by_class must hold integer class labels, got {labels.dtype}")
     if labels.shape != (n,):
         raise ValueError(f"by_class must hold one label per input, shape ({n},), got {tuple(labels.shape)}")
+    if len(labels) and int(labels.min()) < 0:
+        raise ValueError(f"by_class must hold class labels >= 0, got {int(labels.min())}")
     return labels.long()
 
 
@@ -209,6 +212,25 @@ def _layer_action(action, shape: tuple, size: tuple):
     return ("translate", dy // int(sy), dx // int(sx))
 
 
+#: The note of a measure read on a layer whose features take one value over the inputs and their transformations
+#: (e.g. a zero-initialised head: only its bias): NaN where a measure divides by their spread, chance or 0 elsewhere.
+CONSTANT = "features constant over the inputs"
+
+
+def _constant(clean: Tensor, views: list[Tensor]) -> bool:
+    """Whether every unit of ``clean`` and of every view takes one value over the inputs (and the views)."""
+    first = clean[:1]
+    return all(bool((v == first).all()) for v in (clean, *views))
+
+
+def _with_constant(value: float, note: str, measure: str, constant: bool) -> str:
+    """``note``, with :data:`CONSTANT` where the features are constant and the value NaN without a note, or a
+    measure that reads them as such (``alignment`` 0)."""
+    if constant and ((math.isnan(value) and not note) or measure == "alignment"):
+        return "; ".join(filter(None, [CONSTANT, note]))
+    return note
+
+
 def _swept_values(z: Tensor, z_t: Tensor, perm, opts: _Options) -> dict[str, tuple[float, str]]:
     """The pairwise measures of one layer on pooled (N, C) clean and moved features: ``{measure: (value, note)}``."""
     out = {}
@@ -250,12 +272,14 @@ def _layer_measures(records, units, key, clean, views, perm, opts: _Options, cls
         for measure in _SWEPT[:6]:
             _record(records, layer, t_name, m, rng, measure, math.nan, f"class {cls}: {str(err).split(';')[0]}", cls)
         return
+    constant = _constant(z, [_pooled(v) for v in views])
     for measure in found[0]:
         values = torch.tensor([f[measure][0] for f in found], dtype=torch.float64)
         value = float(values.nanmean()) if len(found) > 1 and bool((~values.isnan()).any()) else float(values[0])
         note = "; ".join(dict.fromkeys(f[measure][1] for f in found if f[measure][1]))
         if len(found) > 1:
             note = "; ".join(filter(None, [f"mean over the {len(found)} grid views", note]))
+        note = _with_constant(value, note, measure, constant)
         _record(records, layer, t_name, m, rng, measure, value, note, cls)
 
 
@@ -306,9 +330,11 @@ def _unit_records(records, units, key, clean, views, actions, shape, opts: _Opti
         note = f"class {cls}: {str(err).split(';')[0]}" if cls is not None else str(err).split(";")[0]
         found = {name: (None, note) for name in UNIT_MEASURES[:-1]}
     found["same_equivariance"] = _same_values(clean, views, actions, shape, opts)
+    constant = _constant(clean, views)
     for name in UNIT_MEASURES:
         values, note = found[name]
         value = math.nan if values is None or bool(values.isnan().all()) else float(values.nanmean())
+        note = _with_constant(value, note, name, constant)
         _record(records, layer, t_name, m, rng, name, value, note, cls)
         if opts.per_unit and values is not None:
             units[(layer, t_name, m, name, cls)] = values
@@ -331,4 +357,7 @@ def _same_values(clean, views, actions, shape, opts: _Options) -> tuple[Tensor |
     except ValueError as err:
         return None, str(err).split(";")[0]
     names = ", ".join(dict.fromkeys(a if isinstance(a, str) else f"shift {a[1:]}" for _, a in pairs))
+    if n * math.prod(shape) < 2:
+        few = f"got {n} x {math.prod(shape)}"
+        return out["normalized"], f"same_equivariance needs at least 2 values per channel (samples x positions), {few}"
     return out["normalized"], f"{len(pairs)} of {len(views)} views compared ({names})"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from augnet._checks import folder_problem, is_int, is_real
 from augnet._json import strict
 from augnet.probes.report_measures import _COLUMNS, _SWEPT, INVARIANT_NV, MEASURES, UNIT_MEASURES
 
@@ -72,19 +72,15 @@ class ProbeReport:
         """One value (for a swept measure at ``magnitude``, default the largest; of class ``cls``, default every
         input); NaN where the report did not measure it (e.g. the Lie derivative with ``lie=False``).
 
+        A magnitude matches the swept one closest to it within a relative 1e-6, so ``0.3`` finds a sweep given
+        as ``np.float32(0.3)`` (stored as ``0.30000001192092896``, as given) and the other way round.
+
         Raises:
+            TypeError: a magnitude that is not a number.
             ValueError: a measure, layer, transform, swept magnitude or class that the report does not hold
-                (a misspelt name), naming the ones it holds.
+                (a misspelt name, a class that is no integer label: ``True``, ``0.0``), naming the ones it holds.
         """
-        if measure not in MEASURES:
-            raise ValueError(f"unknown measure {measure!r}; the measures are {list(MEASURES)}")
-        for name, got, known in (("layer", layer, self.layers), ("transform", transform, self.transforms)):
-            if got not in known:
-                raise ValueError(f"{name} {got!r} was not probed; the report's {name}s are {known}")
-        if cls is not None and (isinstance(cls, bool) or cls not in self.classes()):  # True == 1
-            raise ValueError(f"cls {cls!r} is not a class of this report; its classes are {self.classes()}")
-        if measure in _SWEPT:
-            magnitude = self._swept(magnitude)
+        magnitude, cls = self._keys(measure, layer, transform, magnitude, cls, MEASURES)
         for r in self.records:
             if (r["measure"], r["layer"], r["transform"], r.get("class")) == (measure, layer, transform, cls) and (
                 measure not in _SWEPT or r["magnitude"] == magnitude
@@ -99,18 +95,44 @@ class ProbeReport:
     def unit_values(
         self, measure: str, layer: str, transform: str, magnitude: float | None = None, cls: int | None = None
     ) -> Tensor:
-        """The per-unit values of one measure of ``UNIT_MEASURES`` (``report(..., per_unit=True)``), (U,).
+        """The per-unit values of one measure of ``UNIT_MEASURES`` (``report(..., per_unit=True)``), (U,): a copy.
+
+        The arguments are checked as :meth:`value` checks them.
 
         Raises:
-            ValueError: the report holds no per-unit values (``per_unit=False``), or none for these keys.
+            TypeError: a magnitude that is not a number.
+            ValueError: the report holds no per-unit values (``per_unit=False``); a measure not of
+                ``UNIT_MEASURES``, a layer, transform, magnitude or class that the report does not hold
+                (naming the ones it holds), or no per-unit values for these keys.
         """
         if not self.units:
             raise ValueError("this report holds no per-unit values: run report(..., per_unit=True)")
-        magnitude = max(self.magnitudes) if magnitude is None else float(magnitude)
+        magnitude, cls = self._keys(measure, layer, transform, magnitude, cls, UNIT_MEASURES)
         key = (layer, transform, magnitude, measure, cls)
         if key not in self.units:
-            raise ValueError(f"no per-unit values for {key}; the measures with some are {list(UNIT_MEASURES)}")
-        return self.units[key]
+            raise ValueError(
+                f"no per-unit values of {measure!r} at layer {layer!r}, transform {transform!r}, magnitude "
+                f"{magnitude:g}{'' if cls is None else f', class {cls}'} (the measure was not applicable there)"
+            )
+        return self.units[key].clone()
+
+    def _keys(self, measure, layer, transform, magnitude, cls, measures) -> tuple[float | None, int | None]:
+        """The checks of :meth:`value` and :meth:`unit_values`: ``(magnitude, cls)`` as the report holds them."""
+        if measure not in measures:
+            raise ValueError(f"unknown measure {measure!r}; the measures are {list(measures)}")
+        for name, got, known in (("layer", layer, self.layers), ("transform", transform, self.transforms)):
+            if got not in known:
+                raise ValueError(f"{name} {got!r} was not probed; the report's {name}s are {known}")
+        cls = self._cls(cls)
+        return (self._swept(magnitude) if measure in _SWEPT else magnitude), cls
+
+    def _cls(self, cls) -> int | None:
+        """``cls`` (``None``, an integer or a 0-d integer tensor) as a class of the report, else the ValueError."""
+        if isinstance(cls, Tensor) and cls.dim() == 0 and not cls.is_floating_point() and not cls.is_complex():
+            cls = cls.item() if cls.dtype != torch.bool else cls
+        if cls is not None and (not is_int(cls) or int(cls) not in self.classes()):  # True == 1 == 1.0: refused
+            raise ValueError(f"cls {cls!r} is not a class of this report; its classes are {self.classes()}")
+        return None if cls is None else int(cls)
 
     def save(self, path) -> Path:
         """Write the records to ``path``: ``.json`` (with ``info``) or ``.csv``.
@@ -119,12 +141,31 @@ class ProbeReport:
         "transform", "magnitude", "measure", "class", "values": [U numbers]}]}``. Both files are strict JSON:
         NaN is written as ``null`` and an infinite value (a unit's normalised variance whose clean variance
         is 0) as the string ``"inf"`` or ``"-inf"``, as policy files write unbounded ranges.
+
+        Raises:
+            ValueError: another suffix, a path (or its ``.units.json``) that is an existing directory, or a folder
+                that cannot be written; checked before any file is written. The table is written first.
         """
         path = Path(path)
         if path.suffix not in (".json", ".csv"):
             raise ValueError(f"save writes .json or .csv, got {path.suffix!r} ({path})")
+        beside = path.with_name(f"{path.stem}.units.json")
+        for target in (path, beside) if self.units else (path,):  # every check before the first file is written
+            if target.is_dir():
+                raise ValueError(f"cannot save to {target}: it is an existing directory")
+        problem = folder_problem(path.parent, "folder", "output")
+        if problem:
+            raise ValueError(f"cannot save to {path}: {problem}")
         path.parent.mkdir(parents=True, exist_ok=True)
-        if self.units:
+        if path.suffix == ".json":
+            text = json.dumps(strict({"info": self.info, "records": self.records}), indent=1, allow_nan=False)
+            path.write_text(text)
+        else:
+            with path.open("w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=_COLUMNS)
+                writer.writeheader()
+                writer.writerows(self.records)
+        if self.units:  # after the table: a failure leaves no per-unit file without its table
             rows = [
                 {
                     "layer": k[0],
@@ -136,30 +177,26 @@ class ProbeReport:
                 }
                 for k, values in self.units.items()
             ]
-            beside = path.with_name(f"{path.stem}.units.json")
             beside.write_text(json.dumps(strict({"info": self.info, "units": rows}), allow_nan=False))
-        if path.suffix == ".json":
-            text = json.dumps(strict({"info": self.info, "records": self.records}), indent=1, allow_nan=False)
-            path.write_text(text)
-        elif path.suffix == ".csv":
-            with path.open("w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=_COLUMNS)
-                writer.writeheader()
-                writer.writerows(self.records)
-        else:
-            raise ValueError(f"save writes .json or .csv, got {path.suffix!r} ({path})")
         return path
 
     def heatmap(
         self, path, magnitude: float | None = None, measures: Sequence[str] | None = None, cls: int | None = None
     ) -> Path:
         """Layers x transforms, one panel per measure (swept measures at ``magnitude``, default the largest; of class
-        ``cls`` of ``by_class``, default every input)."""
-        from augnet.probes.plots import plot_report_heatmap
+        ``cls`` of ``by_class``, default every input); returns the file written.
 
-        magnitude = self._swept(magnitude)
+        ``path`` gets ``.png`` where it has no suffix; an existing directory or a suffix matplotlib cannot write is
+        refused (ValueError) before anything is drawn or any folder made. NaN cells are grey ("n/a"), infinite ones
+        take the colour map's end ("inf"); ``alignment`` is coloured by its absolute value (bright: near 0).
+        """
+        from augnet.probes.plots import plot_report_heatmap
+        from augnet.viz import figure_path
+
+        magnitude, cls = self._swept(magnitude), self._cls(cls)
         present = [m for m in MEASURES if any(r["measure"] == m for r in self.records)]
         names = present if measures is None else self._measures(measures, present)
+        path = figure_path(path)  # before drawing
         panels = {}
         for m in names:
             grid = [[self.value(m, layer, t, magnitude, cls) for t in self.transforms] for layer in self.layers]
@@ -171,8 +208,6 @@ class ProbeReport:
                 at = {r["transform"]: r["magnitude"] for r in self.records if r["measure"] == m}
                 what = f"{m} (mu = {', '.join(f'{v:g}' for v in dict.fromkeys(at.values()))})"
             panels[what] = (torch.tensor(grid, dtype=torch.float64), MEASURES[m][0], MEASURES[m][2])
-        if cls is not None and cls not in self.classes():
-            raise ValueError(f"cls {cls!r} is not a class of this report; its classes are {self.classes()}")
         title = (
             f"{self.info.get('model', 'model')} on {self.info.get('n_inputs', '?')} inputs"
             f"{'' if cls is None else f' of class {cls}'} (bright: closer to invariant; grey: n/a)"
@@ -185,7 +220,7 @@ class ProbeReport:
         """Per transform, each layer's per-unit values of ``measure`` (``per_unit=True``), their median marked.
 
         Args:
-            path: where to write the PNG.
+            path: where to write the PNG (checked as :meth:`heatmap` checks it).
             measure: one of ``UNIT_MEASURES`` (default the normalised variance).
             magnitude: a swept magnitude (default the largest).
             cls: a class of ``by_class`` (default every input).
@@ -194,14 +229,14 @@ class ProbeReport:
             ValueError: no per-unit values in this report, an unknown measure, magnitude or class.
         """
         from augnet.probes.plots import plot_report_units
+        from augnet.viz import figure_path
 
         if not self.units:
             raise ValueError("this report holds no per-unit values: run report(..., per_unit=True)")
         if measure not in UNIT_MEASURES:
             raise ValueError(f"measure must be one of {list(UNIT_MEASURES)}, got {measure!r}")
-        magnitude = self._swept(magnitude)
-        if cls is not None and cls not in self.classes():
-            raise ValueError(f"cls {cls!r} is not a class of this report; its classes are {self.classes()}")
+        magnitude, cls = self._swept(magnitude), self._cls(cls)
+        path = figure_path(path)  # before drawing
         panels = {}
         for t in self.transforms:
             layers = {
@@ -218,14 +253,17 @@ class ProbeReport:
         return plot_report_units(panels, path, f"{measure} (invariant: {MEASURES[measure][2]})", title)
 
     def _swept(self, magnitude) -> float:
-        """``magnitude`` (default the largest) if the report swept it, else the TypeError / ValueError."""
+        """The swept magnitude ``magnitude`` stands for (default the largest; the closest swept one within a relative
+        1e-6, so that a float32 ``0.3`` and ``0.3`` are one magnitude), else the TypeError / ValueError."""
         if magnitude is None:
             return max(self.magnitudes)
-        if isinstance(magnitude, bool) or not isinstance(magnitude, numbers.Real):
+        if not is_real(magnitude):
             raise TypeError(f"magnitude must be a number, got {type(magnitude).__name__}: {magnitude!r}")
-        if float(magnitude) not in self.magnitudes:
+        m = float(magnitude)
+        close = min(self.magnitudes, key=lambda s: abs(s - m)) if math.isfinite(m) else math.nan
+        if not abs(close - m) <= 1e-6 * max(abs(close), abs(m)):
             raise ValueError(f"magnitude {magnitude!r} was not swept; the report's magnitudes are {self.magnitudes}")
-        return float(magnitude)
+        return close
 
     @staticmethod
     def _measures(measures, present: list[str]) -> list[str]:
@@ -243,7 +281,8 @@ class ProbeReport:
         return list(measures)
 
     def verdict(self) -> str:
-        """A few lines: per transform, which layers are invariant, and where the logits stand."""
+        """A few lines: per transform, how Inv_T changes from the first layer given to the last (with two or more
+        finite values), and what the last layer given holds (its errors, Lie derivative, ranking, variance)."""
         top = max(self.magnitudes)
         lines = [f"{self.info.get('model', 'model')}: {self.info.get('features', '')}"]
         for t in self.transforms:
@@ -252,15 +291,21 @@ class ProbeReport:
             if not finite:
                 lines.append(f"{t}: no invariance score (see the notes)")
                 continue
-            best = max(finite, key=finite.get)
-            first, last = self.layers[0], self.layers[-1]
-            trend = "grows" if inv[last] > inv[first] + 0.01 else "falls" if inv[last] < inv[first] - 0.01 else "stays"
+            last = self.layers[-1]
+            at_last = f"{inv[last]:.3f}" if math.isfinite(inv[last]) else "not measured (see the notes)"
+            line = f"{t} at mu = {top:g}: Inv_T {at_last} at {last}"
+            if len(finite) >= 2:  # a trend needs two values; NaN layers are left out of it
+                order = list(finite)
+                best, first, end = max(finite, key=finite.get), order[0], order[-1]
+                up, down = finite[end] > finite[first] + 0.01, finite[end] < finite[first] - 0.01
+                trend = "grows" if up else "falls" if down else "stays"
+                line += (
+                    f" ({trend} from {finite[first]:.3f} at {first} to {finite[end]:.3f} at {end}, from the first "
+                    f"layer given to the last; highest {finite[best]:.3f} at {best})"
+                )
             eq, ie = self.value("equivariance_error", last, t, top), self.value("invariance_error", last, t, top)
-            line = (
-                f"{t} at mu = {top:g}: Inv_T {inv[last]:.3f} at {last} ({trend} with depth from {inv[first]:.3f} at "
-                f"{first}; highest {finite[best]:.3f} at {best}); held-out error {ie:.3f} as invariant, "
-                f"{eq:.3f} through the best linear map"
-            )
+            if math.isfinite(ie) or math.isfinite(eq):
+                line += f"; held-out error {ie:.3f} as invariant, {eq:.3f} through the best linear map"
             lie = self.value("lie_derivative_relative", last, t)
             if math.isfinite(lie):
                 line += f"; Lie derivative |L phi| / |phi| {lie:.3g} per {self.info.get('units', {}).get(t, 'unit')}"
@@ -276,7 +321,7 @@ class ProbeReport:
                         ", no better than chance" if rank <= 0.5 + band else "")
                 else:
                     odds = "chance 0.5"
-                line += f"; its parameter ranked at {rank:.2f} from the logits ({odds}; copies at mu = {at:g})"
+                line += f"; its parameter ranked at {rank:.2f} from {last} ({odds}; copies at mu = {at:g})"
             nv = self.value("normalized_variance", last, t, top)
             if math.isfinite(nv):
                 line += f"; normalised variance {nv:.3g} at {last} (0: invariant)"
