@@ -53,8 +53,8 @@ AutoContrast       approximate: divides by ``max - min + 1e-6``  exact (``Random
 Solarize           exact (``RandomSolarize``, no addition)       exact (``RandomSolarize``'s functional op with a
                                                                  threshold drawn per call)
 Posterize          exact on 8-bit images (``RandomPosterize``    approximate: torchvision posterizes float
-                   per bit count; a float value within 1e-3     images to multiples of 2^-bits (exact on
-                   of a level's edge may land one level apart)  uint8 and PIL images)
+                   per bit count; a float value within 1e-3      images to multiples of 2^-bits (exact on
+                   of a level's edge may land one level apart)   uint8 and PIL images)
 Equalize           approximate: kornia bins float values         exact (``RandomEqualize``)
                    differently (exact on 8-bit images)
 Sharpness          approximate: clipped to [0, 1]                approximate: clipped to [0, 1]

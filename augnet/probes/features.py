@@ -176,7 +176,7 @@ def _global_rng_kept(x: Tensor):
 def layer_calls(model: nn.Module, x: Tensor, layers: Sequence[str] | None = None, **forward_kwargs) -> dict[str, int]:
     """How many times each module is called in one forward pass of ``model`` on ``x[:2]``.
 
-    The pass runs two rows (:data:`CHECK_ROWS`; all of ``x`` when it has fewer), so that a model that
+    The pass runs two rows (``CHECK_ROWS``; all of ``x`` when it has fewer), so that a model that
     needs more than one row (a batch norm without running statistics) runs; it leaves torch's global
     random state as it found it (an AugNet draws from a seeded generator of its own).
 
@@ -433,7 +433,7 @@ def features(
         reduce: ``"none"``, ``"mean"`` (global average pool: a feature map's channels
             averaged over positions, (B, C)), ``"tokens"`` (a transformer's (B, tokens, D)
             output averaged over its tokens, (B, D), as :func:`~augnet.probes.report` reads a
-            3-D layer of an image model) or ``"flatten"``; see :func:`reduce_features`.
+            3-D layer of an image model) or ``"flatten"``; see ``augnet.probes.features.reduce_features``.
         batch_size: run ``x`` in chunks of this many rows (default
             ``DEFAULT_BATCH_SIZE``).
 
