@@ -24,7 +24,6 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import check_bool as check_flag  # noqa: F401  (the probes import it from here)
 from augnet._checks import is_int, is_real
 
 __all__ = [

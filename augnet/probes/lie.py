@@ -48,9 +48,9 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
+from augnet._checks import check_bool
 from augnet.probes._common import (
     batch_size_of,
-    check_flag,
     check_model_input,
     check_seed,
     evaluating,
@@ -380,7 +380,7 @@ def lie_derivative(
         raise ValueError(f"layers must be distinct layer names, got {names!r}")
     step = LIE_BATCH_SIZE if batch_size is None else batch_size_of(batch_size)
     seed = check_seed(seed)
-    check_flag("return_derivative", return_derivative)
+    check_bool("return_derivative", return_derivative)
     check_model_input(model, x)
     check_layers(model, x, names, **forward_kwargs(model, copies, seed, x.device))  # one pass of two images
     size = tuple(x.shape[-2:])

@@ -65,11 +65,10 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import is_int, is_real
+from augnet._checks import check_bool, is_int, is_real
 from augnet.probes._common import (
     Transformed,
     batch_size_of,
-    check_flag,
     check_model_input,
     check_seed,
     derangement,
@@ -322,9 +321,9 @@ def report(
         raise ValueError(f"holdout must be a fraction in (0, 1), got {holdout!r}")
     step = batch_size_of(batch_size)
     seed = check_seed(seed)
-    check_flag("lie", lie)
-    check_flag("progress", progress)
-    check_flag("per_unit", per_unit)
+    check_bool("lie", lie)
+    check_bool("progress", progress)
+    check_bool("per_unit", per_unit)
     if transformations not in TRANSFORMATIONS:
         raise ValueError(f"transformations must be one of {TRANSFORMATIONS}, got {transformations!r}")
     if aggregation not in AGGREGATIONS:

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor
 
-from augnet._checks import check_bool, is_int  # noqa: F401  (check_bool: fit reads it from here)
+from augnet._checks import is_int
 from augnet._stack import caller_stacklevel
 from augnet.augerino import LieAugmentation
 from augnet.layers import AugmentationLayer

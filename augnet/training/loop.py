@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from augnet._calibration import evaluating
-from augnet._checks import is_int
+from augnet._checks import check_bool, is_int
 from augnet.layers import AugmentationLayer
 from augnet.ops.bad_input import check_bad_input, raise_bad_input
 from augnet.ops.bad_input import flag as bad_input_flag
@@ -154,8 +154,8 @@ def fit(
     callbacks = check_callbacks(callbacks)
     _checks.check_record_every(record_every)
     _checks.check_callables(loss_fn=loss_fn, record=record, augment_batch=augment_batch)
-    _checks.check_bool("shuffle", shuffle)
-    _checks.check_bool("progress", progress)
+    check_bool("shuffle", shuffle)
+    check_bool("progress", progress)
     _checks.check_scheduler(scheduler, optimizer, scheduler_interval)
     batches, steps_per_epoch = _batches(x, y, batch_size, shuffle)
     target = _checks.check_device(model, device)
