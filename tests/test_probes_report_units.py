@@ -294,3 +294,56 @@ def test_the_unit_measures_taken_a_few_units_at_a_time_equal_all_at_once(monkeyp
     measures = [(r["layer"], r["transform"], r["measure"], r["class"]) for r in whole.records]
     assert [r["value"] for r in sliced.records] == pytest.approx([r["value"] for r in whole.records], nan_ok=True)
     assert ("logits", "Rotate", "anova_invariant", None) in measures
+
+
+def _same(a, b) -> bool:
+    """Equal, NaN equal to NaN."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def test_a_saved_report_loads_back_as_it_was(tmp_path):
+    x = torch.rand(12, 3, 8, 8, generator=gen(1))
+    labels = torch.arange(12) % 2
+    net = symmetric_net()
+    with torch.no_grad():  # one dead channel: its per-unit values are NaN, saved as null
+        net[0].weight[0].zero_()
+        net[0].bias[0] = 0.0
+    rep = probes.report(
+        net, x, ["Rotate", "HorizontalFlip"], ["1", "logits"], per_unit=True, by_class=labels,
+        magnitudes=[0.5, 1.0], lie=True,
+    )  # fmt: skip
+    assert torch.cat(list(rep.units.values())).isnan().any() and any(math.isnan(r["value"]) for r in rep.records)
+    key = next(iter(rep.units))
+    rep.units[key][1] = -math.inf  # as a unit whose clean variance is 0 gives (saved as "-inf")
+    rep.records[0]["value"] = math.inf
+    back = probes.ProbeReport.load(rep.save(tmp_path / "r.json"))
+    assert (back.layers, back.transforms, back.magnitudes, back.classes()) == (
+        rep.layers, rep.transforms, rep.magnitudes, rep.classes()
+    )  # fmt: skip
+    assert len(back.records) == len(rep.records)
+    for r, s in zip(rep.records, back.records):
+        assert all(_same(r[k], s[k]) for k in r), (r, s)
+    assert back.verdict() == rep.verdict() and repr(back) == repr(rep)
+    assert _same(back.value("inv_augnet", "1", "Rotate", 0.5, cls=1), rep.value("inv_augnet", "1", "Rotate", 0.5, 1))
+    assert back.units.keys() == rep.units.keys()
+    for k, v in rep.units.items():
+        torch.testing.assert_close(back.units[k], v, equal_nan=True, rtol=0, atol=0)
+    assert back.heatmap(tmp_path / "h.png").stat().st_size > 0
+    # Without its per-unit file it loads the table alone.
+    (tmp_path / "r.units.json").unlink()
+    assert not probes.ProbeReport.load(tmp_path / "r.json").units
+
+
+def test_load_refuses_what_save_did_not_write(tmp_path):
+    with pytest.raises(ValueError, match=r"a \.csv holds only the records"):
+        probes.ProbeReport.load(tmp_path / "r.csv")
+    with pytest.raises(ValueError, match="no such file"):
+        probes.ProbeReport.load(tmp_path / "none.json")
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not JSON"):
+        probes.ProbeReport.load(tmp_path / "bad.json")
+    (tmp_path / "other.json").write_text(json.dumps({"records": [], "info": {"layers": []}}))
+    with pytest.raises(ValueError, match="missing transforms, magnitudes"):
+        probes.ProbeReport.load(tmp_path / "other.json")

@@ -180,6 +180,45 @@ class ProbeReport:
             beside.write_text(json.dumps(strict({"info": self.info, "units": rows}), allow_nan=False))
         return path
 
+    @classmethod
+    def load(cls, path) -> ProbeReport:
+        """The report that :meth:`save` wrote to a ``.json`` file, with its per-unit values where
+        ``<stem>.units.json`` lies beside it: ``ProbeReport.load(p)`` answers :meth:`value`, :meth:`table`,
+        :meth:`verdict` and the figures as the saved report did (``null`` read back as NaN, ``"inf"`` as an
+        infinity).
+
+        Raises:
+            ValueError: a ``.csv`` (it holds the records without the report's layers, transforms and
+                magnitudes: save to ``.json`` to load), another suffix, a missing file, or a JSON file that
+                :meth:`save` did not write (naming what it lacks).
+        """
+        path = Path(path)
+        if path.suffix != ".json":
+            raise ValueError(
+                f"load reads the .json file that save writes, got {path.suffix!r} ({path})"
+                + ("; a .csv holds only the records: save the report to .json to load it" if path.suffix == ".csv"
+                   else "")
+            )  # fmt: skip
+        if not path.is_file():
+            raise ValueError(f"cannot load {path}: no such file")
+        saved = _read(path)
+        info = saved.get("info") if isinstance(saved, dict) else None
+        missing = [k for k in ("layers", "transforms", "magnitudes") if not isinstance(info, dict) or k not in info]
+        if not isinstance(saved, dict) or not isinstance(saved.get("records"), list) or missing:
+            raise ValueError(
+                f"cannot load {path}: not a report that ProbeReport.save wrote (it needs 'records' and 'info' "
+                f"with the layers, transforms and magnitudes{'; missing ' + ', '.join(missing) if missing else ''})"
+            )
+        records = [{**r, "value": _number(r.get("value"))} for r in saved["records"]]
+        units = {}
+        beside = path.with_name(f"{path.stem}.units.json")
+        if beside.is_file():
+            for row in _read(beside).get("units", []):
+                key = (row["layer"], row["transform"], row["magnitude"], row["measure"], row["class"])
+                units[key] = torch.tensor([_number(v) for v in row["values"]], dtype=torch.float64)
+        mags = [float(m) for m in info["magnitudes"]]
+        return cls(records, list(info["layers"]), list(info["transforms"]), mags, info, units)
+
     def heatmap(
         self, path, magnitude: float | None = None, measures: Sequence[str] | None = None, cls: int | None = None
     ) -> Path:
@@ -339,3 +378,21 @@ class ProbeReport:
         text = f"{t} by class at {layer} (normalised variance; invariant at <= {INVARIANT_NV:g}): "
         text += f"invariant: {', '.join(yes) or 'none'}; not invariant: {', '.join(no) or 'none'}"
         return text + (f"; not measured: {', '.join(none)}." if none else ".")
+
+
+def _read(path: Path):
+    """The JSON in ``path``, else a ValueError naming it."""
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"cannot load {path}: not JSON ({err})") from None
+
+
+def _number(value) -> float:
+    """A value as :func:`augnet._json.strict` wrote it, read back: ``None`` as NaN, ``"inf"`` / ``"-inf"``."""
+    if value is None:
+        return math.nan
+    if isinstance(value, str):
+        return float(value)
+    return value
+
