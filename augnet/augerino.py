@@ -22,6 +22,7 @@ from augnet.ops import dispatch
 from augnet.ops.dispatch import PADDING_MODES, tap_mix
 from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps
+from augnet.policy import check_size
 from augnet.transforms.base import Range, check_copies, draw, stratify
 
 __all__ = ["LIE_GENERATORS", "Augerino", "LieAugmentation"]
@@ -98,6 +99,8 @@ class LieAugmentation(nn.Module):
     def __init__(self, init_width: float | Sequence[float] = 0.1, padding: str = "zeros", backend: str = "auto"):
         super().__init__()
         k = len(LIE_GENERATORS)
+        if isinstance(init_width, Tensor) or hasattr(init_width, "tolist"):  # a tensor, a NumPy array or scalar
+            init_width = init_width.tolist()
         if is_real(init_width):
             widths = [float(init_width)] * k
         elif isinstance(init_width, Sequence) and not isinstance(init_width, str) and all(
@@ -152,13 +155,18 @@ class LieAugmentation(nn.Module):
         on_cpu = self.raw_width.device.type == "cpu" and not torch.compiler.is_compiling()
         if on_cpu and not bool(torch.isfinite(self.widths).all()):
             raise ValueError(f"Augerino widths contain NaN or infinite values: {self.widths.tolist()}")
-        self.last_size = tuple(x.shape[2:])
         n = x.shape[0] * copies
         with full_precision(x) as dtype:  # warps in full precision
             affine = self.matrices(n, x, generator)[:, None, :2, :].to(dtype)
         taps = Taps(weight=torch.ones(n, 1, dtype=dtype, device=x.device), affine=affine)
         src, affine, color, weight = concat_taps([taps], x, n)
-        return tap_mix(x, src, affine, color, weight, padding=self.padding, backend=self.backend)
+        out = tap_mix(x, src, affine, color, weight, padding=self.padding, backend=self.backend)
+        self.last_size = tuple(x.shape[2:])  # once the call has succeeded: a refused call changes nothing
+        return out
+
+    def extra_repr(self) -> str:
+        widths = "?" if self.raw_width.is_meta else "[" + ", ".join(f"{w:.3g}" for w in self.widths.tolist()) + "]"
+        return f"widths={widths}, padding={self.padding!r}"
 
     def get_extra_state(self) -> Tensor:
         """The last input's spatial size as int64 (empty before a run): :meth:`policy` gives its translations in
@@ -190,7 +198,11 @@ class LieAugmentation(nn.Module):
         generator acts on every copy), ``magnitude`` (its width) and ``range``
         in natural units (translations in pixels once an image size is known).
         """
-        size = size if size is not None else self.last_size
+        if isinstance(size, Tensor):
+            raise TypeError(f"policy takes a spatial size (H, W), got a tensor of shape {tuple(size.shape)}")
+        size = check_size(size) if size is not None else self.last_size
+        if size is not None and len(size) != 2:
+            raise ValueError(f"size must be an image's spatial size (H, W), got {size!r}")
         with torch.no_grad():
             widths = self.widths.tolist()
         entries = []

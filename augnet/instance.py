@@ -466,5 +466,6 @@ def conditioner_entropy(module: nn.Module) -> Tensor:
     terms = []
     for layer in layers:
         w, _ = layer.latest_policy()
-        terms.append(-(w * torch.log(w.clamp_min(torch.finfo(w.dtype).tiny))).sum(1).mean())
+        entropy = -(w * torch.log(w.clamp_min(torch.finfo(w.dtype).tiny))).sum(1)
+        terms.append(entropy.mean() if len(entropy) else entropy.sum())  # an empty batch: 0, not NaN
     return torch.stack(terms).sum()

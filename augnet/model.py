@@ -178,7 +178,9 @@ class AugNet(nn.Module):
         eval_copies = check_copies(eval_copies, "eval_copies")
         if aggregate not in AGGREGATES:
             raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
-        if not is_int(effect_every) or effect_every < 0:
+        if not is_int(effect_every):
+            raise TypeError(f"effect_every must be an int >= 0, got {effect_every!r}")
+        if effect_every < 0:
             raise ValueError(f"effect_every must be an int >= 0, got {effect_every!r}")
         effect_every = int(effect_every)
         if not isinstance(stratify, bool):

@@ -217,16 +217,22 @@ def selective_regularizer(
                 zero = w.new_zeros(())
                 h = torch.stack([zero if h is None else h for h in held])
                 v, repeat = v * (1 - h), v * h
-            held_now = w.detach() if w.dim() == 1 else w.detach().mean(0)  # a conditioned layer: its batch mean
+            # A conditioned layer: its batch mean (an empty batch holds nothing: its mean would be NaN).
+            held_now = w.detach() if w.dim() == 1 else w.detach().mean(0) if len(w) else w.new_zeros(w.shape[1:])
             for k, wq in zip(keys, held_now.unbind(), strict=True):
                 taken[k] = wq if k not in taken else torch.maximum(taken[k], wq)
         if v.dim() == 1:
             terms.append(norm_outward_at_zero(v))
-        else:  # per sample, then the mean over the batch
-            terms.append(_row_norms_outward_at_zero(v).mean())
+        else:  # per sample, then the mean over the batch (an empty batch adds 0, in the graph)
+            terms.append(_batch_mean(_row_norms_outward_at_zero(v)))
         if repeat is not None:  # what an earlier layer already chose is a cost, not a reward
-            terms.append(-torch.linalg.vector_norm(repeat, dim=-1).mean())
+            terms.append(-_batch_mean(torch.linalg.vector_norm(repeat, dim=-1)))
     return -torch.stack(terms).sum(0)
+
+
+def _batch_mean(values: Tensor) -> Tensor:
+    """The mean of ``values`` over its first axis; 0 (not NaN) for an empty batch, still in the graph."""
+    return values.mean() if values.dim() == 0 or len(values) else values.sum(0)
 
 
 def saturate(mu: Tensor, saturation: float = SATURATION) -> Tensor:
@@ -250,9 +256,9 @@ def augerino_regularizer(module: nn.Module) -> Tensor:
 
 
 def no_regularizer(module: nn.Module) -> Tensor:
-    """Zero, for the no-regulariser ablation (still checks ``module`` has layers)."""
-    layer = _augmentations(module, lie=False)[0]
-    return layer.raw_magnitudes.new_zeros(())
+    """Zero, for the no-regulariser ablation (still checks ``module`` has layers, or an Augerino augmentation)."""
+    layer = _augmentations(module)[0]
+    return (layer.raw_magnitudes if isinstance(layer, AugmentationLayer) else layer.raw_width).new_zeros(())
 
 
 def paper_selective_regularizer(module: nn.Module) -> Tensor:
@@ -320,6 +326,8 @@ class LambdaSchedule:
         self.values, self.milestones = values, milestones
 
     def __call__(self, epoch: int) -> float:
+        if not is_int(epoch):
+            raise TypeError(f"epoch must be an int (an epoch's index), got {epoch!r}")
         if epoch < 0:
             raise ValueError(f"epoch must be >= 0, got {epoch}")
         return self.values[sum(epoch >= m for m in self.milestones)]

@@ -106,9 +106,14 @@ def _entries(policy) -> list[list[dict]]:
     """
     if isinstance(policy, dict):
         policy = Policy.from_json(policy)
-    refuse_conditioned(policy, "exported")
+    if isinstance(policy, nn.Module):  # a model or a layer: its policy() is what exports
+        raise TypeError(
+            f"policy must be an augnet Policy (or its to_json() dict), got the module {type(policy).__name__}: "
+            "pass its policy(), e.g. to_kornia(model.policy())"
+        )
     if not isinstance(policy, list) or isinstance(policy, str):
         raise TypeError(f"policy must be an augnet Policy (or its to_json() dict), got {type(policy).__name__}")
+    refuse_conditioned(policy, "exported")
     if not policy:
         raise ValueError("the policy has no layers")
     for i, layer in enumerate(policy):

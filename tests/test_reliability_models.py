@@ -1,0 +1,151 @@
+"""Reliability of the models as a user meets them: AugNet, Augerino, the regularisers, param_groups and the exports.
+
+Each test here failed before its fix: a refusal is a ValueError or a TypeError that names the bad value and leaves
+the model as it was; a value a user gets (a regulariser, a policy) is never NaN or silently wrong.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import augnet
+from augnet import AugmentationLayer, AugmentationModule, ConditionedAugmentationLayer
+from augnet.augerino import LieAugmentation
+from augnet.instance import conditioner_entropy
+from augnet.transforms import image as T
+
+
+def trunk() -> nn.Module:
+    return nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 3))
+
+
+def images(b: int = 4) -> torch.Tensor:
+    return torch.rand(b, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+
+
+# ------------------------------------------------------------------ regularisers on an empty batch
+
+
+def test_an_empty_batch_through_a_conditioned_layer_gives_a_finite_regulariser_and_entropy():
+    cond = ConditionedAugmentationLayer([T.Rotate(), T.TranslateX()], channels=3, init_magnitude=0.3)
+    plain = AugmentationLayer([T.Rotate(), T.Brightness()], init_magnitude=0.3)
+    model = augnet.AugNet(trunk(), [cond, plain])
+    out = model(images(0))
+    assert out.shape == (0, 3)
+    reg = augnet.selective_regularizer(model)
+    entropy = conditioner_entropy(model)
+    assert torch.isfinite(reg) and torch.isfinite(entropy), (reg, entropy)  # both were NaN (a mean over no sample)
+    assert float(entropy.detach()) == 0.0
+    # The conditioned layer adds nothing; the plain layer its own term, as if it stood alone (nothing held before it).
+    torch.testing.assert_close(reg, augnet.selective_regularizer(plain))
+    (out.sum() + reg - entropy).backward()
+    for name, p in model.named_parameters():
+        assert p.grad is None or bool(torch.isfinite(p.grad).all()), name
+
+
+def test_a_non_empty_batch_keeps_the_regulariser_of_a_conditioned_layer():
+    cond = ConditionedAugmentationLayer([T.Rotate(), T.TranslateX()], channels=3, init_magnitude=0.3)
+    model = augnet.AugNet(trunk(), [cond, AugmentationLayer([T.Rotate(), T.Brightness()], init_magnitude=0.3)])
+    model(images(4))
+    w, mu = cond.latest_policy()
+    v = w * augnet.regularizers.saturate(mu) * cond.effect
+    first = -torch.linalg.vector_norm(v, dim=1).mean()
+    second = model.augment.layers[1]
+    h = torch.stack([w.detach().mean(0)[0], torch.zeros(())])  # Rotate held by the first layer
+    v2 = second.weights * augnet.regularizers.saturate(second.magnitudes) * second.effect
+    expected = first - torch.linalg.vector_norm(v2 * (1 - h)) + torch.linalg.vector_norm(v2 * h)
+    torch.testing.assert_close(augnet.selective_regularizer(model), expected)
+
+
+# ------------------------------------------------------------------ Augerino
+
+
+def test_a_refused_augerino_call_leaves_the_size_it_last_saw():
+    aug = LieAugmentation()
+    aug(images(2))
+    assert aug.last_size == (8, 8)
+    with pytest.raises(ValueError, match="empty channel or spatial"):
+        aug(torch.rand(2, 0, 5, 7))
+    assert aug.last_size == (8, 8)  # was (5, 7): policy()'s pixel ranges then read a size never augmented
+    fresh = LieAugmentation()
+    with pytest.raises(ValueError):
+        fresh(torch.rand(2, 3, 0, 7))
+    assert fresh.last_size is None
+
+
+@pytest.mark.parametrize(
+    ("size", "error"),
+    [((0, 0), ValueError), ((-8, 8), ValueError), ((8,), ValueError), (5, TypeError), ("ab", TypeError),
+     ((8.0, 8.0), TypeError), ((True, 8), TypeError), (torch.rand(2, 3, 8, 8), TypeError)],
+    ids=["zeros", "negative", "one-dim", "int", "str", "floats", "bool", "tensor"],
+)
+def test_augerino_policy_refuses_a_bad_size(size, error):
+    model = augnet.Augerino(trunk())
+    model(images())
+    before = model.policy().to_json()
+    with pytest.raises(error, match="size"):
+        model.policy(size)
+    assert model.policy().to_json() == before
+    assert model.policy((16, 32))[0][0]["range"].high == pytest.approx(0.1 * 32 / 2, rel=1e-5)  # translate_x: W
+
+
+def test_augerino_takes_its_widths_as_an_array_or_a_tensor():
+    widths = [0.1, 0.2, 0.3, 0.05, 0.05, 0.02]
+    listed = LieAugmentation(widths).widths
+    for given in (np.array(widths), torch.tensor(widths, dtype=torch.float64), np.float32(0.2)):
+        aug = LieAugmentation(given)
+        expected = listed if not isinstance(given, np.floating) else LieAugmentation(0.2).widths
+        torch.testing.assert_close(aug.widths, expected)
+    for bad, error in ((np.array([0.1] * 5), ValueError), (np.array([True] * 6), TypeError),
+                       (torch.tensor([math.nan] * 6), ValueError)):  # fmt: skip
+        with pytest.raises(error, match="init_width"):
+            LieAugmentation(bad)
+
+
+def test_augerino_repr_shows_its_widths_and_padding():
+    text = repr(augnet.Augerino(trunk(), init_width=0.25, padding="border"))
+    assert "LieAugmentation(widths=[0.25, 0.25, 0.25, 0.25, 0.25, 0.25], padding='border')" in text
+    assert "widths=?" in repr(LieAugmentation().to("meta"))
+
+
+def test_no_regularizer_takes_an_augerino():
+    model = augnet.Augerino(trunk())
+    zero = augnet.no_regularizer(model)  # was: ValueError "no AugmentationLayer found in Augerino"
+    assert zero.shape == () and float(zero) == 0.0
+    with pytest.raises(ValueError, match="no AugmentationLayer or Augerino"):
+        augnet.no_regularizer(trunk())
+
+
+# ------------------------------------------------------------------ argument types
+
+
+@pytest.mark.parametrize("epoch", [math.nan, 1.5, True, "3", None], ids=["nan", "float", "bool", "str", "none"])
+def test_lambda_schedule_refuses_an_epoch_that_is_not_an_int(epoch):
+    schedule = augnet.LambdaSchedule((0.5, 0.05), milestones=(40,))
+    with pytest.raises(TypeError, match="epoch must be an int"):
+        schedule(epoch)  # NaN, 1.5 and True gave 0.5 without a sound
+    assert schedule(np.int64(40)) == 0.05 and schedule(39) == 0.5
+
+
+@pytest.mark.parametrize("every", [True, 1.0, "10", None], ids=["bool", "float", "str", "none"])
+def test_effect_every_of_another_type_is_a_type_error(every):
+    with pytest.raises(TypeError, match="effect_every must be an int"):
+        augnet.AugNet(trunk(), AugmentationLayer([T.Rotate()]), effect_every=every)
+
+
+# ------------------------------------------------------------------ exports
+
+
+@pytest.mark.parametrize("what", ["model", "layer", "module"])
+def test_exporting_a_module_instead_of_its_policy_says_to_pass_the_policy(what):
+    pytest.importorskip("kornia")
+    layer = AugmentationLayer([T.Rotate(), T.HorizontalFlip()], init_magnitude=0.25)
+    given = {"model": augnet.AugNet(trunk(), layer), "layer": layer, "module": AugmentationModule([layer])}[what]
+    for export in (augnet.export.to_kornia, augnet.export.to_torchvision):
+        with pytest.raises(TypeError, match=r"pass its policy\(\)"):  # a layer was "'method' object is not iterable"
+            export(given)
