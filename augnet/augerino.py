@@ -198,8 +198,6 @@ class LieAugmentation(nn.Module):
         generator acts on every copy), ``magnitude`` (its width) and ``range``
         in natural units (translations in pixels once an image size is known).
         """
-        if isinstance(size, Tensor):
-            raise TypeError(f"policy takes a spatial size (H, W), got a tensor of shape {tuple(size.shape)}")
         size = check_size(size) if size is not None else self.last_size
         if size is not None and len(size) != 2:
             raise ValueError(f"size must be an image's spatial size (H, W), got {size!r}")

@@ -408,7 +408,14 @@ def check_policy(policy: Policy, ranges: bool = False) -> list | None:
 
 
 def check_size(size) -> tuple[int, ...]:
-    """``size`` (a spatial size: a sequence of ints >= 1) as a tuple, or the TypeError / ValueError naming it."""
+    """``size`` (a spatial size: a sequence of ints >= 1, or a 1-D integer tensor or NumPy array) as a tuple, or the
+    TypeError / ValueError naming it."""
+    if hasattr(size, "tolist") and hasattr(size, "shape"):  # a tensor or an array: its values, when 1-D integers
+        dtype = str(getattr(size, "dtype", ""))
+        if len(size.shape) != 1 or not any(k in dtype for k in ("int", "long", "short")) or "bool" in dtype:
+            raise TypeError(f"size must be a spatial size (1-D integers), got a {type(size).__name__} of shape "
+                            f"{tuple(size.shape)} and dtype {dtype}")  # fmt: skip
+        size = size.tolist()
     if isinstance(size, (str, bytes)) or not isinstance(size, Sequence):
         raise TypeError(f"size must be a spatial size (a sequence of ints), got {type(size).__name__}: {size!r}")
     if not all(is_int(s) for s in size):

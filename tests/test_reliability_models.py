@@ -149,3 +149,16 @@ def test_exporting_a_module_instead_of_its_policy_says_to_pass_the_policy(what):
     for export in (augnet.export.to_kornia, augnet.export.to_torchvision):
         with pytest.raises(TypeError, match=r"pass its policy\(\)"):  # a layer was "'method' object is not iterable"
             export(given)
+
+
+def test_a_size_given_as_a_tensor_or_an_array_is_read_as_its_values():
+    layer = AugmentationLayer([T.TranslateX(), T.Rotate()])
+    model = augnet.Augerino(trunk())
+    for policy in (layer.policy, model.policy):
+        expected = repr(policy((16, 32)))
+        assert "px" in expected  # the size is read: ranges in pixels
+        for size in (torch.tensor([16, 32]), np.array([16, 32]), torch.Size([16, 32])):
+            assert repr(policy(size)) == expected
+        for bad in (torch.tensor([16.0, 32.0]), np.array([[16, 32]]), torch.tensor([True, True])):
+            with pytest.raises(TypeError, match=r"size must be a spatial size \(1-D integers\), got a .* of shape"):
+                policy(bad)
