@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import sys
 import time
@@ -69,6 +70,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
+from augnet._checks import is_int, is_real
 from augnet.bench.eager import EAGER, _has_kornia, eager_augment
 from augnet.bench.machine import _loadavg, machine_info
 from augnet.layers import AugmentationLayer
@@ -116,16 +118,34 @@ class BenchConfig:
         return cls(**settings)
 
     def validate(self) -> None:
-        """Raise ``ValueError`` for settings that cannot run."""
-        if not self.sizes or any(int(s) < 1 for s in self.sizes):
+        """Raise ``ValueError`` for settings that cannot run (``TypeError`` for a setting of the wrong type)."""
+        for name in ("sizes", "modes", "providers"):  # a string would be read as its characters
+            value = getattr(self, name)
+            allowed = isinstance(value, Sequence) or (value is None and name == "providers")
+            if isinstance(value, (str, bytes)) or not allowed:
+                raise TypeError(f"{name} must be a sequence (a tuple or a list), got {type(value).__name__}: {value!r}")
+        if not all(is_int(s) for s in self.sizes):
+            raise TypeError(f"sizes must be integers, got {list(self.sizes)}")
+        if not self.sizes or any(s < 1 for s in self.sizes):
             raise ValueError(f"sizes must be positive integers, got {list(self.sizes)}")
+        for name in ("batch", "copies", "channels", "min_runs", "threads", "seed"):
+            value = getattr(self, name)
+            if not (is_int(value) or (value is None and name == "threads")):  # a bool is not a count
+                raise TypeError(f"{name} must be an int, got {type(value).__name__}: {value!r}")
         for name in ("batch", "copies", "channels", "min_runs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
-        if not self.min_run_time > 0:
-            raise ValueError(f"min_run_time must be positive, got {self.min_run_time}")
+        if not 0 <= self.seed < 2**63:  # torch's generators take seeds below 2**64; negatives wrap round
+            raise ValueError(f"seed must be in [0, 2**63 - 1], got {self.seed}")
+        for name in ("min_run_time", "init_magnitude"):
+            if not is_real(getattr(self, name)):
+                raise TypeError(f"{name} must be a number, got {getattr(self, name)!r}")
+        if not (self.min_run_time > 0 and math.isfinite(self.min_run_time)):  # an infinite one would never end
+            raise ValueError(f"min_run_time must be positive and finite, got {self.min_run_time}")
+        if not 0.0 <= self.init_magnitude <= 1.0:
+            raise ValueError(f"init_magnitude must lie in [0, 1], got {self.init_magnitude}")
         bad = [m for m in self.modes if m not in MODES]
         if bad or not self.modes:
             raise ValueError(f"modes must be among {MODES}, got {list(self.modes)}")
@@ -349,6 +369,11 @@ def run_benchmark(cfg: BenchConfig, log: Callable[[str], None] | None = print) -
                     estimate = time.perf_counter() - t0
                     if provider == "reference":
                         reference_out = out
+                    elif reference_out is None:  # a backend listed before the reference (or without it): its draw
+                        check = geometric_layer(cfg.init_magnitude, backend="reference").to(device)
+                        draw = torch.Generator(device=device).manual_seed(cfg.seed)
+                        reference_out = check(xi, copies=cfg.copies, generator=draw).detach()
+                        del check
                     if reference_out is not None:
                         record["max_abs_diff_vs_reference"] = float((out - reference_out).abs().max())
                     del out

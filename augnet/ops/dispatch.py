@@ -143,6 +143,8 @@ def resolve_backend(backend: str, x: Tensor) -> str:
     A backend asked for by name must be usable, else a ``RuntimeError`` says
     why and how to fix it. Meta tensors (shape inference) take the reference.
     """
+    if not isinstance(backend, str):  # (a list would reach the registry as an unhashable key)
+        raise TypeError(f"tap_mix: backend must be 'auto' or a backend name, got {type(backend).__name__}: {backend!r}")
     return _resolve(backend, x.device.type, x.dtype)
 
 

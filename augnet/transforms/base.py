@@ -93,6 +93,10 @@ class Transform(nn.Module):
     #: coordinates (exact at power-of-two sizes, up to about 3e-5 on a 224 x 224 image), so a call at
     #: magnitude 0 returns the input itself for those rows (see ``forward``).
     resamples: bool = False
+    #: True where a call at magnitude 0 returns the input's rows themselves (as for ``resamples``), though the
+    #: transform's output is already the input there for finite data: a colour matrix (``0 * NaN``) or a filter
+    #: would carry a NaN or infinite pixel into the other channels or the neighbours of a pixel (image transforms).
+    exact_at_zero: bool = False
 
     # ----------------------------------------------------------------- API
     def sample(
@@ -118,7 +122,7 @@ class Transform(nn.Module):
         """
         if not self.has_taps():
             raise NotImplementedError(f"{type(self).__name__} must implement apply_transform()")
-        n = _rows(params)
+        n = _rows(params, type(self).__name__)
         taps = self.taps(params)
         if taps.affine is None and taps.src is None:  # colour maps alone: per pixel, nothing resampled
             return _apply_colors(x, taps, n)
@@ -150,6 +154,7 @@ class Transform(nn.Module):
         self.check_input(x)
         copies = check_copies(copies)
         number, magnitude = magnitude, self.check_magnitude(magnitude, x, rows=x.shape[0] * copies)
+        self._check_generator(generator)
         if params is None:
             if x.shape[0] == 0:  # an empty batch: nothing to draw, nothing to transform
                 return x[:0].clone()
@@ -164,14 +169,20 @@ class Transform(nn.Module):
                 kinked = identity + per_row(gate, moved.dim()).to(moved.dtype) * (moved - identity)
                 return torch.where(per_row(magnitude, moved.dim()) == 0, kinked, moved)
             params = self._draw_at(x, number, magnitude, generator, copies)
-        elif _rows(params) != x.shape[0] * copies:
+        elif _rows(params, type(self).__name__) != x.shape[0] * copies:
             raise ValueError(
                 f"{type(self).__name__}: params are for {_rows(params)} rows, "
                 f"but x has {x.shape[0]} rows and copies={copies}"
             )
         # float16 / bfloat16 are transformed in float32 (FFTs, coordinates), as a layer does.
         with full_precision(x) as dtype:
-            out = self.apply_transform(x.to(dtype), params).to(x.dtype)
+            try:
+                out = self.apply_transform(x.to(dtype), params).to(x.dtype)
+            except KeyError as err:  # params drawn by another transform (a replay with the wrong dict)
+                raise ValueError(
+                    f"{type(self).__name__}: params lack the entry {err}: pass the params this transform drew "
+                    f"(draw_params() or sample()), got the keys {sorted(params)}"
+                ) from None
         return self._identity_at_zero(x, magnitude, out)
 
     def _identity_at_zero(self, x: Tensor, magnitude: Tensor, out: Tensor) -> Tensor:
@@ -183,7 +194,7 @@ class Transform(nn.Module):
         transform's at magnitude 0: the identity up to the rounding of its resampling (within 1e-6 in
         float32). Adding ``out``'s derivative to the input's counted the input twice (a gradient of 2).
         """
-        if not self.resamples or out.shape[0] == 0:
+        if not (self.resamples or self.exact_at_zero) or out.shape[0] == 0:
             return out
         identity = repeat_rows(x, out.shape[0])
         if out.requires_grad and magnitude.requires_grad:  # the input's value + an exact 0 that carries out's
@@ -203,6 +214,7 @@ class Transform(nn.Module):
         self.check_input(x)
         copies = check_copies(copies)
         checked = self.check_magnitude(magnitude, x, rows=x.shape[0] * copies)
+        self._check_generator(generator)
         return self._draw_at(x, magnitude, checked, generator, copies)
 
     def _draw_at(self, x, number, magnitude: Tensor, generator, copies: int) -> dict[str, Tensor]:
@@ -260,6 +272,12 @@ class Transform(nn.Module):
             )
         if any(size == 0 for size in x.shape[1:]):
             raise ValueError(f"{name}: x has an empty non-batch dimension, shape {tuple(x.shape)}")
+
+    def _check_generator(self, generator) -> None:
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(
+                f"{type(self).__name__}: generator must be a torch.Generator or None, got {type(generator).__name__}"
+            )
 
     def _shape_doc(self) -> str:
         return "(B, Ch, H, W)" if self.input_ndim == 4 else "(B, Ch, T)"
@@ -383,6 +401,15 @@ def positive(name: str, value: float) -> float:
     return float(value)
 
 
+def check_temperature(name: str, value: float) -> float:
+    """A relaxation's temperature as a float: :func:`positive`, and large enough that ``1 / value`` is finite in
+    float32 (the relaxed gates divide by it in the parameters' dtype: below that, the magnitude's gradient is NaN)."""
+    value = positive(name, value)
+    if value < 1.0 / torch.finfo(torch.float32).max:
+        raise ValueError(f"{name} {value!r} is too small: 1 / {name} overflows float32 (the gradient would be NaN)")
+    return value
+
+
 def _check_unit_interval(name: str, value: float) -> None:
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise ValueError(f"{name}: magnitude must lie in [0, 1], got {value}")
@@ -419,8 +446,15 @@ def _apply_colors(x: Tensor, taps: Taps, n: int) -> Tensor:
     return torch.einsum("nk,nk...->n...", weight, mapped)
 
 
-def _rows(params: dict[str, Tensor]) -> int:
-    return next(iter(params.values())).shape[0]
+def _rows(params: dict[str, Tensor], name: str = "Transform") -> int:
+    """The rows ``params`` were drawn for (those of its first tensor), or the error saying why they are not params."""
+    if not isinstance(params, dict):
+        raise TypeError(f"{name}: params must be a dict of tensors (as sample() returns), got {type(params).__name__}")
+    first = next(iter(params.values()), None)  # (an empty dict: not a StopIteration, which a caller's loop would eat)
+    if not isinstance(first, Tensor) or first.dim() == 0:
+        what = "an empty dict" if not params else f"{type(first).__name__} as its first entry"
+        raise ValueError(f"{name}: params must be a dict of per-row tensors (as sample() returns), got {what}")
+    return first.shape[0]
 
 
 def draw(fn, *args, generator: torch.Generator | None = None, **kwargs) -> Tensor:

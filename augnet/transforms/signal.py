@@ -25,6 +25,7 @@ from augnet.transforms._sensors import SensorsRotationX, SensorsRotationY, Senso
 from augnet.transforms.base import (
     Range,
     SignalTransform,
+    check_temperature,
     draw,
     param_dtype,
     per_row,
@@ -73,7 +74,7 @@ class TimeReverse(SignalTransform):
 
     def __init__(self, temperature: float = 0.1) -> None:
         super().__init__()
-        self.temperature = positive("temperature", temperature)
+        self.temperature = check_temperature("temperature", temperature)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         return {"gate": relaxed_bernoulli((x.shape[0] * copies,), x, magnitude, self.temperature, generator)}
@@ -351,7 +352,7 @@ class ChannelsSymmetry(SignalTransform):
         if not pairs or min(flat) < 0 or len(set(flat)) != len(flat):
             raise ValueError(f"pairs must be non-empty, non-negative and use each channel once, got {pairs}")
         self.pairs = pairs
-        self.temperature = positive("temperature", temperature)
+        self.temperature = check_temperature("temperature", temperature)
 
     def check_input(self, x):
         super().check_input(x)
@@ -390,7 +391,7 @@ class ChannelsDropout(SignalTransform):
 
     def __init__(self, temperature: float = 0.1) -> None:
         super().__init__()
-        self.temperature = positive("temperature", temperature)
+        self.temperature = check_temperature("temperature", temperature)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         shape = (x.shape[0] * copies, x.shape[1])

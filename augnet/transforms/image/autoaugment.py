@@ -15,7 +15,7 @@ from torch import Tensor
 
 from augnet._checks import is_int, is_real
 from augnet.ops.constants import device_constant
-from augnet.transforms.base import Range, positive, relaxed_bernoulli, repeat_rows, uniform
+from augnet.transforms.base import Range, check_temperature, positive, relaxed_bernoulli, repeat_rows, uniform
 from augnet.transforms.image._common import _ImageTransform
 
 __all__ = ["Equalize", "Posterize", "Sharpness", "Solarize"]
@@ -46,7 +46,7 @@ class Solarize(_ImageTransform):
         if not 0.0 <= min_threshold < 1.0:
             raise ValueError(f"min_threshold must lie in [0, 1), got {min_threshold!r}")
         self.min_threshold = float(min_threshold)
-        self.temperature = positive("temperature", temperature)
+        self.temperature = check_temperature("temperature", temperature)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies
@@ -210,7 +210,7 @@ class Equalize(_ImageTransform):
 
     def __init__(self, temperature: float = 0.1) -> None:
         super().__init__()
-        self.temperature = positive("temperature", temperature)
+        self.temperature = check_temperature("temperature", temperature)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from augnet.ops.constants import device_constant
 from augnet.ops.taps import Taps, identity_color
-from augnet.transforms.base import Range, positive, relaxed_bernoulli, uniform
+from augnet.transforms.base import Range, check_temperature, positive, relaxed_bernoulli, uniform
 from augnet.transforms.image._common import LUMA, _color, _gray, _ImageTransform, _one_tap, _RGBTransform
 
 __all__ = ["AutoContrast", "Brightness", "Contrast", "Gray", "Hue", "Invert", "Saturation"]
@@ -170,7 +170,7 @@ class _GatedColor(_ImageTransform):
 
     def __init__(self, temperature: float = 0.1) -> None:
         super().__init__()
-        self.temperature = positive("temperature", temperature)
+        self.temperature = check_temperature("temperature", temperature)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies

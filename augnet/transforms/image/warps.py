@@ -12,7 +12,7 @@ import torch
 
 from augnet.ops.constants import device_constant
 from augnet.ops.taps import Taps
-from augnet.transforms.base import Range, positive, relaxed_bernoulli, uniform
+from augnet.transforms.base import Range, check_temperature, positive, relaxed_bernoulli, uniform
 from augnet.transforms.image._common import _affine, _aspect, _ImageTransform, _one_tap
 
 __all__ = ["HorizontalFlip", "Rotate", "Scale", "ShearX", "ShearY", "TranslateX", "TranslateY", "VerticalFlip"]
@@ -205,7 +205,7 @@ class HorizontalFlip(_ImageTransform):
 
     def __init__(self, temperature: float = 0.1, padding: str = "zeros") -> None:
         super().__init__(padding)
-        self.temperature = positive("temperature", temperature)
+        self.temperature = check_temperature("temperature", temperature)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies
