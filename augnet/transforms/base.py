@@ -45,7 +45,10 @@ __all__ = ["Range", "SignalTransform", "Taps", "Transform", "draw", "per_row", "
 
 
 class Range(NamedTuple):
-    """A transform's range in natural units, e.g. ``Range(-45.0, 45.0, "deg")``."""
+    """A transform's range in natural units, e.g. ``Range(-45.0, 45.0, "deg")``.
+
+    ``low`` and ``high`` are its bounds, ``unit`` names the unit (``""`` for a plain number).
+    """
 
     low: float
     high: float
@@ -93,18 +96,21 @@ class Transform(nn.Module):
     #: coordinates (exact at power-of-two sizes, up to about 3e-5 on a 224 x 224 image), so a call at
     #: magnitude 0 returns the input itself for those rows (see ``forward``).
     resamples: bool = False
-    #: True where a call at magnitude 0 returns the input's rows themselves (as for ``resamples``), though the
-    #: transform's output is already the input there for finite data: a colour matrix (``0 * NaN``) or a filter
-    #: would carry a NaN or infinite pixel into the other channels or the neighbours of a pixel (image transforms).
-    exact_at_zero: bool = False
 
     # ----------------------------------------------------------------- API
     def sample(
         self, x: Tensor, magnitude: Tensor | float, generator: torch.Generator | None = None, copies: int = 1
     ) -> dict[str, Tensor]:
-        """Draw per-row parameters for ``N = x.shape[0] * copies`` output rows.
+        """Draw per-row parameters for ``N = x.shape[0] * copies`` output rows (unchecked: see :meth:`draw_params`).
 
-        ``magnitude`` is a number, a 0-d tensor, or an (N,) tensor of per-row magnitudes.
+        Args:
+            x: input batch :math:`(B, ...)`: its shape, device and dtype (some transforms read its values).
+            magnitude: in [0, 1]: a number, a 0-d tensor, or an (N,) tensor of per-row magnitudes.
+            generator: source of randomness (default ``None``: torch's global generator).
+            copies: copies C per sample (default 1).
+
+        Returns:
+            ``{name: tensor}``, each tensor with a first dimension of N (copy-major rows).
         """
         raise NotImplementedError
 
@@ -150,6 +156,10 @@ class Transform(nn.Module):
         Returns:
             Tensor of shape :math:`(B \\cdot copies, ...)`. Rows at magnitude exactly 0 are the
             input's rows, bit for bit (with the derivative in the magnitude kept).
+
+        Raises:
+            TypeError, ValueError: an input, magnitude, ``copies`` or ``generator`` the transform cannot take
+                (see :meth:`check_input`, :meth:`check_magnitude`), or ``params`` drawn for other rows or keys.
         """
         self.check_input(x)
         copies = check_copies(copies)
@@ -194,7 +204,7 @@ class Transform(nn.Module):
         transform's at magnitude 0: the identity up to the rounding of its resampling (within 1e-6 in
         float32). Adding ``out``'s derivative to the input's counted the input twice (a gradient of 2).
         """
-        if not (self.resamples or self.exact_at_zero) or out.shape[0] == 0:
+        if not self.resamples or out.shape[0] == 0:
             return out
         identity = repeat_rows(x, out.shape[0])
         if out.requires_grad and magnitude.requires_grad:  # the input's value + an exact 0 that carries out's
@@ -205,7 +215,7 @@ class Transform(nn.Module):
     def draw_params(
         self, x: Tensor, magnitude: Tensor | float, generator: torch.Generator | None = None, copies: int = 1
     ) -> dict[str, Tensor]:
-        """The parameters ``self(x, magnitude, generator=generator, copies=copies)`` draws, checked.
+        """The parameters ``self(x, magnitude, generator=generator, copies=copies)`` draws, checked as it checks them.
 
         Passing them back (``params=``) replays that call bit for bit; code that draws once and applies in
         parts (the probes, batch by batch) uses this rather than :meth:`sample` with a checked magnitude,
@@ -260,7 +270,7 @@ class Transform(nn.Module):
         return cls.taps is not Transform.taps
 
     def check_input(self, x: Tensor) -> None:
-        """Raise a clear error for an input the transform cannot take."""
+        """Raise the TypeError or ValueError of an input the transform cannot take (type, dtype, rank, empty sizes)."""
         name = type(self).__name__
         if not isinstance(x, Tensor):
             raise TypeError(f"{name}: expected a tensor, got {type(x).__name__}")
@@ -286,7 +296,8 @@ class Transform(nn.Module):
         """Validate ``magnitude`` and return it as a tensor on ``x``'s device.
 
         A number or a 0-d tensor gives a 0-d tensor; with ``rows``, an (rows,)
-        tensor of per-row magnitudes is accepted too (and kept 1-D).
+        tensor of per-row magnitudes is accepted too (and kept 1-D). Any other type or shape, a value outside
+        [0, 1] (checked on CPU only) or a tensor on an accelerator other than ``x``'s raises a TypeError or ValueError.
         """
         name = type(self).__name__
         if not (is_real(magnitude) or isinstance(magnitude, Tensor)):

@@ -54,8 +54,6 @@ def _gray(x: Tensor) -> Tensor:
 
 class _ImageTransform(Transform):
     input_ndim = 4
-    exact_at_zero = True
-
     def __init__(self, padding: str = "zeros") -> None:
         super().__init__()
         if padding not in PADDING_MODES:
