@@ -38,6 +38,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet._calibration import evaluating
+from augnet._checks import is_int, is_real
 
 __all__ = ["MIN_MAGNITUDE", "effect_of_layer", "measure_effects", "update_effect"]
 
@@ -84,7 +85,11 @@ def update_effect(layer: nn.Module, effect: Tensor, momentum: float) -> None:
     enter a moving average. A measurement that is not finite (see
     :func:`effect_of_layer`) leaves the layer as it is. No value is read on
     the host (no device synchronisation).
+
+    Raises:
+        TypeError, ValueError: a ``momentum`` that is not a number in [0, 1] (a NaN one made the effects NaN).
     """
+    momentum = _momentum(momentum)
     old, measured = layer.effect, layer.effect_measured
     if effect.device != old.device and "meta" in (effect.device.type, old.device.type):
         return  # shapes only on one side: nothing to measure into the layer
@@ -96,6 +101,15 @@ def update_effect(layer: nn.Module, effect: Tensor, momentum: float) -> None:
         blended = torch.where(measured, (1 - momentum) * old + momentum * normalised, normalised)
         old.copy_(torch.where(valid, blended, old))
         measured.copy_(measured | valid)
+
+
+def _momentum(momentum) -> float:
+    """``momentum`` as a float, or the TypeError / ValueError naming it unless it is a number in [0, 1]."""
+    if not is_real(momentum):
+        raise TypeError(f"momentum must be a number in [0, 1], got {momentum!r}")
+    if not 0.0 <= momentum <= 1.0:  # NaN fails too
+        raise ValueError(f"momentum must be a number in [0, 1], got {momentum!r}")
+    return float(momentum)
 
 
 @torch.no_grad()
@@ -122,8 +136,19 @@ def measure_effects(
         rows: how many rows of ``x`` to use.
         momentum: weight of the new measurement in the moving average.
         generator: draws the transforms' parameters (default: one seeded with 0 on x's device).
+
+    Raises:
+        TypeError, ValueError: ``rows`` not an int >= 1, ``momentum`` not a number in [0, 1], ``x`` not a
+            tensor; before anything changes.
     """
-    x = x[:rows].detach()
+    if not is_int(rows):
+        raise TypeError(f"measure_effects: rows must be an int >= 1, got {rows!r}")
+    if rows < 1:  # rows=-1 measured on all rows but the last
+        raise ValueError(f"measure_effects: rows must be an int >= 1, got {rows!r}")
+    momentum = _momentum(momentum)
+    if not isinstance(x, Tensor):
+        raise TypeError(f"measure_effects: x must be a tensor of inputs, got {type(x).__name__}")
+    x = x[: int(rows)].detach()
     if len(x) < 2:
         return
     if generator is None and x.device.type != "meta":

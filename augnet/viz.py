@@ -69,6 +69,14 @@ def save_figure(fig, path: str | Path) -> Path:
     return path
 
 
+def _check_items(name: str, items) -> None:
+    """The TypeError / ValueError of a plot's ``{label: data}`` argument that is not a dict or is empty."""
+    if not isinstance(items, dict):
+        raise TypeError(f"{name} must be a dict {{label: ...}}, got {type(items).__name__}")
+    if not items:  # an empty figure (and a legend warning) was written
+        raise ValueError(f"{name} is empty: nothing to plot")
+
+
 def plot_distributions(
     distributions: dict,
     path: str | Path,
@@ -96,6 +104,8 @@ def plot_distributions(
 
     if kind not in ("box", "violin"):
         raise ValueError(f"kind must be 'box' or 'violin', got {kind!r}")
+    if not isinstance(distributions, dict):
+        raise TypeError(f"distributions must be a dict {{label: values}}, got {type(distributions).__name__}")
     names, series = [], []
     for label, values in distributions.items():
         v = torch.as_tensor(values, dtype=torch.float64).flatten()
@@ -189,7 +199,12 @@ def plot_invariance_curves(
 
     Returns:
         The path written.
+
+    Raises:
+        TypeError, ValueError: ``curves`` not a dict, empty (nothing to plot), or holding something other than an
+            :func:`~augnet.probes.invariance_curve` result with the ``band`` percentiles; before anything is drawn.
     """
+    _check_items("curves", curves)
     for label, curve in curves.items():
         keys = set(curve.get("summary", [{}])[0]) if isinstance(curve, dict) and curve.get("summary") else set()
         missing = [k for k in ("median", *band) if k not in keys]
@@ -225,7 +240,11 @@ def plot_layer_importance(importance: dict[str, float], path: str | Path, title:
 
     Returns:
         The path written.
+
+    Raises:
+        TypeError, ValueError: ``importance`` not a dict or empty (nothing to plot); before anything is drawn.
     """
+    _check_items("importance", importance)
     plt = require_matplotlib()
     names = list(importance)
     values = [float(importance[n]) for n in names]

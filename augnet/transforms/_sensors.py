@@ -274,9 +274,13 @@ class _SensorsRotation(SignalTransform):
     def __init__(self, sensor_positions, max_angle: float = math.pi / 6, order: int = 4, n_terms: int = 50) -> None:
         super().__init__()
         self.max_angle = positive("max_angle", max_angle)
+        f32 = torch.finfo(torch.float32)
+        if not f32.tiny <= self.max_angle <= f32.max:  # the angles are drawn in float32: NaN or 0 beyond
+            raise ValueError(f"max_angle ({max_angle!r}) is beyond float32's range, in which the angles are drawn")
         order, n_terms = _check_spline_config(order, n_terms)
         self.order, self.n_terms = order, n_terms
         p = _sensor_positions(sensor_positions)
+        ch = p.shape[0]
         # The argument as given (float64, before the projection onto the sphere), for config().
         self.sensor_positions = torch.as_tensor(sensor_positions, dtype=torch.float64).detach().cpu().tolist()
         iu, iv, iw = _AXES[self.axis]
@@ -296,6 +300,15 @@ class _SensorsRotation(SignalTransform):
             raise ValueError("sensor_positions give a singular spline system (sensors too close together)")
         self.register_buffer("g_pp", g_pp, persistent=False)
         self.register_buffer("weights", z[:-1].contiguous(), persistent=False)
+        # A system singular to rounding solves to finite nonsense (few terms or a high order for the sensors: the
+        # kernel's rank falls below Ch + 1): the rows of M must sum to 1, checked at a quarter turn.
+        drift = float((self._update({"angle": p.new_tensor([math.pi / 2])}).sum(-1)).abs().max())
+        if not drift <= 1e-2:  # 1e-10 for 64 sensors, at most 1e-4 for 256 at random (default order and terms)
+            raise ValueError(
+                f"sensor_positions ({ch} sensors) with order={order} and n_terms={n_terms} give a numerically "
+                f"singular spline system: a rotation would not keep a constant field (the interpolation matrix's "
+                f"rows sum to 1 off by up to {drift:.3g}); use more n_terms, a lower order or fewer sensors"
+            )
 
     # The geometry stays float64 whatever dtype the module is cast to (module.float(),
     # .half(), .to(dtype)); only its device follows.

@@ -60,6 +60,16 @@ __all__ = [
 ]
 
 
+_F32 = torch.finfo(torch.float32)
+
+
+def _float32(name: str, value: float, why: str = "the parameters are drawn in float32") -> float:
+    """``value``, or the ValueError naming ``name`` where float32 cannot hold it (the draws were NaN or infinite)."""
+    if not _F32.tiny <= value <= _F32.max:
+        raise ValueError(f"{name} ({value:g}) is beyond float32's range ({_F32.tiny:.3g} to {_F32.max:.3g}): {why}")
+    return value
+
+
 def _number(name: str, value) -> float:
     if not is_real(value) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
@@ -80,6 +90,9 @@ def _frequency_range(kind: str, low, high, nyquist: float) -> tuple[float, float
         raise ValueError(f"min_{kind} ({low:g} Hz) must be below max_{kind} ({high:g} Hz): the range is inverted")
     if high >= nyquist:
         raise ValueError(f"max_{kind} ({high:g} Hz) must be below the Nyquist frequency ({nyquist:g} Hz)")
+    why = "the frequencies are drawn in float32 (give the sample rate and frequencies in other units)"
+    _float32(f"min_{kind}", low, why)
+    _float32("the Nyquist frequency sample_rate / 2", nyquist, why)
     return low, high
 
 
@@ -330,6 +343,14 @@ class AddNoise(SignalTransform):
     def __init__(self, min_snr_db: float = 0.0) -> None:
         super().__init__()
         self.min_snr_db = _number("min_snr_db", min_snr_db)
+        # The ratio 10 ** (-min_snr_db / 20) is drawn with in float32: beyond its range the noise was infinite
+        # (or Python's OverflowError at the first call), or never added at all.
+        f32 = torch.finfo(torch.float32)
+        if not math.log10(f32.tiny) <= -self.min_snr_db / 20 <= math.log10(f32.max):
+            raise ValueError(
+                f"min_snr_db must give a noise-to-signal ratio 10 ** (-min_snr_db / 20) within float32's range "
+                f"(about -770 to 758 dB), got {min_snr_db!r}"
+            )
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies
@@ -374,6 +395,9 @@ class Gain(SignalTransform):
     def __init__(self, max_gain_db: float = 6.0) -> None:
         super().__init__()
         self.max_gain_db = positive("max_gain_db", max_gain_db)
+        if self.max_gain_db / 20 > math.log10(_F32.max):  # an infinite gain (about 770 dB)
+            raise ValueError(f"max_gain_db ({max_gain_db!r}) is beyond float32's range: 10 ** (max_gain_db / 20) "
+                             f"overflows it")  # fmt: skip
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies
@@ -413,10 +437,9 @@ class SpeedChange(SignalTransform):
     """
 
     kink_at_zero = True  # s = 1 reads every sample at an integer position, where linear interpolation kinks
-
     def __init__(self, max_factor: float = 1.25) -> None:
         super().__init__()
-        self.max_factor = positive("max_factor", max_factor)
+        self.max_factor = _float32("max_factor", positive("max_factor", max_factor))
         if self.max_factor <= 1:
             raise ValueError(f"max_factor must be above 1, got {max_factor!r}")
 
@@ -467,7 +490,7 @@ class _SpecMask(SignalTransform):
 
     def __init__(self, max_width: float, edge: float = 1.0) -> None:
         super().__init__()
-        self.max_width = positive("max_width", max_width)
+        self.max_width = _float32("max_width", positive("max_width", max_width))
         self.edge = positive("edge", edge)
 
     def _shape_doc(self) -> str:
