@@ -42,19 +42,29 @@ def inward_clamp(raw: Tensor) -> Tensor:
 def invert_change(curves: Tensor, change: Tensor) -> Tensor:
     """Per row q, the magnitude in [0, 1] at which the monotone curve ``curves[q]`` reaches ``change[q]``.
 
-    ``curves`` (Q, K) holds values at K evenly spaced magnitudes; the inverse is
-    piecewise linear (flat stretches give their first magnitude) and
-    differentiable in ``change``.
+    ``curves`` (Q, K) holds values at K evenly spaced magnitudes; the inverse is piecewise linear and
+    differentiable in ``change``. A change equal to a flat stretch's value gives the stretch's first magnitude
+    (so a curve that starts flat, as a gate's measured on few rows does, still gives 0 at a change of 0: the
+    identity) with the derivative of the rising piece after it; a change just above it gives the stretch's end.
+
+    Examples:
+        >>> curves = torch.tensor([[0.0, 0.0, 0.5, 1.0]])  # flat from 0 to 1/3
+        >>> invert_change(curves, torch.tensor([0.0])), invert_change(curves, torch.tensor([0.25]))
+        (tensor([0.]), tensor([0.5000]))
     """
     k = curves.shape[1]
-    idx = torch.searchsorted(curves.detach().contiguous(), change.detach()[:, None], right=True).clamp(1, k - 1)
+    grid, at = curves.detach().contiguous(), change.detach()[:, None]
+    idx = torch.searchsorted(grid, at, right=True).clamp(1, k - 1)
     y0, y1 = curves.gather(1, idx - 1).squeeze(1), curves.gather(1, idx).squeeze(1)
     step = 1.0 / (k - 1)
     x0 = (idx.squeeze(1) - 1).to(change.dtype) * step
     slope = step / (y1 - y0).clamp_min(1e-12)
-    return (x0 + (change - y0) * slope).clamp(0.0, 1.0)
-
-
+    out = x0 + (change - y0) * slope
+    # On a flat stretch's value exactly (right=True lands after the stretch): its first magnitude, branch-free.
+    first = torch.searchsorted(grid, at, right=False).clamp(max=k - 1)
+    hit = (grid.gather(1, first) == at).squeeze(1)
+    out = torch.where(hit, first.squeeze(1).to(change.dtype) * step + (out - out.detach()), out)
+    return out.clamp(0.0, 1.0)
 
 
 

@@ -162,3 +162,22 @@ def test_a_size_given_as_a_tensor_or_an_array_is_read_as_its_values():
         for bad in (torch.tensor([16.0, 32.0]), np.array([[16, 32]]), torch.tensor([True, True])):
             with pytest.raises(TypeError, match=r"size must be a spatial size \(1-D integers\), got a .* of shape"):
                 policy(bad)
+
+
+def test_a_calibrated_layer_at_magnitude_zero_is_the_identity_where_a_curve_starts_flat():
+    # A gate's change curve measured on few rows starts flat (the gate fired on none of them at 1/16): the
+    # inverse gave the flat stretch's end, so the layer flipped about 6 % of its rows at magnitude 0.
+    from augnet.transforms import audio as A
+    from augnet.transforms import signal as S
+
+    layer = AugmentationLayer([S.TimeReverse(), A.Gain()], init_magnitude=0.0)
+    x = torch.randn(4, 2, 64, generator=torch.Generator().manual_seed(0))
+    curves = layer.calibrate(x)
+    assert curves[0, 1] == 0  # the case: flat at its start
+    assert layer.transform_magnitudes.tolist() == [0.0, 0.0]
+    out = layer(x, copies=3)
+    torch.testing.assert_close(out, x.repeat(3, 1, 1), rtol=0, atol=0)
+    # Above 0 the inverse is the curve's, as before (the first rising piece's magnitude, not 0).
+    with torch.no_grad():
+        layer.raw_magnitudes.fill_(0.5)
+    assert (layer.transform_magnitudes > 0).all()
