@@ -219,8 +219,7 @@ class LieAugmentation(nn.Module):
 
 
 class Augerino(AugNet):
-    """The Augerino baseline: an :class:`~augnet.AugNet` whose augmentation is a
-    :class:`~augnet.augerino.LieAugmentation`.
+    """The Augerino baseline: an :class:`~augnet.AugNet` augmented by a :class:`~augnet.augerino.LieAugmentation`.
 
     Copies and aggregation are those of :class:`~augnet.AugNet`; the
     augmentation draws uniform coefficients within learned widths over the
@@ -228,11 +227,18 @@ class Augerino(AugNet):
     (``-||width||_2``).
 
     Args:
-        trunk: any image model.
-        init_width: initial width of every generator, or one per generator.
-        train_copies, eval_copies, aggregate: as for :class:`~augnet.AugNet`.
-        padding, backend: of the warps.
+        trunk: any image model, taking :math:`(B \\cdot C, Ch, H, W)` images.
+        init_width: initial width of every generator (> 0, default 0.1), or one per generator (6).
+        train_copies, eval_copies, aggregate: as for :class:`~augnet.AugNet` (defaults 1, 4, ``"log_softmax"``).
+        padding, backend: the warps' ``tap_mix`` padding mode (default ``"zeros"``) and backend (default ``"auto"``).
         stratify: as for :class:`~augnet.AugNet` (its coefficients stratified over an evaluation's copies).
+
+    Shape:
+        - input: :math:`(B, Ch, H, W)`
+        - output: :math:`(B, ...)`, the aggregated trunk output.
+
+    Raises:
+        TypeError, ValueError: bad widths, padding or backend, or any argument :class:`~augnet.AugNet` refuses.
 
     Examples:
         >>> trunk = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 10))

@@ -233,16 +233,21 @@ class ConditionedAugmentationLayer(AugmentationLayer):
         conditioner: any module mapping the layer's input (B, ...) to (B, 2Q):
             offsets of the weight logits, then of the raw magnitudes. Default:
             :class:`~augnet.instance.TinyConditioner` (needs ``channels``).
-        channels: input channels, for the default conditioner.
-        hidden: size of the default conditioner (its hidden channels).
-        kernel_size: the default conditioner's convolutions, 3 or 1 (a policy that is the same for every pose
-            of an input: :class:`~augnet.instance.TinyConditioner`).
+        channels: input channels, for the default conditioner (required without ``conditioner``).
+        hidden: size of the default conditioner (its hidden channels; default 16).
+        kernel_size: the default conditioner's convolutions, 3 (default) or 1 (a policy that is the same for every
+            pose of an input: :class:`~augnet.instance.TinyConditioner`); only 3 with a ``conditioner`` given.
         init_magnitude, temperature, eval_mode, backend, train_mode: as for
-            :class:`~augnet.AugmentationLayer`.
+            :class:`~augnet.AugmentationLayer` (and the same defaults).
 
     Shape:
         - input: :math:`(B, ...)`
         - output: :math:`(B \\cdot C, ...)`, copy-major.
+
+    Raises:
+        TypeError, ValueError: an argument :class:`~augnet.AugmentationLayer` refuses, no ``channels`` for the
+            default conditioner (or inputs that are neither signals nor images), a ``kernel_size`` other
+            than 3 with a ``conditioner``, or a ``conditioner`` that is not an ``nn.Module``.
 
     Examples:
         >>> from augnet.transforms import image as T

@@ -59,28 +59,23 @@ class AugmentationLayer(nn.Module):
         \mathrm{AugLayer}(x) = \sum_q w_q \, T_q(x; \mu_q), \qquad
         w = \mathrm{softmax}(\mathrm{logits} / \mathrm{temperature})
 
-    With ``train_mode="mix"`` (the AugNet paper's training) each training row is
-    that blend. With ``train_mode="sample"`` (augnet's default) each training
-    row draws one transform from Categorical(w), per sample and per copy, and
-    is that transform's output; the weights get the blend's gradient
-    (straight-through), the magnitude of a transform the gradient of the rows
-    that drew it. A blend lets a transform run far past the range the data
-    admit while its weight stays low (the other transforms' near-identity
-    outputs carry the input through); a sampled row shows the transform at
-    full strength, so a magnitude settles where the data stop admitting it,
-    whatever its weight. In evaluation with ``eval_mode="sample"`` (the
-    default) each row draws one transform in the same way, so averaged
-    predictions average over real transformations; ``eval_mode="mix"`` blends.
+    With ``train_mode="mix"`` (the AugNet paper's training) each training row is that blend. With
+    ``train_mode="sample"`` (augnet's default) each training row draws one transform from Categorical(w), per sample
+    and per copy, and is that transform's output; the weights get the blend's gradient (straight-through), the
+    magnitude of a transform the gradient of the rows that drew it. A blend lets a transform run far past the range
+    the data admit while its weight stays low (the other transforms' near-identity outputs carry the input through);
+    a sampled row shows the transform at full strength, so a magnitude settles where the data stop admitting it,
+    whatever its weight. In evaluation with ``eval_mode="sample"`` (the default) each row draws one transform in the
+    same way, so averaged predictions average over real transformations; ``eval_mode="mix"`` blends.
 
-    When every transform has a tap form (all image transforms of
-    :mod:`augnet.transforms.image`) the layer runs as one ``tap_mix`` call per
-    padding mode, producing all copies straight from ``x``. Otherwise each
-    transform is applied to the copies and the results are summed.
+    When every transform has a tap form (all image transforms of :mod:`augnet.transforms.image`) the layer runs as
+    one ``tap_mix`` call per padding mode, producing all copies straight from ``x``. Otherwise each transform is
+    applied to the copies and the results are summed.
 
     Args:
         transforms: the Q candidate transforms.
-        init_magnitude: initial magnitude(s) in [0, 1], one float or Q floats.
-        temperature: softmax temperature of the weights (> 0).
+        init_magnitude: initial magnitude(s) in [0, 1], one float or Q floats (default 0.5).
+        temperature: softmax temperature of the weights (> 0, default 1.0).
         eval_mode: ``"sample"`` or ``"mix"``, see above.
         backend: ``tap_mix`` backend for tap layers (``"auto"`` by default).
         train_mode: ``"sample"`` or ``"mix"``, see above.
@@ -88,6 +83,9 @@ class AugmentationLayer(nn.Module):
     Shape:
         - input: :math:`(B, ...)`, e.g. :math:`(B, Ch, H, W)` for images.
         - output: :math:`(B \cdot C, ...)` with ``C = copies`` (1 if not given).
+
+    Raises:
+        TypeError, ValueError: no transforms, items that are not transforms, mixed input ranks, or another bad argument.
 
     Examples:
         >>> from augnet.transforms import image as T
@@ -155,24 +153,18 @@ class AugmentationLayer(nn.Module):
     # ---------------------------------------------------------------- state
     @property
     def weights(self) -> Tensor:
-        """(Q,) mixture weights, ``softmax(weight_logits / temperature)``; sums to 1.
-
-        Computed from the parameters on each access (differentiable, read-only).
-        """
+        """(Q,) mixture weights, ``softmax(weight_logits / temperature)``; sums to 1 (differentiable, read-only)."""
         return torch.softmax(widened(self.weight_logits) / self.temperature, 0)
 
     @property
     def magnitudes(self) -> Tensor:
         """(Q,) magnitudes in [0, 1], clamped so the gradient stays alive at the bounds.
 
-        Without calibration (the default) ``magnitudes[q]`` is transform ``q``'s
-        own magnitude (1 is its full range). After :meth:`calibrate`, equal
-        magnitudes mean equal expected input change: ``magnitudes[q]`` lies in
-        ``[0, cap_q]`` (``cap_q``: the largest change transform ``q`` can make,
-        relative to the largest of any candidate) and the transform runs at
-        :attr:`transform_magnitudes`. This is what the regulariser sees.
-
-        Computed from the parameters on each access (differentiable, read-only).
+        Without calibration (the default) ``magnitudes[q]`` is transform ``q``'s own magnitude (1 is its full
+        range). After :meth:`calibrate`, equal magnitudes mean equal expected input change: ``magnitudes[q]`` lies
+        in ``[0, cap_q]`` (``cap_q``: the largest change transform ``q`` can make, relative to the largest of any
+        candidate) and the transform runs at :attr:`transform_magnitudes`. This is what the regulariser sees
+        (differentiable, read-only).
         """
         mu = inward_clamp(widened(self.raw_magnitudes))
         return mu if self.calibration is None else self.magnitude_caps.to(mu) * mu
@@ -213,25 +205,21 @@ class AugmentationLayer(nn.Module):
     ) -> Tensor:
         """Measure each transform's expected input change and calibrate the magnitudes to it.
 
-        For each transform ``q`` and magnitude ``m`` on an even grid of
-        ``points`` values in [0, 1], the expected input change is the RMS
-        change relative to the inputs' RMS, ``sqrt(E ||T_q(x; m) - x||^2 / E ||x||^2)``
-        over the rows of ``x`` and one draw of the transform's parameters each
-        (made monotone in ``m``). With ``features``, the change is measured
-        after that map instead, ``sqrt(E ||f(T_q(x; m)) - f(x)||^2 / E ||f(x)||^2)``
-        (e.g. an untrained trunk: a change the architecture is already
-        invariant to then counts for little). After calibration the layer's magnitudes are on
-        one scale for every transform: magnitude ``mu`` makes ``mu`` times the
-        largest change any candidate can make, and a transform that cannot make
-        that much saturates at its cap (its magnitude cannot exceed it). The
-        selective regulariser then compares the transforms by how much they may
-        change the input without hurting the task, not by the ranges their
-        constructors were given. The current magnitude values are kept (raised
-        to at most each cap), and the curves are saved in the state dict.
+        For each transform ``q`` and magnitude ``m`` on an even grid of ``points`` values in [0, 1], the expected
+        input change is the RMS change relative to the inputs' RMS, ``sqrt(E ||T_q(x; m) - x||^2 / E ||x||^2)`` over
+        the rows of ``x`` and one draw of the transform's parameters each (made monotone in ``m``). With
+        ``features``, the change is measured after that map instead,
+        ``sqrt(E ||f(T_q(x; m)) - f(x)||^2 / E ||f(x)||^2)`` (e.g. an untrained trunk: a change the architecture is
+        already invariant to then counts for little). After calibration the layer's magnitudes are on one scale for
+        every transform: magnitude ``mu`` makes ``mu`` times the largest change any candidate can make, and a
+        transform that cannot make that much saturates at its cap (its magnitude cannot exceed it). The selective
+        regulariser then compares the transforms by how much they may change the input without hurting the task, not
+        by the ranges their constructors were given. The current magnitude values are kept (raised to at most each
+        cap), and the curves are saved in the state dict.
 
         Args:
             x: a batch of training inputs, :math:`(B, ...)` with ``B >= 1``.
-            points: grid size (>= 2).
+            points: grid size (an int >= 2, default 17).
             generator: draws the transforms' parameters (default: seeded with 0).
             features: a map of the inputs, e.g. a trunk (a module, or its bound method, runs in
                 evaluation mode, then is restored: measuring does not change it).
@@ -379,6 +367,13 @@ class AugmentationLayer(nn.Module):
             copies: number of copies to make (copy-major). ``None`` keeps the
                 batch size, each row augmented once.
             generator: source of randomness (on ``x``'s device).
+
+        Returns:
+            The augmented rows :math:`(B \\cdot C, ...)`, copy-major, in ``x``'s dtype.
+
+        Raises:
+            TypeError, ValueError: an input a transform cannot take, bad ``copies`` or ``generator``, or
+                (on CPU) magnitudes, weight logits or weights that are not finite.
         """
         self.check_input(x)
         check_generator(generator)
@@ -402,9 +397,8 @@ class AugmentationLayer(nn.Module):
     def check_input(self, x: Tensor) -> None:
         """Raise the ValueError or TypeError of an input the layer cannot take (every transform's check).
 
-        Checks the type, the dtype (floating point), the rank and the sizes; a
-        call and :meth:`measure_effects <augnet.AugNet.measure_effects>` run it
-        before anything changes.
+        Checks the type, the dtype (floating point), the rank and the sizes; a call and :meth:`measure_effects
+        <augnet.AugNet.measure_effects>` run it before anything changes.
         """
         for t in self.transforms:
             t.check_input(x)
@@ -531,7 +525,13 @@ class AugmentationModule(nn.Module):
         self.layers = nn.ModuleList(layers)
 
     def forward(self, x: Tensor, copies: int = 1, generator: torch.Generator | None = None) -> Tensor:
-        """Return ``copies`` augmented copies of each sample, copy-major."""
+        """Return ``copies`` augmented copies of each sample, copy-major: :math:`(B \\cdot C, ...)`.
+
+        Args:
+            x: input batch :math:`(B, ...)`, checked by the first layer.
+            copies: the copies C (an int >= 1, default 1).
+            generator: source of randomness (on ``x``'s device; default ``None``).
+        """
         copies = check_copies(copies)
         x = self.layers[0](x, copies=copies, generator=generator)
         for layer in self.layers[1:]:

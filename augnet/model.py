@@ -36,6 +36,14 @@ def aggregate(out: Tensor, copies: int, how: str = "log_softmax") -> Tensor:
         - out: :math:`(B \\cdot C, ...)`; for the softmax kinds
           :math:`(B \\cdot C, \\text{classes}, ...)`
         - output: :math:`(B, ...)`; log-probabilities for the softmax kinds.
+
+    Returns:
+        The aggregated outputs, shape :math:`(B, ...)`.
+
+    Raises:
+        ValueError: an unknown ``how``, a first dimension that is not a multiple of ``copies``, or
+            (softmax kinds) an ``out`` without a class dimension.
+        TypeError: ``out`` not a floating-point tensor, or ``copies`` not an int.
     """
     if how not in AGGREGATES:
         raise ValueError(f"aggregate must be one of {AGGREGATES}, got {how!r}")
@@ -130,7 +138,7 @@ class AugNet(nn.Module):
             :func:`aggregate`).
         effect_every: in training, measure every augmentation layer's effects
             on the trunk (:meth:`measure_effects`) at the first forward pass
-            and then every ``effect_every`` passes; 0 never measures (the
+            and then every ``effect_every`` passes (default 10); 0 never measures (the
             selective regulariser then compares magnitudes in the transforms'
             own units, as the AugNet paper does).
         stratify: in evaluation, draw each sample's copies stratified over
@@ -147,6 +155,11 @@ class AugNet(nn.Module):
     Shape:
         - input: :math:`(B, ...)`
         - output: :math:`(B, ...)`, the aggregated trunk output.
+
+    Raises:
+        TypeError, ValueError: a ``trunk`` that is not a module, an ``augment`` that is not one of the
+            above (transforms not put in a layer), copies that are not ints >= 1, an unknown
+            ``aggregate``, an ``effect_every`` that is not an int >= 0, or a ``stratify`` that is not a bool.
 
     Examples:
         >>> from augnet.transforms import image as T
@@ -198,9 +211,16 @@ class AugNet(nn.Module):
         """Aggregated prediction over ``copies`` augmented copies of each sample.
 
         Args:
-            x: input batch.
-            copies: overrides ``train_copies`` / ``eval_copies``.
-            generator: source of randomness for the augmentations.
+            x: input batch :math:`(B, ...)`, as the augmentation layers take it (e.g. :math:`(B, Ch, H, W)`).
+            copies: overrides ``train_copies`` / ``eval_copies`` (default ``None``: the mode's own).
+            generator: source of randomness for the augmentations (default ``None``: torch's global one).
+
+        Returns:
+            The trunk's outputs aggregated over the copies, :math:`(B, ...)` (see :func:`aggregate`).
+
+        Raises:
+            TypeError, ValueError: an ``x`` the augmentation cannot take, bad ``copies``, or a trunk
+                that does not return one row per augmented row (then the model's state is left as it was).
         """
         if not isinstance(x, Tensor):
             raise TypeError(f"AugNet expects a tensor input, got {type(x).__name__}")
@@ -249,7 +269,12 @@ class AugNet(nn.Module):
         return aggregate(out, c, self.aggregation)
 
     def policy(self, size: tuple[int, ...] | None = None) -> Policy:
-        """Per layer, each transform's weight, magnitude and range in natural units."""
+        """Per layer, each transform's weight, magnitude and range in natural units.
+
+        Args:
+            size: the input's spatial (or temporal) size, for ranges in pixels (default ``None``: the
+                size of the last batch a layer saw, else relative units).
+        """
         return self.augment.policy(size)
 
     @torch.no_grad()

@@ -191,6 +191,9 @@ class Policy(list):
 
         The policy holds copies: editing ``data`` afterwards leaves it as it is (and ``data`` is not changed).
 
+        Args:
+            data: a policy file's dict, as :meth:`to_json` returns it (or ``json.load`` reads it).
+
         Raises:
             ValueError, TypeError: not a policy file, or one that no reader would
                 take (see :func:`check_policy`), naming the layer, entry and field;
@@ -230,6 +233,9 @@ class Policy(list):
         Checked first (:meth:`to_json` raises what a reader would refuse), so a policy that cannot be
         read back writes nothing. Read it with :meth:`load` or
         :meth:`augnet.AugmentationModule.from_policy`.
+
+        Args:
+            path: the file to write (a str or path-like object); its folder is created if needed.
         """
         path = _file_path(path)
         text = json.dumps(self.to_json(), indent=1, allow_nan=False)
@@ -239,15 +245,25 @@ class Policy(list):
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Policy:
-        """The policy of a file written by :meth:`save` (or any policy file; see :func:`read_policy`)."""
+        """The policy of a file written by :meth:`save` (or any policy file; see :func:`read_policy`).
+
+        Args:
+            path: the policy file (a str or path-like object).
+        """
         return read_policy(_file_path(path))
 
     def to_kornia(self, size: tuple[int, int] | None = None):
-        """This policy as a ``kornia.augmentation`` pipeline (see :func:`augnet.export.to_kornia`)."""
+        """This policy as a ``kornia.augmentation`` pipeline (see :func:`augnet.export.to_kornia`).
+
+        ``size``: the (H, W) of the images it is for, checked on each call (default ``None``: not checked).
+        """
         return _exporter("kornia")(self, size)
 
     def to_torchvision(self, size: tuple[int, int] | None = None):
-        """This policy as a ``torchvision.transforms.v2`` pipeline (see :func:`augnet.export.to_torchvision`)."""
+        """This policy as a ``torchvision.transforms.v2`` pipeline (see :func:`augnet.export.to_torchvision`).
+
+        ``size``: the (H, W) of the images it is for, checked on each call (default ``None``: not checked).
+        """
         return _exporter("torchvision")(self, size)
 
 

@@ -177,6 +177,10 @@ def selective_regularizer(
         +0.55 at the default saturation (each term :math:`\\phi(1) = 0.5 \\log 3`).
         Log it as a cost, not as the negative of a reward.
 
+    Raises:
+        TypeError, ValueError: an unknown ``units``, a ``diverse`` that is not a bool, a ``saturation`` that is
+            not ``None`` or a positive finite number, or a ``module`` holding no augmentation layer.
+
     Examples:
         >>> from augnet.transforms import image as T
         >>> layer = AugmentationLayer([T.Rotate(), T.TranslateX()], init_magnitude=[0.3, 0.4])
@@ -250,13 +254,32 @@ def augerino_regularizer(module: nn.Module) -> Tensor:
     :math:`\\theta` are the widths; for AugNet layers, the magnitudes. On AugNet
     layers it ignores the weights, so a layer can escape it by putting all its
     weight on one transform with magnitude 0 (the ablation of the AugNet paper).
+
+    Args:
+        module: a model or module holding augmentation layers or Augerino augmentations.
+
+    Returns:
+        A differentiable scalar, at most 0.
+
+    Raises:
+        TypeError, ValueError: ``module`` is not an ``nn.Module``, or holds no augmentation.
     """
     terms = [norm_outward_at_zero(aug.magnitudes) for aug in _augmentations(module)]
     return -torch.stack(terms).sum(0)
 
 
 def no_regularizer(module: nn.Module) -> Tensor:
-    """Zero, for the no-regulariser ablation (still checks ``module`` has layers, or an Augerino augmentation)."""
+    """Zero, for the no-regulariser ablation (still checks ``module`` has layers, or an Augerino augmentation).
+
+    Args:
+        module: a model or module holding augmentation layers or Augerino augmentations.
+
+    Returns:
+        A 0-d zero tensor on the augmentation parameters' device and dtype.
+
+    Raises:
+        TypeError, ValueError: ``module`` is not an ``nn.Module``, or holds no augmentation.
+    """
     layer = _augmentations(module)[0]
     return (layer.raw_magnitudes if isinstance(layer, AugmentationLayer) else layer.raw_width).new_zeros(())
 
@@ -266,6 +289,15 @@ def paper_selective_regularizer(module: nn.Module) -> Tensor:
 
     :func:`selective_regularizer` with ``units="magnitude", diverse=False, saturation=None``:
     magnitudes in the transforms' own units, linearly, no discount across layers.
+
+    Args:
+        module: a model or module holding augmentation layers.
+
+    Returns:
+        A differentiable scalar, at most 0.
+
+    Raises:
+        TypeError, ValueError: ``module`` is not an ``nn.Module``, or holds no augmentation layer.
     """
     return selective_regularizer(module, units="magnitude", diverse=False, saturation=None)
 
@@ -298,7 +330,14 @@ class LambdaSchedule:
 
     ``values[i]`` applies from ``milestones[i - 1]`` (inclusive) to
     ``milestones[i]``; the default is 0.5 for the first 40 epochs, then 0.05
-    (the AugNet paper's CIFAR-10 schedule).
+    (the AugNet paper's CIFAR-10 schedule). Calling it with an epoch (an int >= 0) gives that epoch's value.
+
+    Args:
+        values: the strengths, finite and >= 0; one more than ``milestones``.
+        milestones: the epochs (ints >= 0, increasing) where the next value starts.
+
+    Raises:
+        TypeError, ValueError: values or milestones of the wrong type, count or range.
 
     Examples:
         >>> schedule = LambdaSchedule((0.5, 0.05), milestones=(40,))
@@ -411,9 +450,9 @@ def param_groups(
         gets one more group at the end, the parameters of their conditioners.
 
     Raises:
-        ValueError: a decay that is negative or not finite, or an ``aug_lr`` that is not positive
-            and finite (optimisers do not check per-group values).
-        TypeError: a value that is not a number.
+        ValueError: a decay that is negative or not finite, a learning rate that is not positive
+            and finite (optimisers do not check per-group values), or a model without augmentation.
+        TypeError: a value that is not a number, or a ``module`` that is not an ``nn.Module``.
 
     Examples:
         >>> import augnet

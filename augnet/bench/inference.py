@@ -40,6 +40,16 @@ def inference_cost(
     aggregation alone divided by ``C`` times the trunk's time (what augnet
     adds: ``1 + overhead`` is the ratio for a trunk that scales linearly).
 
+    Args:
+        copies: the copies C to time (default 1, 4, 10 and 20).
+        batch: the batch size B (default 16).
+        size: the images' height and width (default 32).
+        width: the ResNet-18's base width (default 64).
+        device: where to time (default ``"cpu"``).
+        min_run_time: seconds each timing runs at least (default 1.0).
+        seed: seeds the models and the inputs (default 0).
+        log: called with each progress line (default ``print``; ``None``: silent).
+
     Returns:
         ``{"trunk_ms": ..., "records": [{"copies", "augnet_ms", "trunk_ms", "ratio", "trunk_rows_ms",
         "trunk_rows_ratio", "augment_ms", "overhead", "augnet_vs_trunk_rows"}], ...}``.
@@ -99,6 +109,7 @@ def inference_cost(
 
 
 def format_inference(result: dict) -> str:
+    """The table of an :func:`inference_cost` result: one line per C (times in ms, ratios to C x trunk)."""
     lines = [
         f"AugNet inference cost, {result['trunk']} (trunk alone {result['trunk_ms']:.2f} ms)",
         f"{'C':>3} {'AugNet ms':>10} {'/ (C x trunk)':>14} {'trunk on C*B rows / (C x trunk)':>32}"

@@ -289,8 +289,9 @@ def compare(
             ``none``, ``augnet`` and ``instance``.
         transforms: makes AugNet's candidate transforms (default: the five geometric image transforms,
             ``augnet.transforms.image.GEOMETRIC``); required for signals.
-        epochs, batch_size: the same for every method; lr: the trunk's (Adam), the same for every method
-            (AugNet's and Augerino's augmentation parameters take :func:`~augnet.param_groups`' own rates).
+        epochs, batch_size: the same for every method (defaults 10 and 32).
+        lr: the trunk's learning rate (Adam; default 1e-3), the same for every method (AugNet's and
+            Augerino's augmentation parameters take :func:`~augnet.param_groups`' own rates).
         seeds: a list, one run per method and seed (``[0]`` for one); each seeds the initial weights, the
             batches and every draw.
         invariance: ``(transform, magnitude)``, the magnitude in (0, 1]: also measure each trained model's

@@ -118,7 +118,13 @@ class KorniaChoice(nn.Module):
     Args:
         ops: the kornia ops (each drawing its own per-sample parameters, ``p`` as learned).
         probs: their probabilities (normalised here).
-        sources: for each op, the index of the policy entry (transform) it comes from.
+        sources: for each op, the index of the policy entry (transform) it comes from (default: ``0, 1, ...``).
+
+    Shape:
+        - input: :math:`(B, Ch, H, W)`; output: the same.
+
+    Raises:
+        ValueError: not as many probabilities as ops (at least one).
 
     Attributes:
         last_choice: (B,) the entry each sample of the last batch drew (for inspection and tests).
@@ -153,9 +159,19 @@ class KorniaChoice(nn.Module):
 class KorniaPolicy(nn.Module):
     """An exported policy for kornia: its layers (:class:`KorniaChoice`) applied in order.
 
+    Made by :func:`to_kornia`.
+
+    Args:
+        layers: the layers, one :class:`KorniaChoice` per layer of the policy.
+        size: the (H, W) of the images the policy is for; when given, a call on images of another size
+            raises a ValueError (default ``None``: any size).
+
     Shape:
         - input: float images :math:`(B, Ch, H, W)` or one image :math:`(Ch, H, W)`, in [0, 1].
         - output: the same shape and dtype.
+
+    Raises:
+        TypeError, ValueError: (at a call) an input that is not a floating-point tensor of that shape and size.
     """
 
     def __init__(self, layers: list[KorniaChoice], size: tuple[int, int] | None = None) -> None:

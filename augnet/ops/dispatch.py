@@ -121,6 +121,7 @@ def check_backend(backend) -> None:
 def available_backends(x: Tensor | None = None) -> list[str]:
     """Names of the backends installed and working here; given ``x``, those that can run on ``x`` (its device).
 
+    Returns a list of names such as ``["reference", "cpp"]`` (``"reference"`` always works).
     Without ``x`` the list is not per device: Triton is in it on a machine without a GPU when it is installed
     (its CPU interpreter is for tests); ask with a tensor on the device you train on.
     """
@@ -294,6 +295,15 @@ def tap_mix(
     ``color`` and ``weight`` may then be float32) and the result rounded to
     the input's dtype; autocast is disabled inside, so sampling coordinates
     never drop to reduced precision.
+
+    Returns:
+        The :math:`(N, Ch, H, W)` mixture, in ``x``'s dtype.
+
+    Raises:
+        TypeError, ValueError: inputs of the wrong shape, dtype or device, an unknown ``padding`` or
+            ``backend``, or (on CPU) ``src`` indices out of range or maps and weights that are not finite.
+            On an accelerator such rows come out NaN and :func:`check_bad_input` raises later.
+        RuntimeError: a backend asked for by name that cannot run here.
 
     Examples:
         >>> x = torch.rand(2, 3, 8, 8)

@@ -57,6 +57,13 @@ DRAWS = ("shared", "independent")
 def summary(values: Tensor, quantiles: Sequence[float] = QUANTILES) -> dict[str, float]:
     """Median, mean and percentiles of ``values``, ignoring NaN.
 
+    Args:
+        values: a tensor (or anything ``torch.as_tensor`` takes) of any shape.
+        quantiles: the percentiles to give, as fractions in [0, 1] (default ``QUANTILES``).
+
+    Raises:
+        TypeError, ValueError: ``quantiles`` is not a sequence of numbers in [0, 1].
+
     Returns:
         ``{"median", "mean", "n", "p5", "p25", ..., "interval75_low", "interval75_high"}``:
         ``n`` counts the values that are not NaN; ``interval75_low`` and

@@ -59,6 +59,13 @@ def distance(a: Tensor, b: Tensor, kind: str = "cosine") -> Tensor:
     does not depend on the rows' scale. Identical rows are exactly 0 apart; a row of zeros has no
     direction, so its cosine distance to any other row is NaN.
 
+    Args:
+        a, b: the rows to compare, (B, ...) each.
+        kind: ``"cosine"`` (default) or ``"l2"`` (Euclidean).
+
+    Raises:
+        ValueError: an unknown ``kind``.
+
     Examples:
         >>> a = torch.tensor([[1.0, 0.0], [0.0, 0.0]])
         >>> distance(a, torch.tensor([[0.0, 2.0], [1.0, 0.0]])).tolist()

@@ -333,9 +333,15 @@ def _check_maps(z, name: str) -> Tensor:
 
 
 def act(z: Tensor, action, inverse: bool = False) -> Tensor:
-    """An exact action ``g`` on images or feature maps, or its inverse: rotations by multiples of 90 degrees, flips,
-    the transpose, integer translations.
+    """An exact action ``g`` on images or feature maps, or its inverse (quarter turns, flips, translations).
 
+    Args:
+        z: the maps to move.
+        action: ``"identity"``, ``"rot90"``, ``"rot180"``, ``"rot270"``, ``"hflip"``, ``"vflip"``, ``"transpose"``
+            or ``("translate", dy, dx)`` with integer ``dy``, ``dx``.
+        inverse: apply ``g``'s inverse instead (default ``False``).
+
+    The actions are rotations by multiples of 90 degrees, flips, the transpose and integer translations:
     ``"rot90"`` turns counter-clockwise on screen (``torch.rot90`` over the (H, W) axes), ``"hflip"``
     mirrors left-right, ``"vflip"`` top-bottom, ``"transpose"`` swaps H and W; ``("translate", dy, dx)``
     moves the content ``dy`` pixels down and ``dx`` right, zeros coming in (a new tensor, nothing
@@ -488,7 +494,8 @@ def channel_mean(values: Tensor, channels: int) -> Tensor:
 
     Raises:
         TypeError: ``values`` is not a tensor.
-        ValueError: ``values`` is not 1-D with a multiple of ``channels`` entries.
+        ValueError: ``channels`` is not a positive int, or ``values`` is not 1-D with a multiple of ``channels``
+            entries.
 
     Examples:
         >>> channel_mean(torch.tensor([1.0, 3.0, float("nan"), 4.0]), 2)

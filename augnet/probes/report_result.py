@@ -69,8 +69,13 @@ class ProbeReport:
     def value(
         self, measure: str, layer: str, transform: str, magnitude: float | None = None, cls: int | None = None
     ) -> float:
-        """One value (for a swept measure at ``magnitude``, default the largest; of class ``cls``, default every
-        input); NaN where the report did not measure it (e.g. the Lie derivative with ``lie=False``).
+        """One value of the report; NaN where it did not measure it (e.g. the Lie derivative with ``lie=False``).
+
+        Args:
+            measure: a measure of ``MEASURES`` (e.g. ``"normalized_variance"``).
+            layer, transform: a layer and a transform of the report, by name.
+            magnitude: for a swept measure, the magnitude (default the largest swept).
+            cls: a class of ``by_class`` (default every input).
 
         A magnitude matches the swept one closest to it within a relative 1e-6, so ``0.3`` finds a sweep given
         as ``np.float32(0.3)`` (stored as ``0.30000001192092896``, as given) and the other way round.
@@ -182,10 +187,11 @@ class ProbeReport:
 
     @classmethod
     def load(cls, path) -> ProbeReport:
-        """The report that :meth:`save` wrote to a ``.json`` file, with its per-unit values where
-        ``<stem>.units.json`` lies beside it: ``ProbeReport.load(p)`` answers :meth:`value`, :meth:`table`,
-        :meth:`verdict` and the figures as the saved report did (``null`` read back as NaN, ``"inf"`` as an
-        infinity).
+        """The report that :meth:`save` wrote to a ``.json`` file.
+
+        Its per-unit values are read where ``<stem>.units.json`` lies beside it: ``ProbeReport.load(p)`` answers
+        :meth:`value`, :meth:`table`, :meth:`verdict` and the figures as the saved report did (``null`` read back as
+        NaN, ``"inf"`` as an infinity).
 
         Raises:
             ValueError: a ``.csv`` (it holds the records without the report's layers, transforms and
@@ -222,8 +228,10 @@ class ProbeReport:
     def heatmap(
         self, path, magnitude: float | None = None, measures: Sequence[str] | None = None, cls: int | None = None
     ) -> Path:
-        """Layers x transforms, one panel per measure (swept measures at ``magnitude``, default the largest; of class
-        ``cls`` of ``by_class``, default every input); returns the file written.
+        """Draw a layers x transforms heatmap, one panel per measure, to ``path``; returns the file written.
+
+        Swept measures are drawn at ``magnitude`` (default the largest), of class ``cls`` of ``by_class``
+        (default every input), for ``measures`` (default every measure the report holds).
 
         ``path`` gets ``.png`` where it has no suffix; an existing directory or a suffix matplotlib cannot write is
         refused (ValueError) before anything is drawn or any folder made. NaN cells are grey ("n/a"), infinite ones

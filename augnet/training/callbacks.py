@@ -101,7 +101,8 @@ class Callback:
 
     ``on_before_optimizer_step`` runs after ``loss.backward()`` and before
     ``optimizer.step()``, where gradients can be read or changed (e.g.
-    :class:`WeightWarmup` holds the weights still).
+    :class:`WeightWarmup` holds the weights still). Every hook takes the run's :class:`TrainState` as
+    ``state`` (and :meth:`on_train_error` the exception as ``error``) and returns nothing.
     """
 
     def on_train_start(self, state: TrainState) -> None:
@@ -163,12 +164,16 @@ class PolicyLogger(Callback):
     cannot be written, a read-only or special file system) is refused at construction.
 
     Args:
-        log_dir: the folder (created).
-        every: write every this many steps.
-        csv: write the CSV file.
-        tensorboard: write TensorBoard event files.
+        log_dir: the folder (created), a str or path-like object.
+        every: write every this many steps (an int >= 1, default 10).
+        csv: write the CSV file (default ``True``).
+        tensorboard: write TensorBoard event files (default ``False``).
         size: the input size for pixel units of the ranges (default: what each layer last saw).
-        overwrite: replace an existing ``log_dir/policy.csv``.
+        overwrite: replace an existing ``log_dir/policy.csv`` (default ``False``).
+
+    Raises:
+        TypeError, ValueError: a bad argument (``csv`` and ``tensorboard`` both ``False`` included), an existing
+            ``policy.csv`` without ``overwrite=True``, or a ``log_dir`` that cannot hold the files.
 
     Examples:
         >>> import tempfile, torch, augnet
@@ -436,8 +441,8 @@ class TemperatureAnnealing(Callback):
     after training (so evaluation uses it).
 
     Args:
-        start: the temperature of the first epoch (> 0).
-        end: the temperature of the last epoch (> 0).
+        start: the temperature of the first epoch (> 0, default 1.0).
+        end: the temperature of the last epoch (> 0, default 0.01).
         epochs: the number of epochs the annealing takes (default: the whole run).
     """
 
@@ -483,7 +488,7 @@ class WeightWarmup(Callback):
     its per-input weights are not held: the run is warned of that at its start.
 
     Args:
-        epochs: the warm-up's length in epochs (>= 0).
+        epochs: the warm-up's length in epochs (an int >= 0, default 3).
     """
 
     def __init__(self, epochs: int = 3) -> None:

@@ -80,8 +80,8 @@ def fit(
             (or left out: the optimiser may take its place).
         optimizer: over the model's parameters (see :func:`augnet.param_groups`); required.
         epochs: the number of passes over the data; required.
-        batch_size: for tensors, the batch size (a loader makes its own batches).
-        lam: weight of the regulariser (finite, >= 0), or a function of the epoch
+        batch_size: for tensors, the batch size (required); ``None`` with a loader (it makes its own batches).
+        lam: weight of the regulariser (finite, >= 0; default 0.5), or a function of the epoch
             (e.g. a :class:`~augnet.LambdaSchedule`), asked for every epoch before training
             (the first 10,000; later ones as they come).
         regularizer: ``"selective"`` (augnet's :func:`~augnet.selective_regularizer`),
@@ -89,9 +89,9 @@ def fit(
             callable ``model -> scalar``.
         generator: source of randomness for the augmentations and, for
             tensors, the batches; on ``device`` (a CUDA run needs a CUDA generator).
-        loss_fn: task loss of the aggregated output (log-probabilities by default). Targets of int8,
+        loss_fn: task loss of the aggregated output (default ``nll_loss``, for log-probabilities). Targets of int8,
             int16 or int32 (class indices from numpy) reach it as int64, which torch's losses take.
-        record_every: record the policy every this many steps (and at the first). Only these steps read
+        record_every: record the policy every this many steps (default 5; and at the first). Only these steps read
             values back from the device (one copy each); the steps between them never wait for it.
         progress: show a tqdm progress bar; its task loss (``task_loss``) and leading transform are those of
             the last record step (``record_every`` sets how often they change), so the bar makes no read of its own.
@@ -113,7 +113,7 @@ def fit(
             compute in float32 inside (see docs/guide/training.md, "Mixed precision").
         scheduler: a learning-rate scheduler, stepped after every epoch
             (``scheduler_interval="epoch"``) or every step (``"step"``).
-        scheduler_interval: ``"epoch"`` or ``"step"``.
+        scheduler_interval: ``"epoch"`` (default) or ``"step"``.
         shuffle: for tensors, draw the batches by a permutation per epoch (from
             ``generator``); ``False`` takes them in order (as a loader without
             shuffling does, so the two give the same run).
@@ -400,6 +400,19 @@ def accuracy(
     The batches are moved to the device of the model's parameters; an AugNet
     draws its copies from ``generator`` (on that device). Data that give no
     batch (no sample) raise the ValueError :func:`fit` raises for them.
+
+    Args:
+        model: a classifier returning :math:`(B, \\text{classes})` scores (an AugNet: aggregated log-probabilities).
+        x, y: inputs :math:`(N, ...)` and class indices :math:`(N,)`; or ``x`` a data loader of
+            ``(inputs, targets)`` batches and ``y=None``.
+        batch_size: for tensors, the batch size (default 500).
+        generator: an AugNet's source of randomness (default ``None``: torch's global generator).
+
+    Returns:
+        The fraction of samples whose highest score is their class, a float in [0, 1].
+
+    Raises:
+        ValueError: no samples, or outputs that are not :math:`(B, \\text{classes})` for :math:`(B,)` targets.
     """
     batches, _ = _batches(x, y, batch_size if isinstance(x, Tensor) else None, shuffle=False)
     device = training_device(model, None)

@@ -37,6 +37,14 @@ class Solarize(_ImageTransform):
     estimate, alive at ``mu = 0``); its gradient in ``x`` is the exact one (+1 or -1).
 
     Parameters: ``threshold`` (N,).
+
+    Args:
+        min_threshold: the lowest threshold, reached at magnitude 1 (in [0, 1), default 0.0).
+        temperature: the relaxation's temperature, which shapes the gradient only (> 0, default 0.1).
+
+    Raises:
+        TypeError, ValueError: a ``min_threshold`` that is not a number in [0, 1), or a ``temperature`` that is
+            not a positive finite number.
     """
 
     def __init__(self, min_threshold: float = 0.0, temperature: float = 0.1) -> None:
@@ -102,6 +110,12 @@ class Posterize(_ImageTransform):
 
     Parameters: ``bits`` (N,), the continuous bit count ``r``; ``dither`` (N,) in
     [0, 1), the draw of the stochastic rounding.
+
+    Args:
+        max_bits: the largest bit count ``r`` at magnitude 1 (an int in [1, 8], default 4).
+
+    Raises:
+        TypeError, ValueError: a ``max_bits`` that is not an int in [1, 8].
     """
 
     def __init__(self, max_bits: int = 4) -> None:
@@ -206,6 +220,12 @@ class Equalize(_ImageTransform):
     through the equalised branch is the straight-through identity.
 
     Parameters: ``gate`` (N,) in {0, 1}.
+
+    Args:
+        temperature: the relaxation's temperature, which shapes the gradient only (> 0, default 0.1).
+
+    Raises:
+        ValueError: a ``temperature`` that is not a positive finite number.
     """
 
     def __init__(self, temperature: float = 0.1) -> None:
@@ -256,6 +276,12 @@ class Sharpness(_ImageTransform):
     fully differentiable; not clipped (torchvision and kornia clip to [0, 1]).
 
     Parameters: ``factor`` (N,).
+
+    Args:
+        max_delta: the largest change of the factor at magnitude 1 (in (0, 1], default 0.9).
+
+    Raises:
+        ValueError: a ``max_delta`` that is not a finite number in (0, 1].
     """
 
     def __init__(self, max_delta: float = 0.9) -> None:

@@ -23,6 +23,12 @@ class Brightness(_ImageTransform):
     """Additive brightness shift up to ``max_shift`` (default ±0.5 for images in [0, 1]).
 
     Parameters: ``shift`` (N, Ch), the same shift for every channel of a row.
+
+    Args:
+        max_shift: the largest shift at magnitude 1, in the images' units (default 0.5).
+
+    Raises:
+        ValueError: a ``max_shift`` that is not a positive finite number.
     """
 
     def __init__(self, max_shift: float = 0.5) -> None:
@@ -57,6 +63,12 @@ class Contrast(_ImageTransform):
     is left as it is: its bad pixels stay, and the fused op gets a finite
     map (it refuses non-finite maps as bad parameters).
     Parameters: ``factor`` (N,), ``mean`` (N, Ch), the grey mean repeated per channel.
+
+    Args:
+        max_delta: the largest change of the factor at magnitude 1 (default 0.9).
+
+    Raises:
+        ValueError: a ``max_delta`` that is not a positive finite number.
     """
 
     def __init__(self, max_delta: float = 0.9) -> None:
@@ -91,6 +103,12 @@ class Saturation(_RGBTransform):
 
     ``out = f * x + (1 - f) * grey(x)`` per pixel, a 3x3 colour matrix.
     Parameters: ``factor`` (N,).
+
+    Args:
+        max_delta: the largest change of the factor at magnitude 1 (default 0.9).
+
+    Raises:
+        ValueError: a ``max_delta`` that is not a positive finite number; at a call, an input without 3 channels.
     """
 
     def __init__(self, max_delta: float = 0.9) -> None:
@@ -126,6 +144,12 @@ class Hue(_RGBTransform):
     A rotation of the RGB cube about its grey diagonal (Rodrigues' formula):
     grey levels are unchanged, and a rotation by 2*pi/3 maps red to green,
     green to blue and blue to red. Parameters: ``angle`` (N,).
+
+    Args:
+        max_angle: the largest angle at magnitude 1, in radians (default pi).
+
+    Raises:
+        ValueError: a ``max_angle`` that is not a positive finite number; at a call, an input without 3 channels.
     """
 
     def __init__(self, max_angle: float = math.pi) -> None:
@@ -203,6 +227,12 @@ class Invert(_GatedColor):
     Magnitude 1 inverts every image. Any channel count.
 
     Parameters: ``gate`` (N,) in {0, 1}; ``bias`` (N, Ch), ones (the map's constant term).
+
+    Args:
+        temperature: the gate relaxation's temperature, which shapes the gradient only (> 0, default 0.1).
+
+    Raises:
+        ValueError: a ``temperature`` that is not a positive finite number.
     """
 
     def _map_params(self, x, copies, dtype):
@@ -223,6 +253,12 @@ class Gray(_GatedColor, _RGBTransform):
     three channels. Magnitude 1 turns every image grey.
 
     Parameters: ``gate`` (N,) in {0, 1}.
+
+    Args:
+        temperature: the gate relaxation's temperature, which shapes the gradient only (> 0, default 0.1).
+
+    Raises:
+        ValueError: a ``temperature`` that is not a positive finite number; at a call, an input without 3 channels.
     """
 
     def _color_map(self, params):
@@ -247,6 +283,12 @@ class AutoContrast(_GatedColor):
 
     Parameters: ``gate`` (N,) in {0, 1}; ``offset`` (N, Ch), the minimum (0 for a
     constant channel); ``scale`` (N, Ch), ``1 / (max - min)`` (1 for a constant channel).
+
+    Args:
+        temperature: the gate relaxation's temperature, which shapes the gradient only (> 0, default 0.1).
+
+    Raises:
+        ValueError: a ``temperature`` that is not a positive finite number.
     """
 
     def _map_params(self, x, copies, dtype):

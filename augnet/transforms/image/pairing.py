@@ -17,7 +17,14 @@ class SamplePairing(_ImageTransform):
     ``out = (1 - l) * x_b + l * x_partner`` with ``l = mu * max_blend * u``,
     ``u ~ U(0, 1)``, and the partner a uniformly drawn other sample of the
     batch (the sample itself when the batch has one sample).
-    Parameters: ``blend`` (N,), ``partner`` (N,) int64 index into the batch.
+    Parameters: ``blend`` (N,), ``partner`` (N,) int64 index into the batch, ``own`` (N,) int64 index
+    of the row's own sample.
+
+    Args:
+        max_blend: the largest weight ``l`` of the partner at magnitude 1 (default 0.5).
+
+    Raises:
+        ValueError: a ``max_blend`` that is not a positive finite number.
     """
 
     mixes_samples = True

@@ -31,6 +31,15 @@ class TranslateX(_ImageTransform):
 
     Parameters: ``shift`` (N,), signed fraction of the width; positive moves the
     content right.
+
+    Args:
+        max_shift: the largest shift at magnitude 1, a fraction of the width (of the height for
+            :class:`TranslateY`); default 0.25.
+        padding: how pixels read outside the image are filled, a ``tap_mix`` padding mode: ``"zeros"``
+            (default), ``"border"`` or ``"reflection"``.
+
+    Raises:
+        ValueError: a ``max_shift`` that is not a positive finite number, or an unknown ``padding``.
     """
 
     axis = 0
@@ -69,7 +78,7 @@ class TranslateY(TranslateX):
     """Vertical shift by up to ``max_shift`` of the height (default a quarter of the height).
 
     Parameters: ``shift`` (N,), signed fraction of the height; positive moves the
-    content down.
+    content down. Arguments as :class:`TranslateX`'s.
     """
 
     axis = 1
@@ -80,6 +89,14 @@ class Rotate(_ImageTransform):
 
     Parameters: ``angle`` (N,) in radians, positive is counter-clockwise on
     screen; ``aspect`` (N,) the image's H / W.
+
+    Args:
+        max_angle: the largest angle at magnitude 1, in radians (default pi).
+        padding: how pixels read outside the image are filled, a ``tap_mix`` padding mode: ``"zeros"``
+            (default), ``"border"`` or ``"reflection"``.
+
+    Raises:
+        ValueError: a ``max_angle`` that is not a positive finite number, or an unknown ``padding``.
     """
 
     kink_at_zero = True
@@ -113,6 +130,14 @@ class ShearX(_ImageTransform):
 
     The output at pixel ``(x, y)`` (centred) reads the input at ``(x + s * y, y)``.
     Parameters: ``shear`` (N,), ``aspect`` (N,).
+
+    Args:
+        max_shear: the largest shear coefficient at magnitude 1 (default 0.3).
+        padding: how pixels read outside the image are filled, a ``tap_mix`` padding mode: ``"zeros"``
+            (default), ``"border"`` or ``"reflection"``.
+
+    Raises:
+        ValueError: a ``max_shear`` that is not a positive finite number, or an unknown ``padding``.
     """
 
     axis = 0
@@ -147,6 +172,7 @@ class ShearY(ShearX):
     """Vertical shear with coefficient up to ``max_shear`` (default ±0.3).
 
     The output at pixel ``(x, y)`` (centred) reads the input at ``(x, y + s * x)``.
+    Parameters and arguments as :class:`ShearX`'s.
     """
 
     axis = 1
@@ -156,6 +182,14 @@ class Scale(_ImageTransform):
     """Zoom by a factor drawn log-uniformly in ``[1 / max_zoom**mu, max_zoom**mu]`` (default 2).
 
     Parameters: ``zoom`` (N,); a zoom above 1 magnifies the content.
+
+    Args:
+        max_zoom: the largest zoom factor at magnitude 1 (> 1, default 2.0).
+        padding: how pixels read outside the image are filled, a ``tap_mix`` padding mode: ``"zeros"``
+            (default), ``"border"`` or ``"reflection"``.
+
+    Raises:
+        ValueError: a ``max_zoom`` that is not a finite number > 1, or an unknown ``padding``.
     """
 
     kink_at_zero = True
@@ -198,6 +232,14 @@ class HorizontalFlip(_ImageTransform):
     with weight ``1 - gate``.
 
     Parameters: ``gate`` (N,) in {0, 1} (with a gradient to ``mu``).
+
+    Args:
+        temperature: the relaxation's temperature, which shapes the gradient only (> 0, default 0.1).
+        padding: how pixels read outside the image are filled, a ``tap_mix`` padding mode: ``"zeros"``
+            (default), ``"border"`` or ``"reflection"``.
+
+    Raises:
+        ValueError: a ``temperature`` that is not a positive finite number, or an unknown ``padding``.
     """
 
     flip = (-1.0, 1.0)
@@ -228,6 +270,6 @@ class HorizontalFlip(_ImageTransform):
 
 
 class VerticalFlip(HorizontalFlip):
-    """Top-bottom flip with probability ``mu`` (see :class:`HorizontalFlip`)."""
+    """Top-bottom flip with probability ``mu`` (see :class:`HorizontalFlip`, whose arguments it takes)."""
 
     flip = (1.0, -1.0)
