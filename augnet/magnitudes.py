@@ -45,7 +45,8 @@ def invert_change(curves: Tensor, change: Tensor) -> Tensor:
     ``curves`` (Q, K) holds values at K evenly spaced magnitudes; the inverse is piecewise linear and
     differentiable in ``change``. A change equal to a flat stretch's value gives the stretch's first magnitude
     (so a curve that starts flat, as a gate's measured on few rows does, still gives 0 at a change of 0: the
-    identity) with the derivative of the rising piece after it; a change just above it gives the stretch's end.
+    identity; the derivative at a change of 0 is 0 there, as on every curve, from the clamp to [0, 1]); a change
+    just above it gives the stretch's end.
 
     Examples:
         >>> curves = torch.tensor([[0.0, 0.0, 0.5, 1.0]])  # flat from 0 to 1/3
