@@ -45,6 +45,8 @@ class PolicySummary:
             ``range_quantiles``, each one list of Q values per quantile level.
         layer: the summarised layer (kept for :meth:`policy`; not serialised).
         size: spatial size of the inputs (for ranges in pixels).
+        one_sided: per transform, whether its range starts at 0 (a probability, a noise level: printed
+            ``0 to x``) rather than spanning ``±x`` (empty: every range read as ``±x``).
     """
 
     transforms: list[str]
@@ -53,6 +55,7 @@ class PolicySummary:
     classes: dict[int, dict] = field(default_factory=dict)
     layer: ConditionedAugmentationLayer | None = field(default=None, repr=False)
     size: tuple[int, ...] | None = None
+    one_sided: list[bool] = field(default_factory=list)
 
     def to_json(self) -> dict:
         """The summary as JSON data (class labels as strings)."""
@@ -66,6 +69,8 @@ class PolicySummary:
     def class_averaged(self) -> tuple[list[float], list[float]]:
         """``(weights, magnitudes)``: each class's mean, averaged over the classes (each class counts once)."""
         k = len(self.classes)
+        if not k:
+            raise ValueError("this summary holds no class: there is nothing to average")
         w = [sum(c["weight_mean"][q] for c in self.classes.values()) / k for q in range(len(self.transforms))]
         m = [sum(c["magnitude_mean"][q] for c in self.classes.values()) / k for q in range(len(self.transforms))]
         total = sum(w)
@@ -85,8 +90,10 @@ class PolicySummary:
     def __str__(self) -> str:
         lines = []
         for label, c in self.classes.items():
+            one_sided = self.one_sided or [False] * len(self.transforms)
             parts = [
-                f"{name} w {c['weight_mean'][q]:.2f} range ±{c['range_mean'][q]:.3g} {unit}".rstrip()
+                f"{name} w {c['weight_mean'][q]:.2f} range {'0 to ' if one_sided[q] else '±'}"
+                f"{c['range_mean'][q]:.3g} {unit}".rstrip()
                 for q, (name, unit) in enumerate(zip(self.transforms, self.units, strict=True))
             ]
             lines.append(f"class {label} ({c['count']}): " + "; ".join(parts))
@@ -201,7 +208,7 @@ def policy_summary(
     layer = _first_conditioned(model)
     qs = _quantile_levels(quantiles)
     device = device if device is not None else layer.weight_logits.device
-    ws, mus, highs, labels, size, pol, batches = [], [], [], [], None, None, 0
+    ws, mus, highs, lows, labels, size, pol, batches = [], [], [], [], [], None, None, 0
     with evaluating(layer):  # each submodule back in its own mode
         for i, batch in enumerate(_batches(loader)):
             batches += 1
@@ -218,6 +225,7 @@ def policy_summary(
             ws.append(pol["weights"])
             mus.append(pol["magnitudes"])
             highs.append(pol["ranges"][..., 1])
+            lows.append(pol["ranges"][..., 0])
             labels.append(y)
     if not batches:
         raise ValueError("the loader gave no batch")
@@ -225,7 +233,8 @@ def policy_summary(
         raise ValueError(f"the data hold no sample ({batches} empty batch(es)): there is nothing to summarise")
     w, mu, high, y = torch.cat(ws).double(), torch.cat(mus).double(), torch.cat(highs), torch.cat(labels)
     level = torch.tensor(qs, dtype=torch.float64)
-    summary = PolicySummary(pol["transforms"], pol["units"], qs, layer=layer, size=size)
+    one_sided = (torch.cat(lows) >= 0).all(0).tolist()
+    summary = PolicySummary(pol["transforms"], pol["units"], qs, layer=layer, size=size, one_sided=one_sided)
     for label in sorted(set(y.tolist())):
         rows = y == label
         entry = {"count": int(rows.sum())}

@@ -181,3 +181,15 @@ def test_a_calibrated_layer_at_magnitude_zero_is_the_identity_where_a_curve_star
     with torch.no_grad():
         layer.raw_magnitudes.fill_(0.5)
     assert (layer.transform_magnitudes > 0).all()
+
+
+def test_a_policy_summary_prints_one_sided_ranges_as_such_and_refuses_to_average_no_class():
+    from augnet.instance_policy import PolicySummary, policy_summary
+
+    layer = ConditionedAugmentationLayer([T.Rotate(), T.HorizontalFlip()], channels=3, init_magnitude=0.25)
+    summary = policy_summary(layer, (torch.rand(6, 3, 8, 8), torch.tensor([0, 1, 0, 1, 0, 1])))
+    text = str(summary)
+    assert "Rotate w 0.50 range ±45 deg" in text
+    assert "HorizontalFlip w 0.50 range 0 to 0.25 probability" in text  # was "±0.25 probability"
+    with pytest.raises(ValueError, match="holds no class"):  # was ZeroDivisionError
+        PolicySummary(["Rotate"], ["deg"], (0.5,)).class_averaged()
