@@ -213,3 +213,14 @@ def test_odd_but_representable_values_are_taken(make):
     x = torch.randn(2, 6, 40, generator=gen(0))
     out = t(x, 0.5, generator=gen(1))
     assert torch.isfinite(out).all()
+
+
+def test_channel_pairs_as_a_tensor_are_read_as_their_values():
+    # A NumPy array was taken, a tensor refused ("integer channel indices, got tensor(0)").
+    import numpy as np
+
+    listed = S.ChannelsSymmetry([(0, 1), (2, 3)])
+    for given in (torch.tensor([[0, 1], [2, 3]]), np.array([[0, 1], [2, 3]])):
+        assert S.ChannelsSymmetry(given).pairs == listed.pairs
+    with pytest.raises(TypeError, match="integer channel indices"):
+        S.ChannelsSymmetry(torch.tensor([[0.0, 1.0]]))

@@ -340,6 +340,8 @@ class ChannelsSymmetry(SignalTransform):
 
     def __init__(self, pairs, temperature: float = 0.1) -> None:
         super().__init__()
+        if hasattr(pairs, "tolist") and hasattr(pairs, "shape"):  # a (P, 2) tensor or NumPy array: its values
+            pairs = pairs.tolist()
         try:
             pairs = [(a, b) for a, b in pairs]
         except (TypeError, ValueError) as err:
