@@ -198,9 +198,9 @@ class LieAugmentation(nn.Module):
         generator acts on every copy), ``magnitude`` (its width) and ``range``
         in natural units (translations in pixels once an image size is known).
         """
-        size = check_size(size) if size is not None else self.last_size
-        if size is not None and len(size) != 2:
-            raise ValueError(f"size must be an image's spatial size (H, W), got {size!r}")
+        size = check_size(size) if size is not None else self.last_size  # (..., H, W): its last two, as layers read it
+        if size is not None and len(size) < 2:
+            raise ValueError(f"size must end with an image's spatial size (H, W), got {size!r}")
         with torch.no_grad():
             widths = self.widths.tolist()
         entries = []

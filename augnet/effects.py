@@ -105,6 +105,8 @@ def update_effect(layer: nn.Module, effect: Tensor, momentum: float) -> None:
 
 def _momentum(momentum) -> float:
     """``momentum`` as a float, or the TypeError / ValueError naming it unless it is a number in [0, 1]."""
+    if isinstance(momentum, Tensor) and momentum.dim() == 0 and momentum.is_floating_point():
+        momentum = momentum.item()  # a 0-d tensor, as from a schedule (a host read outside any step)
     if not is_real(momentum):
         raise TypeError(f"momentum must be a number in [0, 1], got {momentum!r}")
     if not 0.0 <= momentum <= 1.0:  # NaN fails too
@@ -133,22 +135,24 @@ def measure_effects(
         trunk: the model the layers feed.
         layers: the :class:`~augnet.AugmentationLayer` instances to measure.
         x: a batch of clean inputs :math:`(B, ...)`.
-        rows: how many rows of ``x`` to use.
+        rows: how many rows of ``x`` to use (``None``: every row; fewer than 2 measure nothing).
         momentum: weight of the new measurement in the moving average.
         generator: draws the transforms' parameters (default: one seeded with 0 on x's device).
 
     Raises:
-        TypeError, ValueError: ``rows`` not an int >= 1, ``momentum`` not a number in [0, 1], ``x`` not a
+        TypeError, ValueError: ``rows`` not ``None`` or an int >= 0, ``momentum`` not a number in [0, 1], ``x`` not a
             tensor; before anything changes.
     """
-    if not is_int(rows):
-        raise TypeError(f"measure_effects: rows must be an int >= 1, got {rows!r}")
-    if rows < 1:  # rows=-1 measured on all rows but the last
-        raise ValueError(f"measure_effects: rows must be an int >= 1, got {rows!r}")
+    if isinstance(rows, Tensor) and rows.dim() == 0 and not rows.is_floating_point() and rows.dtype != torch.bool:
+        rows = rows.item()
+    if rows is not None and not is_int(rows):
+        raise TypeError(f"measure_effects: rows must be None or an int >= 0, got {rows!r}")
+    if rows is not None and rows < 0:  # rows=-1 measured on all rows but the last
+        raise ValueError(f"measure_effects: rows must be None or an int >= 0, got {rows!r}")
     momentum = _momentum(momentum)
     if not isinstance(x, Tensor):
         raise TypeError(f"measure_effects: x must be a tensor of inputs, got {type(x).__name__}")
-    x = x[: int(rows)].detach()
+    x = x[: None if rows is None else int(rows)].detach()
     if len(x) < 2:
         return
     if generator is None and x.device.type != "meta":

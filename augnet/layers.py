@@ -544,9 +544,9 @@ class AugmentationModule(nn.Module):
         ``size`` is a spatial size (a per-instance layer's per-sample policy of a batch is that layer's
         ``policy(x)``; a data set's, :func:`augnet.instance_policy.policy_summary`).
         """
-        if isinstance(size, Tensor):
+        if isinstance(size, Tensor) and (size.dim() != 1 or size.is_floating_point() or size.dtype == torch.bool):
             raise TypeError(
-                "policy takes a spatial size, got a tensor; a per-instance layer's policy of a batch is "
+                "policy takes a spatial size, got a tensor of images; a per-instance layer's policy of a batch is "
                 "layer.policy(x) (model.augment.layers[i]), a data set's augnet.instance_policy.policy_summary"
             )
         return Policy([layer.policy(size) for layer in self.layers], [layer.settings(size) for layer in self.layers])

@@ -365,9 +365,11 @@ class LambdaSchedule:
         self.values, self.milestones = values, milestones
 
     def __call__(self, epoch: int) -> float:
-        if not is_int(epoch):
-            raise TypeError(f"epoch must be an int (an epoch's index), got {epoch!r}")
-        if epoch < 0:
+        if isinstance(epoch, Tensor) and epoch.dim() == 0 and epoch.dtype != torch.bool:
+            epoch = epoch.item()
+        if not is_real(epoch):  # a fractional epoch reads the milestones as numbers; a bool or a string is no epoch
+            raise TypeError(f"epoch must be a number (an epoch's index), got {epoch!r}")
+        if not epoch >= 0:  # NaN too
             raise ValueError(f"epoch must be >= 0, got {epoch}")
         return self.values[sum(epoch >= m for m in self.milestones)]
 

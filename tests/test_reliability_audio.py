@@ -125,7 +125,7 @@ def test_measure_effects_refuses_a_bad_momentum(momentum, error):
     assert torch.equal(layer.effect, before[0]) and torch.equal(layer.effect_measured, before[1])
 
 
-@pytest.mark.parametrize("rows, error", [(-1, ValueError), (0, ValueError), (True, TypeError), (2.5, TypeError),
+@pytest.mark.parametrize("rows, error", [(-1, ValueError), (True, TypeError), (2.5, TypeError),
                                          ("4", TypeError)])  # fmt: skip
 def test_measure_effects_refuses_bad_rows(rows, error):
     """``rows=-1`` measured on all rows but the last, ``True`` on one row (nothing), 2.5 failed in a slice."""
@@ -148,6 +148,12 @@ def test_measure_effects_takes_good_arguments():
     import numpy as np
 
     measure_effects(trunk, [layer], x, rows=np.int64(8), momentum=np.float32(1.0))
+    # rows=None measures every row, rows=0 none (as before the checks); 0-d tensors are read as their values.
+    measured = layer.effect.clone()
+    measure_effects(trunk, [layer], x, rows=0)
+    assert torch.equal(layer.effect, measured)
+    measure_effects(trunk, [layer], x, rows=None, momentum=torch.tensor(0.5))
+    measure_effects(trunk, [layer], x, rows=torch.tensor(4))
 
 
 # ----------------------------------------------------------------------- plots

@@ -124,12 +124,16 @@ def test_no_regularizer_takes_an_augerino():
 # ------------------------------------------------------------------ argument types
 
 
-@pytest.mark.parametrize("epoch", [math.nan, 1.5, True, "3", None], ids=["nan", "float", "bool", "str", "none"])
-def test_lambda_schedule_refuses_an_epoch_that_is_not_an_int(epoch):
+@pytest.mark.parametrize(
+    ("epoch", "error"), [(math.nan, ValueError), (True, TypeError), ("3", TypeError), (None, TypeError)],
+    ids=["nan", "bool", "str", "none"],
+)
+def test_lambda_schedule_refuses_an_epoch_that_is_not_a_number(epoch, error):
     schedule = augnet.LambdaSchedule((0.5, 0.05), milestones=(40,))
-    with pytest.raises(TypeError, match="epoch must be an int"):
-        schedule(epoch)  # NaN, 1.5 and True gave 0.5 without a sound
+    with pytest.raises(error, match="epoch must be"):
+        schedule(epoch)  # NaN and True gave 0.5 without a sound, "3" a comparison error
     assert schedule(np.int64(40)) == 0.05 and schedule(39) == 0.5
+    assert schedule(39.5) == 0.5 and schedule(40.0) == 0.05 and schedule(torch.tensor(41)) == 0.05  # fractional
 
 
 @pytest.mark.parametrize("every", [True, 1.0, "10", None], ids=["bool", "float", "str", "none"])
@@ -162,6 +166,13 @@ def test_a_size_given_as_a_tensor_or_an_array_is_read_as_its_values():
         for bad in (torch.tensor([16.0, 32.0]), np.array([[16, 32]]), torch.tensor([True, True])):
             with pytest.raises(TypeError, match=r"size must be a spatial size \(1-D integers\), got a .* of shape"):
                 policy(bad)
+    # A whole input shape reads as its last two, as layers read it (Augerino refused x.shape for a while).
+    x = images()
+    assert repr(model.policy(x.shape)) == repr(model.policy(x.shape[-2:]))
+    augnet_model = augnet.AugNet(trunk(), AugmentationLayer([T.TranslateX()]))
+    assert repr(augnet_model.policy(torch.tensor([16, 32]))) == repr(augnet_model.policy((16, 32)))
+    with pytest.raises(TypeError, match="got a tensor of images"):
+        augnet_model.policy(x)
 
 
 def test_a_calibrated_layer_at_magnitude_zero_is_the_identity_where_a_curve_starts_flat():

@@ -143,3 +143,32 @@ def test_a_signal_gate_temperature_whose_inverse_overflows_float32_is_refused(ma
     mu = torch.tensor(0.5, requires_grad=True)
     (grad,) = torch.autograd.grad(t(torch.rand(4, 2, 32, generator=gen(0)), mu, generator=gen(1)).sum(), mu)
     assert torch.isfinite(grad)
+
+
+def test_a_key_error_inside_a_transform_is_not_relabelled_as_bad_params():
+    # Only a replay whose dict lacks the key is the caller's mistake; a KeyError of the transform's own code
+    # (or of params it drew itself) is a bug to see as it is.
+    from augnet.transforms.base import Transform
+
+    class Buggy(Transform):
+        input_ndim = 4
+
+        def sample(self, x, magnitude, generator=None, copies=1):
+            return {"shift": torch.zeros(x.shape[0] * copies)}
+
+        def apply_transform(self, x, params):
+            return x + {}["missing"]
+
+    t, x = Buggy(), images()
+    with pytest.raises(KeyError, match="missing"):
+        t(x, 0.5)
+    with pytest.raises(ValueError, match="params lack the entry 'angle'"):
+        T.Rotate()(x, 0.5, params={"shift": torch.zeros(len(x))})
+
+
+def test_bench_config_takes_sizes_as_a_one_dimensional_array():
+    import numpy as np
+
+    BenchConfig.quick(sizes=np.array([16, 32])).validate()  # a list of sizes as NumPy gives it
+    with pytest.raises(TypeError, match="sizes must be a sequence"):
+        BenchConfig.quick(sizes=np.array([[16]])).validate()

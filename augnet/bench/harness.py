@@ -122,6 +122,7 @@ class BenchConfig:
         for name in ("sizes", "modes", "providers"):  # a string would be read as its characters
             value = getattr(self, name)
             allowed = isinstance(value, Sequence) or (value is None and name == "providers")
+            allowed = allowed or len(getattr(value, "shape", ())) == 1  # a 1-D array or tensor of sizes
             if isinstance(value, (str, bytes)) or not allowed:
                 raise TypeError(f"{name} must be a sequence (a tuple or a list), got {type(value).__name__}: {value!r}")
         if not all(is_int(s) for s in self.sizes):

@@ -64,7 +64,7 @@ def distance(a: Tensor, b: Tensor, kind: str = "cosine") -> Tensor:
         kind: ``"cosine"`` (default) or ``"l2"`` (Euclidean).
 
     Raises:
-        ValueError: an unknown ``kind``.
+        ValueError: an unknown ``kind``. (Inputs of different shapes fail in torch with its RuntimeError.)
 
     Examples:
         >>> a = torch.tensor([[1.0, 0.0], [0.0, 0.0]])

@@ -301,8 +301,9 @@ class _SensorsRotation(SignalTransform):
         self.register_buffer("g_pp", g_pp, persistent=False)
         self.register_buffer("weights", z[:-1].contiguous(), persistent=False)
         # A system singular to rounding solves to finite nonsense (few terms or a high order for the sensors: the
-        # kernel's rank falls below Ch + 1): the rows of M must sum to 1, checked at a quarter turn.
-        drift = float((self._update({"angle": p.new_tensor([math.pi / 2])}).sum(-1)).abs().max())
+        # kernel's rank falls below Ch + 1): the rows of M must sum to 1, checked at the largest angle drawn.
+        largest = min(self.max_angle, math.pi)
+        drift = float(self._update({"angle": p.new_tensor([largest])}).sum(-1).abs().max())  # rows of I + update
         if not drift <= 1e-2:  # 1e-10 for 64 sensors, at most 1e-4 for 256 at random (default order and terms)
             raise ValueError(
                 f"sensor_positions ({ch} sensors) with order={order} and n_terms={n_terms} give a numerically "

@@ -437,6 +437,7 @@ class SpeedChange(SignalTransform):
     """
 
     kink_at_zero = True  # s = 1 reads every sample at an integer position, where linear interpolation kinks
+
     def __init__(self, max_factor: float = 1.25) -> None:
         super().__init__()
         self.max_factor = _float32("max_factor", positive("max_factor", max_factor))

@@ -155,7 +155,9 @@ class Transform(nn.Module):
 
         Returns:
             Tensor of shape :math:`(B \\cdot copies, ...)`. Rows at magnitude exactly 0 are the
-            input's rows, bit for bit (with the derivative in the magnitude kept).
+            input's (with the derivative in the magnitude kept): bit for bit for finite inputs, but for the
+            FFT round trip of ``FTSurrogate``, ``FrequencyShift`` and ``BandStop`` (within 1e-6); a NaN or
+            infinite value may reach the values that read it (a colour map's other channels), as at any magnitude.
 
         Raises:
             TypeError, ValueError: an input, magnitude, ``copies`` or ``generator`` the transform cannot take
@@ -165,6 +167,7 @@ class Transform(nn.Module):
         copies = check_copies(copies)
         number, magnitude = magnitude, self.check_magnitude(magnitude, x, rows=x.shape[0] * copies)
         self._check_generator(generator)
+        replay = params is not None
         if params is None:
             if x.shape[0] == 0:  # an empty batch: nothing to draw, nothing to transform
                 return x[:0].clone()
@@ -188,7 +191,9 @@ class Transform(nn.Module):
         with full_precision(x) as dtype:
             try:
                 out = self.apply_transform(x.to(dtype), params).to(x.dtype)
-            except KeyError as err:  # params drawn by another transform (a replay with the wrong dict)
+            except KeyError as err:
+                if not replay or err.args[0] in params:  # not a replay with another transform's dict: a bug
+                    raise
                 raise ValueError(
                     f"{type(self).__name__}: params lack the entry {err}: pass the params this transform drew "
                     f"(draw_params() or sample()), got the keys {sorted(params)}"

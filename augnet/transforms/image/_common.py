@@ -54,6 +54,7 @@ def _gray(x: Tensor) -> Tensor:
 
 class _ImageTransform(Transform):
     input_ndim = 4
+
     def __init__(self, padding: str = "zeros") -> None:
         super().__init__()
         if padding not in PADDING_MODES:
