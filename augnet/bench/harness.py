@@ -127,7 +127,7 @@ class BenchConfig:
                 raise TypeError(f"{name} must be a sequence (a tuple or a list), got {type(value).__name__}: {value!r}")
         if not all(is_int(s) for s in self.sizes):
             raise TypeError(f"sizes must be integers, got {list(self.sizes)}")
-        if not self.sizes or any(s < 1 for s in self.sizes):
+        if not len(self.sizes) or any(s < 1 for s in self.sizes):
             raise ValueError(f"sizes must be positive integers, got {list(self.sizes)}")
         for name in ("batch", "copies", "channels", "min_runs", "threads", "seed"):
             value = getattr(self, name)
