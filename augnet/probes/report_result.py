@@ -368,7 +368,8 @@ class ProbeReport:
                         ", no better than chance" if rank <= 0.5 + band else "")
                 else:
                     odds = "chance 0.5"
-                line += f"; its parameter ranked at {rank:.2f} from {last} ({odds}; pairs of views drawn at mu = {at:g})"
+                line += f"; its parameter ranked at {rank:.2f} from {last} ({odds}; "
+                line += f"pairs of views drawn at mu = {at:g})"
             nv = self.value("normalized_variance", last, t, top)
             if math.isfinite(nv):
                 line += f"; normalised variance {nv:.3g} at {last} (0: invariant)"
