@@ -12,7 +12,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from augnet._checks import is_int
+from augnet._checks import check_bool, folder_problem, is_int
 from augnet._json import strict
 
 __all__ = [
@@ -218,11 +218,22 @@ def reproduce(
     slightly different weights, and a figure near a rule's threshold can move across it.
 
     Raises:
-        SetupError: settings the experiment refuses (:func:`check_settings`), before anything is written.
+        SetupError: settings the experiment refuses (:func:`check_settings`), or an ``out`` that cannot hold
+            the results (a file), before anything is written.
+        TypeError: ``quick`` or ``progress`` that is not a bool, ``out`` that is not a path.
     """
     from augnet.bench.machine import machine_info  # here: augnet.bench imports augnet.experiments
 
+    check_bool("quick", quick)  # "no" or 1 is not a flag (a full run would be a quick one, or the reverse)
+    check_bool("progress", progress)
     check_settings(name, device, seed, quick)
+    try:
+        out = Path(out)
+    except TypeError:
+        raise TypeError(f"out must be a path, got {type(out).__name__}: {out!r}") from None
+    problem = folder_problem(out / name, "out", "output folder")  # before the run, not when it first writes
+    if problem is not None:
+        raise SetupError(problem)
     seed = int(seed)  # a NumPy integer too: the experiments seed generators with it
     out_dir = Path(out) / name
     out_dir.mkdir(parents=True, exist_ok=True)

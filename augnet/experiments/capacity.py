@@ -40,11 +40,12 @@ from torch import Tensor, nn
 
 from augnet.data import sinusoids
 from augnet.experiments._registry import Report, register
-from augnet.experiments.runner import calibrate_layers, regularizer_of
+from augnet.experiments.runner import calibrate_layers, check_counts, check_threads, regularizer_of
 from augnet.experiments.sinusoids import SinusoidsConfig, sinusoid_layer
 from augnet.experiments.trunks import MLP
 from augnet.model import AugNet
 from augnet.probes import invariance_curve, summary
+from augnet.probes._common import DRAWS
 from augnet.regularizers import param_groups
 from augnet.training import fit, resolve_device
 from augnet.transforms import signal as S
@@ -258,12 +259,54 @@ def _params(width: int, depth: int, in_features: int = 1000, classes: int = 4) -
     return in_features * width + width + (depth - 1) * (width * width + width) + width * classes + classes
 
 
-def run_capacity(config: CapacityConfig | None = None, progress: bool = False) -> list[dict]:
-    """Train and score every (depth, width, method); one record per model."""
-    config = config or CapacityConfig()
+def check_scoring(owner: str, name: str, copies, repeats, draws, n_test) -> None:
+    """What :func:`evaluate` reads after training, refused (ValueError naming it) before any model trains;
+    ``name``: the field of the copies to score with."""
+    if isinstance(copies, str) or not isinstance(copies, (tuple, list)):
+        raise ValueError(f"{owner}.{name} must be a tuple of ints >= 1, got {copies!r}")
+    for c in copies:
+        check_counts(owner, **{name: c})
+    check_counts(owner, accuracy_repeats=repeats)
+    check_counts(owner, 2, n_test=n_test)  # the invariance's baseline: a derangement of the test inputs
+    if draws not in DRAWS:
+        raise ValueError(f"{owner}.draws must be one of {DRAWS}, got {draws!r}")
+
+
+def _check(config: CapacityConfig) -> None:
     unknown = [m for m in config.methods if m not in CAPACITY_METHODS]
-    if unknown:
-        raise ValueError(f"unknown methods {unknown}; choose from {CAPACITY_METHODS}")
+    if unknown or isinstance(config.methods, str):
+        raise ValueError(f"unknown methods {unknown or config.methods!r}; choose from {CAPACITY_METHODS}")
+    for name in ("widths", "depths", "methods"):
+        if isinstance(getattr(config, name), str) or not getattr(config, name):
+            raise ValueError(f"CapacityConfig.{name} must not be empty (there would be nothing to train), "
+                             f"got {getattr(config, name)!r}")  # fmt: skip
+    for w in config.widths:
+        check_counts("CapacityConfig", width=w)
+    for d in config.depths:
+        check_counts("CapacityConfig", depth=d)
+    check_counts("CapacityConfig", seeds=config.seeds, n_train=config.n_train)
+    check_scoring("CapacityConfig", "probe_copies", config.probe_copies, config.accuracy_repeats, config.draws,
+                  config.n_test)  # fmt: skip
+    check_threads("CapacityConfig", config.threads)
+    if any(m.startswith("augnet") for m in config.methods):  # its AugNet, made aside: refused before the baselines
+        with torch.random.fork_rng(devices=[]):
+            layer_config = SinusoidsConfig(init_magnitude=config.init_magnitude, train_mode=config.train_mode,
+                                           temperature=config.temperature)  # fmt: skip
+            model = AugNet(MLP(1, 1, in_features=4), sinusoid_layer(layer_config, SFREQ), config.train_copies,
+                           config.eval_copies, effect_every=config.effect_every, stratify=config.stratify)  # fmt: skip
+            param_groups(model, config.weight_decay, config.aug_weight_decay, config.aug_lr,
+                         magnitude_weight_decay=config.magnitude_weight_decay, weight_lr=config.weight_lr)  # fmt: skip
+
+
+def run_capacity(config: CapacityConfig | None = None, progress: bool = False) -> list[dict]:
+    """Train and score every (depth, width, method); one record per model.
+
+    Raises:
+        ValueError: a field that cannot work (an unknown method; no width, depth, method or seed; scoring
+            copies, repeats, draws or test inputs :func:`evaluate` refuses), before any model trains.
+    """
+    config = config or CapacityConfig()
+    _check(config)
     with _threads(config.threads):
         return _run_capacity(config, progress)
 

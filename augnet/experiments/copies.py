@@ -31,7 +31,8 @@ from torch import Tensor
 
 from augnet.data import sinusoids
 from augnet.experiments._registry import Report, register
-from augnet.experiments.capacity import _threads, evaluate
+from augnet.experiments.capacity import _threads, check_scoring, evaluate
+from augnet.experiments.runner import check_counts, check_rates, check_threads
 from augnet.experiments.sinusoids import SinusoidsConfig, run_sinusoids
 from augnet.model import AugNet
 from augnet.training import resolve_device
@@ -139,8 +140,20 @@ def run_copies(config: CopiesConfig | None = None, progress: bool = False) -> di
     """Train each variant's AugNet; score it at each C; time it at each C. One entry per variant."""
     config = config or CopiesConfig()
     unknown = [v for v in config.variants if v not in COPIES_VARIANTS]
-    if unknown:
-        raise ValueError(f"unknown variants {unknown}; choose from {sorted(COPIES_VARIANTS)}")
+    if unknown or isinstance(config.variants, str):
+        raise ValueError(f"unknown variants {unknown or config.variants!r}; choose from {sorted(COPIES_VARIANTS)}")
+    # What the scoring and the timing read after training, refused before it.
+    check_scoring("CopiesConfig", "copies", config.copies, config.accuracy_repeats, config.draws, config.n_test)
+    timing = config.timing_copies
+    if isinstance(timing, str) or not isinstance(timing, (tuple, list)):
+        raise ValueError(f"CopiesConfig.timing_copies must be a tuple of ints >= 1, got {timing!r}")
+    for c in timing:
+        check_counts("CopiesConfig", timing_copies=c)
+    if len(set(timing)) < 2:  # the line through the timings
+        raise ValueError(f"CopiesConfig.timing_copies must hold at least 2 distinct counts, got {timing!r}")
+    check_counts("CopiesConfig", rounds=config.rounds)
+    check_rates("CopiesConfig", min_run_time=config.min_run_time)
+    check_threads("CopiesConfig", config.threads)
     out = {}
     with _threads(config.threads):
         device = resolve_device(config.device)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from augnet._checks import is_int, is_real
 from augnet.data import rotated_glyphs, rotated_sprites
 from augnet.experiments.runner import CALIBRATIONS, ExperimentResult, calibrate_layers, run_experiment
 from augnet.experiments.trunks import PaperCNN, SmallCNN
@@ -160,6 +161,8 @@ class DemoConfig:
             raise ValueError(f"data must be one of {DATA}, got {self.data!r}")
         if self.trunk not in TRUNKS:
             raise ValueError(f"trunk must be one of {TRUNKS}, got {self.trunk!r}")
+        if isinstance(self.transforms, str):
+            raise TypeError(f"transforms must be a tuple of names, got the string {self.transforms!r}")
         unknown = [name for name in self.transforms if not isinstance(getattr(T, name, None), type)]
         if unknown or not self.transforms:
             raise ValueError(f"unknown transforms {unknown or '(none given)'}; see augnet.transforms.image")
@@ -167,10 +170,10 @@ class DemoConfig:
             math.isfinite(self.max_translate) and self.max_translate > 0
         ):
             raise ValueError(f"max_translate must be a positive, finite fraction, got {self.max_translate!r}")
-        if self.anneal_to is not None and not self.anneal_to > 0:
-            raise ValueError(f"anneal_to must be a positive temperature or None, got {self.anneal_to}")
-        if self.warmup_epochs < 0:
-            raise ValueError(f"warmup_epochs must be >= 0, got {self.warmup_epochs}")
+        if self.anneal_to is not None and not (is_real(self.anneal_to) and self.anneal_to > 0):
+            raise ValueError(f"anneal_to must be a positive temperature or None, got {self.anneal_to!r}")
+        if not is_int(self.warmup_epochs) or self.warmup_epochs < 0:
+            raise ValueError(f"warmup_epochs must be an int >= 0, got {self.warmup_epochs!r}")
         if self.calibrate not in CALIBRATIONS:
             raise ValueError(f"calibrate must be one of {CALIBRATIONS}, got {self.calibrate!r}")
 

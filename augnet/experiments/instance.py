@@ -35,9 +35,11 @@ import torch
 from torch import Tensor, nn
 
 from augnet import probes
+from augnet._checks import is_int
 from augnet._json import strict
 from augnet.data import make_sprite_pair, render_sprites
 from augnet.experiments._registry import Report, register
+from augnet.experiments.runner import check_counts, check_rates, check_threads
 from augnet.experiments.trunks import PaperCNN
 from augnet.instance import ConditionedAugmentationLayer
 from augnet.instance_policy import plot_policy_summary, policy_summary
@@ -155,8 +157,28 @@ def _invariance_per_class(model, x, y, copies) -> dict:
     return out
 
 
+def check_config(config: InstanceConfig) -> None:
+    """Refuse (ValueError / TypeError naming it) what the global and the per-instance models would refuse only
+    after the trunk alone had trained: their layers, rates and lambda are built and checked here, aside."""
+    check_counts("InstanceConfig", 2, n_test=config.n_test)  # the invariance's baseline: a derangement
+    check_threads("InstanceConfig", config.threads)
+    check_rates("InstanceConfig", False, lam=config.lam)
+    if config.saturation is not None:
+        check_rates("InstanceConfig", saturation=config.saturation)
+    with torch.random.fork_rng(devices=[]):  # the models of the runs are made from their own seeds
+        layers = [AugmentationLayer([T.Rotate()], init_magnitude=config.init_magnitude),
+                  ConditionedAugmentationLayer([T.Rotate()], channels=3, hidden=config.hidden,
+                                               init_magnitude=config.init_magnitude, kernel_size=config.kernel_size)]
+        for layer in layers:
+            model = AugNet(_trunk(config), layer, eval_copies=config.eval_copies, stratify=config.stratify)
+            param_groups(model, aug_lr=config.aug_lr, conditioner_lr=config.conditioner_lr,
+                         conditioner_weight_decay=config.conditioner_weight_decay, weight_lr=config.weight_lr)
+            torch.optim.Adam(model.parameters(), lr=config.lr)
+
+
 def run_seed(config: InstanceConfig, seed: int) -> dict:
     """Train the three models on one seed; their accuracies, per-class ranges and per-class invariance."""
+    check_config(config)
     if config.threads is not None:
         torch.set_num_threads(config.threads)
     x, y = instance_sprites(config.n_train, config.size, seed)
@@ -215,6 +237,10 @@ def within_targets(ranges: dict) -> bool:
 def run_instance(config: InstanceConfig | None = None, progress: bool = False) -> list[dict]:
     """Every seed of ``config``."""
     config = config or InstanceConfig()
+    seeds = config.seeds
+    if isinstance(seeds, str) or not isinstance(seeds, (tuple, list)) or not seeds or not all(map(is_int, seeds)):
+        raise ValueError(f"InstanceConfig.seeds must be a non-empty tuple of ints, got {seeds!r}")
+    check_config(config)
     results = []
     for seed in config.seeds:
         results.append(run_seed(config, seed))

@@ -37,9 +37,11 @@ import torch
 from torch import Tensor, nn
 
 from augnet import probes
+from augnet._checks import is_real
 from augnet.augerino import LIE_GENERATORS, Augerino
 from augnet.experiments._registry import Report, register
 from augnet.experiments.demo import DemoConfig, demo_data, make_trunk, run_demo
+from augnet.experiments.runner import check_counts, check_rates, check_threads
 from augnet.regularizers import param_groups
 from augnet.training import accuracy, fit, resolve_device
 from augnet.transforms import image as T
@@ -134,6 +136,24 @@ class RotationConfig:
     seed: int = 0
     threads: int | None = None
     device: str = "cpu"
+
+    def validate(self) -> None:
+        """Raise a ValueError (TypeError) naming the first field that cannot work, before any run trains: the
+        Augerino settings, the probe's and the demo's fields were otherwise read after the runs before them."""
+        unknown = [v for v in self.variants if v not in VARIANTS]
+        if isinstance(self.variants, str) or unknown:
+            raise ValueError(f"unknown rotation variants {unknown or self.variants!r}; choose from {list(VARIANTS)}")
+        check_rates("RotationConfig", augerino_lr=self.augerino_lr, augerino_init_width=self.augerino_init_width)
+        check_rates("RotationConfig", False, augerino_weight_decay=self.augerino_weight_decay,
+                    augerino_lam=self.augerino_lam)  # fmt: skip
+        check_counts("RotationConfig", 2, n_probe=self.n_probe)  # the probe's baseline: a derangement of them
+        magnitudes = self.probe_magnitudes
+        valid = isinstance(magnitudes, (tuple, list)) and magnitudes
+        if not valid or not all(is_real(m) and 0 <= m <= 1 for m in magnitudes):
+            raise ValueError(f"RotationConfig.probe_magnitudes must be magnitudes in [0, 1], got {magnitudes!r}")
+        check_threads("RotationConfig", self.threads)
+        check_counts("RotationConfig", n_train=self.n_train, n_test=self.n_test)
+        self.demo_config().validate()
 
     def demo_config(self, regularizer: str = "selective") -> DemoConfig:
         """The :class:`DemoConfig` of an AugNet run with ``regularizer`` (and of the data and trunk of every run).
@@ -235,6 +255,7 @@ def run_augerino(
         name: the run's name.
         progress: show a progress bar.
     """
+    config.validate()
     lam = config.augerino_lam if lam is None else lam
     if config.threads is not None:
         torch.set_num_threads(config.threads)
@@ -281,6 +302,7 @@ def run_plain(config: RotationConfig, progress: bool = False) -> RotationRun:
     The model returned outputs log-probabilities (a ``LogSoftmax`` after the
     CNN), as the averaged models do, so that their probes compare alike.
     """
+    config.validate()
     if config.threads is not None:
         torch.set_num_threads(config.threads)
     torch.manual_seed(config.seed)
@@ -338,9 +360,7 @@ class RotationResult:
 def run_rotation(config: RotationConfig | None = None, progress: bool = False) -> RotationResult:
     """Train the variants in ``config.variants`` (and the plain CNN) and probe their rotation invariance."""
     config = config or RotationConfig()
-    unknown = [v for v in config.variants if v not in VARIANTS]
-    if unknown:
-        raise ValueError(f"unknown rotation variants {unknown}; choose from {list(VARIANTS)}")
+    config.validate()
     runs: dict[str, RotationRun] = {}
     for name in config.variants:
         if name == "augerino":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,16 +22,43 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
+from augnet._checks import is_int, is_real
 from augnet.layers import Policy
 from augnet.model import AugNet
 from augnet.regularizers import SATURATION, WEIGHT_LR, param_groups, selective_regularizer
 from augnet.training import accuracy, fit, resolve_device
 
-__all__ = ["CALIBRATIONS", "ExperimentResult", "calibrate_layers", "regularizer_of", "run_experiment"]
+__all__ = [
+    "CALIBRATIONS", "ExperimentResult", "calibrate_layers", "check_counts", "check_rates", "check_threads",
+    "regularizer_of", "run_experiment",
+]  # fmt: skip
 
 #: How a config may calibrate its layers before training (:meth:`augnet.AugmentationLayer.calibrate`):
 #: not at all, to equal change of the inputs, or of the untrained trunk's outputs.
 CALIBRATIONS = (None, "input", "trunk")
+
+
+def check_counts(owner: str, least: int = 1, **values) -> None:
+    """Refuse (ValueError) each of ``values`` that is not an int >= ``least`` (a bool or a float included), naming
+    it as ``owner.name``: checked before a run starts, not where the value is first used, after training."""
+    for name, value in values.items():
+        if not is_int(value) or value < least:
+            raise ValueError(f"{owner}.{name} must be an int >= {least}, got {value!r}")
+
+
+def check_rates(owner: str, positive: bool = True, **values) -> None:
+    """Refuse each of ``values`` that is not a finite number ``> 0`` (``positive``) or ``>= 0``, naming it."""
+    for name, value in values.items():
+        if not is_real(value):
+            raise TypeError(f"{owner}.{name} must be a number, got {value!r}")
+        if not math.isfinite(value) or value < 0 or (positive and value == 0):
+            raise ValueError(f"{owner}.{name} must be finite and {'> 0' if positive else '>= 0'}, got {value!r}")
+
+
+def check_threads(owner: str, threads) -> None:
+    """``threads``: None (torch's setting is left) or an int >= 1 (``torch.set_num_threads`` refuses 0 late)."""
+    if threads is not None:
+        check_counts(owner, threads=threads)
 
 
 def regularizer_of(config):
@@ -121,7 +149,14 @@ def run_experiment(
     The batches and augmentations draw from a generator seeded with
     ``config.seed + 1``, the test-time copies from one seeded with
     ``config.seed + 2``.
+
+    Raises:
+        ValueError: ``threads``, ``n_train`` or ``n_test`` that is not an int >= 1, before any work (no test
+            image: measured after the whole run had trained).
     """
+    owner = type(config).__name__
+    check_threads(owner, config.threads)
+    check_counts(owner, n_train=config.n_train, n_test=config.n_test)
     if config.threads is not None:
         torch.set_num_threads(config.threads)
     device = resolve_device(getattr(config, "device", "cpu"))

@@ -42,6 +42,7 @@ from pathlib import Path
 
 import torch
 
+from augnet._checks import is_int
 from augnet.experiments._registry import Report, WorkerPool, _jsonable, cut_torn_line, read_runs, register
 from augnet.experiments.demo import PAPER_SELECTION, PRESETS, SIZES, DemoConfig, run_demo
 from augnet.experiments.selection_rules import EARLY_EPOCHS, ORACLE, RULES, selection_report
@@ -169,8 +170,16 @@ class SelectionConfig:
         unknown = [t for t in self.tasks if t not in TASKS] + [s for s in self.settings if s not in SETTINGS]
         if unknown:
             raise ValueError(f"unknown tasks or settings {unknown}; see TASKS and SETTINGS")
-        if self.seeds < 1 or self.workers < 1:
-            raise ValueError(f"seeds and workers must be >= 1, got {self.seeds} and {self.workers}")
+        if not (is_int(self.seeds) and is_int(self.workers)) or self.seeds < 1 or self.workers < 1:
+            raise ValueError(f"seeds and workers must be ints >= 1, got {self.seeds!r} and {self.workers!r}")
+        if not is_int(self.seed):
+            raise ValueError(f"seed must be an int, got {self.seed!r}")
+        if not isinstance(self.base, dict):
+            raise TypeError(f"base must be a dict of config overrides, got {self.base!r}")
+        for task, setting, seed in self.runs():  # every run's config, checked before the first trains
+            run_config = self.task_config(task, setting, seed)
+            if hasattr(run_config, "validate"):
+                run_config.validate()
 
     def overrides(self, task: str, setting: str) -> dict:
         if setting == ORACLE:
