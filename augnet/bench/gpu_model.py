@@ -43,6 +43,7 @@ import argparse
 import functools
 import json
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -225,6 +226,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="h100", choices=sorted(DEVICES))
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = parser.parse_args(argv)
+    if args.json:  # checked before the model runs and prints: not a table followed by a traceback
+        from augnet._checks import folder_problem
+
+        target = Path(args.json)
+        problem = folder_problem(target.parent, "--json")
+        if target.is_dir():
+            problem = f"--json {args.json} is a folder, not a file"
+        if problem is not None:
+            print(f"{parser.prog}: error: {problem}", file=sys.stderr)
+            return 2
     rows = on_paper(args.model)
     spec = DEVICES[args.model]
     print(

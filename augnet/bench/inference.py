@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
 
+from augnet._checks import is_int, is_real
 from augnet.bench.harness import _sync, benchmark_classes, geometric_layer
 from augnet.bench.machine import _loadavg, machine_info
 from augnet.experiments.trunks import resnet18
 from augnet.model import AugNet, aggregate
+from augnet.training.devices import resolve_device
 
 __all__ = ["format_inference", "inference_cost"]
 
@@ -53,8 +56,20 @@ def inference_cost(
     Returns:
         ``{"trunk_ms": ..., "records": [{"copies", "augnet_ms", "trunk_ms", "ratio", "trunk_rows_ms",
         "trunk_rows_ratio", "augment_ms", "overhead", "augnet_vs_trunk_rows"}], ...}``.
+
+    Raises:
+        TypeError, ValueError: a setting that cannot run (no copies, a count below 1, a non-positive or infinite
+            ``min_run_time``, a device this machine lacks), before anything is built. The caller's random
+            generator is left as it was (the models are made from ``seed`` in a forked one).
     """
-    torch.manual_seed(seed)
+    copies = _check_args(copies, batch, size, width, device, min_run_time, seed)
+    # The models and the draws from ``seed``, in a forked generator: the caller's is left as it was.
+    with torch.random.fork_rng(devices=[] if torch.device(device).type != "cuda" else None):
+        torch.manual_seed(seed)
+        return _measure(copies, batch, size, width, device, min_run_time, seed, log)
+
+
+def _measure(copies, batch, size, width, device, min_run_time, seed, log) -> dict:
     trunk = resnet18(width=width).to(device).eval()
     model = AugNet(trunk, geometric_layer(0.5), eval_copies=1).to(device).eval()
     x = torch.rand(batch, 3, size, size, generator=torch.Generator().manual_seed(seed)).to(device)
@@ -106,6 +121,25 @@ def inference_cost(
         "machine": machine_info(device),
         "load_average": _loadavg(),
     }
+
+
+def _check_args(copies, batch, size, width, device, min_run_time, seed) -> list[int]:
+    """Refuse settings that cannot run before anything is built or timed (``TypeError`` / ``ValueError``)."""
+    if isinstance(copies, (str, bytes)) or not isinstance(copies, Sequence):
+        raise TypeError(f"copies must be a sequence of ints, got {type(copies).__name__}: {copies!r}")
+    if not copies or not all(is_int(c) for c in copies) or min(copies) < 1:
+        raise ValueError(f"copies must be a non-empty sequence of ints >= 1, got {list(copies)}")
+    for name, value in (("batch", batch), ("size", size), ("width", width), ("seed", seed)):
+        if not is_int(value):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__}: {value!r}")
+        if value < (0 if name == "seed" else 1) or (name == "seed" and value >= 2**63):
+            raise ValueError(f"{name} must be {'in [0, 2**63 - 1]' if name == 'seed' else '>= 1'}, got {value}")
+    if not is_real(min_run_time) or not 0 < min_run_time < math.inf:
+        raise ValueError(f"min_run_time must be positive and finite, got {min_run_time!r}")
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be a string such as 'cpu' or 'cuda', got {type(device).__name__}: {device!r}")
+    resolve_device(str(device))  # a ValueError for a device this machine lacks
+    return [int(c) for c in copies]
 
 
 def format_inference(result: dict) -> str:

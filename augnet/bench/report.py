@@ -118,7 +118,7 @@ def run_from_args(args) -> int:
     load = _loadavg()
     print(
         f"augnet bench: augmentation layer of {len(T.GEOMETRIC)} geometric transforms, B={cfg.batch}, "
-        f"C={cfg.copies}, sizes {', '.join(map(str, cfg.sizes))}, on {cfg.device} "
+        f"C={cfg.copies}, sizes {', '.join(map(str, dict.fromkeys(cfg.sizes)))}, on {cfg.device} "
         f"({torch.get_num_threads()} torch threads; load average {load})\nproviders: {', '.join(providers)}"
     )
     result = run_benchmark(cfg)
