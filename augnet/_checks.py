@@ -7,7 +7,7 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["check_bool", "folder_problem", "is_int", "is_real", "loading_or_kept"]
+__all__ = ["as_values", "check_bool", "folder_problem", "is_int", "is_real", "loading_or_kept"]
 
 
 def is_int(value) -> bool:
@@ -26,6 +26,13 @@ def is_real(value) -> bool:
     numbers to every argument that takes one; store them with ``float(value)``.
     """
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def as_values(value):
+    """A tensor's or a NumPy array's (or scalar's) values as Python numbers or lists (``.tolist()``); anything
+    else as given. Arguments that take numbers or sequences of them read arrays and tensors through it, and then
+    check the values as they check a list."""
+    return value.tolist() if hasattr(value, "tolist") and not isinstance(value, (str, bytes)) else value
 
 
 def check_bool(name: str, value) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import is_real, loading_or_kept
+from augnet._checks import as_values, is_real, loading_or_kept
 from augnet.layers import Policy, check_generator
 from augnet.model import AugNet
 from augnet.ops import dispatch
@@ -99,8 +99,7 @@ class LieAugmentation(nn.Module):
     def __init__(self, init_width: float | Sequence[float] = 0.1, padding: str = "zeros", backend: str = "auto"):
         super().__init__()
         k = len(LIE_GENERATORS)
-        if isinstance(init_width, Tensor) or hasattr(init_width, "tolist"):  # a tensor, a NumPy array or scalar
-            init_width = init_width.tolist()
+        init_width = as_values(init_width)  # a tensor, a NumPy array or scalar: its values
         if is_real(init_width):
             widths = [float(init_width)] * k
         elif isinstance(init_width, Sequence) and not isinstance(init_width, str) and all(

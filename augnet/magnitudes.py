@@ -9,6 +9,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from augnet._checks import as_values
+
 __all__ = ["initial_magnitudes", "invert_change", "inward_clamp", "widened"]
 
 
@@ -81,8 +83,7 @@ def widened(t: Tensor) -> Tensor:
 
 def initial_magnitudes(init, q: int) -> list[float]:
     """A layer's ``init_magnitude`` (a number, or one per transform) as ``q`` floats in [0, 1], checked."""
-    if isinstance(init, Tensor) or hasattr(init, "tolist"):  # a tensor, a numpy array or scalar
-        init = init.tolist()
+    init = as_values(init)  # a tensor, a NumPy array or scalar: its values
     if isinstance(init, numbers.Real) and not isinstance(init, bool):
         values = [float(init)] * q
     elif isinstance(init, Sequence) and not isinstance(init, str):

@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from augnet._checks import is_int, is_real
+from augnet._checks import as_values, is_int, is_real
 
 __all__ = [
     "POLICY_FORMAT",
@@ -431,7 +431,7 @@ def check_size(size) -> tuple[int, ...]:
         if len(size.shape) != 1 or not any(k in dtype for k in ("int", "long", "short")) or "bool" in dtype:
             raise TypeError(f"size must be a spatial size (1-D integers), got a {type(size).__name__} of shape "
                             f"{tuple(size.shape)} and dtype {dtype}")  # fmt: skip
-        size = size.tolist()
+        size = as_values(size)
     if isinstance(size, (str, bytes)) or not isinstance(size, Sequence):
         raise TypeError(f"size must be a spatial size (a sequence of ints), got {type(size).__name__}: {size!r}")
     if not all(is_int(s) for s in size):

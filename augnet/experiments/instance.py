@@ -240,7 +240,6 @@ def run_instance(config: InstanceConfig | None = None, progress: bool = False) -
     seeds = config.seeds
     if isinstance(seeds, str) or not isinstance(seeds, (tuple, list)) or not seeds or not all(map(is_int, seeds)):
         raise ValueError(f"InstanceConfig.seeds must be a non-empty tuple of ints, got {seeds!r}")
-    check_config(config)
     results = []
     for seed in config.seeds:
         results.append(run_seed(config, seed))

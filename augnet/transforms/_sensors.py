@@ -53,7 +53,7 @@ import torch
 from torch import Tensor
 
 from augnet._checks import is_int
-from augnet.transforms.base import Range, SignalTransform, positive, uniform
+from augnet.transforms.base import Range, SignalTransform, in_float32, positive, uniform
 
 __all__ = [
     "SensorsRotationX",
@@ -273,10 +273,7 @@ class _SensorsRotation(SignalTransform):
 
     def __init__(self, sensor_positions, max_angle: float = math.pi / 6, order: int = 4, n_terms: int = 50) -> None:
         super().__init__()
-        self.max_angle = positive("max_angle", max_angle)
-        f32 = torch.finfo(torch.float32)
-        if not f32.tiny <= self.max_angle <= f32.max:  # the angles are drawn in float32: NaN or 0 beyond
-            raise ValueError(f"max_angle ({max_angle!r}) is beyond float32's range, in which the angles are drawn")
+        self.max_angle = in_float32("max_angle", positive("max_angle", max_angle), "the angles are drawn in float32")
         order, n_terms = _check_spline_config(order, n_terms)
         self.order, self.n_terms = order, n_terms
         p = _sensor_positions(sensor_positions)

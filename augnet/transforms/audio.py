@@ -46,7 +46,7 @@ from augnet._checks import is_real
 from augnet.transforms._biquad import DEFAULT_Q, filter_rows, highpass_coefficients, lowpass_coefficients
 from augnet.transforms._biquad import _all_pole_response as _all_pole_response
 from augnet.transforms._biquad import bandreject_coefficients as bandreject_coefficients
-from augnet.transforms.base import Range, SignalTransform, draw, param_dtype, positive, uniform
+from augnet.transforms.base import Range, SignalTransform, draw, in_float32, param_dtype, positive, uniform
 
 __all__ = [
     "AddNoise",
@@ -61,13 +61,6 @@ __all__ = [
 
 
 _F32 = torch.finfo(torch.float32)
-
-
-def _float32(name: str, value: float, why: str = "the parameters are drawn in float32") -> float:
-    """``value``, or the ValueError naming ``name`` where float32 cannot hold it (the draws were NaN or infinite)."""
-    if not _F32.tiny <= value <= _F32.max:
-        raise ValueError(f"{name} ({value:g}) is beyond float32's range ({_F32.tiny:.3g} to {_F32.max:.3g}): {why}")
-    return value
 
 
 def _number(name: str, value) -> float:
@@ -91,8 +84,8 @@ def _frequency_range(kind: str, low, high, nyquist: float) -> tuple[float, float
     if high >= nyquist:
         raise ValueError(f"max_{kind} ({high:g} Hz) must be below the Nyquist frequency ({nyquist:g} Hz)")
     why = "the frequencies are drawn in float32 (give the sample rate and frequencies in other units)"
-    _float32(f"min_{kind}", low, why)
-    _float32("the Nyquist frequency sample_rate / 2", nyquist, why)
+    in_float32(f"min_{kind}", low, why)
+    in_float32("the Nyquist frequency sample_rate / 2", nyquist, why)
     return low, high
 
 
@@ -345,8 +338,7 @@ class AddNoise(SignalTransform):
         self.min_snr_db = _number("min_snr_db", min_snr_db)
         # The ratio 10 ** (-min_snr_db / 20) is drawn with in float32: beyond its range the noise was infinite
         # (or Python's OverflowError at the first call), or never added at all.
-        f32 = torch.finfo(torch.float32)
-        if not math.log10(f32.tiny) <= -self.min_snr_db / 20 <= math.log10(f32.max):
+        if not math.log10(_F32.tiny) <= -self.min_snr_db / 20 <= math.log10(_F32.max):
             raise ValueError(
                 f"min_snr_db must give a noise-to-signal ratio 10 ** (-min_snr_db / 20) within float32's range "
                 f"(about -770 to 758 dB), got {min_snr_db!r}"
@@ -440,7 +432,7 @@ class SpeedChange(SignalTransform):
 
     def __init__(self, max_factor: float = 1.25) -> None:
         super().__init__()
-        self.max_factor = _float32("max_factor", positive("max_factor", max_factor))
+        self.max_factor = in_float32("max_factor", positive("max_factor", max_factor))
         if self.max_factor <= 1:
             raise ValueError(f"max_factor must be above 1, got {max_factor!r}")
 
@@ -491,7 +483,7 @@ class _SpecMask(SignalTransform):
 
     def __init__(self, max_width: float, edge: float = 1.0) -> None:
         super().__init__()
-        self.max_width = _float32("max_width", positive("max_width", max_width))
+        self.max_width = in_float32("max_width", positive("max_width", max_width))
         self.edge = positive("edge", edge)
 
     def _shape_doc(self) -> str:

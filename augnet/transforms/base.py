@@ -417,6 +417,15 @@ def positive(name: str, value: float) -> float:
     return float(value)
 
 
+def in_float32(name: str, value: float, why: str = "the parameters are drawn in float32") -> float:
+    """``value``, or the ValueError naming ``name`` where float32 cannot hold it (a positive value below its smallest
+    normal number or above its largest: the draws made from it were 0, NaN or infinite)."""
+    f32 = torch.finfo(torch.float32)
+    if not f32.tiny <= value <= f32.max:
+        raise ValueError(f"{name} ({value:g}) is beyond float32's range ({f32.tiny:.3g} to {f32.max:.3g}): {why}")
+    return value
+
+
 def check_temperature(name: str, value: float) -> float:
     """A relaxation's temperature as a float: :func:`positive`, and large enough that ``1 / value`` is finite in
     float32 (the relaxed gates divide by it in the parameters' dtype: below that, the magnitude's gradient is NaN)."""

@@ -20,7 +20,7 @@ import math
 import torch
 from torch import Tensor
 
-from augnet._checks import check_bool, is_int, is_real
+from augnet._checks import as_values, check_bool, is_int, is_real
 from augnet.transforms._sensors import SensorsRotationX, SensorsRotationY, SensorsRotationZ
 from augnet.transforms.base import (
     Range,
@@ -340,8 +340,7 @@ class ChannelsSymmetry(SignalTransform):
 
     def __init__(self, pairs, temperature: float = 0.1) -> None:
         super().__init__()
-        if hasattr(pairs, "tolist") and hasattr(pairs, "shape"):  # a (P, 2) tensor or NumPy array: its values
-            pairs = pairs.tolist()
+        pairs = as_values(pairs)  # a (P, 2) tensor or NumPy array: its values
         try:
             pairs = [(a, b) for a, b in pairs]
         except (TypeError, ValueError) as err:
