@@ -290,9 +290,7 @@ class Transform(nn.Module):
 
     def _check_generator(self, generator) -> None:
         if generator is not None and not isinstance(generator, torch.Generator):
-            raise TypeError(
-                f"{type(self).__name__}: generator must be a torch.Generator or None, got {type(generator).__name__}"
-            )
+            raise TypeError(f"{type(self).__name__}: generator must be a torch.Generator or None, got {generator!r}")
 
     def _shape_doc(self) -> str:
         return "(B, Ch, H, W)" if self.input_ndim == 4 else "(B, Ch, T)"
@@ -418,8 +416,7 @@ def positive(name: str, value: float) -> float:
 
 
 def in_float32(name: str, value: float, why: str = "the parameters are drawn in float32") -> float:
-    """``value``, or the ValueError naming ``name`` where float32 cannot hold it (a positive value below its smallest
-    normal number or above its largest: the draws made from it were 0, NaN or infinite)."""
+    """``value``, or the ValueError naming ``name`` where float32 cannot hold it (draws from it were 0, NaN or inf)."""
     f32 = torch.finfo(torch.float32)
     if not f32.tiny <= value <= f32.max:
         raise ValueError(f"{name} ({value:g}) is beyond float32's range ({f32.tiny:.3g} to {f32.max:.3g}): {why}")
