@@ -130,8 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
         "tap_mix_<device>.json and .png.",
     )
     bench.add_argument("--sizes", nargs="+", type=int, metavar="PX", help="square image sizes (default: 32 128)")
-    bench.add_argument("--batch", type=int, default=None, help="batch size B (default: 64)")
-    bench.add_argument("--copies", type=int, default=None, help="copies C per image (default: 4)")
+    bench.add_argument("--batch", type=int, default=None, help="batch size B (default: 64; the inference's too)")
+    bench.add_argument("--copies", type=int, default=None, help="copies C per image (default: 4; the inference's too)")
     bench.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="(default: %(default)s)")
     bench.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     bench.add_argument(

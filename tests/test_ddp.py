@@ -146,6 +146,9 @@ def test_rank_generator_outside_a_distributed_run():
     assert rank_generator(5).initial_seed() == 5
     with pytest.raises(ValueError, match="seed"):
         rank_generator(-1)
+    assert rank_generator(2**64 - 1).initial_seed() == 2**64 - 1  # torch's largest seed
+    with pytest.raises(ValueError, match=r"seed 18446744073709551616 \+ rank 0 is past torch's largest seed"):
+        rank_generator(2**64)  # torch's own message was 'Overflow when unpacking long long'
 
 
 def test_torchrun_example(tmp_path):

@@ -89,3 +89,26 @@ def test_on_paper_json_to_a_path_that_cannot_be_written_is_refused_before_printi
         assert out == "" and len(err.strip().splitlines()) == 1 and "error" in err
     assert gpu_model.main(["--model", "h100", "--json", str(tmp_path / "rows.json")]) == 0
     assert json.loads((tmp_path / "rows.json").read_text())["model"] == "h100"
+
+
+def test_bench_batch_and_copies_reach_the_inference_cost(monkeypatch, tmp_path, capsys):
+    # `augnet bench --batch B --copies C` timed the layer at B and C but the inference cost at its own 16 and 1-20.
+    import augnet.bench.report as report
+    from augnet.cli import main
+
+    seen = []
+
+    def record(**kwargs):
+        seen.append(kwargs)
+        return {"trunk_ms": 1.0, "records": []}
+
+    monkeypatch.setattr(report, "inference_cost", record)
+    monkeypatch.setattr(report, "format_inference", lambda cost: "")
+    monkeypatch.setattr(report, "run_benchmark", lambda cfg: {"seconds": 0.0, "load_average": {"after": None}})
+    monkeypatch.setattr(report, "format_table", lambda result: "")
+    monkeypatch.setattr(report, "save_results", lambda result, out, quick: (tmp_path / "r.json", None, "no plot"))
+    assert main(["bench", "--quick", "--batch", "3", "--copies", "5", "--out", str(tmp_path)]) == 0
+    assert seen[-1]["batch"] == 3 and seen[-1]["copies"] == (5,)
+    assert "its trunk (B=3, C=5)" in capsys.readouterr().out
+    assert main(["bench", "--quick", "--out", str(tmp_path)]) == 0  # not given: the inference cost's own settings
+    assert seen[-1]["batch"] == 2 and seen[-1]["copies"] == (1, 2)

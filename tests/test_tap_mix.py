@@ -146,6 +146,23 @@ def test_registered_backend_is_used_and_fallback_warns_once(monkeypatch):
     assert calls == [1]
 
 
+@pytest.mark.parametrize(
+    "name, args, error",
+    [("auto", {}, ValueError), ("reference", {}, ValueError), ("", {}, ValueError), (3, {}, TypeError),
+     ("mine", {"fn": "tap_mix"}, TypeError), ("mine", {"supports": True}, TypeError),
+     ("mine", {"unavailable_hint": "no"}, TypeError)],
+)  # fmt: skip
+def test_register_backend_refuses_reserved_names_and_non_callables(monkeypatch, name, args, error):
+    # Registered as "auto", a backend could never be asked for by name (the dispatcher's own choice), and one
+    # named "reference" replaced the ground truth every backend is checked against; nothing registers then.
+    monkeypatch.setattr(tap_mix_module, "_BACKENDS", dict(tap_mix_module._BACKENDS))
+    before = dict(tap_mix_module._BACKENDS)
+    full = {"fn": tap_mix_reference, "supports": lambda x: True, **args}
+    with pytest.raises(error, match=repr(name) if error is ValueError else "must be"):
+        tap_mix_module.register_backend(name, **full)
+    assert before == tap_mix_module._BACKENDS
+
+
 # -------------------------------------------------------------- bad input
 
 

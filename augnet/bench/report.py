@@ -128,9 +128,15 @@ def run_from_args(args) -> int:
     json_path, png, why = save_results(result, args.out, quick=args.quick)
     print(f"saved {json_path}" + (f" and {png}" if png else f"; no plot: {why}"))
     if not getattr(args, "no_inference", False):
-        print("\ninference cost: AugNet with C copies against C times its trunk")
-        quick = dict(copies=(1, 2), batch=2, width=8, min_run_time=0.05) if args.quick else {}
-        cost = inference_cost(device=cfg.device, seed=cfg.seed, log=print, **quick)
+        settings = dict(copies=(1, 2), batch=2, width=8, min_run_time=0.05) if args.quick else {}
+        if args.batch is not None:  # given on the command line: the inference cost is measured at it too
+            settings["batch"] = cfg.batch
+        if args.copies is not None:
+            settings["copies"] = (cfg.copies,)
+        given = ", ".join(f"{k}={v}" for k, v, on in (("B", cfg.batch, args.batch), ("C", cfg.copies, args.copies))
+                          if on is not None)  # fmt: skip
+        print("\ninference cost: AugNet with C copies against C times its trunk" + (f" ({given})" if given else ""))
+        cost = inference_cost(device=cfg.device, seed=cfg.seed, log=print, **settings)
         print()
         print(format_inference(cost))
         path = Path(args.out) / f"inference_{cfg.device}{'_quick' if args.quick else ''}.json"

@@ -107,7 +107,20 @@ def register_backend(
             machine, else a message saying why not and how to fix it.
         support_hint: for an ``x`` that ``supports`` refuses, what more to say
             than its dtype and device (how it could run), or ``None``.
+
+    Raises:
+        ValueError: ``name`` is empty, ``"auto"`` (the dispatcher's choice) or ``"reference"`` (the ground truth
+            every backend is checked against). TypeError: ``name`` is not a string, or a callable argument is not
+            callable. Nothing is registered then.
     """
+    if not isinstance(name, str):
+        raise TypeError(f"a backend's name must be a string, got {name!r}")
+    if name in ("", "auto", "reference"):
+        raise ValueError(f"a backend cannot be named {name!r}: it is empty or reserved ('auto', 'reference')")
+    for arg, value in (("fn", fn), ("supports", supports), ("unavailable_hint", unavailable_hint),
+                       ("support_hint", support_hint)):  # fmt: skip
+        if not callable(value):
+            raise TypeError(f"register_backend's {arg} must be callable, got {value!r}")
     _BACKENDS[name] = _Backend(fn, supports, unavailable_hint, support_hint)
 
 

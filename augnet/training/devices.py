@@ -85,6 +85,9 @@ def rank_generator(seed: int, device: torch.device | str | None = None) -> torch
         seed: the run's seed, the same on every rank.
         device: where the augmentations are drawn (the inputs' device).
 
+    Raises:
+        ValueError: ``seed`` is not a non-negative int, or ``seed + rank`` is past torch's largest seed (2**64 - 1).
+
     Examples:
         >>> rank_generator(7).initial_seed()
         7
@@ -93,4 +96,6 @@ def rank_generator(seed: int, device: torch.device | str | None = None) -> torch
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
     dist = torch.distributed
     rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+    if int(seed) + rank >= 2**64:
+        raise ValueError(f"seed {seed!r} + rank {rank} is past torch's largest seed, 2**64 - 1")
     return torch.Generator(device=device if device is not None else "cpu").manual_seed(int(seed) + rank)
