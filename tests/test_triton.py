@@ -10,6 +10,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -184,6 +185,23 @@ def test_kernels_compile_for_sm80_and_sm90_without_spills():
 
     records = _compile_all(quick_cases())
     assert len(records) == 2 * len(quick_cases()) and all(r["registers"] > 0 for r in records)
+
+
+@needs_nvidia_compiler
+@pytest.mark.parametrize("default", [None, "0"])
+def test_kernels_ask_for_fused_multiply_adds_whatever_tritons_default(default, monkeypatch):
+    # Triton 3.9 warns at every first compile that its default (fused multiply-adds on) turns off in 3.10, which
+    # is TRITON_DEFAULT_FP_FUSION=0: the kernels name the option, so neither the warning nor --fmad=false comes.
+    from augnet.bench.gpu_compile import compile_triton, quick_cases
+
+    if default is None:
+        monkeypatch.delenv("TRITON_DEFAULT_FP_FUSION", raising=False)
+    else:
+        monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", default)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # compile_triton reports a warning raised so as an error in its record
+        record = compile_triton(quick_cases()[0], 90)
+    assert record["error"] is None and record["fp_fusion"] is True
 
 
 @needs_nvidia_compiler

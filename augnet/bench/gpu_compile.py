@@ -155,7 +155,7 @@ def _specialise(kernel, args, consts, arch: int):
 
 
 #: Launch keywords that are compile options, not kernel arguments.
-_OPTIONS = ("num_warps", "num_stages", "maxnreg")
+_OPTIONS = ("num_warps", "num_stages", "maxnreg", "enable_fp_fusion")
 
 
 def _tool(name: str) -> str:
@@ -199,6 +199,7 @@ def compile_triton(case: TritonCase, arch: int) -> dict:
     return {
         **record,
         "num_warps": compiled.metadata.num_warps,
+        "fp_fusion": compiled.metadata.enable_fp_fusion,
         "registers": reg,
         "shared": compiled.metadata.shared + shared,
         "shared_dynamic": compiled.metadata.shared,

@@ -35,6 +35,9 @@ except Exception as e:  # ImportError, or a broken install
 __all__ = ["interpreter_hint", "support_hint", "supports", "tap_mix_triton", "unavailable_hint"]
 
 _PADDING_CODE = {"zeros": 0, "border": 1, "reflection": 2}
+#: Fused multiply-adds, asked for by name: Triton 3.9 warns at every first compile that its default (on) turns off
+#: in 3.10, which would compile the kernels with ``--fmad=false`` (slower, and other roundings than those checked).
+FP_FUSION = {"enable_fp_fusion": True}
 _DTYPES = (torch.float32, torch.float64)
 
 
@@ -174,7 +177,8 @@ def forward_launch(x, src, affine, color, weight, out, flag_t, padding, block_p=
         *(lay[a] for a in ("NPB", "ROWS", "COPIES")),
     )
     consts = dict(
-        PADDING=_PADDING_CODE[padding], HAS_COLOR=color is not None, BLOCK_C=lay["BLOCK_C"], BLOCK_P=lay["BLOCK_P"]
+        PADDING=_PADDING_CODE[padding], HAS_COLOR=color is not None, BLOCK_C=lay["BLOCK_C"], BLOCK_P=lay["BLOCK_P"],
+        **FP_FUSION,
     )
     return (programs,), args, consts
 
@@ -208,6 +212,7 @@ def backward_launch(grad_out, x, src, affine, color, weight, grads, padding, nee
         # The whole register file may be used: without this ptxas trades a few bytes of spill for occupancy
         # in some specialisations (gpu_block_p's smaller backward tiles keep the registers moderate anyway).
         maxnreg=255,
+        **FP_FUSION,
     )
     return (programs,), args, consts
 
