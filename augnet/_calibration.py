@@ -62,13 +62,18 @@ def change_curves(
 ) -> Tensor:
     """The (Q, points) monotone change curves of :meth:`augnet.AugmentationLayer.calibrate`, checked.
 
-    Measured in float32, or in float64 where float32 would overflow (features
-    beyond its range, or whose squares are).
+    Measured in float32, or in float64 where float32 would overflow or underflow (features
+    beyond its range, or whose mean square is: the change is relative, so any scale of the
+    features gives the same curves).
 
     Raises:
         ValueError, TypeError: inputs or features that cannot be measured (see the layer's method).
     """
-    if not isinstance(x, Tensor) or x.dim() < 2 or len(x) == 0:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"calibrate needs a tensor of inputs, got {type(x).__name__}")
+    if x.device.type == "meta":
+        raise ValueError("calibrate needs the inputs' values: x is on meta, which holds none")
+    if x.dim() < 2 or len(x) == 0:
         raise ValueError(f"calibrate needs a non-empty batch of inputs, got {getattr(x, 'shape', type(x).__name__)}")
     if not is_int(points) or points < 2:
         raise ValueError(f"points must be an int >= 2, got {points!r}")
@@ -88,8 +93,8 @@ def change_curves(
     with evaluating(features):
         base = _measured(measure, x, torch.float64)
         dtype = torch.float32
-        if not bool(torch.isfinite(base.float().pow(2).mean())):
-            dtype = torch.float64  # float32 would overflow: measure in float64
+        if not bool(torch.finfo(torch.float32).tiny <= base.float().pow(2).mean() < torch.inf):
+            dtype = torch.float64  # float32 would overflow, or underflow to 0 or subnormals: measure in float64
         base = base.to(dtype)
         scale = base.pow(2).mean()
         if not bool(scale > 0):

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet._calibration import evaluating
+from augnet._checks import as_values
 from augnet.instance import ConditionedAugmentationLayer
 from augnet.layers import AugmentationLayer, AugmentationModule
 from augnet.policy import Policy
@@ -138,10 +139,13 @@ def _batches(data) -> Iterable:
     """One ``(x, y)`` pair (a tensor of inputs and its labels) as a loader of one batch; a loader as it is."""
     if isinstance(data, (tuple, list)) and len(data) == 2 and isinstance(data[0], Tensor):
         return [data]
+    if not (hasattr(type(data), "__iter__") or hasattr(type(data), "__getitem__")):  # no iter(): a loader's workers
+        raise TypeError(f"loader must be an iterable of (x, y) batches or one (x, y) pair, got {data!r:.80}")
     return data
 
 
 def _quantile_levels(quantiles) -> tuple[float, ...]:
+    quantiles = as_values(quantiles)  # a NumPy array or a tensor of levels: its values
     if isinstance(quantiles, (str, bytes)) or not isinstance(quantiles, Sequence):
         raise TypeError(f"quantiles must be a sequence of levels in [0, 1], got {quantiles!r}")
     if not all(isinstance(q, numbers.Real) and not isinstance(q, bool) for q in quantiles):
@@ -172,6 +176,9 @@ def _labels(y, rows: int, index: int) -> Tensor:
         whole = torch.isfinite(y) & (y == y.round())
         if not bool(whole.all()):
             raise ValueError(f"{where}: labels must be whole numbers (class labels), got {y[~whole][:5].tolist()}")
+        huge = y.abs() >= 2.0**63  # past int64: 1e20 became -2**63
+        if bool(huge.any()):
+            raise ValueError(f"{where}: labels must be class labels within int64's range, got {y[huge][:5].tolist()}")
     return y.long()
 
 
@@ -186,7 +193,7 @@ def policy_summary(
             a :class:`~augnet.instance.ConditionedAugmentationLayer`, or that layer.
         loader: an iterable of ``(x, y)`` batches (a DataLoader), or one ``(x, y)`` pair of tensors;
             ``y`` one integer class label per input (a (B,) or (B, 1) tensor or list; whole floats are taken).
-        quantiles: quantile levels in [0, 1].
+        quantiles: quantile levels in [0, 1] (a sequence, a NumPy array or a tensor).
         device: where to run the conditioner (default: the layer's device).
 
     Returns:
@@ -220,6 +227,8 @@ def policy_summary(
             y = _labels(y, len(x), i)
             if len(x) == 0:
                 continue
+            if x.device.type == "meta":
+                raise ValueError(f"batch {i}: x is on meta, which holds no values: a policy needs them")
             pol = layer.policy(x.to(device))  # checks x
             size = tuple(x.shape[2:]) if x.dim() > 2 else None
             ws.append(pol["weights"])
@@ -256,9 +265,22 @@ def averaged_policy(model: nn.Module, loader, device: str | torch.device | None 
 
 
 def plot_policy_summary(summary: PolicySummary, path: str | Path, names: dict[int, str] | None = None) -> Path:
-    """Per class: each transform's weight and range (mean, with the outer quantiles as a bar); a PNG."""
+    """Per class: each transform's weight and range (mean, with the outer quantiles as a bar); a PNG.
+
+    ``names`` maps class labels to the names on the axis (default: the labels).
+
+    Raises:
+        TypeError, ValueError: ``summary`` not a :class:`PolicySummary` or holding no class (nothing to plot),
+            ``names`` not a dict; before anything is drawn.
+    """
     from augnet.viz import require_matplotlib, save_figure
 
+    if not isinstance(summary, PolicySummary):
+        raise TypeError(f"summary must be a PolicySummary (from policy_summary), got {type(summary).__name__}")
+    if not summary.classes:
+        raise ValueError("the summary holds no class: nothing to plot")
+    if names is not None and not isinstance(names, dict):
+        raise TypeError(f"names must be a dict {{class label: name}} or None, got {type(names).__name__}")
     plt = require_matplotlib()
     labels = list(summary.classes)
     q = len(summary.transforms)

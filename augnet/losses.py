@@ -10,12 +10,13 @@ from __future__ import annotations
 import math
 import numbers
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from augnet._checks import check_bool
 from augnet.probes.maps import KINDS, AffineMap, ResidualReLUMap, _check_tensor
 
 __all__ = ["EquivarianceLoss"]
@@ -53,9 +54,15 @@ class EquivarianceLoss(nn.Module):
         invariance_weight: lambda_2.
         transformed_weight: lambda_3.
         kind: ``"linear"`` or ``"residual_relu"``.
-        hidden: hidden width of ``"residual_relu"`` maps (default ``dim``).
-        output_relu: apply a ReLU to each map's output.
-        generator: draws the ``"residual_relu"`` maps' first layers.
+        hidden: hidden width of ``"residual_relu"`` maps, an int >= 1 (default ``dim``); ``None`` for
+            ``"linear"`` maps.
+        output_relu: apply a ReLU to each map's output (a bool).
+        generator: draws the ``"residual_relu"`` maps' first layers (a ``torch.Generator`` or ``None``).
+
+    Raises:
+        ValueError, TypeError: a ``kind`` not in ``KINDS``; ``dim``, ``num_transforms`` or ``hidden`` not an
+            int >= 1 (a float, a bool); ``hidden`` with ``"linear"`` maps; a weight that is not a finite
+            number >= 0; ``output_relu`` not a bool; ``generator`` not a ``torch.Generator``.
 
     Shape:
         - z: (B, D) clean features.
@@ -86,7 +93,8 @@ class EquivarianceLoss(nn.Module):
         super().__init__()
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-        for name, n in (("dim", dim), ("num_transforms", num_transforms)):
+        ints = [("dim", dim), ("num_transforms", num_transforms)] + ([("hidden", hidden)] if hidden is not None else [])
+        for name, n in ints:
             try:  # an int, a numpy integer, a 0-d integer tensor; 8.7 was truncated to 8
                 boolean = isinstance(n, bool) or (isinstance(n, Tensor) and n.dtype == torch.bool)
                 index = None if boolean else operator.index(n)
@@ -96,25 +104,33 @@ class EquivarianceLoss(nn.Module):
                 raise TypeError(f"{name} must be an int, got {type(n).__name__}: {n!r}")
             if index < 1:
                 raise ValueError(f"{name} must be >= 1, got {n}")
+        weights = {}
         for name, w in [
             ("equivariance_weight", equivariance_weight),
             ("invariance_weight", invariance_weight),
             ("transformed_weight", transformed_weight),
         ]:
             if isinstance(w, Tensor) and w.dim() == 0 and w.dtype != torch.bool and not w.is_complex():
+                if w.device.type == "meta":
+                    raise ValueError(f"{name} is a tensor on meta, which holds no value: give a number")
                 w = w.item()  # a 0-d tensor of a number
             if isinstance(w, bool) or not isinstance(w, numbers.Real):
                 raise TypeError(f"{name} must be a number, got {type(w).__name__}: {w!r}")
             if not 0 <= w < math.inf:
                 raise ValueError(f"{name} must be finite and >= 0, got {w}")
-        self.dim, self.kind, self.output_relu = int(dim), kind, bool(output_relu)
-        self.equivariance_weight = float(equivariance_weight)
-        self.invariance_weight = float(invariance_weight)
-        self.transformed_weight = float(transformed_weight)
+            weights[name] = float(w)
+        if hidden is not None and kind == "linear":
+            raise ValueError(f"hidden={hidden!r} is the width of 'residual_relu' maps; 'linear' maps have none")
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+        self.dim, self.kind, self.output_relu = int(dim), kind, check_bool("output_relu", output_relu)
+        self.equivariance_weight = weights["equivariance_weight"]
+        self.invariance_weight = weights["invariance_weight"]
+        self.transformed_weight = weights["transformed_weight"]
         self.maps = nn.ModuleList(
             AffineMap(self.dim, self.dim, residual=True)
             if kind == "linear"
-            else ResidualReLUMap(self.dim, hidden, generator=generator)
+            else ResidualReLUMap(self.dim, None if hidden is None else int(hidden), generator=generator)
             for _ in range(int(num_transforms))
         )
 
@@ -138,11 +154,16 @@ class EquivarianceLoss(nn.Module):
         Args:
             z, z_t, y: see the class docstring.
             head: features -> logits (the rest of the network).
-            maps: which map each entry of ``z_t`` goes through (default ``0, ..., J - 1``).
+            maps: which map each entry of ``z_t`` goes through, ints (default ``0, ..., J - 1``).
             logits: ``head(z)`` if already computed.
             return_terms: also return the detached terms ``{"clean", "transformed",
-                "equivariance", "invariance", "total"}`` (the last three before weighting,
-                means over samples and transformations).
+                "equivariance", "invariance", "total"}`` (``transformed``, ``equivariance`` and
+                ``invariance`` before weighting, means over samples and transformations).
+
+        Raises:
+            ValueError, TypeError: features that are not tensors of the shapes above, no transformed
+                batch, ``maps`` that are not one index (an int, not a bool) of a map per transformed
+                batch, ``y`` not a (B,) tensor of integers, ``head`` not callable.
         """
         _check_tensor("z", z)
         if z.dim() != 2 or z.shape[1] != self.dim:
@@ -154,7 +175,7 @@ class EquivarianceLoss(nn.Module):
             _check_tensor(f"z_t[{k}]", zk)
             if zk.shape != z.shape:
                 raise ValueError(f"z_t[{k}] must have z's shape {tuple(z.shape)}, got {tuple(zk.shape)}")
-        idx = list(range(len(zs))) if maps is None else [int(j) for j in maps]
+        idx = list(range(len(zs))) if maps is None else _indices(maps)
         if len(idx) != len(zs):
             raise ValueError(f"maps names {len(idx)} map(s) for {len(zs)} transformed batch(es)")
         bad = [j for j in idx if not 0 <= j < len(self.maps)]
@@ -163,6 +184,10 @@ class EquivarianceLoss(nn.Module):
         if not isinstance(y, Tensor) or y.shape != (len(z),):
             shape = tuple(y.shape) if isinstance(y, Tensor) else type(y).__name__
             raise ValueError(f"y must be a tensor of shape ({len(z)},), got {shape}")
+        if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
+            raise TypeError(f"y must hold integer class indices, got dtype {y.dtype}")
+        if not callable(head):
+            raise TypeError(f"head must be a callable (features -> logits), got {type(head).__name__}")
         clean = F.cross_entropy(head(z) if logits is None else logits, y)
         if self.transformed_weight == 0.0 and not return_terms:
             return clean
@@ -191,3 +216,19 @@ class EquivarianceLoss(nn.Module):
             f"dim={self.dim}, kind={self.kind!r}, lambda_1={self.equivariance_weight}, "
             f"lambda_2={self.invariance_weight}, lambda_3={self.transformed_weight}, output_relu={self.output_relu}"
         )
+
+
+def _indices(maps) -> list[int]:
+    """``maps`` as a list of ints, or the TypeError naming it (``1.7`` and ``True`` were read as map 1)."""
+    if isinstance(maps, (str, bytes)) or not isinstance(maps, Iterable):
+        raise TypeError(f"maps must be a sequence of map indices (ints), got {maps!r}")
+    out = []
+    for j in maps:
+        try:
+            out.append(None if isinstance(j, bool) or (isinstance(j, Tensor) and j.dtype == torch.bool)
+                       else operator.index(j))  # fmt: skip
+        except TypeError:
+            out.append(None)
+        if out[-1] is None:
+            raise TypeError(f"maps must be map indices (ints), got {j!r} in {list(maps)!r}")
+    return out

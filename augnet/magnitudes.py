@@ -70,7 +70,6 @@ def invert_change(curves: Tensor, change: Tensor) -> Tensor:
     return out.clamp(0.0, 1.0)
 
 
-
 def widened(t: Tensor) -> Tensor:
     """``t`` in float32 if it is floating point of a lower precision (a model cast with ``.half()`` / ``.bfloat16()``).
 
@@ -83,10 +82,12 @@ def widened(t: Tensor) -> Tensor:
 
 def initial_magnitudes(init, q: int) -> list[float]:
     """A layer's ``init_magnitude`` (a number, or one per transform) as ``q`` floats in [0, 1], checked."""
+    if isinstance(init, torch.Tensor) and init.device.type == "meta":
+        raise ValueError("init_magnitude is a tensor on meta, which holds no values: give numbers")
     init = as_values(init)  # a tensor, a NumPy array or scalar: its values
     if isinstance(init, numbers.Real) and not isinstance(init, bool):
         values = [float(init)] * q
-    elif isinstance(init, Sequence) and not isinstance(init, str):
+    elif isinstance(init, Sequence) and not isinstance(init, (str, bytes, bytearray)):
         bad = [v for v in init if isinstance(v, bool) or not isinstance(v, numbers.Real)]
         if bad:
             raise TypeError(f"init_magnitude values must be numbers, got {bad[0]!r} in {list(init)!r}")

@@ -61,7 +61,7 @@ def cifar10_augmentation(
     one of a horizontal flip, sample pairing, contrast and brightness, with
     uniform weights and every magnitude at ``init_magnitude``. Images are RGB
     (``Gray`` needs three channels); at 3x32x32 translations of magnitude 1
-    reach ±16 pixels.
+    reach ±8 pixels (their default range, a quarter of the side).
 
     Args:
         init_magnitude: the initial magnitude of every transform, in [0, 1] (the paper's 0.5).

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from pathlib import Path
 
-from augnet._checks import is_int
+from augnet._checks import as_values, is_int, is_real
 
 __all__ = [
     "plot_distributions",
@@ -77,6 +79,15 @@ def _check_items(name: str, items) -> None:
         raise ValueError(f"{name} is empty: nothing to plot")
 
 
+def _check_limits(name: str, limits) -> None:
+    """The TypeError / ValueError of axis limits that are not two finite numbers (matplotlib's came after drawing)."""
+    limits = as_values(limits)  # a NumPy array or a tensor of two numbers: its values
+    if isinstance(limits, (str, bytes)) or not isinstance(limits, (tuple, list)) or len(limits) != 2:
+        raise TypeError(f"{name} must be two numbers (low, high), got {limits!r}")
+    if not all(is_real(v) and math.isfinite(v) for v in limits):
+        raise ValueError(f"{name} must be two finite numbers (low, high), got {limits!r}")
+
+
 def plot_distributions(
     distributions: dict,
     path: str | Path,
@@ -99,6 +110,11 @@ def plot_distributions(
 
     Returns:
         The path written.
+
+    Raises:
+        TypeError, ValueError: ``distributions`` not a dict, values that are not real numbers (strings, ``None``,
+            complex) or that hold no value (a tensor on meta), naming the label; every distribution empty; an
+            unknown ``kind``; ``ylim`` not two finite numbers; before anything is drawn.
     """
     import torch
 
@@ -106,9 +122,19 @@ def plot_distributions(
         raise ValueError(f"kind must be 'box' or 'violin', got {kind!r}")
     if not isinstance(distributions, dict):
         raise TypeError(f"distributions must be a dict {{label: values}}, got {type(distributions).__name__}")
+    if ylim is not None:
+        _check_limits("ylim", ylim)
     names, series = [], []
     for label, values in distributions.items():
-        v = torch.as_tensor(values, dtype=torch.float64).flatten()
+        try:
+            v = torch.as_tensor(values)
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"distribution {label!r} must hold real numbers, got {values!r:.80}") from None
+        if v.is_complex():
+            raise TypeError(f"distribution {label!r} must hold real numbers, got dtype {v.dtype}")
+        if v.device.type == "meta":
+            raise ValueError(f"distribution {label!r} is a tensor on meta, which holds no values")
+        v = v.detach().to(torch.float64).flatten()
         v = v[torch.isfinite(v)]  # NaN (undefined scores) and infinities have no place on an axis
         if v.numel():
             names.append(str(label))
@@ -154,20 +180,36 @@ def plot_policy_history(
         The path written.
 
     Raises:
-        ValueError: a history without the policy's records (``fit`` of a model without layers, or of no
-            step), a ``layer`` it does not have, or ``names`` that are not one per transform of that layer.
+        TypeError, ValueError: ``history`` not a dict, a history without the policy's records (``fit`` of a model
+            without layers, or of no step), records of different lengths (as many steps as weights and
+            magnitudes, the same transforms in each), a ``layer`` it does not have, or ``names`` that are not
+            one per transform of that layer; before anything is drawn.
     """
+    if not isinstance(history, dict):
+        raise TypeError(f"history must be the dict fit() returned, got {type(history).__name__}")
+    if isinstance(names, (str, bytes)) or not isinstance(names, Iterable):  # any iterable of names, not one string
+        raise TypeError(f"names must be a list of the layer's transform names, got {names!r}")
     missing = [k for k in ("step", "weights", "magnitudes") if k not in history]
-    if missing or not history["step"]:
+    if missing or not len(history["step"]) or not len(history["weights"]):
         what = f"no {missing}" if missing else "no record (a run of no step)"
         raise ValueError(f"history has {what}: pass what fit() returned for a model with augmentation layers")
+    lengths = {k: len(history[k]) for k in ("step", "weights", "magnitudes")}
+    if len(set(lengths.values())) != 1:
+        raise ValueError(f"history's records differ in length: {lengths}; each step has its weights and magnitudes")
     layers, names = len(history["weights"][0]), list(names)
+    if not layers:
+        raise ValueError("history's records hold no layer: pass what fit() returned for a model with augmentation "
+                         "layers")
     if not is_int(layer) or not 0 <= layer < layers:
         raise ValueError(f"layer must be an int in 0..{layers - 1} (the history's layers), got {layer!r}")
     layer = int(layer)
     if len(names) != len(history["weights"][0][layer]):
         raise ValueError(f"names has {len(names)} names for the {len(history['weights'][0][layer])} transforms of "
                          f"layer {layer}: {list(names)!r}")  # fmt: skip
+    for key in ("weights", "magnitudes"):
+        odd = [i for i, record in enumerate(history[key]) if len(record) <= layer or len(record[layer]) != len(names)]
+        if odd:
+            raise ValueError(f"history[{key!r}] record {odd[0]} does not hold {len(names)} values for layer {layer}")
     plt = require_matplotlib()
     steps = history["step"]
     fig, axes = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
@@ -205,13 +247,19 @@ def plot_invariance_curves(
             :func:`~augnet.probes.invariance_curve` result with the ``band`` percentiles; before anything is drawn.
     """
     _check_items("curves", curves)
+    if isinstance(band, (str, bytes)) or not isinstance(band, (tuple, list)) or len(band) != 2:
+        raise TypeError(f"band must be two percentile names, e.g. ('p25', 'p75'), got {band!r}")
     for label, curve in curves.items():
-        keys = set(curve.get("summary", [{}])[0]) if isinstance(curve, dict) and curve.get("summary") else set()
+        summary = curve.get("summary") if isinstance(curve, dict) else None
+        entries = summary if isinstance(summary, (list, tuple)) and summary else [{}]
+        keys = set.intersection(*(set(e) if isinstance(e, dict) else set() for e in entries))
         missing = [k for k in ("median", *band) if k not in keys]
         if not isinstance(curve, dict) or "magnitude" not in curve or missing:
             have = sorted(k for k in keys if k.startswith(("p", "interval")))
             raise ValueError(f"curve {label!r} is not an invariance_curve() result with the band {band} "
                              f"(missing {missing or ['magnitude']}; its summary has {have})")  # fmt: skip
+        if len(curve["magnitude"]) != len(summary):
+            raise ValueError(f"curve {label!r} has {len(curve['magnitude'])} magnitudes for {len(summary)} summaries")
     plt = require_matplotlib()
     fig, ax = plt.subplots(figsize=(6, 4))
     for label, curve in curves.items():
@@ -242,12 +290,16 @@ def plot_layer_importance(importance: dict[str, float], path: str | Path, title:
         The path written.
 
     Raises:
-        TypeError, ValueError: ``importance`` not a dict or empty (nothing to plot); before anything is drawn.
+        TypeError, ValueError: ``importance`` not a dict or empty (nothing to plot), a value that is not a real
+            number (or a 0-d tensor of one) or is infinite, naming the layer, or every value NaN (nothing to
+            plot); before anything is drawn. A NaN value is a missing bar.
     """
     _check_items("importance", importance)
-    plt = require_matplotlib()
     names = list(importance)
-    values = [float(importance[n]) for n in names]
+    values = [_importance(n, importance[n]) for n in names]
+    if all(math.isnan(v) for v in values):
+        raise ValueError(f"every importance is NaN: nothing to plot ({importance!r:.80})")
+    plt = require_matplotlib()
     fig, ax = plt.subplots(figsize=(max(4, 0.8 * len(names) + 2), 3.5))
     ax.bar(range(len(names)), values)
     ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
@@ -256,3 +308,14 @@ def plot_layer_importance(importance: dict[str, float], path: str | Path, title:
     if title:
         ax.set_title(title)
     return save_figure(fig, path)
+
+
+def _importance(name, value) -> float:
+    """One layer's importance as a float: a real number or a 0-d real tensor, finite or NaN; else the error."""
+    if hasattr(value, "dim") and hasattr(value, "device") and value.dim() == 0 and value.device.type != "meta":
+        value = value.detach().tolist()  # a 0-d tensor (one with a gradient too): its number
+    if not is_real(value):
+        raise TypeError(f"importance of {name!r} must be a real number, got {value!r:.80}")
+    if math.isinf(value):
+        raise ValueError(f"importance of {name!r} is {value}: an infinite bar cannot be drawn")
+    return float(value)
