@@ -194,7 +194,8 @@ def policy_summary(
         loader: an iterable of ``(x, y)`` batches (a DataLoader), or one ``(x, y)`` pair of tensors;
             ``y`` one integer class label per input (a (B,) or (B, 1) tensor or list; whole floats are taken).
         quantiles: quantile levels in [0, 1] (a sequence, a NumPy array or a tensor).
-        device: where to run the conditioner (default: the layer's device).
+        device: where to run the conditioner: the layer's device (the default), to which each batch is moved;
+            another device is refused (move the model there first).
 
     Returns:
         A :class:`PolicySummary`. The layer's mode is restored.
@@ -203,7 +204,8 @@ def policy_summary(
         ValueError, TypeError: inputs the layer cannot take (see
             :meth:`~augnet.instance.ConditionedAugmentationLayer.check_input`), labels that are
             not one integer per input (another length, one-hot rows, fractions, NaN), no batch
-            or no sample, bad quantiles; naming the batch. Nothing is changed.
+            or no sample, bad quantiles, a ``device`` other than the layer's; naming the batch. Nothing is
+            changed.
 
     Examples:
         >>> from augnet.transforms import image as T
@@ -214,7 +216,7 @@ def policy_summary(
     """
     layer = _first_conditioned(model)
     qs = _quantile_levels(quantiles)
-    device = device if device is not None else layer.weight_logits.device
+    device = _layer_device(layer, device)
     ws, mus, highs, lows, labels, size, pol, batches = [], [], [], [], [], None, None, 0
     with evaluating(layer):  # each submodule back in its own mode
         for i, batch in enumerate(_batches(loader)):
@@ -252,6 +254,20 @@ def policy_summary(
             entry[f"{name}_quantiles"] = torch.quantile(values, level, dim=0).tolist()
         summary.classes[int(label)] = entry
     return summary
+
+
+def _layer_device(layer: nn.Module, device) -> torch.device:
+    """The layer's device, or the ValueError for a ``device`` that is not it (torch's mismatch came mid-loop)."""
+    own = layer.weight_logits.device
+    if device is None:
+        return own
+    try:
+        asked = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device must name a device, got {device!r} ({str(err).strip().splitlines()[0]})") from None
+    if asked.type != own.type or (own.type != "cpu" and asked.index not in (None, own.index)):
+        raise ValueError(f"device {asked} is not the layer's ({own}): move the model there first, or leave device")
+    return own
 
 
 def averaged_policy(model: nn.Module, loader, device: str | torch.device | None = None) -> Policy:

@@ -221,6 +221,27 @@ def test_policy_summary_refuses_what_it_cannot_summarise(data, error, match):
     assert layer.training and all(torch.equal(state[k], v) for k, v in layer.state_dict().items())
 
 
+def test_policy_summary_runs_on_the_layers_device_and_refuses_another_before_any_batch():
+    """device="cuda" with a CPU layer failed inside the loop with torch's device mismatch (or, on a machine
+    without CUDA, its lazy-init error); the layer's own device, named or not, is taken."""
+    layer = _conditioned()
+    x, y = torch.rand(6, 3, 8, 8, generator=gen(0)), torch.tensor([0, 1, 0, 1, 0, 1])
+    plain = policy_summary(layer, (x, y))
+    for same in ("cpu", torch.device("cpu"), "cpu:0"):
+        assert policy_summary(layer, (x, y), device=same).classes == plain.classes
+    seen = []
+
+    def loader():  # counts the batches read
+        for _ in range(2):
+            seen.append(1)
+            yield x, y
+
+    for other, match in (("cuda", "not the layer's"), ("meta", "not the layer's"), ("toaster", "name a device")):
+        with pytest.raises(ValueError, match=match):
+            policy_summary(layer, loader(), device=other)
+    assert seen == []
+
+
 def test_plot_policy_summary_refuses_nothing_to_plot(viz, tmp_path):
     """A summary of no class wrote an empty figure; a non-summary and a list of names raised AttributeError."""
     layer = _conditioned()
