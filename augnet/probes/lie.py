@@ -18,12 +18,15 @@ Both derivatives are exact, by automatic differentiation:
 - ``u``, through the transform's warp (its taps, through the plain-PyTorch ``tap_mix``, in float64).
   A bilinear warp at ``t = 0`` samples every pixel at its centre, where interpolation has a kink:
   the derivative there is one-sided, and which side autograd takes depends on how the coordinates
-  round. The probe takes the mean of the two one-sided derivatives, each computed by autograd at
-  ``t = +-KINK_STEP`` (1e-9, inside the linear pieces): the symmetric derivative, which a central finite
-  difference ``(f(g_h x) - f(g_-h x)) / 2h`` approaches as ``h -> 0``. (The authors' own warp
-  takes the forward difference.) Colour maps are smooth: their derivative is taken at 0. A torch
-  that cannot differentiate ``grid_sample``'s backward (such as 2.11) gets the central difference
-  instead, extrapolated from three steps (error of order ``DIFFERENCE_STEP ** 3``).
+  round. The probe takes the mean of the two one-sided derivatives: the symmetric derivative, which a
+  central finite difference ``(f(g_h x) - f(g_-h x)) / 2h`` approaches as ``h -> 0``. Each is taken by
+  autograd at ``t = +-KINK_STEP`` (1e-9, inside the pieces); a piece is not linear in ``t`` (a sample moving
+  along a diagonal meets bilinear's cross term, a rotation's path is curved), so that mean is off by a
+  multiple of ``KINK_STEP`` (2e-8 for a rotation of a random image), which one Richardson step with
+  ``2 KINK_STEP`` removes. (The authors' own warp takes the forward difference.) Colour maps are
+  smooth: their derivative is taken at 0. A torch that cannot differentiate ``grid_sample``'s backward
+  (such as 2.11) gets the central difference instead, extrapolated from three steps (error of order
+  ``DIFFERENCE_STEP ** 3``).
 - ``J_phi u``, the model's Jacobian-vector product, by forward-mode autograd (one forward pass with
   dual numbers; every layer's tangent is read by the same hooks as :func:`~augnet.probes.features`),
   or, for models with an operation forward mode does not support (e.g. PyTorch's fused attention),
@@ -151,7 +154,9 @@ def transform_derivative(transform, x: Tensor, size: tuple[int, int] | None = No
         e1, e2 = 2 * d2 - d1, 2 * d4 - d2  # the error's h term gone; then its h^2 term
         return (4 * e2 - e1) / 3
     if transform.kink_at_zero:
-        return (at(KINK_STEP) + at(-KINK_STEP)) / 2
+        # The mean of the derivatives at +-e is the symmetric one plus c e (the pieces curve): 2 S(e) - S(2e) is not.
+        s1, s2 = ((at(e) + at(-e)) / 2 for e in (KINK_STEP, 2 * KINK_STEP))
+        return 2 * s1 - s2
     return at(0.0)
 
 
