@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from augnet._checks import as_values, is_real, loading_or_kept
 from augnet.layers import Policy, check_generator
+from augnet.magnitudes import widened
 from augnet.model import AugNet
 from augnet.ops import dispatch
 from augnet.ops.dispatch import PADDING_MODES, tap_mix
@@ -125,8 +126,9 @@ class LieAugmentation(nn.Module):
 
     @property
     def widths(self) -> Tensor:
-        """(6,) widths of the uniform distributions, in the order of ``LIE_GENERATORS``."""
-        return nn.functional.softplus(self.raw_width)
+        """(6,) widths of the uniform distributions, in the order of ``LIE_GENERATORS``; in at least float32 (a model
+        cast with ``.half()`` / ``.bfloat16()`` draws and reports the widths its state gives in float32)."""
+        return nn.functional.softplus(widened(self.raw_width))
 
     @property
     def magnitudes(self) -> Tensor:

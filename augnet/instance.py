@@ -30,7 +30,7 @@ from torch import Tensor, nn
 
 from augnet._checks import is_int, is_real
 from augnet.layers import AugmentationLayer
-from augnet.magnitudes import inward_clamp
+from augnet.magnitudes import inward_clamp, widened
 from augnet.transforms.base import Transform
 
 __all__ = [
@@ -366,9 +366,11 @@ class ConditionedAugmentationLayer(AugmentationLayer):
                 f"the conditioner output is not finite (NaN or infinite) for samples {bad}: "
                 f"{out.detach()[bad[:3]].tolist()}"
             )
-        out = out.to(self.weight_logits.dtype)
-        w = torch.softmax((self.weight_logits + out[:, :q]) / self.temperature, 1)
-        mu = inward_clamp(self.raw_magnitudes + out[:, q:])
+        # In at least float32, as the global layer's weights and magnitudes (a model cast with .half() / .bfloat16()).
+        logits, raw = widened(self.weight_logits), widened(self.raw_magnitudes)
+        out = out.to(logits.dtype)
+        w = torch.softmax((logits + out[:, :q]) / self.temperature, 1)
+        mu = inward_clamp(raw + out[:, q:])
         return w, mu
 
     def latest_policy(self) -> tuple[Tensor, Tensor]:

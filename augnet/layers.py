@@ -222,13 +222,13 @@ class AugmentationLayer(nn.Module):
             points: grid size (an int >= 2, default 17).
             generator: draws the transforms' parameters (default: seeded with 0).
             features: a map of the inputs, e.g. a trunk (a module, or its bound method, runs in
-                evaluation mode, then is restored: measuring does not change it).
+                evaluation mode, then is restored: measuring does not change it; it reads a copy of ``x``).
 
         Returns:
             The (Q, points) curves, also in ``calibration``. Bad input (see
             ``change_curves``) raises before anything changes.
         """
-        curves = change_curves(self.transforms, x, points, generator, features)  # checked; nothing changed yet
+        curves = change_curves(self.transforms, x.clone() if isinstance(x, Tensor) else x, points, generator, features)
         before = self.magnitudes.detach().clone()
         self.calibration = curves.to(self.raw_magnitudes.device)
         caps = self.magnitude_caps

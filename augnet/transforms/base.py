@@ -38,7 +38,7 @@ from torch import Tensor, nn
 
 from augnet._checks import is_int, is_real
 from augnet.ops.dispatch import tap_mix
-from augnet.ops.precision import full_precision
+from augnet.ops.precision import LOW_PRECISION, full_precision
 from augnet.ops.taps import Taps, concat_taps
 
 __all__ = ["Range", "SignalTransform", "Taps", "Transform", "draw", "per_row", "positive", "stratified_copies"]
@@ -298,9 +298,9 @@ class Transform(nn.Module):
     def check_magnitude(self, magnitude: Tensor | float, x: Tensor, rows: int | None = None) -> Tensor:
         """Validate ``magnitude`` and return it as a tensor on ``x``'s device.
 
-        A number or a 0-d tensor gives a 0-d tensor; with ``rows``, an (rows,)
-        tensor of per-row magnitudes is accepted too (and kept 1-D). Any other type or shape, a value outside
-        [0, 1] (checked on CPU only) or a tensor on an accelerator other than ``x``'s raises a TypeError or ValueError.
+        A number or a 0-d tensor gives a 0-d tensor; with ``rows``, an (rows,) tensor of per-row magnitudes too (kept
+        1-D; float16 / bfloat16 widened to float32, the draws' dtype). Any other type or shape, a value outside [0, 1]
+        (checked on CPU only) or a tensor on an accelerator other than ``x``'s raises a TypeError or ValueError.
         """
         name = type(self).__name__
         if not (is_real(magnitude) or isinstance(magnitude, Tensor)):
@@ -319,7 +319,7 @@ class Transform(nn.Module):
                     _check_unit_interval(name, float(values[bad][0]))
             elif magnitude.device != x.device:
                 raise ValueError(f"{name}: magnitude is on {magnitude.device} but x is on {x.device}")
-            return magnitude.to(x.device)
+            return magnitude.to(x.device, torch.float32 if magnitude.dtype in LOW_PRECISION else magnitude.dtype)
         _check_unit_interval(name, float(magnitude))
         return torch.tensor(float(magnitude), dtype=param_dtype(x), device=x.device)
 
