@@ -152,7 +152,9 @@ def measure_effects(
     momentum = _momentum(momentum)
     if not isinstance(x, Tensor):
         raise TypeError(f"measure_effects: x must be a tensor of inputs, got {type(x).__name__}")
-    x = x[: None if rows is None else int(rows)].detach()
+    # A copy: the trunk runs on these clean rows (in training it sees only augmented ones), and one that works in
+    # place on its input would write the caller's batch.
+    x = x[: None if rows is None else int(rows)].detach().clone()
     if len(x) < 2:
         return
     if generator is None and x.device.type != "meta":

@@ -309,9 +309,7 @@ class AugNet(nn.Module):
         if layers:
             # Draws of their own (a meta tensor draws nothing and takes no generator).
             generator = None if x.device.type == "meta" else torch.Generator(x.device).manual_seed(self.passes)
-            # A copy of the rows measured: the trunk sees the caller's clean batch here (in training it sees only
-            # augmented rows), and a trunk that works in place on its input would write it.
-            measure_effects(self.trunk, layers, x[:rows].clone(), rows=rows, generator=generator)
+            measure_effects(self.trunk, layers, x, rows=rows, generator=generator)  # on a copy of x's rows
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # A model's state saved before the pass counter existed loads with the counter at 0; a partial state

@@ -22,6 +22,7 @@ from transform_cases import CASES
 import augnet
 from augnet import AugmentationLayer, AugmentationModule, AugNet, selective_regularizer
 from augnet.augerino import LieAugmentation
+from augnet.effects import measure_effects
 from augnet.instance import ConditionedAugmentationLayer
 from augnet.ops import _cpp, tap_mix
 from augnet.transforms import image as T
@@ -199,6 +200,8 @@ def test_measuring_effects_never_writes_the_callers_batch():
     assert bool(model.augment.layers[0].effect_measured)
     assert torch.equal(data, kept)
     model.measure_effects(data)
+    assert torch.equal(data, kept)
+    measure_effects(trunk, [model.augment.layers[0]], data, rows=None)  # called directly too
     assert torch.equal(data, kept)
 
 
