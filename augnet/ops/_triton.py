@@ -111,43 +111,47 @@ def _require_triton() -> None:
         raise RuntimeError(f"augnet tap_mix triton backend: {hint}")
 
 
-def gpu_block_p(hw: int, block_c: int, dtype: torch.dtype, backward: bool = False) -> int:
+def gpu_block_p(hw: int, block_c: int, dtype: torch.dtype, backward: bool = False, color: bool = False) -> int:
     """Pixels per program on a GPU: tiles of ``BLOCK_C x BLOCK_P`` of at most 2048 float32 or 1024 float64
     values in the forward kernel, half that (and at most 128 pixels) in the backward one, whose live values
-    per pixel are about twice as many; never more pixels than the image has, never under 16.
+    per pixel are about twice as many, and in a forward with a colour map of 33 to 64 channels; never more
+    pixels than the image has, never under 16.
 
     With these (and the backward kernel's ``maxnreg``), neither kernel spills a register in any specialisation
     of :mod:`augnet.bench.gpu_compile`'s matrix, for sm_80 and sm_90; chosen by compiling (the backward's
-    full tiles spilled 4 to 24 bytes in 12 of them, and ran fewer warps per SM), not tuned on a GPU.
+    full tiles spilled 4 to 24 bytes in 12 of them, and ran fewer warps per SM; with Triton 3.9 the colour
+    forward's full float32 tiles of 64 channels spilled 8 bytes on sm_90), not tuned on a GPU.
     """
-    tile = (2048 if dtype == torch.float32 else 1024) // (2 if backward else 1)
+    tile = (2048 if dtype == torch.float32 else 1024) // (2 if backward or (color and block_c >= 64) else 1)
     cap = 128 if backward else 256
     return max(16, min(max(16, min(cap, tile // block_c)), triton.next_power_of_2(hw)))
 
 
-def _block_p(hw: int, block_c: int, dtype: torch.dtype, backward: bool) -> int:
+def _block_p(hw: int, block_c: int, dtype: torch.dtype, backward: bool, color: bool) -> int:
     """Pixels per program: :func:`gpu_block_p`, or in the interpreter whole images (fewer programs)."""
     if _interpreting():
         return max(16, min(1024, triton.next_power_of_2(hw)))
-    return gpu_block_p(hw, block_c, dtype, backward)
+    return gpu_block_p(hw, block_c, dtype, backward, color)
 
 
 def _device_ctx(x: Tensor):
     return torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext()
 
 
-def _config(ch: int, hw: int, dtype: torch.dtype, block_p, backward: bool) -> tuple[int, int, int]:
+def _config(ch: int, hw: int, dtype: torch.dtype, block_p, backward: bool, color: bool = False) -> tuple[int, int, int]:
     """``(BLOCK_C, BLOCK_P, programs per row)`` for ``ch`` channels of ``hw`` pixels; ``block_p`` overrides
     the launcher's choice (``"gpu"``: what it picks on a GPU, also in the interpreter)."""
     block_c = triton.next_power_of_2(max(ch, 1))
     if block_p == "gpu":
-        bp = gpu_block_p(hw, block_c, dtype, backward)
+        bp = gpu_block_p(hw, block_c, dtype, backward, color)
     else:
-        bp = block_p if block_p is not None else _block_p(hw, block_c, dtype, backward)
+        bp = block_p if block_p is not None else _block_p(hw, block_c, dtype, backward, color)
     return block_c, bp, triton.cdiv(hw, bp)
 
 
-def _layout(x_shape, n: int, dtype: torch.dtype, block_p, backward: bool = False) -> tuple[dict, int]:
+def _layout(
+    x_shape, n: int, dtype: torch.dtype, block_p, backward: bool = False, color: bool = False
+) -> tuple[dict, int]:
     """The integer arguments and block sizes of a launch over ``n`` rows, and its number of programs.
 
     Programs are ordered so that the C copies of one source row's pixel block are neighbours (see the
@@ -155,7 +159,7 @@ def _layout(x_shape, n: int, dtype: torch.dtype, block_p, backward: bool = False
     the order is row by row, as for any ``src``; the result never depends on the order).
     """
     b, ch, h, w = x_shape
-    block_c, bp, npb = _config(ch, h * w, dtype, block_p, backward)
+    block_c, bp, npb = _config(ch, h * w, dtype, block_p, backward, color)
     copies = n // b if b > 0 and n % b == 0 else 1
     ints = dict(B=b, CH=ch, H=h, W=w, NPB=npb, ROWS=n // copies, COPIES=copies)
     return {**ints, "BLOCK_C": block_c, "BLOCK_P": bp}, n * npb
@@ -163,7 +167,7 @@ def _layout(x_shape, n: int, dtype: torch.dtype, block_p, backward: bool = False
 
 def forward_launch(x, src, affine, color, weight, out, flag_t, padding, block_p=None):
     """``(grid, positional arguments, constexpr keywords)`` of the forward kernel for these tensors."""
-    lay, programs = _layout(x.shape, src.shape[0], x.dtype, block_p)
+    lay, programs = _layout(x.shape, src.shape[0], x.dtype, block_p, color=color is not None)
     args = (
         x,
         src,
