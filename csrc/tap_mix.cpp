@@ -67,6 +67,7 @@
 #include <ATen/cpu/vec/vec.h>
 #include <torch/library.h>
 #include <torch/types.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <array>
@@ -330,6 +331,18 @@ std::vector<TapMap<T>> tap_maps(const T* affine, int64_t taps) {
   return maps;
 }
 
+// c - a * b: at::vec::fnmadd where torch has it for every type (2.11 does, 2.4 does not), else the unfused
+// form, which gives the same here: a * b is a whole number below 2^24, and 0 or within a factor 2 of c, so
+// both the product and the difference are exact.
+template <typename T>
+inline Vectorized<T> minus_product(const Vectorized<T>& a, const Vectorized<T>& b, const Vectorized<T>& c) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)
+  return at::vec::fnmadd(a, b, c);
+#else
+  return c - a * b;
+#endif
+}
+
 // Pixel index -> padded index (the padding mode), for a vector of pixels;
 // *grad = d index / d coordinate where the mode needs it per pixel.
 template <typename T, Padding P, bool kGrad>
@@ -352,7 +365,7 @@ inline Vectorized<T> pad_index(Vectorized<T> ix, const Vectorized<T>& size, Vect
     const V negative = in < zero;
     in = in.abs();
     V flips = (in / size).floor();
-    V extra = at::vec::fnmadd(flips, size, in);  // in - flips * size
+    V extra = minus_product(flips, size, in);  // in - flips * size
     const V under = extra < zero;
     extra = V::blendv(extra, extra + size, under);
     flips = V::blendv(flips, flips - one, under);
