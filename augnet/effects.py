@@ -159,9 +159,15 @@ def measure_effects(
         return
     if generator is None and x.device.type != "meta":
         generator = torch.Generator(x.device).manual_seed(0)
-    with evaluating(trunk):  # every submodule back in its own mode (a frozen batch norm stays frozen)
-        base = trunk(x)
-        if not isinstance(base, Tensor) or base.shape[:1] != x.shape[:1]:
-            return
-        for layer in layers:
-            update_effect(layer, effect_of_layer(trunk, layer, x, base, generator), momentum)
+    try:
+        with evaluating(trunk):  # every submodule back in its own mode (a frozen batch norm stays frozen)
+            base = trunk(x)
+            if not isinstance(base, Tensor) or base.shape[:1] != x.shape[:1]:
+                return
+            for layer in layers:
+                update_effect(layer, effect_of_layer(trunk, layer, x, base, generator), momentum)
+    finally:
+        # Under autocast, torch 2.4 (not 2.11 or later) cached the weights' low-precision casts made here, without
+        # grad, and handed them to the training forward that follows in the same region: the trunk's weights got
+        # no gradient on a step that measured. Dropped here, they are cast again with their history.
+        torch.clear_autocast_cache()
