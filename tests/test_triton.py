@@ -154,7 +154,9 @@ def _nvidia_compiler_missing() -> str | None:
 
     if "nvidia" not in triton.backends.backends:
         return "triton has no NVIDIA backend here"
-    return None
+    from augnet.bench.gpu_compile import compile_hint
+
+    return compile_hint()
 
 
 needs_nvidia_compiler = pytest.mark.skipif(

@@ -30,6 +30,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -127,6 +128,17 @@ def _arguments(case: TritonCase):
     grad_out = t(n, ch, hw, hw)
     _, args, consts = _triton.backward_launch(grad_out, x, src, affine, color, weight, grads, case.padding, need_x)
     return _triton._bwd_kernel, args, consts
+
+
+def compile_hint() -> str | None:
+    """``None`` when the installed triton can compile the kernels ahead of time, else why not (the launcher's
+    specialisation that :func:`compile_triton` repeats is not in older triton, such as 3.0, torch 2.4's pin)."""
+    try:
+        from triton._C.libtriton import native_specialize_impl  # noqa: F401
+    except ImportError as err:
+        version = getattr(sys.modules.get("triton"), "__version__", "not installed")
+        return f"ahead-of-time compiles need a newer triton than {version} ({err})"
+    return None
 
 
 def _specialise(kernel, args, consts, arch: int):
@@ -336,6 +348,10 @@ def compile_all(cases: list[TritonCase], archs: tuple[int, ...] = ARCHS, workers
 
 def main(out_dir: str = "benchmarks/results", full: bool = True) -> int:
     """Compile everything, write the two JSON files, print a summary; exit status 1 on any error or spill."""
+    why = compile_hint()
+    if why is not None:
+        print(f"triton: not compiled ({why})")
+        return 1
     records = compile_all(triton_cases(full))
     bad = 0
     for r in records:
