@@ -89,6 +89,8 @@ def change_curves(
     x = x.float()
     if not bool(torch.isfinite(x).all()):
         raise ValueError("calibrate: x has values beyond float32's range (±3.4e38); transforms run in float32")
+    if features is not None:
+        x = x.clone()  # the features read a copy: one that works in place on its input would write the caller's x
     measure = features if features is not None else (lambda inputs: inputs)
     with evaluating(features):
         base = _measured(measure, x, torch.float64)

@@ -228,7 +228,7 @@ class AugmentationLayer(nn.Module):
             The (Q, points) curves, also in ``calibration``. Bad input (see
             ``change_curves``) raises before anything changes.
         """
-        curves = change_curves(self.transforms, x.clone() if isinstance(x, Tensor) else x, points, generator, features)
+        curves = change_curves(self.transforms, x, points, generator, features)  # checked; nothing changed yet
         before = self.magnitudes.detach().clone()
         self.calibration = curves.to(self.raw_magnitudes.device)
         caps = self.magnitude_caps

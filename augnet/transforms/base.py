@@ -37,8 +37,9 @@ import torch
 from torch import Tensor, nn
 
 from augnet._checks import is_int, is_real
+from augnet.magnitudes import widened
 from augnet.ops.dispatch import tap_mix
-from augnet.ops.precision import LOW_PRECISION, full_precision
+from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps
 
 __all__ = ["Range", "SignalTransform", "Taps", "Transform", "draw", "per_row", "positive", "stratified_copies"]
@@ -296,12 +297,10 @@ class Transform(nn.Module):
         return "(B, Ch, H, W)" if self.input_ndim == 4 else "(B, Ch, T)"
 
     def check_magnitude(self, magnitude: Tensor | float, x: Tensor, rows: int | None = None) -> Tensor:
-        """Validate ``magnitude`` and return it as a tensor on ``x``'s device.
-
-        A number or a 0-d tensor gives a 0-d tensor; with ``rows``, an (rows,) tensor of per-row magnitudes too (kept
-        1-D; float16 / bfloat16 widened to float32, the draws' dtype). Any other type or shape, a value outside [0, 1]
-        (checked on CPU only) or a tensor on an accelerator other than ``x``'s raises a TypeError or ValueError.
-        """
+        """Validate ``magnitude``; return it as a tensor on ``x``'s device (a number or 0-d tensor: 0-d; with ``rows``,
+        an (rows,) tensor of per-row magnitudes too, kept 1-D; float16 / bfloat16 widened to float32, the draws' dtype).
+        Any other type or shape, a value outside [0, 1] (checked on CPU only) or a tensor on an accelerator other than
+        ``x``'s raises a TypeError or ValueError."""
         name = type(self).__name__
         if not (is_real(magnitude) or isinstance(magnitude, Tensor)):
             raise TypeError(f"{name}: magnitude must be a float or a tensor, got {type(magnitude).__name__}")
@@ -319,7 +318,7 @@ class Transform(nn.Module):
                     _check_unit_interval(name, float(values[bad][0]))
             elif magnitude.device != x.device:
                 raise ValueError(f"{name}: magnitude is on {magnitude.device} but x is on {x.device}")
-            return magnitude.to(x.device, torch.float32 if magnitude.dtype in LOW_PRECISION else magnitude.dtype)
+            return widened(magnitude).to(x.device)
         _check_unit_interval(name, float(magnitude))
         return torch.tensor(float(magnitude), dtype=param_dtype(x), device=x.device)
 
