@@ -23,10 +23,16 @@ class _InwardClamp(torch.autograd.Function):
     (which would let it drift away while the clamped value stays put).
     """
 
+    # forward without ctx and a setup_context: the form torch.func (grad, jacrev, vmap) needs.
+    generate_vmap_rule = True
+
     @staticmethod
-    def forward(ctx, raw: Tensor) -> Tensor:
-        ctx.save_for_backward(raw)
+    def forward(raw: Tensor) -> Tensor:
         return raw.clamp(0.0, 1.0)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.save_for_backward(inputs[0])
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> Tensor:

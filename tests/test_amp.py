@@ -20,7 +20,7 @@ from torch import nn
 import augnet
 from augnet import AugmentationLayer, AugNet, selective_regularizer
 from augnet.ops import _cpp, tap_mix
-from augnet.ops import dispatch as tap_mix_module
+from augnet.ops import reference as tap_mix_module
 from augnet.transforms import Transform
 from augnet.transforms import audio as A
 from augnet.transforms import image as T

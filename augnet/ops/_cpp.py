@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from augnet.ops.bad_input import flag
+from augnet.ops.reference import tap_mix_reference
 
 __all__ = [
     "build_and_load",
@@ -356,6 +357,8 @@ def _register_python_side() -> None:
 
     def backward(ctx, grad):
         x, src, affine, color, weight = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph=True (a gradient penalty): a backward that has a gradient itself
+            return _differentiable_backward(ctx, grad, x, src, affine, color if ctx.has_color else None, weight)
         need_x, _, need_affine, need_color, need_weight, _ = ctx.needs_input_grad
         mask = [need_x, need_affine, need_color and ctx.has_color, need_weight]
         gx, gaff, gcol, gw = torch.ops.augnet.tap_mix_backward(
@@ -372,6 +375,17 @@ def _register_python_side() -> None:
 
     torch.library.register_autograd("augnet::tap_mix", backward, setup_context=setup_context)
     _state["registered"] = True
+
+
+def _differentiable_backward(ctx, grad, x, src, affine, color, weight) -> tuple:
+    """The op's gradients as the reference ``tap_mix``'s, in its differentiable torch ops (the compiled backward
+    kernel has no gradient of its own: a second derivative through it was 0)."""
+    inputs = {0: x, 2: affine, 3: color, 4: weight}
+    wanted = [i for i, t in inputs.items() if t is not None and ctx.needs_input_grad[i]]
+    out = tap_mix_reference(x, src, affine, color, weight, ctx.padding)
+    got = torch.autograd.grad(out, [inputs[i] for i in wanted], grad, create_graph=True, allow_unused=True)
+    found = dict(zip(wanted, got, strict=True))
+    return tuple(found.get(i) for i in range(6))
 
 
 def load_first() -> None:

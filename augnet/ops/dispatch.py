@@ -23,12 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from augnet._stack import caller_stacklevel
 from augnet.ops.bad_input import guard_reference
 from augnet.ops.precision import LOW_PRECISION, full_precision
+from augnet.ops.reference import tap_mix_reference
 
 __all__ = [
     "PADDING_MODES",
@@ -43,35 +43,6 @@ PADDING_MODES = ("zeros", "border", "reflection")
 
 #: Environment variable that overrides ``backend="auto"``.
 BACKEND_ENV = "AUGNET_BACKEND"
-
-
-def tap_mix_reference(
-    x: Tensor,
-    src: Tensor,
-    affine: Tensor,
-    color: Tensor | None,
-    weight: Tensor,
-    padding: str = "zeros",
-) -> Tensor:
-    """Plain-PyTorch ``tap_mix``: one ``affine_grid`` + ``grid_sample`` per tap.
-
-    This is the ground truth for the fused backends. It reads ``x`` once per
-    tap and materialises a grid and an image per tap, which is what the fused
-    kernels avoid. Arguments are as in :func:`tap_mix` and are not validated here.
-    """
-    n, k = src.shape
-    ch, h, w = x.shape[1:]
-    out = None
-    for j in range(k):
-        rows = x.index_select(0, src[:, j])
-        grid = F.affine_grid(affine[:, j], [n, ch, h, w], align_corners=False)
-        img = F.grid_sample(rows, grid, mode="bilinear", padding_mode=padding, align_corners=False)
-        if color is not None:
-            # (n, ch, ch) @ (n, ch, h*w) + bias
-            img = torch.einsum("nij,njhw->nihw", color[:, j, :, :ch], img) + color[:, j, :, ch, None, None]
-        term = weight[:, j, None, None, None] * img
-        out = term if out is None else out + term
-    return out
 
 
 @dataclass(frozen=True)
@@ -249,13 +220,37 @@ def _check_inputs(x, src, affine, color, weight, padding) -> None:
     # and flag it on the device, and check_bad_input() raises this error later (see ops/bad_input.py).
     if x.device.type == "cpu" and not _compiling():
         for name, t in (("affine", affine), ("color", color), ("weight", weight)):
-            if t is not None and t.numel() and not bool(torch.isfinite(t).all()):
+            if t is not None and t.numel() and _readable(t) and not bool(torch.isfinite(t).all()):
                 raise ValueError(f"tap_mix: {name} contains NaN or infinite values")
     # Range check of src: cheap on CPU; on accelerators it would synchronise (see above).
-    if src.device.type == "cpu" and n > 0 and not _compiling():
+    if src.device.type == "cpu" and n > 0 and not _compiling() and _readable(src):
         lo, hi = int(src.min()), int(src.max())
         if lo < 0 or hi >= b:
             raise ValueError(f"tap_mix: src indices must lie in [0, {b - 1}], got values in [{lo}, {hi}]")
+
+
+def _readable(t: Tensor) -> bool:
+    """Whether ``t``'s values can be read on the host: not one of ``torch.func.vmap``'s batched tensors."""
+    return not torch._C._functorch.is_batchedtensor(t)
+
+
+def _functorch_active() -> bool:
+    """Whether a ``torch.func`` transform (``grad``, ``jacrev``, ``vmap``, ``jvp``...) is running (a metadata read)."""
+    peek = getattr(torch._C._functorch, "peek_interpreter_stack", None)
+    return not _compiling() and peek is not None and peek() is not None
+
+
+def _functorch_backend(backend: str) -> str:
+    """The backend under a ``torch.func`` transform: the reference, whose plain torch ops every transform handles.
+
+    The compiled backends' autograd formula (``torch.library``) runs under none of them.
+    """
+    if backend not in ("auto", "reference"):
+        raise RuntimeError(
+            f"tap_mix backend {backend!r} cannot run under a torch.func transform (grad, jacrev, vmap, jvp): "
+            "its compiled kernel's gradient is not composable; use backend='auto' or 'reference' there"
+        )
+    return "reference"
 
 
 def _compiling() -> bool:
@@ -338,7 +333,7 @@ def tap_mix(
         if dtype != x.dtype:
             affine, color, weight = (None if t is None else t.to(dtype) for t in (affine, color, weight))
         y = x.to(dtype)
-        name = resolve_backend(backend, y)
+        name = resolve_backend(backend, y) if not _functorch_active() else _functorch_backend(backend)
         if y.device.type == "cpu" or name in _SELF_CHECKING:
             return _BACKENDS[name].fn(y, src, affine, color, weight, padding).to(x.dtype)
         # An accelerator and a backend that does not check its taps: the same contract in torch ops.

@@ -72,15 +72,12 @@ def _jsonable(value):
 
 
 class Transform(nn.Module):
-    """Base class of augnet transforms.
-
-    Subclasses implement :meth:`sample` and either :meth:`taps` (image
+    """Base class of augnet transforms. Subclasses implement :meth:`sample` and either :meth:`taps` (image
     warps and colour maps, then :meth:`apply_transform` is provided) or :meth:`apply_transform`.
 
     Class attributes:
         input_ndim: rank of the inputs the transform accepts (4 for images).
-        mixes_samples: ``True`` when an output row reads other samples of the
-            batch (sample pairing), so a batch is not its samples one by one.
+        mixes_samples: ``True`` when an output row reads other samples of the batch (sample pairing).
         padding: for tap transforms, the ``tap_mix`` padding mode.
         kink_at_zero: a warp with a bilinear kink at magnitude 0 (see ``kink_gate``).
     """
@@ -268,6 +265,11 @@ class Transform(nn.Module):
                 )
             out[name] = _jsonable(getattr(self, name))
         return out
+
+    def __prepare_scriptable__(self):  # torch.jit.script calls it on every submodule of what it is given
+        raise TypeError(f"torch.jit.script does not support augnet's transforms and augmentation layers (here "
+                        f"{type(self).__name__}): they draw their parameters in Python code TorchScript cannot "
+                        "compile; use torch.compile, or script the trunk alone")  # fmt: skip
 
     # ------------------------------------------------------------- helpers
     @classmethod
@@ -534,8 +536,7 @@ class stratified_copies:
     """
 
     def __init__(self, copies: int) -> None:
-        copies = check_copies(copies)
-        self.copies = copies
+        self.copies = check_copies(copies)
 
     def __enter__(self) -> stratified_copies:
         _STRATA.stack.append(self.copies)
