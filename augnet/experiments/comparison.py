@@ -21,7 +21,7 @@ Examples:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -101,6 +101,9 @@ def _stacked(name: str, data: torch.utils.data.Dataset) -> tuple[Tensor, Tensor]
     with torch.random.fork_rng(devices=[]):  # a data set's random transforms: drawn once, the caller's state restored
         for i in range(len(data)):
             item = data[i]
+            if isinstance(item, Mapping):  # e.g. {"image": ..., "label": ...}: the hint below would be wrong
+                raise TypeError(f"{name}: item {i} of the data set is a dict with keys {list(item)[:8]}; compare "
+                                "reads (input tensor, label) pairs: wrap the data set to return them")  # fmt: skip
             if not isinstance(item, (tuple, list)) or len(item) != 2 or not isinstance(item[0], Tensor):
                 raise TypeError(f"{name}: item {i} of the data set must be an (input tensor, label) pair, got "
                                 f"{type(item).__name__} (give the data set a transform to tensors, e.g. "

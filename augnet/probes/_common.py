@@ -306,7 +306,8 @@ def check_model_input(model: nn.Module, x, values: bool = True) -> None:
 
     ``x`` must be a tensor with values (not on meta), in a dtype and on a device the model's floating-point
     parameters have (the model's own error would come in its first pass, as a RuntimeError), and finite
-    (a NaN image spoils its own measures and those it is a baseline of; its rows are named). Integer inputs
+    (a NaN image spoils its own measures and those it is a baseline of; its rows are named). A model with
+    parameters or buffers on meta (all of them, or a part never loaded) is refused, naming them. Integer inputs
     are the model's to take (one may convert 8-bit images itself, or embed token ids); the augnet
     transforms refuse them (:func:`check_transform`). ``values=False`` checks the tensor and its device
     only (what :func:`~augnet.probes.features` asks: a model may cast its inputs, or be read on any values).
@@ -317,6 +318,15 @@ def check_model_input(model: nn.Module, x, values: bool = True) -> None:
         raise ValueError(f"x must be a batch of images (B, ...), got a 0-d tensor {x!r}")
     if x.device.type == "meta":
         raise ValueError("x is on meta (shapes only): the probes measure values")
+    named = [*model.named_parameters(), *model.named_buffers()]
+    meta = [name for name, t in named if t.device.type == "meta"]
+    if meta:  # no values to probe (a model partly on meta would fail deep in torch, in its first pass)
+        listed = ", ".join(meta[:5]) + ", ..." * (len(meta) > 5)
+        part = "is on meta" if len(meta) == len(named) else f"has {len(meta)} parameters or buffers on meta ({listed})"
+        raise ValueError(
+            f"the model {part}, where tensors hold no values: load its weights (load_state_dict(..., assign=True)) or "
+            "materialise it (to_empty(device=...) and initialise it) before probing it"
+        )
     params = [p for p in model.parameters() if p.is_floating_point()]
     dtypes, devices = {p.dtype for p in params}, {p.device for p in params}
     kinds = ", ".join(sorted(str(d) for d in dtypes))

@@ -497,9 +497,12 @@ class _Filler:
 
 
 def _first_tensor(o, what: str = "a module output") -> Tensor:
-    """The tensor an output stands for: itself, a tuple's first item, or a mapping's ``"logits"``."""
+    """The tensor an output stands for: itself, a named tuple's ``logits`` field, a tuple's first item, or a
+    mapping's ``"logits"``."""
     if isinstance(o, Tensor):
         return o
+    if isinstance(o, tuple) and "logits" in getattr(o, "_fields", ()) and isinstance(o.logits, Tensor):
+        return o.logits  # a named tuple (probs, logits) is read at its logits, as a mapping is
     if isinstance(o, (tuple, list)) and o and isinstance(o[0], Tensor):
         return o[0]
     if isinstance(o, Mapping) and isinstance(o.get("logits"), Tensor):  # e.g. a transformers ModelOutput

@@ -21,7 +21,7 @@ from augnet._stack import caller_stacklevel
 from augnet.augerino import LieAugmentation
 from augnet.layers import AugmentationLayer
 from augnet.regularizers import get_regularizer
-from augnet.training.devices import model_device, resolve_device
+from augnet.training.devices import check_not_partly_meta, model_device, resolve_device
 
 __all__ = ["NonFiniteLossError"]
 
@@ -243,8 +243,10 @@ def check_device(model: torch.nn.Module, device) -> torch.device:
 
     A model already on ``meta`` (no values, shapes only) runs there, as a dry run of the steps (e.g. to look
     for host synchronisations); moving a model to ``meta`` would destroy its weights and is refused (by
-    :func:`resolve_device`), as is moving a meta model anywhere else (it has no values to move).
+    :func:`resolve_device`), as is moving a meta model anywhere else (it has no values to move), and a model
+    with only some of its parameters or buffers on meta (:func:`check_not_partly_meta`).
     """
+    check_not_partly_meta(model)
     if model_device(model).type == "meta":
         if device is None or torch.device(device).type == "meta":
             return torch.device("meta")

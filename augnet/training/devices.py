@@ -6,7 +6,7 @@ import torch
 
 from augnet._checks import is_int
 
-__all__ = ["amp_dtype", "model_device", "rank_generator", "resolve_device", "training_device"]
+__all__ = ["amp_dtype", "check_not_partly_meta", "model_device", "rank_generator", "resolve_device", "training_device"]
 
 
 def resolve_device(device: torch.device | str | None) -> torch.device:
@@ -60,6 +60,24 @@ def model_device(model: torch.nn.Module) -> torch.device:
     if first is None:
         first = next(iter(model.buffers()), None)
     return first.device if first is not None else torch.device("cpu")
+
+
+def check_not_partly_meta(model: torch.nn.Module) -> None:
+    """A ValueError naming the parameters and buffers on ``meta`` of a model that has others with values.
+
+    Such a model (a part built on meta and never loaded, or moved there) cannot run: its first pass would fail
+    deep in torch ("Tensor on device meta is not on the expected device cpu"). A model wholly on meta is a dry
+    run, not refused here.
+    """
+    named = [*model.named_parameters(), *model.named_buffers()]
+    meta = [name for name, t in named if t.device.type == "meta"]
+    if meta and len(meta) < len(named):
+        listed = ", ".join(meta[:5]) + ", ..." * (len(meta) > 5)
+        raise ValueError(
+            f"the model has {len(meta)} parameters or buffers on meta, which hold no values ({listed}), and the "
+            "rest on a real device: load their weights (load_state_dict(..., assign=True)) or materialise them "
+            "(to_empty(device=...) and initialise them) first"
+        )
 
 
 def amp_dtype(amp, device: torch.device) -> torch.dtype | None:

@@ -412,16 +412,25 @@ def accuracy(
         The fraction of samples whose highest score is their class, a float in [0, 1].
 
     Raises:
-        ValueError: no samples, or outputs that are not :math:`(B, \\text{classes})` for :math:`(B,)` targets.
+        TypeError: the model's output is not a tensor (a tuple, a dict).
+        ValueError: no samples, or outputs that are not :math:`(B, \\text{classes})` for :math:`(B,)` targets; a
+            model (wholly or partly) on meta.
     """
     batches, _ = _batches(x, y, batch_size if isinstance(x, Tensor) else None, shuffle=False)
-    device = training_device(model, None)
+    device = _checks.check_device(model, None)  # a model partly on meta: a ValueError naming those parts
+    if device.type == "meta":
+        raise ValueError("the model's parameters are on meta, which holds no values: there is no accuracy to measure")
     draws = _checks.draws_through(model, generator)
     correct = total = 0
     with evaluating(model):  # every submodule back in its own mode after (a frozen batch norm stays frozen)
         for xb, yb in batches(None):
             xb, yb = xb.to(device), yb.to(device)
             out = model(xb, generator=generator) if draws else model(xb)
+            if not isinstance(out, Tensor):
+                raise TypeError(
+                    f"accuracy needs a model that returns a (B, classes) tensor of scores, got a {type(out).__name__} "
+                    "(a model returning a tuple or a dict: wrap it to return its scores)"
+                )
             if out.dim() != 2 or yb.shape != out.shape[:1]:
                 raise ValueError(
                     f"accuracy needs (B, classes) outputs and (B,) class indices, got outputs {tuple(out.shape)} "
