@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
+from augnet import _layer_state
 from augnet._calibration import change_curves
 from augnet._checks import is_real, loading_or_kept
 from augnet.magnitudes import initial_magnitudes, invert_change, inward_clamp, widened
@@ -236,32 +237,16 @@ class AugmentationLayer(nn.Module):
         return self.calibration
 
     def get_extra_state(self) -> Tensor:
-        """An int64 tensor ``[-1, temperature's float64 bits, *last_size]`` (the size empty before a run).
+        """An int64 tensor: the softmax temperature, the last input size and a checksum of the transforms' names.
 
         Saved in the state (a callback may have annealed the temperature; the size gives :meth:`policy` its
-        ranges in pixels): a round trip gives the same model, and a state dict cast to another float dtype
-        leaves it exact. An older state (the size alone, no ``-1`` first) keeps this layer's temperature.
+        ranges in pixels): a round trip gives the same model, a cast of the state dict to another float dtype
+        leaves it exact, and a state of other transforms is refused (see ``augnet._layer_state``).
         """
-        bits = torch.tensor([self.temperature], dtype=torch.float64).view(torch.int64)
-        return torch.cat([torch.tensor([-1]), bits, torch.tensor(self.last_size or (), dtype=torch.long)])
+        return _layer_state.encode(self.temperature, self.last_size, self.transforms)
 
     def set_extra_state(self, state) -> None:
-        if not isinstance(state, Tensor) or state.dim() != 1 or state.is_complex():
-            raise TypeError(f"an AugmentationLayer's saved temperature and size must be 1-D ints, got {state!r}")
-        temperature, values = self.temperature, state
-        if state.is_floating_point():  # a float [temperature, *size], saved for a while before the int form
-            temperature, values = (state.tolist() or [math.nan])[0], state[1:]
-            if not 0 < temperature < math.inf or not bool((values == values.round()).all()):
-                raise ValueError(f"an AugmentationLayer's saved temperature and size are not valid: {state.tolist()}")
-        values = values.to(torch.int64)
-        if len(values) >= 2 and int(values[0]) == -1:  # [-1, temperature bits, *size]
-            temperature, values = float(values[1:2].view(torch.float64)), values[2:]
-            if not 0 < temperature < math.inf:
-                raise ValueError(f"an AugmentationLayer's saved temperature must be > 0, got {temperature!r}")
-        size = tuple(int(s) for s in values.tolist())
-        if any(s < 1 for s in size):
-            raise ValueError(f"an AugmentationLayer's saved input size must be positive, got {list(size)}")
-        self.last_size, self.temperature = size or None, temperature
+        self.temperature, self.last_size = _layer_state.decode(state, self.temperature, self.transforms)
 
     def _load_from_state_dict(
         self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
@@ -271,6 +256,9 @@ class AugmentationLayer(nn.Module):
         key, ours = prefix + "calibration", any(prefix + n in state_dict for n in ("weight_logits", "raw_magnitudes"))
         if ours:
             state_dict.setdefault(prefix + "_extra_state", self.get_extra_state())
+            logits = state_dict.get(prefix + "weight_logits")  # another count of transforms: torch's size error says it
+            if getattr(logits, "shape", self.weight_logits.shape) != self.weight_logits.shape:
+                state_dict[prefix + "_extra_state"] = _layer_state.without_digest(state_dict[prefix + "_extra_state"])
             state_dict.setdefault(prefix + "effect", torch.ones_like(self.effect))
             state_dict.setdefault(prefix + "effect_measured", torch.zeros_like(self.effect_measured))
         with loading_or_kept(self, strict, missing_keys, unexpected_keys, error_msgs):

@@ -305,3 +305,46 @@ def test_an_old_checkpoint_of_an_augnet_whose_augmentation_has_no_state_loads_st
     fresh = augnet.AugNet(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 2)), Flip())
     fresh.load_state_dict(old)
     assert fresh.passes == 0 and torch.equal(fresh.trunk[1].weight, trunk[1].weight)
+
+
+def _trained_layer(transforms):
+    layer = augnet.AugmentationLayer(transforms, init_magnitude=[0.1, 0.2, 0.3, 0.4])
+    with torch.no_grad():
+        layer.weight_logits.copy_(torch.tensor([2.0, -1.0, 0.5, 0.0]))
+    layer(torch.rand(2, 3, 9, 11, generator=gen(0)))
+    return layer
+
+
+def test_a_state_of_other_transforms_of_the_same_count_is_refused_and_changes_nothing():
+    # The weights' shapes cannot tell [Rotate, TranslateX, ...] from [ShearX, ShearY, ...]: the state loaded and
+    # gave Rotate's learned weight and magnitude to ShearX. A checksum of the transforms' names is saved now.
+    state = _trained_layer([T.Rotate(), T.TranslateX(), T.Brightness(), T.HorizontalFlip()]).state_dict()
+    other = augnet.AugmentationLayer([T.ShearX(), T.ShearY(), T.Contrast(), T.VerticalFlip()])
+    before = _layer_state(other)
+    with pytest.raises(ValueError, match=r"other transforms than this one's \(ShearX, ShearY, Contrast, VerticalFlip"):
+        other.load_state_dict(state)
+    assert _same_layer_state(_layer_state(other), before)
+    reordered = augnet.AugmentationLayer([T.TranslateX(), T.Rotate(), T.Brightness(), T.HorizontalFlip()])
+    with pytest.raises(ValueError, match="same transforms in the same order"):
+        reordered.load_state_dict(state)
+    model = augnet.AugNet(nn.Flatten(), other)
+    with pytest.raises(ValueError, match="other transforms"):
+        model.load_state_dict({f"augment.layers.0.{k}": v for k, v in state.items()}, strict=False)
+    assert _same_layer_state(_layer_state(other), before)
+    # Left out, the layer's extra state is its own: what the user asks for when the transforms differ on purpose.
+    other.load_state_dict({k: v for k, v in state.items() if k != "_extra_state"}, strict=False)
+    assert torch.equal(other.weight_logits, state["weight_logits"]) and other.last_size is None
+
+
+def test_the_same_transforms_with_other_settings_and_states_saved_before_the_checksum_load():
+    layer = _trained_layer([T.Rotate(), T.TranslateX(), T.Brightness(), T.HorizontalFlip()])
+    state = layer.state_dict()
+    assert state["_extra_state"][0] == -2  # [-2, temperature bits, checksum, *size]
+    settings = augnet.AugmentationLayer([T.Rotate(max_angle=1.0), T.TranslateX(max_shift=0.1), T.Brightness(),
+                                         T.HorizontalFlip()])  # fmt: skip
+    settings.load_state_dict(state)
+    assert torch.equal(settings.weights, layer.weights) and settings.last_size == (9, 11)
+    old = dict(state, _extra_state=torch.cat([torch.tensor([-1]), state["_extra_state"][1:2], torch.tensor([9, 11])]))
+    anything = augnet.AugmentationLayer([T.ShearX(), T.ShearY(), T.Contrast(), T.VerticalFlip()])
+    anything.load_state_dict(old)  # no checksum in a state saved before it: taken as it comes, as it was
+    assert anything.last_size == (9, 11) and torch.equal(anything.weights, layer.weights)

@@ -185,7 +185,8 @@ def test_evaluation_draws_one_transform_per_row_with_probability_w(wrap):
 def test_generic_path_matches_the_tap_path():
     fast = augnet.AugmentationLayer([T.Rotate(), T.TranslateY(), T.Saturation()], init_magnitude=[0.4, 0.3, 0.8])
     slow = augnet.AugmentationLayer([NoTaps(T.Rotate()), NoTaps(T.TranslateY()), NoTaps(T.Saturation())])
-    slow.load_state_dict(fast.state_dict())
+    state = {k: v for k, v in fast.state_dict().items() if k != "_extra_state"}  # other classes (the wrappers)
+    slow.load_state_dict(state, strict=False)
     assert fast.uses_taps and not slow.uses_taps
     x = images()
     torch.testing.assert_close(slow(x, copies=2, generator=gen(5)), fast(x, copies=2, generator=gen(5)))

@@ -209,7 +209,7 @@ def test_the_temperature_is_saved_in_the_state():
     fresh.load_state_dict(torch.load(buffer, weights_only=True))
     assert fresh.temperature == 0.05 and torch.equal(fresh.weights, layer.weights)
     assert str(fresh.policy()) == str(layer.policy())
-    old = {k: (v[2:] if k.endswith("_extra_state") else v) for k, v in layer.state_dict().items()}
+    old = {k: (v[3:] if k.endswith("_extra_state") else v) for k, v in layer.state_dict().items()}
     fresh = _warps()
     fresh.load_state_dict(old)  # a state from before the temperature was saved: the size alone
     assert fresh.temperature == 1.0 and fresh.last_size == layer.last_size
