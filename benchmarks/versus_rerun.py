@@ -78,8 +78,9 @@ def main() -> None:
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "versus_rerun.json"))
     args = parser.parse_args()
     kept = read_runs(KEPT)
+    # grid_seed=0: the kept grid search (copied in below) chooses the fixed augmentation, not one of these seeds'
     config = VersusConfig(tasks=tuple(args.tasks), regimes=tuple(args.regimes), methods=tuple(args.methods),
-                          seeds=tuple(args.seeds), workers=args.workers)  # fmt: skip
+                          seeds=tuple(args.seeds), workers=args.workers, grid_seed=0)  # fmt: skip
     missing = [j for j in config.jobs() if job_key(j) not in kept]
     if missing:
         parser.error(f"{len(missing)} of these runs are not in the kept table, e.g. {missing[0]}")

@@ -20,14 +20,17 @@ Examples:
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
 from augnet._checks import is_int, is_real
+from augnet._json import strict
 from augnet.experiments.versus import _mean_std as versus_mean_std
 from augnet.experiments.versus_methods import (
     HAND_DESIGNED,
@@ -55,7 +58,8 @@ class Comparison:
     A record holds ``method``, ``seed``, ``accuracy`` (as the method predicts by default), ``accuracy_tta``
     (4 test-time copies), ``accuracy_1`` (one copy), ``invariance`` (NaN without ``invariance=``),
     ``train_seconds``, ``train_cpu_seconds`` and ``policy`` (the ``augnet`` method's learned policy as JSON;
-    None for the others, the per-instance layer's included).
+    None for the others, the per-instance layer's included). :meth:`save` writes them as strict JSON and
+    :meth:`load` reads them back.
     """
 
     records: list[dict] = field(default_factory=list)
@@ -84,6 +88,30 @@ class Comparison:
 
     def __str__(self) -> str:
         return self.table()
+
+    def save(self, path) -> Path:
+        """Write the records to ``path`` as strict JSON (a NaN, an invariance not measured, as ``null``); the path.
+
+        Examples:
+            >>> import tempfile, pathlib
+            >>> result = Comparison([{"method": "none", "seed": 0, "accuracy": 0.5, "invariance": math.nan}])
+            >>> path = result.save(pathlib.Path(tempfile.mkdtemp()) / "comparison.json")
+            >>> Comparison.load(path).records[0]["invariance"]
+            nan
+        """
+        path = Path(path)
+        text = json.dumps(strict({"comparison": self.records}), indent=1, allow_nan=False)
+        path.write_text(text + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path) -> Comparison:
+        """The comparison :meth:`save` wrote (``null`` measures read back as NaN): its table as the saved one's."""
+        data = json.loads(Path(path).read_text())
+        if not isinstance(data, dict) or not isinstance(data.get("comparison"), list):
+            raise ValueError(f"{path} is not a saved Comparison (a JSON object with a 'comparison' list of records)")
+        nan = lambda k, v: math.nan if k in _MEASURES and v is None else v  # noqa: E731
+        return cls([{k: nan(k, v) for k, v in r.items()} for r in data["comparison"]])
 
 
 def _mean_std(values: list[float]) -> tuple[float, float, int]:
@@ -161,6 +189,8 @@ def _positive_int(name: str, value) -> int:
 def _methods(methods, image: bool, x: Tensor) -> list[str]:
     if isinstance(methods, str):
         raise ValueError(f"methods must be a list of names from {COMPARE_METHODS}, got the string {methods!r}")
+    if not isinstance(methods, Iterable):
+        raise TypeError(f"methods must be a list of names from {COMPARE_METHODS}, got {methods!r}")
     methods = list(methods)
     unknown = [m for m in methods if m not in COMPARE_METHODS]
     if not methods or unknown or len(set(methods)) != len(methods):
@@ -324,8 +354,10 @@ def compare(
         raise ValueError("images must lie in [0, 1] (the policies read them as uint8, the colour transforms "
                          "expect it): normalise inside the trunk")  # fmt: skip
     if transforms is None and not image:
-        raise ValueError("signals need transforms=, a function making AugNet's candidates, e.g. "
-                         "lambda: [FrequencyShift(sfreq), FTSurrogate(), GaussianNoise()]")  # fmt: skip
+        raise ValueError("signals need transforms=, a function making AugNet's candidates, e.g. lambda: "
+                         f"[FrequencyShift(sfreq), FTSurrogate(), GaussianNoise()]; inputs of shape {tuple(x.shape)} "
+                         "are taken as (N, C, T) signals (images of one channel without its axis: "
+                         "x.unsqueeze(1))")  # fmt: skip
     if transforms is None:
         from augnet.transforms import image as T
 

@@ -51,9 +51,17 @@ class VersusConfig:
     seeds: tuple[int, ...] = TUNING_SEEDS + REPORTED_SEEDS
     workers: int = 1  # processes, one torch thread each
     quick: bool = False  # 2 epochs, smaller test sets, a 3-point grid: a check of the set-up
+    grid_seed: int | None = None  # the seed of the fixed augmentation's grid search (None: the first of seeds)
     extra: dict = field(default_factory=dict)  # reserved (must stay empty): the runs take no overrides
 
     def validate(self) -> None:
+        for name in ("tasks", "regimes", "methods", "seeds"):  # a string was read as names of one letter each
+            value = getattr(self, name)
+            if not isinstance(value, (tuple, list)):
+                raise ValueError(f"{name} must be a tuple (e.g. {name}=({getattr(VersusConfig, name)[0]!r},)), got "
+                                 f"{value!r}")  # fmt: skip
+            if name != "seeds" and len(set(value)) != len(value):  # each run was trained and written twice
+                raise ValueError(f"{name} must be distinct, got {list(value)}")
         unknown = [t for t in self.tasks if t not in TASKS] + [r for r in self.regimes if r not in REGIMES]
         unknown += [m for m in self.methods if m not in METHODS]
         if unknown:
@@ -64,16 +72,24 @@ class VersusConfig:
         bad = [s for s in self.seeds if isinstance(s, bool) or not isinstance(s, int) or s < 0]
         if bad or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be distinct ints >= 0, got {list(self.seeds)}")
+        if self.grid_seed is not None and (isinstance(self.grid_seed, bool) or not isinstance(self.grid_seed, int)
+                                           or self.grid_seed < 0):  # fmt: skip
+            raise ValueError(f"grid_seed must be None or an int >= 0, got {self.grid_seed!r}")
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
             raise ValueError(f"workers must be an int >= 1, got {self.workers!r}")
         if self.extra:
             raise ValueError(f"extra is reserved and must be empty (the runs take no overrides), got {self.extra!r}")
 
+    @property
+    def grid_at(self) -> int:
+        """The seed the grid search runs on: ``grid_seed``, else the first of ``seeds``."""
+        return self.seeds[0] if self.grid_seed is None else self.grid_seed
+
     def grid_jobs(self) -> list[tuple]:
-        """The grid search's runs: ``("grid", task, regime, (q, magnitude), seed)`` on the first seed."""
+        """The grid search's runs: ``("grid", task, regime, (q, magnitude), seed)`` on :attr:`grid_at`."""
         if "fixed" not in self.methods:
             return []
-        return [("grid", t, r, qm, self.seeds[0]) for t in self.tasks for r in self.regimes
+        return [("grid", t, r, qm, self.grid_at) for t in self.tasks for r in self.regimes
                 for qm in fixed_grid(TASKS[t], self.quick)]  # fmt: skip
 
     def jobs(self) -> list[tuple]:
@@ -110,22 +126,27 @@ def is_quick(record: dict) -> bool:
     return bool(record.get("quick", record.get("epochs") == QUICK_EPOCHS))
 
 
-def best_fixed(records: dict[str, dict], task: str, regime: str) -> list | None:
+def best_fixed(records: dict[str, dict], task: str, regime: str, seed: int | None = None) -> list | None:
     """The grid's ``[q, magnitude]`` with the best validation accuracy for (task, regime); on ties the first in
-    the grid's order (transform, then magnitude), not in the order the worker processes finished them."""
-    grid = [r for r in records.values() if r["kind"] == "grid" and (r["task"], r["regime"]) == (task, regime)]
+    the grid's order (transform, then magnitude), not in the order the worker processes finished them.
+
+    ``seed``: the grid's runs of that seed only (a folder may hold the grids of runs with other seeds; the
+    best over all of them would let one run's table depend on what the folder held before)."""
+    grid = [r for r in records.values() if r["kind"] == "grid" and (r["task"], r["regime"]) == (task, regime)
+            and (seed is None or r.get("seed") == seed)]  # fmt: skip
     if not grid:
         return None
     return max(grid, key=lambda r: (r["val_accuracy"], [-v for v in r["fixed"]]))["fixed"]
 
 
-def _stale(job: tuple, records: dict[str, dict]) -> bool:
+def _stale(job: tuple, records: dict[str, dict], grid_seed: int) -> bool:
     """Whether ``job`` has no record, or is a run of the fixed method with another augmentation than the grid's
     best now (a record from before the grid was complete, or from an older tie-break)."""
     record = records.get(job_key(job))
     if record is None:
         return True
-    return job[0] == "run" and job[3] == "fixed" and record.get("fixed") != best_fixed(records, job[1], job[2])
+    best = best_fixed(records, job[1], job[2], grid_seed)
+    return job[0] == "run" and job[3] == "fixed" and record.get("fixed") != best
 
 
 def run_versus(config: VersusConfig, out_dir: str | Path, progress: bool = False, log=print) -> dict[str, dict]:
@@ -146,7 +167,7 @@ def run_versus(config: VersusConfig, out_dir: str | Path, progress: bool = False
     for task in config.tasks:  # task by task: a task's table is complete before the next task starts
         for phase in ("grid", "run"):
             jobs = config.grid_jobs() if phase == "grid" else config.jobs()
-            todo = [j for j in jobs if j[1] == task and _stale(j, records)]
+            todo = [j for j in jobs if j[1] == task and _stale(j, records, config.grid_at)]
             if todo:
                 _run_jobs(todo, config, records, path, progress, log, f"versus {task} ({phase})")
     return records
@@ -154,13 +175,15 @@ def run_versus(config: VersusConfig, out_dir: str | Path, progress: bool = False
 
 def _run_jobs(todo: list[tuple], config: VersusConfig, records: dict, path: Path, progress, log, desc: str) -> None:
     """Run ``todo`` (in ``config.workers`` processes), appending each record to ``path`` as it finishes."""
+    import torch
     from tqdm.auto import tqdm
 
-    fixed = {(t, r): best_fixed(records, t, r) for t in config.tasks for r in config.regimes}
+    fixed = {(t, r): best_fixed(records, t, r, config.grid_at) for t in config.tasks for r in config.regimes}
     bar = tqdm(total=len(todo), disable=not progress, desc=desc, unit="run")
     args = [(j, fixed[(j[1], j[2])], config.quick) for j in todo]
     pool = WorkerPool(config.workers) if config.workers > 1 else None
-    with path.open("a") as sink:
+    threads = torch.get_num_threads()  # runs in this process set one thread and seed torch: the caller's back after
+    with path.open("a") as sink, torch.random.fork_rng(devices=[]):
         try:  # from the first submission: a Ctrl-C while submitting still cancels what was queued
             if pool is None:
                 results = (_run_job(*a) for a in args)
@@ -178,6 +201,7 @@ def _run_jobs(todo: list[tuple], config: VersusConfig, records: dict, path: Path
         finally:
             if pool is not None:
                 pool.shutdown(cancel_futures=True)
+            torch.set_num_threads(threads)
             bar.close()
 
 
@@ -244,6 +268,7 @@ def versus(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = T
     verdict = check_rules(reported, records, REPORTED_SEEDS) if reported else (
         "quick run: the set-up works (no verdict on 2 epochs)")
     numbers = {"tuned": tuned, "reported": reported, "config": {"quick": quick, "seeds": list(config.seeds)},
-               "grid": {f"{t}/{r}": best_fixed(records, t, r) for t in config.tasks for r in config.regimes},
+               "grid": {f"{t}/{r}": best_fixed(records, t, r, config.grid_at) for t in config.tasks
+                        for r in config.regimes},
                "seconds": time.perf_counter() - start}  # fmt: skip
     return Report("versus", verdict, numbers)
