@@ -380,9 +380,11 @@ def _register_python_side() -> None:
 def _differentiable_backward(ctx, grad, x, src, affine, color, weight) -> tuple:
     """The op's gradients as the reference ``tap_mix``'s, in its differentiable torch ops (the compiled backward
     kernel has no gradient of its own: a second derivative through it was 0)."""
-    inputs = {0: x, 2: affine, 3: color, 4: weight}
+    # Aliases: the inputs may be functions of one another (a colour map or a conditioner reading x), and a gradient
+    # with respect to x itself would count the path through them a second time.
+    inputs = {i: None if t is None else t.view_as(t) for i, t in {0: x, 2: affine, 3: color, 4: weight}.items()}
     wanted = [i for i, t in inputs.items() if t is not None and ctx.needs_input_grad[i]]
-    out = tap_mix_reference(x, src, affine, color, weight, ctx.padding)
+    out = tap_mix_reference(inputs[0], src, inputs[2], inputs[3], inputs[4], ctx.padding)
     got = torch.autograd.grad(out, [inputs[i] for i in wanted], grad, create_graph=True, allow_unused=True)
     found = dict(zip(wanted, got, strict=True))
     return tuple(found.get(i) for i in range(6))
