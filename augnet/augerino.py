@@ -20,7 +20,7 @@ from augnet.layers import Policy, check_generator
 from augnet.magnitudes import widened
 from augnet.model import AugNet
 from augnet.ops import dispatch
-from augnet.ops.dispatch import PADDING_MODES, tap_mix
+from augnet.ops.dispatch import PADDING_MODES, _readable, tap_mix
 from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps
 from augnet.policy import check_size
@@ -154,7 +154,7 @@ class LieAugmentation(nn.Module):
         copies = check_copies(copies)
         check_generator(generator)
         on_cpu = self.raw_width.device.type == "cpu" and not torch.compiler.is_compiling()
-        if on_cpu and not bool(torch.isfinite(self.widths).all()):
+        if on_cpu and _readable(self.raw_width) and not bool(torch.isfinite(self.widths).all()):  # not vmap's
             raise ValueError(f"Augerino widths contain NaN or infinite values: {self.widths.tolist()}")
         n = x.shape[0] * copies
         with full_precision(x) as dtype:  # warps in full precision
@@ -164,6 +164,10 @@ class LieAugmentation(nn.Module):
         out = tap_mix(x, src, affine, color, weight, padding=self.padding, backend=self.backend)
         self.last_size = tuple(x.shape[2:])  # once the call has succeeded: a refused call changes nothing
         return out
+
+    def __prepare_scriptable__(self):  # torch.jit.script calls it on every submodule of what it is given
+        raise TypeError("torch.jit.script does not support Augerino's LieAugmentation: it draws its warps in Python "
+                        "code TorchScript cannot compile; use torch.compile, or script the trunk alone")
 
     def extra_repr(self) -> str:
         widths = "?" if self.raw_width.is_meta else "[" + ", ".join(f"{w:.3g}" for w in self.widths.tolist()) + "]"

@@ -31,6 +31,7 @@ from torch import Tensor, nn
 from augnet._checks import is_int, is_real
 from augnet.layers import AugmentationLayer
 from augnet.magnitudes import inward_clamp, widened
+from augnet.ops.dispatch import _readable
 from augnet.transforms.base import Transform
 
 __all__ = [
@@ -236,7 +237,8 @@ class ConditionedAugmentationLayer(AugmentationLayer):
         channels: input channels, for the default conditioner (required without ``conditioner``).
         hidden: size of the default conditioner (its hidden channels; default 16).
         kernel_size: the default conditioner's convolutions, 3 (default) or 1 (a policy that is the same for every
-            pose of an input: :class:`~augnet.instance.TinyConditioner`); only 3 with a ``conditioner`` given.
+            pose of an input: :class:`~augnet.instance.TinyConditioner`); only 3 with a ``conditioner`` given
+            (and ``hidden`` only 16).
         init_magnitude, temperature, eval_mode, backend, train_mode: as for
             :class:`~augnet.AugmentationLayer` (and the same defaults).
 
@@ -247,7 +249,8 @@ class ConditionedAugmentationLayer(AugmentationLayer):
     Raises:
         TypeError, ValueError: an argument :class:`~augnet.AugmentationLayer` refuses, no ``channels`` for the
             default conditioner (or inputs that are neither signals nor images), a ``kernel_size`` other
-            than 3 with a ``conditioner``, or a ``conditioner`` that is not an ``nn.Module``.
+            than 3 or a ``hidden`` other than 16 with a ``conditioner``, or a ``conditioner`` that is not an
+            ``nn.Module``.
 
     Examples:
         >>> from augnet.transforms import image as T
@@ -285,8 +288,9 @@ class ConditionedAugmentationLayer(AugmentationLayer):
             if ndim not in (3, 4):
                 raise ValueError(f"no default conditioner for {ndim}-D inputs: pass conditioner= yourself")
             conditioner = TinyConditioner(channels, 2 * q, hidden, ndim, kernel_size)
-        elif kernel_size != 3:
-            raise ValueError(f"ConditionedAugmentationLayer: kernel_size={kernel_size!r} is the default conditioner's; "
+        elif kernel_size != 3 or hidden != 16:
+            what = f"kernel_size={kernel_size!r}" if kernel_size != 3 else f"hidden={hidden!r}"
+            raise ValueError(f"ConditionedAugmentationLayer: {what} is the default conditioner's; "
                              "it cannot apply to the conditioner passed in")
         elif not isinstance(conditioner, nn.Module):
             raise TypeError(f"conditioner must be an nn.Module mapping (B, ...) to (B, {2 * q}), got "
@@ -319,7 +323,7 @@ class ConditionedAugmentationLayer(AugmentationLayer):
                 f"{x.shape[1]} channels, shape {tuple(x.shape)}"
             )
         # One reduction (a sum is not finite if a value is not, or if it overflows); the rows only then.
-        if x.device.type == "cpu" and not torch.compiler.is_compiling() and x.numel():
+        if x.device.type == "cpu" and not torch.compiler.is_compiling() and x.numel() and _readable(x):  # not vmap's
             if bool(torch.isfinite(x.detach().sum())):
                 return
             finite = torch.isfinite(x.detach()).flatten(1).all(1)
@@ -360,7 +364,8 @@ class ConditionedAugmentationLayer(AugmentationLayer):
                 f"the conditioner returned shape {tuple(out.shape)} for {x.shape[0]} inputs; expected "
                 f"({x.shape[0]}, {2 * q}): {q} weight-logit offsets then {q} magnitude offsets per sample"
             )
-        if out.device.type == "cpu" and not torch.compiler.is_compiling() and not bool(torch.isfinite(out).all()):
+        readable = out.device.type == "cpu" and not torch.compiler.is_compiling() and _readable(out)
+        if readable and not bool(torch.isfinite(out).all()):
             bad = (~torch.isfinite(out.detach())).any(1).nonzero().squeeze(1).tolist()
             raise ValueError(
                 f"the conditioner output is not finite (NaN or infinite) for samples {bad}: "

@@ -119,19 +119,28 @@ def _global_layer(layer: ConditionedAugmentationLayer, weights: Sequence[float],
 
 
 def _first_conditioned(model: nn.Module) -> ConditionedAugmentationLayer:
+    """The conditioned layer that reads the clean input: the first layer of an augmentation module inside ``model``
+    (an AugNet, or a module wrapping one: ``nn.Sequential(model, ...)``, an attribute), or ``model`` itself."""
     if isinstance(model, ConditionedAugmentationLayer):
         return model
     if not isinstance(model, nn.Module):
         raise TypeError(f"expected a model or a ConditionedAugmentationLayer, got {type(model).__name__}")
-    module = getattr(model, "augment", model)
-    layers = list(getattr(module, "layers", []))
-    if layers and isinstance(layers[0], ConditionedAugmentationLayer):
-        return layers[0]
-    if any(isinstance(m, ConditionedAugmentationLayer) for m in model.modules()):
+    stacks = [m for m in model.modules() if isinstance(m, AugmentationModule)]
+    firsts = [m.layers[0] for m in stacks if len(m.layers) and isinstance(m.layers[0], ConditionedAugmentationLayer)]
+    if len(firsts) == 1:
+        return firsts[0]
+    if firsts:
+        raise ValueError(f"{type(model).__name__} holds {len(firsts)} augmentation modules whose first layer is "
+                         "conditioned: summarise one of those layers itself")
+    layers = [m for m in model.modules() if isinstance(m, ConditionedAugmentationLayer)]
+    if any(layer in list(m.layers) for m in stacks for layer in layers):
         raise ValueError(
             "the conditioned layer is not the first layer of its module: its input is the earlier layers' "
             "augmented rows, which a summary of clean data would not show; summarise that layer itself"
         )
+    if layers:
+        raise ValueError(f"the conditioned layer in {type(model).__name__} is not in an AugNet or "
+                         "AugmentationModule, so what it reads is not known here: summarise that layer itself")
     raise ValueError(f"no ConditionedAugmentationLayer found in {type(model).__name__}")
 
 

@@ -49,7 +49,8 @@ def check_generator(generator) -> None:
 
 def _check_finite_cpu(name: str, t: Tensor) -> None:
     # A value check on an accelerator would synchronise with the host; skip it there.
-    if t.device.type == "cpu" and not torch.compiler.is_compiling() and not bool(torch.isfinite(t).all()):
+    readable = t.device.type == "cpu" and not torch.compiler.is_compiling() and dispatch._readable(t)  # not vmap's
+    if readable and not bool(torch.isfinite(t).all()):
         raise ValueError(f"{name} contains NaN or infinite values: {t.detach().tolist()}")
 
 
@@ -370,7 +371,7 @@ class AugmentationLayer(nn.Module):
         _check_finite_cpu("AugmentationLayer magnitudes", self.raw_magnitudes)
         _check_finite_cpu("AugmentationLayer weight logits", self.weight_logits)
         on_cpu = self.weight_logits.device.type == "cpu" and not torch.compiler.is_compiling()
-        if on_cpu and not bool(torch.isfinite(self.weights).all()):
+        if on_cpu and dispatch._readable(self.weight_logits) and not bool(torch.isfinite(self.weights).all()):
             raise ValueError(
                 f"AugmentationLayer weights softmax(logits / temperature) are not finite (temperature "
                 f"{self.temperature:g}, logits {self.weight_logits.detach().tolist()}): raise the temperature"

@@ -3,13 +3,14 @@ second derivatives, ``torch.func`` and ``torch.jit`` (a user sweep's findings)."
 
 from __future__ import annotations
 
+import copy
 import re
 
 import pytest
 import torch
 from helpers import gen
 from torch import nn
-from torch.func import functional_call, grad, jacrev, vmap
+from torch.func import functional_call, grad, jacrev, stack_module_state, vmap
 
 import augnet
 from augnet.ops import available_backends
@@ -76,6 +77,19 @@ def test_vmap_over_an_image_layer_runs():
     x = torch.rand(4, 3, 9, 11, generator=gen(0))
     out = vmap(lambda xi: image_layer(init=0.0)(xi[None]), randomness="different")(x)
     torch.testing.assert_close(out[:, 0], x, rtol=1e-5, atol=1e-5)  # magnitude 0: the identity
+
+
+def test_vmap_over_an_ensemble_of_layers_runs():
+    # torch.func's model ensembling (stack_module_state, then vmap over the stacked parameters) failed on the layer's
+    # check that its magnitudes and weight logits are finite (a batched tensor read back on the host).
+    layers = [image_layer(init=0.0) for _ in range(3)]
+    params, buffers = stack_module_state(layers)
+    base = copy.deepcopy(layers[0]).to("meta")
+    x = torch.rand(4, 3, 9, 11, generator=gen(0))
+    out = vmap(lambda p, b, xx: functional_call(base, (p, b), (xx,)), in_dims=(0, 0, None), randomness="different")(
+        params, buffers, x
+    )
+    torch.testing.assert_close(out, x.expand(3, *x.shape), rtol=1e-5, atol=1e-5)  # magnitude 0: the identity
 
 
 @pytest.mark.skipif(not HAS_CPP, reason="the C++ backend is not built here")
