@@ -26,9 +26,13 @@ def _uniform(low: float, high: float) -> float:
 
 
 def _value_bound(inpt: Any) -> float:
-    """The largest value of the input's range: 1 for floating-point tensors, 255 for uint8 tensors and PIL images."""
-    if isinstance(inpt, torch.Tensor) and inpt.is_floating_point():
-        return 1.0
+    """The largest value of the input's range, as torchvision's kernels take it: 1 for floating-point tensors, the
+    dtype's largest value for integer tensors (255 for uint8, 65535 for uint16), 255 for PIL images."""
+    if isinstance(inpt, torch.Tensor):
+        if inpt.is_floating_point():
+            return 1.0
+        if inpt.dtype != torch.bool:
+            return float(torch.iinfo(inpt.dtype).max)
     return 255.0
 
 
@@ -36,7 +40,8 @@ class RandomSolarizeRange(v2.Transform):
     """Solarize with a threshold drawn uniformly in ``[low, high]`` (fractions of the value range) per call.
 
     Args:
-        low, high: the threshold's range, in [0, 1] (scaled by 255 for uint8 and PIL images).
+        low, high: the threshold's range, in [0, 1] (scaled by the largest value of integer images: 255 for
+            uint8 and PIL images, 65535 for uint16).
     """
 
     def __init__(self, low: float, high: float) -> None:
