@@ -280,13 +280,21 @@ def _layer_device(layer: nn.Module, device) -> torch.device:
 
 
 def averaged_policy(model: nn.Module, loader, device: str | torch.device | None = None) -> Policy:
-    """The class-averaged global policy of a model's conditioned first layer (see :meth:`PolicySummary.policy`).
+    """The class-averaged global policy of a model's conditioned first layer (see :meth:`PolicySummary.policy`),
+    followed by the policies of the layers after it in the model's augmentation module, as they are.
 
     Policy files (:meth:`~augnet.policy.Policy.to_json`) and exports (``to_kornia``,
     ``to_torchvision``) refuse a conditioned layer; they take this policy,
     which is what the layer does on average over the classes of ``loader``.
     """
-    return policy_summary(model, loader, device=device).policy()
+    summary = policy_summary(model, loader, device=device)
+    stacks = [m for m in model.modules() if isinstance(m, AugmentationModule)] if isinstance(model, nn.Module) else []
+    stack = next((m for m in stacks if len(m.layers) and m.layers[0] is summary.layer), None)
+    if stack is None or len(stack.layers) == 1:
+        return summary.policy()
+    # The layers after the conditioned one are part of the policy: they were dropped (a one-layer policy).
+    w, m = summary.class_averaged()
+    return AugmentationModule([_global_layer(summary.layer, w, m), *list(stack.layers)[1:]]).policy(summary.size)
 
 
 def plot_policy_summary(summary: PolicySummary, path: str | Path, names: dict[int, str] | None = None) -> Path:

@@ -154,3 +154,20 @@ def test_a_gradient_with_create_graph_through_the_compiled_backend_is_the_refere
     # AutoContrast). It differentiates in aliases of them now.
     got, want = penalty_grad_x("cpp", conditioned), penalty_grad_x("reference", conditioned)
     torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
+
+
+def test_the_averaged_policy_of_a_stack_keeps_the_layers_after_the_conditioned_one():
+    # Exports refuse a conditioned layer and send the user to averaged_policy, which gave the conditioned layer's
+    # average alone: a [conditioned, plain] stack exported without its second layer, without a word.
+    from augnet.instance_policy import averaged_policy, policy_summary
+
+    torch.manual_seed(0)
+    cond = ConditionedAugmentationLayer([T.Rotate(), T.TranslateX()], channels=3, init_magnitude=0.3)
+    plain = augnet.AugmentationLayer([T.Brightness(), T.Contrast()], init_magnitude=[0.2, 0.7])
+    model = augnet.AugNet(flat_trunk(), augnet.AugmentationModule([cond, plain]))
+    x, y = torch.rand(8, 3, 8, 9, generator=gen(0)), torch.arange(8) % 2
+    got = averaged_policy(model, [(x, y)])
+    assert len(got) == 2
+    assert str(got).split("layer 1:")[0] == str(policy_summary(model, [(x, y)]).policy()) + "\n"
+    assert got[1] == augnet.AugmentationModule([plain]).policy((8, 9))[0]
+    got.to_torchvision()  # a fixed pipeline now: both layers export
