@@ -156,6 +156,7 @@ def test_a_gradient_with_create_graph_through_the_compiled_backend_is_the_refere
     torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.filterwarnings("ignore:augnet.export")  # the exports' notes on approximate transforms
 def test_the_averaged_policy_of_a_stack_keeps_the_layers_after_the_conditioned_one():
     # Exports refuse a conditioned layer and send the user to averaged_policy, which gave the conditioned layer's
     # average alone: a [conditioned, plain] stack exported without its second layer, without a word.

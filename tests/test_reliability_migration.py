@@ -79,6 +79,7 @@ def test_vmap_over_an_image_layer_runs():
     torch.testing.assert_close(out[:, 0], x, rtol=1e-5, atol=1e-5)  # magnitude 0: the identity
 
 
+@pytest.mark.filterwarnings("ignore:There is a performance drop")
 def test_vmap_over_an_ensemble_of_layers_runs():
     # torch.func's model ensembling (stack_module_state, then vmap over the stacked parameters) failed on the layer's
     # check that its magnitudes and weight logits are finite (a batched tensor read back on the host).
