@@ -509,18 +509,18 @@ _STRATA = _Blocks()
 
 
 class stratified_copies:
-    """Within this block, the transforms' uniform draws are stratified over ``copies`` copy-major copies.
+    """Within this block, the transforms' ranged parameters are stratified over ``copies`` copy-major copies.
 
-    Each sample's C copies take the C strata ``[k/C, (k+1)/C)`` of the unit interval in a random
-    order (one permutation per sample and per drawn quantity), each drawn uniformly within its
-    stratum; a layer's choice of transform per copy is stratified the same way. Every row is still
-    uniform on its own, so each copy is the augmentation it would be, but a sample's copies cover
-    the ranges evenly, and their average is nearer its expectation than C independent draws:
-    the sampling noise of an average over copies falls at the same cost.
-    :class:`~augnet.AugNet` evaluates inside such a block unless built with ``stratify=False``.
-
-    Draws whose row count is not a multiple of ``copies`` (and ``copies=1``) are independent, as
-    outside a block. Blocks nest; the innermost one counts. A block holds in its own thread only.
+    Each sample's C copies take the C strata ``[k/C, (k+1)/C)`` of the unit interval in a random order (one
+    permutation per sample and per drawn quantity), each drawn uniformly within its stratum; a layer's choice of
+    transform per copy is stratified the same way. Every row is still uniform on its own, so each copy is the
+    augmentation it would be, but a sample's copies cover the ranges evenly, and their average is nearer its
+    expectation than C independent draws: the sampling noise of an average over copies falls at the same cost.
+    :class:`~augnet.AugNet` evaluates inside such a block unless built with ``stratify=False``. Stratified are the
+    parameters drawn in a range (angles, shifts, factors, cut-offs: :func:`uniform`); on/off gates (flips, a
+    colour map's or a channel operation's probability), noise and phases are drawn as outside a block.
+    Draws whose row count is not a multiple of ``copies`` (and ``copies=1``) are independent, as outside a
+    block. Blocks nest; the innermost one counts. A block holds in its own thread only.
 
     Args:
         copies: the copies C of each sample (rows ``c * B + b``).

@@ -277,7 +277,7 @@ class BandStop(SignalTransform):
     resolution ``sfreq / T``), so the output is differentiable in the width and
     a width of 0 is exactly the identity. A notch no wider than a few edges
     is shallow: at 100 Hz a 2 Hz notch keeps half of a tone at its centre on
-    a 1 s signal (edges of 1 Hz) and 3 % on a 4 s one; pass a narrower
+    a 1 s signal (edges of 1 Hz) and 4 % on a 4 s one; pass a narrower
     ``edge`` for short signals. The centre is drawn uniformly in
     ``band`` (default from 1 Hz to 1 Hz below Nyquist). Parameters:
     ``centre`` (N,) and ``width`` (N,), in Hz.
