@@ -288,7 +288,8 @@ def paper_selective_regularizer(module: nn.Module) -> Tensor:
     """The AugNet paper's selective regulariser, :math:`-\\sum_{layers} \\| w \\odot \\mu \\|_2`.
 
     :func:`selective_regularizer` with ``units="magnitude", diverse=False, saturation=None``:
-    magnitudes in the transforms' own units, linearly, no discount across layers.
+    magnitudes in the transforms' own units (a calibrated layer's: its calibrated ones,
+    :attr:`~augnet.AugmentationLayer.magnitudes`), linearly, no discount across layers.
 
     Args:
         module: a model or module holding augmentation layers.
