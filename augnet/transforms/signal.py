@@ -1,7 +1,7 @@
 """Differentiable transforms of multichannel signals (EEG), shape (B, Ch, T).
 
-Ranges at magnitude 1 follow DESIGN.md section 3 and are constructor
-arguments. Every transform is the identity at magnitude 0, draws its per-row
+Ranges at magnitude 1 follow the transform catalogue (docs/guide/transforms.md)
+and are constructor arguments. Every transform is the identity at magnitude 0, draws its per-row
 parameters on the input's device from the given generator (no Python loop over
 the batch), and runs in :class:`~augnet.AugmentationLayer` through the generic
 path (each transform applied to the copies, then the weighted sum).

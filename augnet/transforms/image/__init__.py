@@ -2,8 +2,9 @@
 
 Images are :math:`(B, Ch, H, W)` floating-point tensors, nominally in [0, 1]
 (colour transforms do not clip, so that they stay affine and differentiable).
-Every transform is the identity at magnitude 0 and reaches the range of
-DESIGN.md at magnitude 1; each range is a constructor argument.
+Every transform is the identity at magnitude 0 and reaches the range of the
+transform catalogue (docs/guide/transforms.md) at magnitude 1; each range is a
+constructor argument.
 
 Warps and affine colour maps (geometric transforms, flips, ``Brightness``,
 ``Contrast``, ``Saturation``, ``Hue``, ``Invert``, ``Gray``, ``AutoContrast``,
@@ -16,7 +17,8 @@ parameter, its gradient in the magnitude is a straight-through estimate.
 
 Geometric maps are built in pixel units about the image centre and converted
 to the normalised coordinates of ``F.affine_grid`` (``align_corners=False``),
-so rotations and shears stay rigid on non-square images.
+so that on non-square images rotations stay rigid and a shear moves each row
+(column) by its coefficient times its offset from the centre, in pixels.
 
 The transforms live in modules by idea, all importable from here:
 ``warps`` (translations, rotation, shears, zoom, flips), ``color`` (brightness,

@@ -26,10 +26,11 @@ class Solarize(_ImageTransform):
 
     ``out = 1 - x`` where ``x > threshold``, else ``x``, per pixel and channel,
     with ``threshold = 1 - mu * (1 - min_threshold) * u``, ``u ~ U(0, 1)`` per row.
-    Magnitude 1 draws thresholds down to ``min_threshold`` (default 0, where the
-    whole image is inverted); magnitude 0 gives threshold 1, where a row is left
-    unchanged (also its values above 1). torchvision and kornia invert pixels *at*
-    the threshold too; the two differ only for pixels exactly on it.
+    Magnitude 1 draws thresholds down to ``min_threshold`` (default 0: near it,
+    nearly every pixel is inverted, but black pixels, at 0, never are); magnitude
+    0 gives threshold 1, where a row is left unchanged (also its values above 1).
+    torchvision and kornia invert pixels *at* the threshold too; the two differ
+    only for pixels exactly on it.
 
     The threshold is a step: the output's value is the hard threshold, its
     gradient in the magnitude that of the relaxation

@@ -142,8 +142,12 @@ class Hue(_RGBTransform):
     """Hue rotation by up to ``max_angle`` radians (default ±pi), RGB only.
 
     A rotation of the RGB cube about its grey diagonal (Rodrigues' formula):
-    grey levels are unchanged, and a rotation by 2*pi/3 maps red to green,
-    green to blue and blue to red. Parameters: ``angle`` (N,).
+    grey pixels (R = G = B) are unchanged, and every pixel keeps its channel
+    mean ``(R + G + B) / 3`` and its distance to the diagonal, but not its luma
+    (the grey level of :class:`Contrast` and :class:`Gray`: a turn by 2*pi/3
+    takes pure red's 0.299 to 0.587). Positive angles turn red towards green; a
+    rotation by 2*pi/3 maps red to green, green to blue and blue to red.
+    Parameters: ``angle`` (N,).
 
     Args:
         max_angle: the largest angle at magnitude 1, in radians (default pi).
