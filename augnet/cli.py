@@ -10,6 +10,9 @@ import sys
 import warnings
 from pathlib import Path
 
+from augnet._cli_checks import UNIT_FILES as _UNIT_FILES
+from augnet._cli_checks import PipeGuard, check_probe, import_from_here, out_of_memory, results_problem, threads_problem
+
 __all__ = ["main"]
 
 # Transforms that apply to the demo's images (the last two need RGB: the sprites, not the grey glyphs).
@@ -57,7 +60,9 @@ def _demo(args: argparse.Namespace) -> int:
     print(result.policy)
     print(f"\ntest accuracy with {config.eval_copies} copies: {result.test_accuracy:.3f}  ({result.seconds:.0f} s)")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "demo.json").write_text(json.dumps(result.to_json(), indent=1))
+    from augnet._json import strict  # a diverged training's NaN: null, not a token strict readers refuse
+
+    (out / "demo.json").write_text(json.dumps(strict(result.to_json()), indent=1, allow_nan=False))
     try:
         from augnet.viz import plot_policy_history
 
@@ -98,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="train AugNet on the built-in rotation task and show the learned policy")
     demo.add_argument("--out", default="augnet-demo", help="folder for the plot and JSON (default: %(default)s)")
     demo.add_argument("--epochs", type=int, default=None, help="training epochs (default: 20)")
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--seed", type=int, default=0, help="seed of the data and the training (default: %(default)s)")
     demo.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     demo.add_argument(
         "--transforms",
@@ -130,8 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
         "tap_mix_<device>.json and .png.",
     )
     bench.add_argument("--sizes", nargs="+", type=int, metavar="PX", help="square image sizes (default: 32 128)")
-    bench.add_argument("--batch", type=int, default=None, help="batch size B (default: 64; the inference's too)")
-    bench.add_argument("--copies", type=int, default=None, help="copies C per image (default: 4; the inference's too)")
+    bench.add_argument("--batch", type=int, default=None,
+                       help="batch size B (default: 64); given, the inference cost's too "
+                       "(else its own: 16, 2 with --quick)")  # fmt: skip
+    bench.add_argument("--copies", type=int, default=None,
+                       help="copies C per image (default: 4); given, the inference cost's only C "
+                       "(else 1 4 10 20; 1 2 with --quick)")  # fmt: skip
     bench.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="(default: %(default)s)")
     bench.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     bench.add_argument(
@@ -143,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--min-time", type=float, default=None, help="seconds of timed calls per measurement, at least (default: 1)"
     )
-    bench.add_argument("--seed", type=int, default=None, help="seed of the images and of the check draw")
+    bench.add_argument("--seed", type=int, default=None, help="seed of the images and of the check draw (default: 0)")
     bench.add_argument("--quick", action="store_true", help="tiny images, B=8 and few repeats, to check the setup")
     bench.add_argument(
         "--out", default="benchmarks/results", help="folder for the JSON and the plot (default: %(default)s)"
@@ -297,65 +306,6 @@ class SpaceList(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def _check_probe(args: argparse.Namespace) -> str | None:
-    """The first problem with ``augnet probe``'s arguments (``None`` if there is none)."""
-    from augnet.probes.report import AGGREGATIONS, TRANSFORMATIONS, transform_names
-
-    if ":" not in args.model:
-        return f"--model must be 'package.module:name' (e.g. torchvision.models:resnet18), got {args.model!r}"
-    names = args.transforms
-    unknown = [n for n in names if n not in transform_names()]
-    if not names or unknown:
-        given = " ".join(unknown) or "(none)"
-        return f"--transforms {given}: not augnet image transforms ({', '.join(transform_names())})"
-    if len(set(names)) < len(names):
-        return f"--transforms names a transform more than once: {' '.join(names)}"
-    try:
-        mags = [float(m) for m in args.magnitudes]
-    except ValueError:
-        return f"--magnitudes must be numbers, got {' '.join(args.magnitudes)}"
-    if not mags or not all(0 < m <= 1 for m in mags):
-        return f"--magnitudes must lie in (0, 1], got {' '.join(args.magnitudes) or 'none'}"
-    for name, value, known in (("transformations", args.transformations, TRANSFORMATIONS),
-                               ("aggregation", args.aggregation, AGGREGATIONS)):  # fmt: skip
-        if value not in known:
-            return f"--{name} must be one of {', '.join(known)}, got {value!r}"
-    if "auto" in args.layers and args.layers != ["auto"]:
-        return f"--layers auto stands alone (the default layers), got {' '.join(args.layers)}"
-    if args.grid_points < 2:
-        return f"--grid-points must be >= 2, got {args.grid_points}"
-    if args.by_class is not None and args.by_class != "data" and not Path(args.by_class).is_file():
-        return f"--by-class {args.by_class} is neither 'data' nor a file"
-    if args.by_class == "data" and args.data is None:
-        return "--by-class data reads the labels of --data; with --fake, give a labels file"
-    for name in ("n", "size", "channels", "batch_size"):
-        value = getattr(args, name)
-        if value is not None and value < (8 if name in ("n", "size") else 1):
-            return f"--{name.replace('_', '-')} must be >= {8 if name in ('n', 'size') else 1}, got {value}"
-    if args.data is not None and not Path(args.data).exists():
-        return f"--data {args.data} does not exist"
-    if args.weights is not None and not Path(args.weights).is_file():
-        return f"--weights {args.weights} is not a file"
-    if args.model_args is not None:
-        try:
-            if not isinstance(json.loads(args.model_args), dict):
-                raise ValueError
-        except ValueError:
-            return f"--model-args must be a JSON object, got {args.model_args!r}"
-    for name in _probe_files(args.per_unit):  # found after the work, they would end it with a traceback
-        if (Path(args.out) / name).is_dir():
-            return f"--out {args.out}: {Path(args.out) / name} is an existing directory where the results go"
-    return None
-
-
-def _probe_files(per_unit: bool) -> tuple[str, ...]:
-    """The files ``augnet probe`` writes in ``--out``."""
-    return ("probe.json", "probe.csv", "verdict.txt", "heatmap.png", *(_UNIT_FILES if per_unit else ()))
-
-
-_UNIT_FILES = ("probe.units.json", "units.png")  # without --per-unit, an earlier run's are removed
-
-
 def _check_takes(model, x, source: str) -> None:
     """The ValueError of a model that cannot take ``x`` (two images), as one line, before any probing.
 
@@ -390,6 +340,7 @@ def _probe(args: argparse.Namespace) -> int:
     try:  # reading the model and the data: a problem is one line on stderr, before any probing
         if args.weights is None:  # a model's random initialisation: repeatable with --seed as the rest
             torch.manual_seed(args.seed)
+        import_from_here()
         model = load_model(args.model, args.model_args, args.weights)
         if args.fake:
             x = fake_images(args.n or 256, args.size or 64, args.channels, args.seed)
@@ -513,18 +464,22 @@ def check_args(args: argparse.Namespace) -> str | None:
         value = getattr(args, name, None)
         if value is not None and value < 1:
             return f"--{name} must be >= 1, got {value}"
+    if threads_problem(args.threads) is not None:
+        return threads_problem(args.threads)
     if getattr(args, "sizes", None) and min(args.sizes) < 1:
         return f"--sizes must be positive, got {args.sizes}"
     transforms = getattr(args, "transforms", None) or ()
     grey = [t for t in transforms if t in RGB_ONLY] if getattr(args, "data", None) == "glyphs" else []
     if grey:
         return f"--transforms {' '.join(grey)} need RGB images; the glyphs are grey (use --data sprites)"
+    if len(set(transforms)) < len(transforms):
+        return f"--transforms names a transform more than once: {' '.join(transforms)}"
     if args.command in ("demo", "probe"):  # reproduce: the experiments' own check
         top, shown = (MAX_DEMO_SEED, "2**64 - 3") if args.command == "demo" else (MAX_SEED, "2**63 - 3")
         if not 0 <= args.seed <= top:
             return f"--seed must be in [0, {shown}], got {args.seed}"
     if args.command == "probe":
-        problem = _check_probe(args)
+        problem = check_probe(args)
         if problem is not None:
             return problem
     if args.command == "reproduce":
@@ -551,7 +506,7 @@ def check_args(args: argparse.Namespace) -> str | None:
         return None
     from augnet._checks import folder_problem  # made when the first result is written: a refused run leaves none
 
-    return folder_problem(args.out, "--out", "output folder")
+    return folder_problem(args.out, "--out", "output folder") or results_problem(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -570,6 +525,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C stops a command: one line, not a traceback
         print(f"\naugnet {args.command}: interrupted", file=sys.stderr)
         return 130
+    except (MemoryError, RuntimeError) as err:  # e.g. --size 100000: torch's allocation error, as one line
+        if out_of_memory(err) is None:
+            raise
+        print(f"augnet {args.command}: error: {out_of_memory(err)}", file=sys.stderr)
+        return 1
 
 
 def run() -> None:
@@ -579,7 +539,9 @@ def run() -> None:
     script goes on; Python ends an uncaught KeyboardInterrupt as killed by SIGINT, after its clean-up (exit
     handlers, flushed output). Here that is raised with its traceback silenced: :func:`main` said it in a line.
     """
+    sys.stdout, sys.stderr = PipeGuard(sys.stdout), PipeGuard(sys.stderr)  # `augnet ... | head -1`: no traceback
     code = main()
+    sys.stdout.flush()  # what is left in the buffer, while a reader that has gone is still caught
     if code == 130:
         sys.excepthook = _quiet_interrupt
         raise KeyboardInterrupt

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from augnet._json import strict
 from augnet.bench.harness import BenchConfig, _check_providers, default_providers, run_benchmark
 from augnet.bench.inference import format_inference, inference_cost
 from augnet.bench.machine import _loadavg
@@ -23,15 +24,16 @@ def format_table(result: dict) -> str:
     def ratio(v):
         return "-" if v is None else f"{v:.2f}x"
 
+    wide = max([len("mode")] + [len(r["mode"]) for r in result["records"]])  # forward+backward+dx: 19
     header = (
-        f"{'provider':<10} {'size':>7} {'mode':<17} {'median ms':>10} {'images/s':>10} "
+        f"{'provider':<10} {'size':>7} {'mode':<{wide}} {'median ms':>10} {'images/s':>10} "
         f"{'peak MiB':>9} {'vs eager':>9} {'vs ref':>8}"
     )
     lines = [header, "-" * len(header)]
     for r in result["records"]:
         size = f"{r['size']}x{r['size']}"
         lines.append(
-            f"{r['provider']:<10} {size:>7} {r['mode']:<17} {r['median_ms']:>10.2f} {r['images_per_s']:>10.0f} "
+            f"{r['provider']:<10} {size:>7} {r['mode']:<{wide}} {r['median_ms']:>10.2f} {r['images_per_s']:>10.0f} "
             f"{r['peak_mib']:>9.1f} {ratio(r['speedup_vs_eager']):>9} {ratio(r['speedup_vs_reference']):>8}"
         )
     return "\n".join(lines)
@@ -83,7 +85,7 @@ def save_results(result: dict, out_dir: str | Path, quick: bool = False) -> tupl
     stem = f"tap_mix_{result['config']['device']}{'_quick' if quick else ''}"
     json_path = out / f"{stem}.json"
     tmp = json_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
+    tmp.write_text(json.dumps(strict(result), indent=1, allow_nan=False) + "\n")  # a backend's NaN: null
     tmp.replace(json_path)
     try:
         png = plot_results(result, out / f"{stem}.png")
@@ -140,6 +142,6 @@ def run_from_args(args) -> int:
         print()
         print(format_inference(cost))
         path = Path(args.out) / f"inference_{cfg.device}{'_quick' if args.quick else ''}.json"
-        path.write_text(json.dumps(cost, indent=1))
+        path.write_text(json.dumps(strict(cost), indent=1, allow_nan=False))
         print(f"saved {path}")
     return 0

@@ -1,0 +1,156 @@
+"""The checks of ``augnet``'s arguments made before any work, and the command's guards (:mod:`augnet.cli`).
+
+Nothing here imports torch at import time: checking the arguments stays quick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+# torch.set_num_threads takes a C int, and a count it takes but cannot start (2**31 - 1) ends the process in
+# libgomp's "Out of memory" at the first parallel operation; no machine needs more threads than this.
+MAX_THREADS = 4096
+
+
+def threads_problem(threads: int | None) -> str | None:
+    """Why ``--threads`` cannot be used (``None`` if it can, or was not given)."""
+    if threads is not None and not 1 <= threads <= MAX_THREADS:
+        return f"--threads must be >= 1 and at most {MAX_THREADS}, got {threads}"
+    return None
+
+
+def result_files(args: argparse.Namespace) -> tuple[str, ...]:
+    """The files the command writes in ``--out`` (``augnet reproduce``'s experiments check their own)."""
+    if args.command == "demo":
+        return ("demo.json", "policy.png")
+    if args.command == "probe":
+        return probe_files(args.per_unit)
+    if args.command == "bench" and args.model is None:
+        stem = f"{args.device}{'_quick' if args.quick else ''}"
+        inference = () if args.no_inference else (f"inference_{stem}.json",)
+        return (f"tap_mix_{stem}.json", f"tap_mix_{stem}.json.tmp", f"tap_mix_{stem}.png", *inference)
+    return ()
+
+
+def results_problem(args: argparse.Namespace) -> str | None:
+    """A result file of the command that is an existing directory: found after the work, it would end the command
+    with a traceback and the work lost."""
+    for name in result_files(args):
+        if (Path(args.out) / name).is_dir():
+            return f"--out {args.out}: {Path(args.out) / name} is an existing directory where the results go"
+    return None
+
+
+def check_probe(args: argparse.Namespace) -> str | None:
+    """The first problem with ``augnet probe``'s arguments (``None`` if there is none)."""
+    from augnet.probes.report import AGGREGATIONS, TRANSFORMATIONS, transform_names
+
+    if ":" not in args.model:
+        return f"--model must be 'package.module:name' (e.g. torchvision.models:resnet18), got {args.model!r}"
+    names = args.transforms
+    unknown = [n for n in names if n not in transform_names()]
+    if not names or unknown:
+        given = " ".join(unknown) or "(none)"
+        return f"--transforms {given}: not augnet image transforms ({', '.join(transform_names())})"
+    if len(set(names)) < len(names):
+        return f"--transforms names a transform more than once: {' '.join(names)}"
+    try:
+        mags = [float(m) for m in args.magnitudes]
+    except ValueError:
+        return f"--magnitudes must be numbers, got {' '.join(args.magnitudes)}"
+    if not mags or not all(0 < m <= 1 for m in mags):
+        return f"--magnitudes must lie in (0, 1], got {' '.join(args.magnitudes) or 'none'}"
+    for name, value, known in (("transformations", args.transformations, TRANSFORMATIONS),
+                               ("aggregation", args.aggregation, AGGREGATIONS)):  # fmt: skip
+        if value not in known:
+            return f"--{name} must be one of {', '.join(known)}, got {value!r}"
+    if "auto" in args.layers and args.layers != ["auto"]:
+        return f"--layers auto stands alone (the default layers), got {' '.join(args.layers)}"
+    if args.grid_points < 2:
+        return f"--grid-points must be >= 2, got {args.grid_points}"
+    if args.by_class is not None and args.by_class != "data" and not Path(args.by_class).is_file():
+        return f"--by-class {args.by_class} is neither 'data' nor a file"
+    if args.by_class == "data" and args.data is None:
+        return "--by-class data reads the labels of --data; with --fake, give a labels file"
+    for name in ("n", "size", "channels", "batch_size"):
+        value = getattr(args, name)
+        if value is not None and value < (8 if name in ("n", "size") else 1):
+            return f"--{name.replace('_', '-')} must be >= {8 if name in ('n', 'size') else 1}, got {value}"
+    if args.data is not None and not Path(args.data).exists():
+        return f"--data {args.data} does not exist"
+    if args.weights is not None and not Path(args.weights).is_file():
+        return f"--weights {args.weights} is not a file"
+    if args.model_args is not None:
+        try:
+            if not isinstance(json.loads(args.model_args), dict):
+                raise ValueError
+        except ValueError:
+            return f"--model-args must be a JSON object, got {args.model_args!r}"
+    return None
+
+
+def probe_files(per_unit: bool) -> tuple[str, ...]:
+    """The files ``augnet probe`` writes in ``--out``."""
+    return ("probe.json", "probe.csv", "verdict.txt", "heatmap.png", *(UNIT_FILES if per_unit else ()))
+
+
+UNIT_FILES = ("probe.units.json", "units.png")  # without --per-unit, an earlier run's are removed
+
+
+def out_of_memory(err: BaseException) -> str | None:
+    """One line for an allocation that failed because the settings ask for more memory than there is (``None`` for
+    any other error): torch's own message is a C++ assertion, or an overflow of the size of a tensor."""
+    text = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    if not (isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError"
+            or "can't allocate memory" in text or "Storage size calculation overflowed" in text):  # fmt: skip
+        return None
+    asked = re.search(r"tried to allocate (\d+) bytes", text)
+    detail = f"{int(asked.group(1)) / 2**30:.3g} GiB asked for at once" if asked else text or type(err).__name__
+    return f"not enough memory for these settings ({detail}); smaller sizes, batches or counts need less"
+
+
+def import_from_here() -> None:
+    """Let ``--model`` name a module of the working directory, as ``python -m augnet`` does: the ``augnet``
+    script's own folder, not the working directory, is first on ``sys.path``. Added last, so that no file of the
+    working directory hides an installed package."""
+    here = os.getcwd()
+    if not any(entry in ("", ".", here) for entry in sys.path):
+        sys.path.append(here)
+
+
+class PipeGuard:
+    """``sys.stdout`` / ``sys.stderr`` of the ``augnet`` command: once the reader of a pipe has gone
+    (``augnet ... | head -1``), the rest of that stream's output is dropped and the command carries on (its files
+    are still written), instead of ending in a ``BrokenPipeError`` traceback."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._gone()
+            return len(text)
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._gone()
+
+    def _gone(self) -> None:
+        # What is still buffered, and whatever is written later, goes to the null device: no error at exit either.
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, self._stream.fileno())
+        finally:
+            os.close(null)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
