@@ -182,7 +182,7 @@ class LamWeights:
     """
 
     def __init__(self, lam, epochs: int) -> None:
-        self.lam = lam
+        self.lam, self.later = lam, {}  # later: the last epoch past LAM_AHEAD asked for, and its weight
         if callable(lam):
             self.known = [self._checked(lam(e), f"lam({e})") for e in range(min(epochs, LAM_AHEAD))]
         else:
@@ -203,7 +203,9 @@ class LamWeights:
             return self.known[0]
         if epoch < len(self.known):
             return self.known[epoch]
-        return self._checked(self.lam(epoch), f"lam({epoch})")
+        if epoch not in self.later:
+            self.later = {epoch: self._checked(self.lam(epoch), f"lam({epoch})")}
+        return self.later[epoch]
 
     def any(self) -> bool:
         """Whether some epoch (of those known) weighs the regulariser."""

@@ -115,10 +115,12 @@ class Callback:
         """After the backward pass of a step, before the optimiser's step."""
 
     def on_step_end(self, state: TrainState) -> None:
-        """After every optimiser step (``state.step``, ``state.loss`` are updated)."""
+        """After every optimiser step (``state.step``, ``state.loss`` and the history are updated; a scheduler with
+        ``scheduler_interval="step"`` has stepped)."""
 
     def on_epoch_end(self, state: TrainState) -> None:
-        """At the end of every epoch."""
+        """At the end of every epoch, after the epoch's scheduler step (``scheduler_interval="epoch"``): a
+        checkpoint saved here holds the scheduler as the next epoch starts with it."""
 
     def on_train_end(self, state: TrainState) -> None:
         """After the last epoch."""
@@ -136,7 +138,8 @@ class PolicyLogger(Callback):
     Every ``every`` steps (and at the first and the last) it writes one row
     per record: the step, the epoch, the task loss (``task_loss``) and the total
     loss (``loss``: the task loss plus ``lambda`` times the regulariser, what the
-    step minimised), the regulariser's weight, the optimiser's learning rates, and
+    step minimised), the regulariser's weight, the learning rates that step used (read before a
+    scheduler steps them), and
     for every augmentation layer ``i`` and transform ``Name``: its weight, its
     magnitude and the upper end of its range in natural units
     (``layer{i}/{Name}/weight``, ``.../magnitude``, ``.../range``; a name that
@@ -236,6 +239,7 @@ class PolicyLogger(Callback):
         self._last_written = 0
         self._offset = 0  # steps of the earlier fit() runs of this logger (training continued)
         self._steps = 0  # steps seen so far, all runs
+        self._lrs: dict[int, list] = {}  # step -> the learning rates it used (read before the optimiser's step)
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter  # noqa: F401
@@ -244,7 +248,8 @@ class PolicyLogger(Callback):
                 raise ImportError(hint) from err
 
     def values(self, state: TrainState) -> dict[str, float]:
-        """The quantities written for ``state``, by column name (``step`` and ``epoch`` as ints)."""
+        """The quantities written for ``state``, by column name (``step`` and ``epoch`` as ints; the learning
+        rates of its last step, as that step used them)."""
         out: dict[str, float] = {
             "step": int(state.step),
             "epoch": int(state.epoch),
@@ -252,8 +257,9 @@ class PolicyLogger(Callback):
             "loss": state.loss if state.loss is not None else float("nan"),
             "lambda": state.lam,
         }
-        for k, group in enumerate(state.optimizer.param_groups):
-            out[f"lr{k}"] = float(group["lr"])
+        lrs = self._lrs.get(state.step) or [group["lr"] for group in state.optimizer.param_groups]
+        for k, lr in enumerate(lrs):
+            out[f"lr{k}"] = float(lr)
         for i, layer in enumerate(state.layers):
             seen: dict[str, int] = {}
             for entry in layer.policy(self.size):
@@ -271,7 +277,7 @@ class PolicyLogger(Callback):
 
     def on_train_start(self, state: TrainState) -> None:
         # This run's: a refused run must not remove an earlier run's file or folders.
-        self._created, self._rows, self._made = False, 0, []
+        self._created, self._rows, self._made, self._lrs = False, 0, [], {}
         columns = list(self.values(state))
         if self._columns is not None and columns != self._columns:
             raise ValueError(
@@ -315,6 +321,15 @@ class PolicyLogger(Callback):
                 self._file.flush()
         self._columns = columns
 
+    def on_before_optimizer_step(self, state: TrainState) -> None:
+        # The rates this step uses: a scheduler steps after the optimiser (after every step, or at the epoch's end,
+        # before the row of a run's last step is written), so a row reads them here. The step before's are kept
+        # for a run that stops in this hook (its last row is that step's).
+        now = [lr.detach().clone() if isinstance(lr, Tensor) else lr for lr in
+               (group["lr"] for group in state.optimizer.param_groups)]  # fmt: skip
+        self._lrs = {step: lrs for step, lrs in self._lrs.items() if step == state.step}
+        self._lrs[state.step + 1] = now
+
     def on_step_end(self, state: TrainState) -> None:
         self._steps = self._offset + state.step
         if state.step == 1 or state.step % self.every == 0:
@@ -331,6 +346,7 @@ class PolicyLogger(Callback):
     def on_train_error(self, state: TrainState, error: BaseException) -> None:
         # The steps that completed are logged; a run that wrote no row leaves no trace: the file and the folders it
         # made are removed (an earlier run's file, kept until the first row, stays), so that it can be run again.
+        self._steps = self._offset + state.step  # a step whose on_step_end did not reach this logger counts too
         try:
             if state.step and state.step != self._last_written and self._columns is not None:
                 self._write(state)
@@ -437,11 +453,14 @@ class TemperatureAnnealing(Callback):
 
     In epoch ``e`` of ``E`` the temperature is ``start * (end / start) ** (e / (E' - 1))``
     with ``E' = epochs`` if given (then it stays at ``end`` after epoch ``E' - 1``),
-    else the run's number of epochs. The layers keep the last temperature
-    after training (so evaluation uses it).
+    else the run's number of epochs; it is exactly ``start`` in epoch 0 and exactly
+    ``end`` from epoch ``E' - 1`` on (with ``E' = 1``, from the first epoch). It is set
+    at the start of each epoch (:meth:`on_epoch_start`), before its first step, and
+    holds through the epoch. The layers keep the last temperature after training
+    (so evaluation uses it).
 
     Args:
-        start: the temperature of the first epoch (> 0, default 1.0).
+        start: the temperature of the first epoch (> 0, default 1.0; ``end`` is used when ``E' = 1``).
         end: the temperature of the last epoch (> 0, default 0.01).
         epochs: the number of epochs the annealing takes (default: the whole run).
     """
@@ -461,7 +480,9 @@ class TemperatureAnnealing(Callback):
         span = (self.epochs if self.epochs is not None else epochs) - 1
         if span <= 0:
             return self.end
-        frac = min(epoch / span, 1.0)
+        frac = epoch / span
+        if frac >= 1:  # exactly `end`: start * (end / start) can round off it (0.3 -> 0.7 gave 0.7000000000000001)
+            return self.end
         return self.start * (self.end / self.start) ** frac
 
     def on_epoch_start(self, state: TrainState) -> None:

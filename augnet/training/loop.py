@@ -170,7 +170,9 @@ def fit(
         history.update(weights=[], magnitudes=[])
     own_keys = {*history}
     state = TrainState(model, optimizer, epochs, layers, history=history)
-    state.epoch = start_epoch  # what on_train_start sees (e.g. WeightWarmup, resumed past its warm-up)
+    state.epoch = start_epoch  # what on_train_start sees (e.g. WeightWarmup, resumed past its warm-up), with its lam
+    if start_epoch < epochs:
+        state.lam = lams[start_epoch]
     draws = _checks.draws_through(model, generator)  # an AugNet (Augerino included), also in DDP
     total = (epochs - start_epoch) * steps_per_epoch if steps_per_epoch is not None else None
     bar = tqdm(total=total, disable=not progress, desc=desc, unit="step")
