@@ -121,8 +121,8 @@ class _Checkpoint(Callback):
         self.at, self.generator, self.scheduler, self.saved = at, generator, scheduler, None
 
     def on_epoch_end(self, state):
-        if state.epoch == self.at:  # fit steps an epoch scheduler after on_epoch_end: save it as stepped
-            scheduler = {**self.scheduler.state_dict(), "last_epoch": self.scheduler.last_epoch + 1}
+        if state.epoch == self.at:  # fit has stepped an epoch scheduler before on_epoch_end: save it as it is
+            scheduler = self.scheduler.state_dict()
             self.saved = round_trip({
                 "model": state.model.state_dict(), "optimizer": state.optimizer.state_dict(),
                 "scheduler": scheduler, "generator": self.generator.get_state(),
@@ -137,7 +137,7 @@ def test_fit_resumes_epoch_indexed_schedules_at_start_epoch():
     def run(start_epoch=0, saved=None, checkpoint_at=None):
         model = image_model()
         opt = torch.optim.Adam(augnet.param_groups(model), lr=1e-2)
-        scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+        scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)  # reads last_epoch, not only lr
         g = torch.Generator().manual_seed(0)
         if saved is not None:
             model.load_state_dict(saved["model"])
