@@ -455,7 +455,7 @@ class TemperatureAnnealing(Callback):
     with ``E' = epochs`` if given (then it stays at ``end`` after epoch ``E' - 1``),
     else the run's number of epochs; it is exactly ``start`` in epoch 0 and exactly
     ``end`` from epoch ``E' - 1`` on (with ``E' = 1``, from the first epoch). It is set
-    at the start of each epoch (:meth:`on_epoch_start`), before its first step, and
+    at the start of each epoch (``on_epoch_start``), before its first step, and
     holds through the epoch. The layers keep the last temperature after training
     (so evaluation uses it).
 

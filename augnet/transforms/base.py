@@ -517,7 +517,7 @@ class stratified_copies:
     augmentation it would be, but a sample's copies cover the ranges evenly, and their average is nearer its
     expectation than C independent draws: the sampling noise of an average over copies falls at the same cost.
     :class:`~augnet.AugNet` evaluates inside such a block unless built with ``stratify=False``. Stratified are the
-    parameters drawn in a range (angles, shifts, factors, cut-offs: :func:`uniform`); on/off gates (flips, a
+    parameters drawn in a range (angles, shifts, factors, cut-offs: ``uniform``); on/off gates (flips, a
     colour map's or a channel operation's probability), noise and phases are drawn as outside a block.
     Draws whose row count is not a multiple of ``copies`` (and ``copies=1``) are independent, as outside a
     block. Blocks nest; the innermost one counts. A block holds in its own thread only.
