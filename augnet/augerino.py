@@ -20,7 +20,7 @@ from augnet.layers import Policy, check_generator
 from augnet.magnitudes import widened
 from augnet.model import AugNet
 from augnet.ops import dispatch
-from augnet.ops.dispatch import PADDING_MODES, _readable, tap_mix
+from augnet.ops.dispatch import PADDING_MODES, host_readable, tap_mix
 from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps
 from augnet.policy import check_size
@@ -153,8 +153,7 @@ class LieAugmentation(nn.Module):
             raise TypeError(f"Augerino expects floating-point images, got {x.dtype}")
         copies = check_copies(copies)
         check_generator(generator)
-        on_cpu = self.raw_width.device.type == "cpu" and not torch.compiler.is_compiling()
-        if on_cpu and _readable(self.raw_width) and not bool(torch.isfinite(self.widths).all()):  # not vmap's
+        if host_readable(self.raw_width) and not bool(torch.isfinite(self.widths).all()):
             raise ValueError(f"Augerino widths contain NaN or infinite values: {self.widths.tolist()}")
         n = x.shape[0] * copies
         with full_precision(x) as dtype:  # warps in full precision

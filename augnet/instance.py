@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from augnet._checks import is_int, is_real
 from augnet.layers import AugmentationLayer
 from augnet.magnitudes import inward_clamp, widened
-from augnet.ops.dispatch import _readable
+from augnet.ops.dispatch import host_readable
 from augnet.transforms.base import Transform
 
 __all__ = [
@@ -323,7 +323,7 @@ class ConditionedAugmentationLayer(AugmentationLayer):
                 f"{x.shape[1]} channels, shape {tuple(x.shape)}"
             )
         # One reduction (a sum is not finite if a value is not, or if it overflows); the rows only then.
-        if x.device.type == "cpu" and not torch.compiler.is_compiling() and x.numel() and _readable(x):  # not vmap's
+        if x.numel() and host_readable(x):
             if bool(torch.isfinite(x.detach().sum())):
                 return
             finite = torch.isfinite(x.detach()).flatten(1).all(1)
@@ -364,8 +364,7 @@ class ConditionedAugmentationLayer(AugmentationLayer):
                 f"the conditioner returned shape {tuple(out.shape)} for {x.shape[0]} inputs; expected "
                 f"({x.shape[0]}, {2 * q}): {q} weight-logit offsets then {q} magnitude offsets per sample"
             )
-        readable = out.device.type == "cpu" and not torch.compiler.is_compiling() and _readable(out)
-        if readable and not bool(torch.isfinite(out).all()):
+        if host_readable(out) and not bool(torch.isfinite(out).all()):
             bad = (~torch.isfinite(out.detach())).any(1).nonzero().squeeze(1).tolist()
             raise ValueError(
                 f"the conditioner output is not finite (NaN or infinite) for samples {bad}: "

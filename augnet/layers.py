@@ -49,8 +49,7 @@ def check_generator(generator) -> None:
 
 def _check_finite_cpu(name: str, t: Tensor) -> None:
     # A value check on an accelerator would synchronise with the host; skip it there.
-    readable = t.device.type == "cpu" and not torch.compiler.is_compiling() and dispatch._readable(t)  # not vmap's
-    if readable and not bool(torch.isfinite(t).all()):
+    if dispatch.host_readable(t) and not bool(torch.isfinite(t).all()):
         raise ValueError(f"{name} contains NaN or infinite values: {t.detach().tolist()}")
 
 
@@ -370,8 +369,7 @@ class AugmentationLayer(nn.Module):
         c = check_copies(c)
         _check_finite_cpu("AugmentationLayer magnitudes", self.raw_magnitudes)
         _check_finite_cpu("AugmentationLayer weight logits", self.weight_logits)
-        on_cpu = self.weight_logits.device.type == "cpu" and not torch.compiler.is_compiling()
-        if on_cpu and dispatch._readable(self.weight_logits) and not bool(torch.isfinite(self.weights).all()):
+        if dispatch.host_readable(self.weight_logits) and not bool(torch.isfinite(self.weights).all()):
             raise ValueError(
                 f"AugmentationLayer weights softmax(logits / temperature) are not finite (temperature "
                 f"{self.temperature:g}, logits {self.weight_logits.detach().tolist()}): raise the temperature"

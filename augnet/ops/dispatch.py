@@ -218,20 +218,21 @@ def _check_inputs(x, src, affine, color, weight, padding) -> None:
     # NaN grid crashes grid_sample's backward with border/reflection padding: refuse them first on CPU.
     # On accelerators the check would synchronise: there the backends make each row with a bad tap NaN
     # and flag it on the device, and check_bad_input() raises this error later (see ops/bad_input.py).
-    if x.device.type == "cpu" and not _compiling():
-        for name, t in (("affine", affine), ("color", color), ("weight", weight)):
-            if t is not None and t.numel() and _readable(t) and not bool(torch.isfinite(t).all()):
-                raise ValueError(f"tap_mix: {name} contains NaN or infinite values")
+    for name, t in (("affine", affine), ("color", color), ("weight", weight)):
+        if t is not None and t.numel() and host_readable(t) and not bool(torch.isfinite(t).all()):
+            raise ValueError(f"tap_mix: {name} contains NaN or infinite values")
     # Range check of src: cheap on CPU; on accelerators it would synchronise (see above).
-    if src.device.type == "cpu" and n > 0 and not _compiling() and _readable(src):
+    if n > 0 and host_readable(src):
         lo, hi = int(src.min()), int(src.max())
         if lo < 0 or hi >= b:
             raise ValueError(f"tap_mix: src indices must lie in [0, {b - 1}], got values in [{lo}, {hi}]")
 
 
-def _readable(t: Tensor) -> bool:
-    """Whether ``t``'s values can be read on the host: not one of ``torch.func.vmap``'s batched tensors."""
-    return not torch._C._functorch.is_batchedtensor(t)
+def host_readable(t: Tensor) -> bool:
+    """Whether a value check may read ``t`` on the host: on the CPU (elsewhere a read synchronises), not under
+    ``torch.compile`` (a read breaks the graph) and not one of ``torch.func.vmap``'s batched tensors (whose values
+    are per batch element: a read is data-dependent control flow). Metadata reads only."""
+    return t.device.type == "cpu" and not _compiling() and not torch._C._functorch.is_batchedtensor(t)
 
 
 def _functorch_active() -> bool:
