@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 
-__all__ = ["strict"]
+__all__ = ["dumps", "strict"]
 
 
 def strict(value, default=None):
@@ -28,3 +29,8 @@ def strict(value, default=None):
     if default is not None and not isinstance(value, (str, int, bool, type(None))):
         return strict(default(value), default)
     return value
+
+
+def dumps(value, default=None, indent: int | None = 1) -> str:
+    """``value`` as strict JSON text (:func:`strict`, then ``json.dumps`` refusing any NaN left)."""
+    return json.dumps(strict(value, default), indent=indent, allow_nan=False)

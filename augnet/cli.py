@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import sys
 import warnings
@@ -60,9 +59,9 @@ def _demo(args: argparse.Namespace) -> int:
     print(result.policy)
     print(f"\ntest accuracy with {config.eval_copies} copies: {result.test_accuracy:.3f}  ({result.seconds:.0f} s)")
     out.mkdir(parents=True, exist_ok=True)
-    from augnet._json import strict  # a diverged training's NaN: null, not a token strict readers refuse
+    from augnet._json import dumps as strict_json  # a diverged training's NaN: null, not a token strict readers refuse
 
-    (out / "demo.json").write_text(json.dumps(strict(result.to_json()), indent=1, allow_nan=False))
+    (out / "demo.json").write_text(strict_json(result.to_json()))
     try:
         from augnet.viz import plot_policy_history
 

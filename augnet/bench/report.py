@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
 
 import torch
 
-from augnet._json import strict
+from augnet._json import dumps as strict_json
 from augnet.bench.harness import BenchConfig, _check_providers, default_providers, run_benchmark
 from augnet.bench.inference import format_inference, inference_cost
 from augnet.bench.machine import _loadavg
@@ -85,7 +84,7 @@ def save_results(result: dict, out_dir: str | Path, quick: bool = False) -> tupl
     stem = f"tap_mix_{result['config']['device']}{'_quick' if quick else ''}"
     json_path = out / f"{stem}.json"
     tmp = json_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(strict(result), indent=1, allow_nan=False) + "\n")  # a backend's NaN: null
+    tmp.write_text(strict_json(result) + "\n")  # a backend's NaN: null
     tmp.replace(json_path)
     try:
         png = plot_results(result, out / f"{stem}.png")
@@ -142,6 +141,6 @@ def run_from_args(args) -> int:
         print()
         print(format_inference(cost))
         path = Path(args.out) / f"inference_{cfg.device}{'_quick' if args.quick else ''}.json"
-        path.write_text(json.dumps(strict(cost), indent=1, allow_nan=False))
+        path.write_text(strict_json(cost))
         print(f"saved {path}")
     return 0

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from augnet._checks import check_bool, folder_problem, is_int
-from augnet._json import strict
+from augnet._json import dumps as strict_json
 
 __all__ = [
     "Report",
@@ -244,7 +244,7 @@ def reproduce(
                "date": time.strftime("%Y-%m-%d"), "machine": machine_info(device)}  # fmt: skip
     payload["verdict"] = report.verdict
     payload["numbers"] = report.numbers
-    (out_dir / f"{name}.json").write_text(json.dumps(strict(payload, _jsonable), indent=1, allow_nan=False))
+    (out_dir / f"{name}.json").write_text(strict_json(payload, _jsonable))
     (out_dir / "verdict.txt").write_text(report.verdict + "\n")
     return report
 

@@ -30,7 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet._checks import is_int, is_real
-from augnet._json import strict
+from augnet._json import dumps as strict_json
 from augnet.experiments.versus import _mean_std as versus_mean_std
 from augnet.experiments.versus_methods import (
     HAND_DESIGNED,
@@ -100,7 +100,7 @@ class Comparison:
             nan
         """
         path = Path(path)
-        text = json.dumps(strict({"comparison": self.records}), indent=1, allow_nan=False)
+        text = strict_json({"comparison": self.records})
         path.write_text(text + "\n")
         return path
 

@@ -25,7 +25,6 @@ same for all), the test accuracy and the rotation invariance per class
 from __future__ import annotations
 
 import functools
-import json
 import math
 import time
 from dataclasses import asdict, dataclass, replace
@@ -36,7 +35,7 @@ from torch import Tensor, nn
 
 from augnet import probes
 from augnet._checks import is_int
-from augnet._json import strict
+from augnet._json import dumps as strict_json
 from augnet.data import make_sprite_pair, render_sprites
 from augnet.experiments._registry import Report, register
 from augnet.experiments.runner import check_counts, check_rates, check_threads
@@ -335,5 +334,5 @@ def instance(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool =
     numbers = _numbers(config, results)
     figures = _figures(results, out_dir)
     verdict = _verdict(numbers)
-    (out_dir / "instance_numbers.json").write_text(json.dumps(strict(numbers), indent=1, allow_nan=False))
+    (out_dir / "instance_numbers.json").write_text(strict_json(numbers))
     return Report("instance", verdict, numbers, figures)

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from augnet._checks import folder_problem, is_int, is_real
-from augnet._json import strict
+from augnet._json import dumps as strict_json
 from augnet.probes.report_measures import _COLUMNS, _SWEPT, INVARIANT_NV, MEASURES, UNIT_MEASURES
 
 __all__ = ["ProbeReport"]
@@ -163,7 +163,7 @@ class ProbeReport:
             raise ValueError(f"cannot save to {path}: {problem}")
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.suffix == ".json":
-            text = json.dumps(strict({"info": self.info, "records": self.records}), indent=1, allow_nan=False)
+            text = strict_json({"info": self.info, "records": self.records})
             path.write_text(text)
         else:
             with path.open("w", newline="") as f:
@@ -182,7 +182,7 @@ class ProbeReport:
                 }
                 for k, values in self.units.items()
             ]
-            beside.write_text(json.dumps(strict({"info": self.info, "units": rows}), allow_nan=False))
+            beside.write_text(strict_json({"info": self.info, "units": rows}, indent=None))
         return path
 
     @classmethod
