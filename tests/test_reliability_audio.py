@@ -214,6 +214,7 @@ def test_constructor_values_beyond_float32_are_refused(make, match):
      lambda: A.Gain(400.0), lambda: A.SpeedChange(100.0), lambda: A.TimeMaskSpec(1e6),
      lambda: S.SensorsRotationZ(_positions(), max_angle=100.0)],
 )  # fmt: skip
+@pytest.mark.filterwarnings("ignore:.*max_angle is in radians")  # 100 rad: odd, and warned about, but taken
 def test_odd_but_representable_values_are_taken(make):
     t = make()
     x = torch.randn(2, 6, 40, generator=gen(0))

@@ -53,7 +53,8 @@ import torch
 from torch import Tensor
 
 from augnet._checks import is_int
-from augnet.transforms.base import Range, SignalTransform, in_float32, positive, uniform
+from augnet.transforms._ranges import angle
+from augnet.transforms.base import Range, SignalTransform, uniform
 
 __all__ = [
     "SensorsRotationX",
@@ -273,7 +274,7 @@ class _SensorsRotation(SignalTransform):
 
     def __init__(self, sensor_positions, max_angle: float = math.pi / 6, order: int = 4, n_terms: int = 50) -> None:
         super().__init__()
-        self.max_angle = in_float32("max_angle", positive("max_angle", max_angle), "the angles are drawn in float32")
+        self.max_angle = angle(type(self).__name__, "max_angle", max_angle)
         order, n_terms = _check_spline_config(order, n_terms)
         self.order, self.n_terms = order, n_terms
         p = _sensor_positions(sensor_positions)
@@ -398,10 +399,19 @@ class SensorsRotationZ(_SensorsRotation):
         sensor_positions: :math:`(Ch, 3)` tensor or array of 3-D sensor
             positions, in the channel order of the inputs; they are projected
             onto the unit sphere about the origin (so centre the head there).
-        max_angle: the largest angle in radians, reached at magnitude 1
-            (default ``pi / 6``, 30 degrees).
+        max_angle: the largest angle in radians (not degrees), reached at magnitude 1
+            (default ``pi / 6``, 30 degrees; for 45 degrees pass ``math.radians(45)``).
         order: spline order ``m`` (default 4).
         n_terms: Legendre terms ``N`` of the kernel (default 50).
+
+    Raises:
+        ValueError: ``sensor_positions`` that are not at least 4 distinct finite (Ch, 3) positions, a
+            ``max_angle`` that is not a positive number within float32's range, an ``order`` below 2 or
+            ``n_terms`` below 1 (or not ints), or a spline system singular for these sensors.
+        TypeError: ``sensor_positions`` that are not real numbers.
+
+    Warns:
+        UserWarning: a ``max_angle`` above a full turn, ``2 * pi`` (surely meant in degrees).
 
     Parameters: ``angle`` (N,) in radians (see the module docstring for the sign).
 

@@ -46,6 +46,7 @@ from augnet._checks import is_real
 from augnet.transforms._biquad import DEFAULT_Q, filter_rows, highpass_coefficients, lowpass_coefficients
 from augnet.transforms._biquad import _all_pole_response as _all_pole_response
 from augnet.transforms._biquad import bandreject_coefficients as bandreject_coefficients
+from augnet.transforms._ranges import drawn_range
 from augnet.transforms.base import Range, SignalTransform, draw, in_float32, param_dtype, positive, uniform
 
 __all__ = [
@@ -159,7 +160,7 @@ class LowPass(_Filter):
         low = 0.05 * nyq if min_cutoff is None else min_cutoff
         high = 0.9 * nyq if max_cutoff is None else max_cutoff
         self.min_cutoff, self.max_cutoff = _frequency_range("cutoff", low, high, nyq)
-        self.q = positive("q", q)
+        self.q = drawn_range("q", q)  # a q below float32's range: an infinite alpha, NaN output
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies
@@ -216,7 +217,7 @@ class HighPass(_Filter):
         low = 0.0025 * nyq if min_cutoff is None else min_cutoff
         high = 0.3 * nyq if max_cutoff is None else max_cutoff
         self.min_cutoff, self.max_cutoff = _frequency_range("cutoff", low, high, nyq)
-        self.q = positive("q", q)
+        self.q = drawn_range("q", q)  # a q below float32's range: an infinite alpha, NaN output
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies
@@ -275,7 +276,7 @@ class BandReject(_Filter):
         low = 0.025 * nyq if min_center is None else min_center
         high = 0.5 * nyq if max_center is None else max_center
         self.min_center, self.max_center = _frequency_range("center", low, high, nyq)
-        self.min_q = positive("min_q", min_q)
+        self.min_q = drawn_range("min_q", min_q)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies
@@ -484,7 +485,7 @@ class _SpecMask(SignalTransform):
     def __init__(self, max_width: float, edge: float = 1.0) -> None:
         super().__init__()
         self.max_width = in_float32("max_width", positive("max_width", max_width))
-        self.edge = positive("edge", edge)
+        self.edge = drawn_range("edge", edge)
 
     def _shape_doc(self) -> str:
         return "(B, F, T) spectrogram"

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from augnet._checks import as_values, check_bool, is_int, is_real
+from augnet.transforms._ranges import angle, drawn_range
 from augnet.transforms._sensors import SensorsRotationX, SensorsRotationY, SensorsRotationZ
 from augnet.transforms.base import (
     Range,
@@ -29,7 +30,6 @@ from augnet.transforms.base import (
     draw,
     param_dtype,
     per_row,
-    positive,
     relaxed_bernoulli,
     uniform,
 )
@@ -55,7 +55,7 @@ __all__ = [
 def _sfreq(value) -> float:
     if value is None:
         raise ValueError("sfreq (the sampling rate in Hz) is required")
-    return positive("sfreq", value)
+    return drawn_range("sfreq", value, "the times and frequencies are computed in float32")
 
 
 def _probability_apply(x: Tensor, gate: Tensor, changed: Tensor) -> Tensor:
@@ -118,8 +118,8 @@ class TimeMask(SignalTransform):
 
     def __init__(self, max_length: float = 200.0, edge: float = 2.0) -> None:
         super().__init__()
-        self.max_length = positive("max_length", max_length)
-        self.edge = positive("edge", edge)
+        self.max_length = drawn_range("max_length", max_length)
+        self.edge = drawn_range("edge", edge)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n, t = x.shape[0] * copies, x.shape[-1]
@@ -149,7 +149,7 @@ class GaussianNoise(SignalTransform):
 
     def __init__(self, max_std: float = 0.2) -> None:
         super().__init__()
-        self.max_std = positive("max_std", max_std)
+        self.max_std = drawn_range("max_std", max_std)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         b = x.shape[0]
@@ -178,11 +178,23 @@ class FTSurrogate(SignalTransform):
     ``mu * max_phase * u``, ``u ~ U(0, 1)``, the same for all channels unless
     ``channel_independent``. The DC and Nyquist terms keep their phase so the
     output stays real. Parameters: ``phase`` (N, 1 or Ch, T // 2 + 1) in radians.
+
+    Args:
+        max_phase: the largest phase shift at magnitude 1, in radians, not degrees (default 2 pi, a full turn:
+            uniform phases).
+        channel_independent: one phase per channel rather than one for all (default False).
+
+    Raises:
+        ValueError: a ``max_phase`` that is not a positive number within float32's range.
+        TypeError: a ``channel_independent`` that is not a bool.
+
+    Warns:
+        UserWarning: a ``max_phase`` above a full turn, ``2 * pi`` (surely meant in degrees).
     """
 
     def __init__(self, max_phase: float = 2 * math.pi, channel_independent: bool = False) -> None:
         super().__init__()
-        self.max_phase = positive("max_phase", max_phase)
+        self.max_phase = angle(type(self).__name__, "max_phase", max_phase)
         self.channel_independent = check_bool("channel_independent", channel_independent)
 
     def sample(self, x, magnitude, generator=None, copies=1):
@@ -243,7 +255,7 @@ class FrequencyShift(SignalTransform):
     def __init__(self, sfreq: float, max_shift: float = 5.0) -> None:
         super().__init__()
         self.sfreq = _sfreq(sfreq)
-        self.max_shift = positive("max_shift", max_shift)
+        self.max_shift = drawn_range("max_shift", max_shift)
         if self.max_shift >= self.sfreq / 2:
             raise ValueError(
                 f"max_shift (5 Hz by default) must be below the Nyquist frequency sfreq / 2 = {self.sfreq / 2:g} Hz, "
@@ -288,7 +300,7 @@ class BandStop(SignalTransform):
     ) -> None:
         super().__init__()
         self.sfreq = _sfreq(sfreq)
-        self.max_width = positive("max_width", max_width)
+        self.max_width = drawn_range("max_width", max_width)
         if isinstance(band, Tensor) and band.dim() == 1:
             band = band.tolist()
         if band is not None and (isinstance(band, (str, bytes)) or not hasattr(band, "__len__") or len(band) != 2
@@ -300,7 +312,7 @@ class BandStop(SignalTransform):
             raise ValueError(f"{what} must satisfy 0 <= low < high <= sfreq / 2 = {self.sfreq / 2}, got {(low, high)}"
                              f"{'' if band is not None else ': pass band=(low, high)'}")  # fmt: skip
         self.band = (float(low), float(high))
-        self.edge = None if edge is None else positive("edge", edge)
+        self.edge = None if edge is None else drawn_range("edge", edge)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         centre = uniform(x.shape[0] * copies, x, generator, *self.band)

@@ -13,7 +13,8 @@ from torch import Tensor
 
 from augnet.ops.constants import device_constant
 from augnet.ops.taps import Taps, identity_color
-from augnet.transforms.base import Range, check_temperature, positive, relaxed_bernoulli, uniform
+from augnet.transforms._ranges import angle, at_most_one, drawn_range
+from augnet.transforms.base import Range, check_temperature, relaxed_bernoulli, uniform
 from augnet.transforms.image._common import LUMA, _color, _gray, _ImageTransform, _one_tap, _RGBTransform
 
 __all__ = ["AutoContrast", "Brightness", "Contrast", "Gray", "Hue", "Invert", "Saturation"]
@@ -28,12 +29,12 @@ class Brightness(_ImageTransform):
         max_shift: the largest shift at magnitude 1, in the images' units (default 0.5).
 
     Raises:
-        ValueError: a ``max_shift`` that is not a positive finite number.
+        ValueError: a ``max_shift`` that is not a positive number within float32's range.
     """
 
     def __init__(self, max_shift: float = 0.5) -> None:
         super().__init__()
-        self.max_shift = positive("max_shift", max_shift)
+        self.max_shift = drawn_range("max_shift", max_shift)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n, ch = x.shape[0] * copies, x.shape[1]
@@ -54,6 +55,13 @@ class Brightness(_ImageTransform):
         return f"max_shift={self.max_shift}"
 
 
+#: Why Contrast's and Saturation's ``max_delta`` is at most 1.
+_NEGATIVE_FACTOR = (
+    "at magnitude 1 the factor 1 - max_delta would be negative, which inverts the image about its grey level "
+    "rather than lowering its {what} (torchvision's and kornia's factors are >= 0 too)"
+)
+
+
 class Contrast(_ImageTransform):
     """Contrast factor in ``[1 - max_delta * mu, 1 + max_delta * mu]`` (default [0.1, 1.9] at mu = 1).
 
@@ -65,15 +73,17 @@ class Contrast(_ImageTransform):
     Parameters: ``factor`` (N,), ``mean`` (N, Ch), the grey mean repeated per channel.
 
     Args:
-        max_delta: the largest change of the factor at magnitude 1 (default 0.9).
+        max_delta: the largest change of the factor at magnitude 1 (in (0, 1], default 0.9): the factor stays
+            at or above 0 (0: a grey image of the mean); a negative factor would invert the image about its mean.
 
     Raises:
-        ValueError: a ``max_delta`` that is not a positive finite number.
+        ValueError: a ``max_delta`` that is not a number in (0, 1] (below float32's smallest normal number, the
+            factor was drawn as 1).
     """
 
     def __init__(self, max_delta: float = 0.9) -> None:
         super().__init__()
-        self.max_delta = positive("max_delta", max_delta)
+        self.max_delta = at_most_one("max_delta", max_delta, _NEGATIVE_FACTOR.format(what="contrast"))
 
     def sample(self, x, magnitude, generator=None, copies=1):
         b = x.shape[0]
@@ -105,15 +115,17 @@ class Saturation(_RGBTransform):
     Parameters: ``factor`` (N,).
 
     Args:
-        max_delta: the largest change of the factor at magnitude 1 (default 0.9).
+        max_delta: the largest change of the factor at magnitude 1 (in (0, 1], default 0.9): the factor stays
+            at or above 0 (0: the grey image); a negative factor would turn colours to their complements.
 
     Raises:
-        ValueError: a ``max_delta`` that is not a positive finite number; at a call, an input without 3 channels.
+        ValueError: a ``max_delta`` that is not a number in (0, 1] (below float32's smallest normal number, the
+            factor was drawn as 1); at a call, an input without 3 channels.
     """
 
     def __init__(self, max_delta: float = 0.9) -> None:
         super().__init__()
-        self.max_delta = positive("max_delta", max_delta)
+        self.max_delta = at_most_one("max_delta", max_delta, _NEGATIVE_FACTOR.format(what="saturation"))
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies
@@ -150,15 +162,20 @@ class Hue(_RGBTransform):
     Parameters: ``angle`` (N,).
 
     Args:
-        max_angle: the largest angle at magnitude 1, in radians (default pi).
+        max_angle: the largest angle at magnitude 1, in radians, not degrees (default pi: ±180 degrees, every
+            hue; for ±30 degrees pass ``math.radians(30)``).
 
     Raises:
-        ValueError: a ``max_angle`` that is not a positive finite number; at a call, an input without 3 channels.
+        ValueError: a ``max_angle`` that is not a positive number within float32's range; at a call, an input
+            without 3 channels.
+
+    Warns:
+        UserWarning: a ``max_angle`` above a full turn, ``2 * pi`` (surely meant in degrees).
     """
 
     def __init__(self, max_angle: float = math.pi) -> None:
         super().__init__()
-        self.max_angle = positive("max_angle", max_angle)
+        self.max_angle = angle(type(self).__name__, "max_angle", max_angle)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies

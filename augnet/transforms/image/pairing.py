@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from augnet.ops.taps import Taps
-from augnet.transforms.base import Range, draw, positive, uniform
+from augnet.transforms._ranges import at_most_one
+from augnet.transforms.base import Range, draw, uniform
 from augnet.transforms.image._common import _ImageTransform
 
 __all__ = ["SamplePairing"]
@@ -21,10 +22,12 @@ class SamplePairing(_ImageTransform):
     of the row's own sample.
 
     Args:
-        max_blend: the largest weight ``l`` of the partner at magnitude 1 (default 0.5).
+        max_blend: the largest weight ``l`` of the partner at magnitude 1 (in (0, 1], default 0.5; 1 can
+            replace a sample by its partner).
 
     Raises:
-        ValueError: a ``max_blend`` that is not a positive finite number.
+        ValueError: a ``max_blend`` that is not a number in (0, 1] (a weight above 1 extrapolates past the
+            partner, with a negative weight on the sample itself).
     """
 
     mixes_samples = True
@@ -32,7 +35,12 @@ class SamplePairing(_ImageTransform):
 
     def __init__(self, max_blend: float = 0.5) -> None:
         super().__init__()
-        self.max_blend = positive("max_blend", max_blend)
+        self.max_blend = at_most_one(
+            "max_blend",
+            max_blend,
+            "a blend weight above 1 extrapolates past the partner (a negative weight on "
+            "the sample itself), no blend of the two",
+        )
 
     def sample(self, x, magnitude, generator=None, copies=1):
         b = x.shape[0]

@@ -12,6 +12,7 @@ import torch
 
 from augnet.ops.constants import device_constant
 from augnet.ops.taps import Taps
+from augnet.transforms._ranges import angle, drawn_range
 from augnet.transforms.base import Range, check_temperature, positive, relaxed_bernoulli, uniform
 from augnet.transforms.image._common import _affine, _aspect, _ImageTransform, _one_tap
 
@@ -39,7 +40,8 @@ class TranslateX(_ImageTransform):
             (default), ``"border"`` or ``"reflection"``.
 
     Raises:
-        ValueError: a ``max_shift`` that is not a positive finite number, or an unknown ``padding``.
+        ValueError: a ``max_shift`` that is not a positive number within float32's range, or an unknown
+            ``padding``.
     """
 
     axis = 0
@@ -49,7 +51,7 @@ class TranslateX(_ImageTransform):
 
     def __init__(self, max_shift: float = 0.25, padding: str = "zeros") -> None:
         super().__init__(padding)
-        self.max_shift = positive("max_shift", max_shift)
+        self.max_shift = drawn_range("max_shift", max_shift)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies
@@ -91,12 +93,17 @@ class Rotate(_ImageTransform):
     screen; ``aspect`` (N,) the image's H / W.
 
     Args:
-        max_angle: the largest angle at magnitude 1, in radians (default pi).
+        max_angle: the largest angle at magnitude 1, in radians, not degrees (default pi: ±180 degrees; for
+            ±30 degrees pass ``math.radians(30)``).
         padding: how pixels read outside the image are filled, a ``tap_mix`` padding mode: ``"zeros"``
             (default), ``"border"`` or ``"reflection"``.
 
     Raises:
-        ValueError: a ``max_angle`` that is not a positive finite number, or an unknown ``padding``.
+        ValueError: a ``max_angle`` that is not a positive number within float32's range, or an unknown
+            ``padding``.
+
+    Warns:
+        UserWarning: a ``max_angle`` above a full turn, ``2 * pi`` (surely meant in degrees).
     """
 
     kink_at_zero = True
@@ -104,7 +111,7 @@ class Rotate(_ImageTransform):
 
     def __init__(self, max_angle: float = math.pi, padding: str = "zeros") -> None:
         super().__init__(padding)
-        self.max_angle = positive("max_angle", max_angle)
+        self.max_angle = angle(type(self).__name__, "max_angle", max_angle)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies
@@ -137,7 +144,8 @@ class ShearX(_ImageTransform):
             (default), ``"border"`` or ``"reflection"``.
 
     Raises:
-        ValueError: a ``max_shear`` that is not a positive finite number, or an unknown ``padding``.
+        ValueError: a ``max_shear`` that is not a positive number within float32's range, or an unknown
+            ``padding``.
     """
 
     axis = 0
@@ -147,7 +155,7 @@ class ShearX(_ImageTransform):
 
     def __init__(self, max_shear: float = 0.3, padding: str = "zeros") -> None:
         super().__init__(padding)
-        self.max_shear = positive("max_shear", max_shear)
+        self.max_shear = drawn_range("max_shear", max_shear)
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies
