@@ -40,6 +40,7 @@ from augnet.experiments.versus_methods import (
     invariance_at_logits,
     train,
 )
+from augnet.training.loop import NARROW_INTS
 from augnet.transforms.base import Transform
 
 __all__ = ["COMPARE_METHODS", "Comparison", "compare"]
@@ -167,9 +168,10 @@ def _pair(name: str, pair) -> tuple[Tensor, Tensor]:
                          f"of shape {tuple(x.shape)}")  # fmt: skip
     if len(x) == 0:
         raise ValueError(f"{name}: no inputs (shape {tuple(x.shape)})")
-    if y.dtype != torch.long or y.dim() != 1 or len(y) != len(x):
-        raise ValueError(f"{name}: labels must be int64 class indices, one per input, got {y.dtype} of shape "
-                         f"{tuple(y.shape)} for {len(x)} inputs")  # fmt: skip
+    if y.dtype not in (torch.long, *NARROW_INTS) or y.dim() != 1 or len(y) != len(x):
+        narrow = ", ".join(str(t).removeprefix("torch.") for t in NARROW_INTS)
+        raise ValueError(f"{name}: labels must be int64 class indices (or {narrow}, read as int64, as fit does), "
+                         f"one per input, got {y.dtype} of shape {tuple(y.shape)} for {len(x)} inputs")  # fmt: skip
     for what, t in (("inputs", x), ("labels", y)):
         if t.device.type != "cpu":
             raise ValueError(f"{name}: the comparison runs on the CPU; got {what} on {t.device}")
@@ -177,7 +179,7 @@ def _pair(name: str, pair) -> tuple[Tensor, Tensor]:
         raise ValueError(f"{name}: labels must be class indices >= 0, got {int(y.min())}")
     if not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name}: inputs contain NaN or infinite values")
-    return x, y
+    return x, y.long()  # the integer labels fit takes (numpy's int32, uint8...), as fit widens them: int64
 
 
 def _positive_int(name: str, value) -> int:
@@ -311,9 +313,10 @@ def compare(
             runs to check it (a new model each call, sharing no parameter or buffer with the last, its dtype the
             inputs', its output (N, classes) covering the labels).
         train_data, test_data: ``(x, y)``: float images (N, C, H, W) in [0, 1] (C = 1 or 3 for torchvision's
-            policies), or signals (N, C, T); int64 labels (N,). CPU tensors. Or a data set of ``(input,
-            label)`` items of one shape (a torchvision data set with a transform to tensors and one size),
-            indexed and read whole into memory.
+            policies), or signals (N, C, T); integer class indices (N,), int64 or the narrower integers
+            :func:`~augnet.training.fit` widens (int32, int16, int8, uint8: read as int64). CPU tensors.
+            Or a data set of ``(input, label)`` items of one shape (a torchvision data set with a transform to
+            tensors and one size), indexed and read whole into memory.
         methods: from :data:`COMPARE_METHODS`: ``none``, ``crop`` (a random crop of the image padded by 1/8),
             torchvision v2's ``randaugment``, ``trivialaugment``, ``autoaugment`` (CIFAR-10 policy) and
             ``augmix`` (per sample, in a DataLoader), ``augerino``, ``augnet`` (the README's first model: one

@@ -6,12 +6,14 @@ naming the argument and the value; none moves, trains or writes anything.
 
 from __future__ import annotations
 
+import csv
 import itertools
 import math
 import numbers
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -100,6 +102,17 @@ def check_optimizer(model: torch.nn.Module, optimizer) -> None:
         )
 
 
+def check_accumulate(accumulate) -> int:
+    """``accumulate`` (batches per optimiser step) as an int >= 1: a TypeError for a non-int (a bool, a float), a
+    ValueError for one below 1."""
+    if not is_int(accumulate):
+        raise TypeError(f"accumulate must be an int (batches per optimizer step), got {type(accumulate).__name__}: "
+                        f"{accumulate!r}")  # fmt: skip
+    if accumulate < 1:
+        raise ValueError(f"accumulate must be an int >= 1 (batches per optimizer step), got {accumulate!r}")
+    return int(accumulate)  # a numpy integer too
+
+
 def check_start_epoch(start_epoch, epochs: int) -> None:
     """``start_epoch`` must be an int in ``[0, epochs]``."""
     if not is_int(start_epoch):
@@ -165,7 +178,11 @@ def check_regularizer(model: torch.nn.Module, regularizer, weights: LamWeights):
         if not any(isinstance(m, kinds) for m in model.modules()):
             raise ValueError(
                 f"regularizer {regularizer!r} needs augmentation layers, and {type(model).__name__} has none: "
-                f"pass regularizer='none' (or lam=0) for a model without augmentation"
+                + (
+                    "an Augerino's augmentation has widths, not weights to select by: pass regularizer='augerino'"
+                    if any(isinstance(m, LieAugmentation) for m in model.modules())
+                    else "pass regularizer='none' (or lam=0) for a model without augmentation"
+                )
             )
     return reg if weights.any() else None
 
@@ -470,3 +487,38 @@ def undo_a_failed_start(model: torch.nn.Module, state) -> Iterator[None]:
         if state.step == 0:
             kept.restore()
         raise
+
+
+def resume_point(path: Path, columns: list[str], epoch: int, steps_before: int) -> int:
+    """Where the rows of the epochs before ``epoch`` of the log at ``path`` end (bytes), checked: its header is
+    ``columns`` and those rows' steps are at most ``steps_before``; a ValueError naming the file otherwise."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    try:
+        header = next(csv.reader([lines[0].decode()])) if lines and lines[0].endswith(b"\n") else None
+    except (UnicodeDecodeError, csv.Error):
+        header = None
+    if header != columns:
+        raise ValueError(
+            f"PolicyLogger(resume=True): {path} has the columns {header} and this run {columns} (another model, or "
+            "not a policy log): use another log_dir, or overwrite=True to replace it"
+        )
+    at, where = len(lines[0]), (header.index("step"), header.index("epoch"))
+    for i, line in enumerate(lines[1:], start=1):
+        if not line.endswith(b"\n"):  # cut short (the process stopped while writing it): dropped
+            break
+        try:
+            row = next(csv.reader([line.decode()]))
+            step, row_epoch = int(row[where[0]]), int(row[where[1]])
+        except (UnicodeDecodeError, csv.Error, IndexError, ValueError):
+            raise ValueError(f"PolicyLogger(resume=True): line {i + 1} of {path} is not a row of a policy log: "
+                             f"{line[:80]!r}") from None  # fmt: skip
+        if row_epoch >= epoch:  # written after the checkpoint the run resumes from
+            break
+        if step > steps_before:
+            raise ValueError(
+                f"PolicyLogger(resume=True): {path} has a row of step {step} in epoch {row_epoch}, but the run "
+                f"resumed at epoch {epoch} counts {steps_before} steps before it (another batch size, accumulate "
+                "or data?): use another log_dir, or overwrite=True to replace it"
+            )
+        at += len(line)
+    return at

@@ -51,6 +51,7 @@ from torch import Tensor
 
 from augnet._checks import folder_problem, is_int, is_real
 from augnet.layers import AugmentationLayer
+from augnet.training._checks import resume_point
 
 __all__ = ["Callback", "PolicyLogger", "TemperatureAnnealing", "TrainState", "WeightWarmup"]
 
@@ -63,7 +64,8 @@ class TrainState:
         model, optimizer: what is being trained.
         epochs: the number of epochs of the run.
         epoch: the current epoch (0-based).
-        step: optimiser steps taken so far (1 after the first step).
+        step: optimiser steps taken so far in this :func:`fit` call (1 after the first step; with
+            ``accumulate=k``, one per ``k`` batches).
         lam: the regulariser's weight in this epoch.
         task_loss: the last step's task loss (a float), ``None`` before the first step: what
             :func:`fit`'s history records as ``loss``.
@@ -71,6 +73,9 @@ class TrainState:
             what the step minimised (the history's ``total_loss``); ``None`` before the first step.
         layers: the model's augmentation layers.
         history: the history :func:`fit` returns, as recorded so far.
+        steps_before: the optimiser steps an uninterrupted run took before this call's first epoch
+            (``start_epoch`` times the steps per epoch; 0 for a run from epoch 0), ``None`` for a run resumed on a
+            data loader without a length.
 
     The losses are kept as detached tensors and turned into floats only when a
     callback reads them, so a training step does not wait for the device.
@@ -86,6 +91,7 @@ class TrainState:
     history: dict[str, list] = field(default_factory=dict)
     last_task_loss: Tensor | None = field(default=None, repr=False)
     last_loss: Tensor | None = field(default=None, repr=False)
+    steps_before: int | None = 0
 
     @property
     def task_loss(self) -> float | None:
@@ -135,7 +141,7 @@ class Callback:
 class PolicyLogger(Callback):
     """Write the learned policy and the losses to CSV and, optionally, TensorBoard, as :func:`fit` trains.
 
-    Every ``every`` steps (and at the first and the last) it writes one row
+    At every ``every``-th step of the log (and at its first step and each run's last) it writes one row
     per record: the step, the epoch, the task loss (``task_loss``) and the total
     loss (``loss``: the task loss plus ``lambda`` times the regulariser, what the
     step minimised), the regulariser's weight, the learning rates that step used (read before a
@@ -153,12 +159,13 @@ class PolicyLogger(Callback):
       needs ``pip install "augnet[tensorboard]"``; ``torch.utils.tensorboard``
       is imported only then).
 
-    Nothing already written is lost: a ``policy.csv`` that exists (an earlier
-    run's) is refused at construction unless ``overwrite=True``, and even then it
-    is replaced only when the new run writes its first row; a logger used
-    for several :func:`fit` calls (training continued) appends, its steps
-    counting on, and refuses a run with other columns (another model) before it
-    trains; a file written after construction (another logger's) is refused when
+    Nothing already written is lost (but the rows after a checkpoint that ``resume=True`` drops): a
+    ``policy.csv`` that exists (an earlier run's) is refused at construction unless ``overwrite=True``
+    or ``resume=True``, and even then it is replaced (cut) only when the new run writes its first row;
+    a logger used for several :func:`fit` calls (training continued) appends, its steps counting on, and
+    refuses a run with other columns (another model) before it trains; a run resumed in a new process
+    (``fit(..., start_epoch=k)`` from a checkpoint) goes on with the earlier process's ``policy.csv``
+    given ``resume=True`` (below); a file written after construction (another logger's) is refused when
     the run starts. A run that stops with an error keeps the rows of the steps
     that completed, its last one included; if it wrote none, it leaves no trace:
     what it made (the CSV file, the folders) is removed, an earlier run's
@@ -173,10 +180,19 @@ class PolicyLogger(Callback):
         tensorboard: write TensorBoard event files (default ``False``).
         size: the input size for pixel units of the ranges (default: what each layer last saw).
         overwrite: replace an existing ``log_dir/policy.csv`` (default ``False``).
+        resume: go on with an existing ``log_dir/policy.csv`` (default ``False``; not with ``overwrite``): at
+            the start of this logger's first run, a file whose header is this run's columns is kept up to the
+            rows of the epochs before the run's first (``fit``'s ``start_epoch``); the rows from that epoch on
+            (written after the checkpoint the run resumes from, a row cut short included) are dropped when
+            the run writes its first row, and the steps go on from the uninterrupted run's count (TensorBoard's
+            events past it are purged). A file with other columns, or with rows past that count (another batch
+            size or data), is refused before training, and so is a run resumed on a data loader without a
+            length (its step count is unknown). Without a file it starts one.
 
     Raises:
         TypeError, ValueError: a bad argument (``csv`` and ``tensorboard`` both ``False`` included), an existing
-            ``policy.csv`` without ``overwrite=True``, or a ``log_dir`` that cannot hold the files.
+            ``policy.csv`` without ``overwrite=True`` or ``resume=True``, or a ``log_dir`` that cannot hold the
+            files.
 
     Examples:
         >>> import tempfile, torch, augnet
@@ -201,15 +217,19 @@ class PolicyLogger(Callback):
         tensorboard: bool = False,
         size: tuple[int, ...] | None = None,
         overwrite: bool = False,
+        resume: bool = False,
     ) -> None:
         if not is_int(every) or every < 1:
             raise ValueError(f"every must be an int >= 1, got {every!r}")
         every = int(every)  # a numpy integer too
-        for name, flag in (("csv", csv), ("tensorboard", tensorboard), ("overwrite", overwrite)):
+        for name, flag in (("csv", csv), ("tensorboard", tensorboard), ("overwrite", overwrite), ("resume", resume)):
             if not isinstance(flag, bool):
                 raise TypeError(f"PolicyLogger: {name} must be True or False, got {flag!r}")
         if not (csv or tensorboard):
             raise ValueError("PolicyLogger writes nothing with csv=False and tensorboard=False")
+        if overwrite and resume:
+            raise ValueError("PolicyLogger: overwrite=True replaces an earlier log and resume=True goes on with it: "
+                             "pass one of them")  # fmt: skip
         if size is not None and (
             not isinstance(size, (tuple, list))
             or not size
@@ -222,16 +242,18 @@ class PolicyLogger(Callback):
             path = self.log_dir / "policy.csv"
             if path.is_dir():
                 raise ValueError(f"PolicyLogger: {path} is a folder; the CSV log needs that name")
-            if path.exists() and not overwrite:
+            if path.exists() and not overwrite and not resume:
                 raise ValueError(
                     f"PolicyLogger: {path} exists (an earlier run's log): pass overwrite=True to replace it, "
-                    "or another log_dir"
+                    "resume=True to go on with it (a run resumed from a checkpoint), or another log_dir"
                 )
         self.every, self.csv, self.tensorboard, self.size = every, csv, tensorboard, size
         self._writer = None
         self._file = None
         self._pending = False  # overwrite=True: the earlier run's CSV is rewritten at the first row
-        self.overwrite = overwrite
+        self.overwrite, self.resume = overwrite, resume
+        self._cut: int | None = None  # resume=True: where the kept rows of the earlier log end (cut at the first row)
+        self._purge: int | None = None  # resume=True: TensorBoard's events from this step on are purged
         self._created, self._rows = False, 0  # whether this logger's current run made the CSV; rows it wrote
         self._made: list[Path] = []  # the folders the current run made
         self._warned = False
@@ -296,14 +318,24 @@ class PolicyLogger(Callback):
                 UserWarning,
                 stacklevel=caller_stacklevel(("augnet.",)),
             )
+        path = self.log_dir / "policy.csv"
+        first = self._columns is None
+        if first and self.resume:  # its first run goes on from the uninterrupted run's count
+            if state.steps_before is None:
+                raise ValueError(
+                    f"PolicyLogger(resume=True): the run resumes at epoch {state.epoch} on a data loader without a "
+                    "length, so the steps before it are unknown: give the loader a __len__, or log to another "
+                    "log_dir"
+                )
+            if self.csv and path.exists():  # read and checked here; what it drops is dropped at the first row
+                self._cut = resume_point(path, columns, state.epoch, state.steps_before)
+            self._steps, self._purge = state.steps_before, state.steps_before + 1
         self._made = [p for p in (self.log_dir, *self.log_dir.parents) if not p.exists()]  # deepest first
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._offset, self._last_written = self._steps, 0
-        if self.csv and self._file is None:
+        if self.csv and self._file is None and self._cut is None:
             import csv
 
-            first = self._columns is None
-            path = self.log_dir / "policy.csv"
             if first and self.overwrite:  # the earlier run's file is rewritten at the first row, not before
                 self._pending = True  # (in place: its permissions, links and owner stay)
             else:
@@ -331,8 +363,8 @@ class PolicyLogger(Callback):
         self._lrs[state.step + 1] = now
 
     def on_step_end(self, state: TrainState) -> None:
-        self._steps = self._offset + state.step
-        if state.step == 1 or state.step % self.every == 0:
+        self._steps = self._offset + state.step  # the log's step: rows at the same steps as one uninterrupted run's
+        if self._steps == 1 or self._steps % self.every == 0:
             self._write(state)
 
     def on_train_end(self, state: TrainState) -> None:
@@ -340,6 +372,7 @@ class PolicyLogger(Callback):
             self._write(state)
         if self._pending and (self.log_dir / "policy.csv").exists():
             self._pending = False  # a run of no step: an earlier run's file is replaced only by a row
+        self._cut = None  # a resumed run of no step: the earlier log stays whole
         self._commit()  # a run of no step, the file new: its header
         self._close()
 
@@ -356,6 +389,8 @@ class PolicyLogger(Callback):
             return
         if self._pending:  # nothing written: an earlier run's file is as it was
             self._pending = False
+        elif self._cut is not None:  # resumed, nothing written: the earlier log is as it was (a retry reads it again)
+            self._cut, self._columns = None, None
         elif self._created:
             (self.log_dir / "policy.csv").unlink(missing_ok=True)
         if self._created:
@@ -371,7 +406,12 @@ class PolicyLogger(Callback):
         self._made = []
 
     def _commit(self) -> None:
-        """Start the CSV that replaces an earlier run's (``overwrite=True``): truncated and headed at the first row."""
+        """Start the CSV that replaces an earlier run's (``overwrite=True``): truncated and headed at the first row;
+        or cut the earlier log that a resumed run goes on with (``resume=True``) after its kept rows."""
+        if self._cut is not None:
+            with (self.log_dir / "policy.csv").open("r+b") as file:  # in place: its permissions and links stay
+                file.truncate(self._cut)
+            self._file, self._cut = (self.log_dir / "policy.csv").open("a", newline=""), None
         if self._pending:
             import csv
 
@@ -402,7 +442,8 @@ class PolicyLogger(Callback):
             if self._writer is None:  # made at the first row: a run that writes none leaves no event file
                 from torch.utils.tensorboard import SummaryWriter
 
-                self._writer = SummaryWriter(str(self.log_dir))
+                self._writer = SummaryWriter(str(self.log_dir), purge_step=self._purge)
+                self._purge = None
             for name, value in values.items():
                 if name not in ("step", "epoch"):
                     self._writer.add_scalar(name, value, step)

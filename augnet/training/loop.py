@@ -8,6 +8,7 @@ reference for training an AugNet: task loss of the aggregated prediction plus
 from __future__ import annotations
 
 import contextlib
+import itertools
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 
@@ -27,8 +28,9 @@ from augnet.training.devices import amp_dtype, training_device
 
 __all__ = ["NonFiniteLossError", "accuracy", "fit"]
 
-#: Integer targets fit widens to int64 (torch's losses of class indices take int64 only).
-NARROW_INTS = (torch.int8, torch.int16, torch.int32)
+#: Integer targets fit widens to int64 (torch's losses of class indices take int64, some uint8 too; F.one_hot int64
+#: only). :func:`augnet.experiments.compare` takes the same labels.
+NARROW_INTS = (torch.int8, torch.int16, torch.int32, torch.uint8)
 
 
 def fit(
@@ -54,6 +56,7 @@ def fit(
     scheduler_interval: str = "epoch",
     shuffle: bool = True,
     start_epoch: int = 0,
+    accumulate: int = 1,
 ) -> dict[str, list]:
     """Train ``model`` on tensors or on a data loader; return the history of its augmentation policy.
 
@@ -90,7 +93,7 @@ def fit(
         generator: source of randomness for the augmentations and, for
             tensors, the batches; on ``device`` (a CUDA run needs a CUDA generator).
         loss_fn: task loss of the aggregated output (default ``nll_loss``, for log-probabilities). Targets of int8,
-            int16 or int32 (class indices from numpy) reach it as int64, which torch's losses take.
+            int16, int32 or uint8 (class indices from numpy) reach it as int64, which torch's losses take.
         record_every: record the policy every this many steps (default 5; and at the first). Only these steps read
             values back from the device (one copy each); the steps between them never wait for it.
         progress: show a tqdm progress bar; its task loss (``task_loss``) and leading transform are those of
@@ -123,11 +126,24 @@ def fit(
             goes on from there. Restore the model, the optimiser, the scheduler and the generator from a
             checkpoint first (and torch's global random state, ``torch.set_rng_state``, for a shuffled
             DataLoader, which draws its order from it); the run then reproduces the uninterrupted one.
-            Steps (the history's, a new PolicyLogger's) count from 1 in each call.
+            Steps (the history's) count from 1 in each call; a new :class:`~augnet.training.PolicyLogger`
+            made with ``resume=True`` numbers its rows as the uninterrupted run did.
+        accumulate: gradient accumulation: batches per optimiser step (an int >= 1, default 1). The task
+            loss (and regulariser) of each of ``accumulate`` consecutive batches is scaled by ``1 / m``
+            and backpropagated, ``m`` being the number of batches in the group (``accumulate``, fewer for
+            an epoch's last group, which still steps: groups never span epochs); then the optimiser (and
+            its gradient scaler, the scheduler with ``scheduler_interval="step"``, the callbacks'
+            ``on_before_optimizer_step`` and ``on_step_end``, the record steps) steps once. With a
+            mean-reduced loss, a deterministic model and equal batches, batches of ``b`` with
+            ``accumulate=k`` give the step of one batch of ``k * b`` (within rounding); an AugNet draws its
+            augmentations per batch, and batch normalisation sees each batch alone. Steps, ``record_every``
+            and the history count optimiser steps; a step's ``loss`` and ``total_loss`` are the mean of
+            its batches'. The group's batches are drawn before its first forward pass (it holds ``m``
+            batches at once). ``1`` is the plain loop.
 
     Returns:
         ``{"step": [...], "loss": [...], "total_loss": [...], "weights": [...], "magnitudes": [...]}``,
-        one value per record step: ``loss`` is the task loss, ``loss_fn(output, targets)``, and
+        one value per record step (optimiser steps): ``loss`` is the task loss, ``loss_fn(output, targets)``, and
         ``total_loss`` what the step minimised, the task loss plus ``lam`` times the regulariser (the
         same when ``lam`` is 0 or ``regularizer="none"``); callbacks see them as
         :class:`~augnet.training.TrainState`'s ``task_loss`` and ``loss``, and :class:`PolicyLogger`
@@ -149,6 +165,7 @@ def fit(
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     y, optimizer, epochs = _checks.call_form(x, y, optimizer, epochs, batch_size)
     _checks.check_start_epoch(start_epoch, epochs)
+    accumulate = _checks.check_accumulate(accumulate)
     lams = _checks.LamWeights(lam, epochs)
     reg = _checks.check_regularizer(model, regularizer, lams)
     callbacks = check_callbacks(callbacks)
@@ -158,6 +175,8 @@ def fit(
     check_bool("progress", progress)
     _checks.check_scheduler(scheduler, optimizer, scheduler_interval)
     batches, steps_per_epoch = _batches(x, y, batch_size, shuffle)
+    if steps_per_epoch is not None:  # optimiser steps: an epoch's last group of batches steps too
+        steps_per_epoch = -(-steps_per_epoch // accumulate)
     target = _checks.check_device(model, device)
     _checks.check_generator(generator, target)
     autocast_dtype = amp_dtype(amp, target)
@@ -170,6 +189,8 @@ def fit(
         history.update(weights=[], magnitudes=[])
     own_keys = {*history}
     state = TrainState(model, optimizer, epochs, layers, history=history)
+    # the steps an uninterrupted run took before start_epoch (a resumed PolicyLogger numbers its rows on from there)
+    state.steps_before = start_epoch * steps_per_epoch if steps_per_epoch is not None else (None if start_epoch else 0)
     state.epoch = start_epoch  # what on_train_start sees (e.g. WeightWarmup, resumed past its warm-up), with its lam
     if start_epoch < epochs:
         state.lam = lams[start_epoch]
@@ -195,35 +216,44 @@ def fit(
                 for cb in callbacks:
                     cb.on_epoch_start(state)
                 steps_before = state.step
-                for xb, yb in first_epoch if epoch == start_epoch else batches(generator):
-                    xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
-                    if yb.dtype in NARROW_INTS:
-                        yb = yb.long()  # class indices as int32 (numpy's labels): torch's losses take int64 only
-                    if augment_batch is not None:
-                        xb = augment_batch(xb, generator)
+                epoch_batches = first_epoch if epoch == start_epoch else batches(generator)
+                for group in _groups(epoch_batches, accumulate):
+                    share = 1.0 / len(group) if len(group) > 1 else None  # each batch's part of the step's loss
                     if undo is not None:
-                        undo.keep()
-                    with autocast(device, autocast_dtype):
-                        out = model(xb, generator=generator) if draws else model(xb)
-                        task = loss_fn(out, yb)
-                        loss = task + weight * reg(model) if weight and reg is not None else task
-                    optimizer.zero_grad(set_to_none=True)
-                    if scaler is not None:
-                        scaler.scale(loss).backward()
-                        scaler.unscale_(optimizer)
-                    else:
-                        loss.backward()
-                    if device.type == "cpu":  # at once, before the update: the model keeps its last finite state
-                        if not bool(torch.isfinite(loss.detach())):
+                        undo.keep()  # before the group: a step stopped at once puts back what all its batches changed
+                    tasks, losses = [], []
+                    for xb, yb in group:
+                        xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
+                        if yb.dtype in NARROW_INTS:
+                            yb = yb.long()  # class indices as int32 (numpy's labels): torch's losses take int64
+                        if augment_batch is not None:
+                            xb = augment_batch(xb, generator)
+                        with autocast(device, autocast_dtype):
+                            out = model(xb, generator=generator) if draws else model(xb)
+                            task = loss_fn(out, yb)
+                            loss = task + weight * reg(model) if weight and reg is not None else task
+                        if not tasks:
                             optimizer.zero_grad(set_to_none=True)
-                            undo.restore()  # what the forward pass changed: batch-norm statistics, effects, counts
-                            message = _checks.nonfinite_message(
-                                state.step + 1, epoch, loss.detach(), task.detach(), model
-                            )
-                            raise NonFiniteLossError(message, history)
-                    elif device.type != "meta":  # on an accelerator reading it would wait for the device: read later
-                        bad = ~torch.isfinite(loss.detach())
-                        bad_loss = bad if bad_loss is None else bad_loss | bad
+                        part = loss if share is None else loss * share
+                        if scaler is not None:
+                            scaler.scale(part).backward()
+                        else:
+                            part.backward()
+                        if device.type == "cpu":  # at once, before the update: the model keeps its last finite state
+                            if not bool(torch.isfinite(loss.detach())):
+                                optimizer.zero_grad(set_to_none=True)
+                                undo.restore()  # what the forward passes changed: batch-norm statistics, effects
+                                message = _checks.nonfinite_message(
+                                    state.step + 1, epoch, loss.detach(), task.detach(), model
+                                )
+                                raise NonFiniteLossError(message, history)
+                        elif device.type != "meta":  # on an accelerator reading it would wait for the device
+                            bad = ~torch.isfinite(loss.detach())
+                            bad_loss = bad if bad_loss is None else bad_loss | bad
+                        tasks.append(task.detach())
+                        losses.append(loss.detach())
+                    if scaler is not None:
+                        scaler.unscale_(optimizer)
                     for cb in callbacks:
                         cb.on_before_optimizer_step(state)
                     if scaler is not None:
@@ -236,7 +266,11 @@ def fit(
                     state.step += 1
                     if state.step == 1:
                         started_well()  # what the guard kept (the tensors from before a move) is let go
-                    state.last_task_loss, state.last_loss = task.detach(), loss.detach()
+                    if share is None:
+                        state.last_task_loss, state.last_loss = tasks[0], losses[0]
+                    else:  # the step's: the mean of its batches' (what it minimised)
+                        state.last_task_loss, state.last_loss = torch.stack(tasks).mean(), torch.stack(losses).mean()
+                    task, loss = state.last_task_loss, state.last_loss
                     # Record steps read the device (one copy for everything they record); the steps between them do not,
                     # and neither does the progress bar, which shows what the last record step read.
                     if state.step == 1 or state.step % record_every == 0:
@@ -293,6 +327,13 @@ def fit(
         raise
     _checks.check_finite_parameters(model, state.step, history)
     return history
+
+
+def _groups(batches: Iterable, k: int) -> Iterable[list]:
+    """The batches in lists of ``k`` (the last one shorter), each drawn whole before it is given."""
+    it = iter(batches)
+    while group := list(itertools.islice(it, k)):
+        yield group
 
 
 def _nonfinite_since(step: int, record_every: int) -> str:
