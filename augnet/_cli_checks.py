@@ -102,6 +102,34 @@ def probe_files(per_unit: bool) -> tuple[str, ...]:
 UNIT_FILES = ("probe.units.json", "units.png")  # without --per-unit, an earlier run's are removed
 
 
+def replacing_notice(args: argparse.Namespace) -> str | None:
+    """The line that names the results of an earlier run in ``--out`` that this run replaces (``None`` when there
+    are none): a rerun into the same folder overwrites them, as it should (CI and the README's commands rerun into
+    one place), but not silently. Read before the work, so that a long run can still be stopped."""
+    folder = Path(args.out)
+    if args.command == "reproduce":  # the summary the experiment writes, and its figures (the runs it resumes from
+        folder = folder / args.name  # in runs.jsonl are kept, not replaced)
+        names = [n for n in (f"{args.name}.json", "verdict.txt") if (folder / n).is_file()]
+        names += ["its figures"] if names and any(p.is_file() for p in folder.glob("*.png")) else []
+    else:
+        names = [n for n in result_files(args) if not n.endswith(".tmp") and (folder / n).is_file()]
+    gone = [n for n in UNIT_FILES if (folder / n).is_file()] if args.command == "probe" and not args.per_unit else []
+    if not names and not gone:
+        return None
+    said = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
+    line = f"replacing the results of an earlier run in {folder}: {said}" if names else ""
+    if gone:
+        line += ("; " if line else f"in {folder}, ") + f"removing {' and '.join(gone)} (this run has no --per-unit)"
+    return f"augnet {args.command}: {line}"
+
+
+def say_replacing(args: argparse.Namespace) -> None:
+    """Print :func:`replacing_notice` on stderr, if there is one."""
+    notice = replacing_notice(args)
+    if notice is not None:
+        print(notice, file=sys.stderr)
+
+
 def out_of_memory(err: BaseException) -> str | None:
     """One line for an allocation that failed because the settings ask for more memory than there is (``None`` for
     any other error): torch's own message is a C++ assertion, or an overflow of the size of a tensor."""

@@ -10,7 +10,15 @@ import warnings
 from pathlib import Path
 
 from augnet._cli_checks import UNIT_FILES as _UNIT_FILES
-from augnet._cli_checks import PipeGuard, check_probe, import_from_here, out_of_memory, results_problem, threads_problem
+from augnet._cli_checks import (
+    PipeGuard,
+    check_probe,
+    import_from_here,
+    out_of_memory,
+    results_problem,
+    say_replacing,
+    threads_problem,
+)
 
 __all__ = ["main"]
 
@@ -53,11 +61,16 @@ def _demo(args: argparse.Namespace) -> int:
         f"augnet demo: learning the invariance of the {task} task "
         f"({config.n_train} images, {config.epochs} epochs, candidates: {', '.join(config.transforms)})"
     )
+    say_replacing(args)
     build_extension_first()
     result = run_demo(config, progress=not args.no_progress)
     print("\nlearned policy (< marks the selected transform):")
     print(result.policy)
     print(f"\ntest accuracy with {config.eval_copies} copies: {result.test_accuracy:.3f}  ({result.seconds:.0f} s)")
+    if args.quick and args.epochs is None:  # its accuracy near chance is no failure
+        full = demo_config(argparse.Namespace(**{**vars(args), "quick": False}))
+        print(f"(--quick checks the set-up: {config.epochs} epochs are too few to learn the task; without --quick "
+              f"the demo trains for {full.epochs})")  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     from augnet._json import dumps as strict_json  # a diverged training's NaN: null, not a token strict readers refuse
 
@@ -88,6 +101,7 @@ def _bench(args: argparse.Namespace) -> int:
         return gpu_model.main(["--model", args.model])
     from augnet.bench import run_from_args
 
+    say_replacing(args)
     return run_from_args(args)
 
 
@@ -99,9 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"augnet {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="train AugNet on the built-in rotation task and show the learned policy")
+    demo = sub.add_parser(
+        "demo",
+        help="train AugNet on the built-in rotation task and show the learned policy",
+        description="Train AugNet on the built-in rotation task (RGB sprites, or grey glyphs with --data glyphs), "
+        "print the learned policy and the test accuracy, and save policy.png and demo.json under --out.",
+    )
     demo.add_argument("--out", default="augnet-demo", help="folder for the plot and JSON (default: %(default)s)")
-    demo.add_argument("--epochs", type=int, default=None, help="training epochs (default: 20)")
+    demo.add_argument("--epochs", type=int, default=None, help="training epochs (default: 20; 3 with --quick)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the data and the training (default: %(default)s)")
     demo.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     demo.add_argument(
@@ -109,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         metavar="NAME",
         choices=DEMO_TRANSFORMS,
-        help="candidate transforms, from: %(choices)s (default: the five geometric ones)",
+        help="candidate transforms, from: %(choices)s (default: TranslateX TranslateY Rotate ShearX ShearY)",
     )
     demo.add_argument(
         "--data", choices=("sprites", "glyphs"), default=None, help="the rotated images (default: sprites)"
@@ -118,7 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--preset",
         choices=("augnet", "official", "paper"),
         default=None,
-        help="settings: augnet's defaults, the paper's official code, or the paper's text (docs/guide/concepts.md)",
+        help="settings: augnet's defaults, the paper's official code, or the paper's text (docs/guide/concepts.md; "
+        "default: augnet)",
     )
     demo.add_argument("--device", default="cpu", help="where to train, e.g. cpu or cuda (default: %(default)s)")
     demo.add_argument("--quick", action="store_true", help="a short run (3 epochs, 1000 images) to check the setup")
@@ -131,16 +151,18 @@ def build_parser() -> argparse.ArgumentParser:
         description="Time an augmentation layer of the five geometric transforms (training mode: forward, "
         "forward+backward, and forward+backward+dx with the input's gradient too) with each available tap_mix "
         "backend and with the eager kornia path of the official AugNet code; print a table, save "
-        "tap_mix_<device>.json and .png.",
+        "tap_mix_<device>.json and .png, then the inference cost's inference_<device>.json, under --out "
+        "(with --quick: tap_mix_<device>_quick.json and so on, which leave a full run's alone).",
     )
-    bench.add_argument("--sizes", nargs="+", type=int, metavar="PX", help="square image sizes (default: 32 128)")
+    bench.add_argument("--sizes", nargs="+", type=int, metavar="PX",
+                       help="square image sizes (default: 32 128; 8 16 with --quick)")  # fmt: skip
     bench.add_argument("--batch", type=int, default=None,
-                       help="batch size B (default: 64); given, the inference cost's too "
+                       help="batch size B (default: 64; 8 with --quick); given, the inference cost's too "
                        "(else its own: 16, 2 with --quick)")  # fmt: skip
     bench.add_argument("--copies", type=int, default=None,
                        help="copies C per image (default: 4); given, the inference cost's only C "
                        "(else 1 4 10 20; 1 2 with --quick)")  # fmt: skip
-    bench.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="(default: %(default)s)")
+    bench.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to time (default: %(default)s)")
     bench.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     bench.add_argument(
         "--providers",
@@ -149,8 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="what to time: 'eager' and/or tap_mix backend names (default: eager and every usable backend)",
     )
     bench.add_argument(
-        "--min-time", type=float, default=None, help="seconds of timed calls per measurement, at least (default: 1)"
-    )
+        "--min-time", type=float, default=None,
+        help="seconds of timed calls per measurement, at least (default: 1; 0.02 with --quick)",
+    )  # fmt: skip
     bench.add_argument("--seed", type=int, default=None, help="seed of the images and of the check draw (default: 0)")
     bench.add_argument("--quick", action="store_true", help="tiny images, B=8 and few repeats, to check the setup")
     bench.add_argument(
@@ -240,7 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MU",
         help="magnitudes in (0, 1] (default: 0.25 0.5 1)",
     )
-    probe.add_argument("--batch-size", type=int, default=None, help="rows per forward pass (default: 256)")
+    probe.add_argument("--batch-size", type=int, default=None,
+                       help="rows per forward pass (default: 256; 64 for the Lie derivative)")  # fmt: skip
     probe.add_argument("--no-lie", action="store_true", help="skip the Lie derivative")
     probe.add_argument(
         "--per-unit",
@@ -272,8 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
         "every position, then average per channel (holds every map; needed for same-equivariance)",
     )
     probe.add_argument(
-        "--seed", type=int, default=0, help="seed of the draws and, without --weights, of the model's initialisation"
-    )
+        "--seed", type=int, default=0,
+        help="seed of the draws and, without --weights, of the model's initialisation (default: %(default)s)",
+    )  # fmt: skip
     probe.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     probe.add_argument("--device", default="cpu", help="where to run, e.g. cpu or cuda (default: %(default)s)")
     probe.add_argument("--out", default="augnet-probe", help="results folder (default: %(default)s)")
@@ -375,6 +400,7 @@ def _probe(args: argparse.Namespace) -> int:
     except (ValueError, TypeError) as err:
         print(f"augnet probe: error: {err}", file=sys.stderr)
         return 2
+    say_replacing(args)
     model, x = model.to(args.device), x.to(args.device)
     print(
         f"augnet probe: {type(model).__name__} ({args.model}) on {len(x)} images {tuple(x.shape[1:])}, "
@@ -428,6 +454,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     build_extension_first()
     from augnet.experiments._registry import SetupError
 
+    say_replacing(args)
     try:
         report = reproduce(
             args.name, quick=args.quick, out=args.out, seed=args.seed, progress=not args.no_progress, device=args.device
@@ -473,6 +500,9 @@ def check_args(args: argparse.Namespace) -> str | None:
         return f"--transforms {' '.join(grey)} need RGB images; the glyphs are grey (use --data sprites)"
     if len(set(transforms)) < len(transforms):
         return f"--transforms names a transform more than once: {' '.join(transforms)}"
+    timing = args.command == "bench" and args.model is None  # bench --model: the cost on paper, nothing is run
+    if timing and args.seed is not None and not 0 <= args.seed < 2**63:  # BenchConfig's words, before the notice
+        return f"seed must be in [0, 2**63 - 1], got {args.seed}"
     if args.command in ("demo", "probe"):  # reproduce: the experiments' own check
         top, shown = (MAX_DEMO_SEED, "2**64 - 3") if args.command == "demo" else (MAX_SEED, "2**63 - 3")
         if not 0 <= args.seed <= top:
@@ -513,7 +543,11 @@ def main(argv: list[str] | None = None) -> int:
         # Run as the ``augnet`` command: its own deprecations are for the person typing it, so they are shown
         # (Python hides a DeprecationWarning raised outside ``__main__``), unless -W or PYTHONWARNINGS say otherwise.
         warnings.filterwarnings("default", category=DeprecationWarning, module=r"augnet\.cli")
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:  # Ctrl-C while the parser imports the experiments: as below, before a command is known
+        print("\naugnet: interrupted", file=sys.stderr)
+        return 130
     args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         problem = check_args(args)
