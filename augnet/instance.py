@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from augnet._calibration import evaluating
 from augnet._checks import is_int, is_real
 from augnet.layers import AugmentationLayer
 from augnet.magnitudes import inward_clamp, widened
@@ -393,6 +394,11 @@ class ConditionedAugmentationLayer(AugmentationLayer):
     def policy(self, x: Tensor | tuple[int, ...] | None = None, size: tuple[int, ...] | None = None):
         """With a batch ``x``: its per-sample policy; else the global part's entries (see below).
 
+        A read changes nothing: the conditioner runs in evaluation mode (each submodule's mode restored
+        after), so a batch norm of a conditioner of your own keeps its running statistics, a dropout draws
+        no mask, and each sample's policy depends on that sample alone (the default conditioner reads its
+        running statistics here in either mode).
+
         Args:
             x: a batch :math:`(B, ...)`, or (as for :meth:`augnet.AugmentationLayer.policy`) a spatial size or ``None``.
             size: spatial size for pixel units (default: that of ``x``).
@@ -418,7 +424,7 @@ class ConditionedAugmentationLayer(AugmentationLayer):
         if x.device.type == "meta" or self.weight_logits.device.type == "meta":
             raise ValueError("a per-sample policy needs values: x or the layer is on meta (shapes only)")
         size = size if size is not None else (tuple(x.shape[2:]) if x.dim() > 2 else None)
-        with torch.no_grad():
+        with torch.no_grad(), evaluating(self.conditioner):
             w, mu = self.sample_policy(x)
         rows = []
         units = []
@@ -442,6 +448,17 @@ class ConditionedAugmentationLayer(AugmentationLayer):
     def calibrate(self, *args, **kwargs):
         """Not supported for a conditioned layer (raises ValueError)."""
         raise ValueError("a ConditionedAugmentationLayer cannot be calibrated: its magnitudes are per sample")
+
+    def _load_from_state_dict(self, state_dict, prefix, *args):
+        # A calibrated global layer's state would half-calibrate this one: its global policy() in calibrated units,
+        # its rows at the uncalibrated per-sample magnitudes. Refused before anything of this layer is loaded.
+        if isinstance(state_dict.get(prefix + "calibration"), Tensor):
+            raise ValueError(
+                f"the state holds a calibration (key {prefix + 'calibration'!r}, a calibrated AugmentationLayer's) "
+                "and a ConditionedAugmentationLayer cannot be calibrated (its magnitudes are per sample): load it "
+                "into an AugmentationLayer, or call clear_calibration() on the calibrated layer before taking its state"
+            )
+        super()._load_from_state_dict(state_dict, prefix, *args)
 
     def extra_repr(self) -> str:
         return "conditioned, " + super().extra_repr()

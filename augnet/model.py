@@ -91,14 +91,16 @@ def check_trunk_rows(out, batch: int, copies: int) -> None:
 def as_augmentation(augment) -> nn.Module:
     """The augmentation module of an :class:`AugNet`, from what the user passed.
 
-    An :class:`~augnet.AugmentationLayer` or a sequence of them becomes an
-    :class:`~augnet.AugmentationModule`; any other module with
+    An :class:`~augnet.AugmentationLayer` or a sequence of them (a list, a tuple, an ``nn.ModuleList`` or
+    an ``nn.Sequential``) becomes an :class:`~augnet.AugmentationModule`; any other module with
     ``forward(x, copies, generator)`` and ``policy(size)`` (an
     :class:`~augnet.AugmentationModule`, Augerino's
     :class:`~augnet.augerino.LieAugmentation`, one of your own) is used as is.
     """
     if isinstance(augment, AugmentationModule):
         return augment
+    if isinstance(augment, nn.Sequential) and not callable(getattr(augment, "policy", None)):
+        augment = list(augment)  # layers in a Sequential: in order, as in a ModuleList or a list
     given = [augment] if not isinstance(augment, (Sequence, nn.ModuleList)) or isinstance(augment, str) else augment
     if any(isinstance(t, Transform) for t in given):
         names = ", ".join(f"{type(t).__name__}()" for t in given if isinstance(t, Transform))

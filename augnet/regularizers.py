@@ -36,7 +36,7 @@ from torch import Tensor, nn
 from augnet._checks import is_int, is_real
 from augnet.augerino import LieAugmentation
 from augnet.instance import ConditionedAugmentationLayer
-from augnet.layers import AugmentationLayer
+from augnet.layers import AugmentationLayer, AugmentationModule
 
 __all__ = [
     "AUG_LR",
@@ -69,7 +69,10 @@ def _augmentations(module: nn.Module, lie: bool = True) -> list[AugmentationLaye
     found = [m for m in module.modules() if isinstance(m, kinds)]
     if not found:
         what = "AugmentationLayer or Augerino augmentation" if lie else "AugmentationLayer"
-        raise ValueError(f"no {what} found in {type(module).__name__}")
+        augerino = not lie and any(isinstance(m, LieAugmentation) for m in module.modules())
+        hint = (": an Augerino's augmentation has widths and no weights to select by; regularise it with "
+                "augerino_regularizer (regularizer='augerino' in fit)") if augerino else ""
+        raise ValueError(f"no {what} found in {type(module).__name__}{hint}")
     return found
 
 
@@ -144,7 +147,10 @@ def selective_regularizer(
       :math:`v = w \\odot e \\odot \\mu`. A later layer thus takes another
       transform, or, when every candidate is taken, lets its magnitudes fall
       to 0 (the identity). A transform is the same one when its class and
-      arguments are; the first layer has :math:`h = 0`.
+      arguments are; the first layer has :math:`h = 0`. Layers are stacked
+      when they are in one :class:`~augnet.AugmentationModule`: the modules of
+      several models in one container (an ensemble of AugNets) choose each on
+      their own, as each model's own regulariser would.
 
     Args:
         module: an AugNet, AugmentationModule, AugmentationLayer, or any module
@@ -204,9 +210,14 @@ def selective_regularizer(
             raise TypeError(f"saturation must be None or a positive number, got {type(saturation).__name__}")
         if not (math.isfinite(saturation) and saturation > 0):
             raise ValueError(f"saturation must be None or a positive finite number, got {saturation}")
-    taken: dict[str, Tensor] = {}  # transform key -> the largest weight an earlier layer gives it
+    # Per stack (the AugmentationModule holding the layer; None: layers outside one), transform key -> the largest
+    # weight an earlier layer of that stack gives it.
+    layers = _augmentations(module, lie=False)  # checks the module
+    stack_of = {id(layer): id(m) for m in module.modules() if isinstance(m, AugmentationModule) for layer in m.layers}
+    held_by_stack: dict[int | None, dict[str, Tensor]] = {}
     terms = []
-    for layer in _augmentations(module, lie=False):
+    for layer in layers:
+        taken = held_by_stack.setdefault(stack_of.get(id(layer)), {})
         w, mu = _layer_policy(layer)
         if saturation is not None:
             mu = saturate(mu, saturation)

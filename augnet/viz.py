@@ -192,7 +192,9 @@ def plot_policy_history(
     missing = [k for k in ("step", "weights", "magnitudes") if k not in history]
     if missing or not len(history["step"]) or not len(history["weights"]):
         what = f"no {missing}" if missing else "no record (a run of no step)"
-        raise ValueError(f"history has {what}: pass what fit() returned for a model with augmentation layers")
+        raise ValueError(f"history has {what}: pass what fit() returned for a model with augmentation layers "
+                         "(fit records the weights and magnitudes of AugmentationLayers only, not an Augerino's "
+                         "widths: read those from model.augment.widths, e.g. in a callback)")
     lengths = {k: len(history[k]) for k in ("step", "weights", "magnitudes")}
     if len(set(lengths.values())) != 1:
         raise ValueError(f"history's records differ in length: {lengths}; each step has its weights and magnitudes")

@@ -193,7 +193,10 @@ def evaluating(model) -> Iterator:
     """Run ``model`` in evaluation mode; restore every submodule's ``training`` flag afterwards.
 
     Each submodule gets back its own flag (a model half in training mode stays so), also when the
-    probe raises. A callable that is not an ``nn.Module`` is left alone.
+    probe raises. A callable that is not an ``nn.Module`` is left alone. What a forward pass of an
+    augmentation remembers is put back too: a layer's last input size (from which its ``policy()``
+    gives ranges in pixels: probing at another image size would change them) and a per-instance
+    layer's latest per-sample policy (what the regulariser of the training step reads).
 
     Examples:
         >>> net = nn.Sequential(nn.Linear(2, 2), nn.Dropout()).train()
@@ -207,12 +210,20 @@ def evaluating(model) -> Iterator:
         yield model
         return
     modes = [(m, m.training) for m in model.modules()]
+    remembered = [(m, {k: vars(m)[k] for k in _REMEMBERED if k in vars(m)}) for m in model.modules()]
+    remembered = [(m, kept) for m, kept in remembered if kept]
     model.eval()
     try:
         yield model
     finally:
         for module, flag in modes:
             module.training = flag
+        for module, kept in remembered:
+            vars(module).update(kept)
+
+
+#: What an augmentation layer (or Augerino's) remembers of its latest forward pass, beyond its state.
+_REMEMBERED = ("last_size", "_latest")
 
 
 def batch_size_of(batch_size, name: str = "batch_size") -> int:
@@ -301,6 +312,15 @@ def check_classes(y: Tensor, classes: int, what: str = "the model") -> None:
         )
 
 
+def compiled_inner(model) -> nn.Module | None:
+    """The module a ``torch.compile`` wrapper (an ``OptimizedModule``) runs, its ``_orig_mod``; ``None`` for any
+    other model (checked by name: importing ``torch._dynamo`` to ask would cost every probe a second)."""
+    if not isinstance(model, nn.Module) or type(model).__name__ != "OptimizedModule":
+        return None
+    inner = model._modules.get("_orig_mod")
+    return inner if isinstance(inner, nn.Module) else None
+
+
 def check_model_input(model: nn.Module, x, values: bool = True) -> None:
     """Refuse images a probe could not run ``model`` on, before it runs: the checks of every model-level probe.
 
@@ -311,7 +331,18 @@ def check_model_input(model: nn.Module, x, values: bool = True) -> None:
     are the model's to take (one may convert 8-bit images itself, or embed token ids); the augnet
     transforms refuse them (:func:`check_transform`). ``values=False`` checks the tensor and its device
     only (what :func:`~augnet.probes.features` asks: a model may cast its inputs, or be read on any values).
+    A ``torch.compile`` wrapper of an AugNet is refused: through the wrapper the probes would read the
+    AugNet as a plain model (its aggregated log-probabilities as its logits, its own draws not shared, no
+    ``copies``); probe the module it wraps, ``model._orig_mod`` (the same parameters).
     """
+    from augnet.model import AugNet
+
+    if isinstance(compiled_inner(model), AugNet):
+        raise TypeError(
+            "model is a torch.compile'd AugNet: probe the AugNet itself, model._orig_mod (the same parameters); "
+            "through the compiled wrapper its logits (the trunk's outputs averaged over the copies), its shared "
+            "draws and copies= are out of the probes' reach"
+        )
     if not isinstance(x, Tensor):
         raise TypeError(f"x must be a tensor of images, got {type(x).__name__}")
     if x.dim() == 0:

@@ -71,6 +71,7 @@ from augnet.probes._common import (
     batch_size_of,
     check_model_input,
     check_seed,
+    compiled_inner,
     derangement,
     evaluating,
     forward_kwargs,
@@ -123,7 +124,8 @@ def auto_layers(model: nn.Module, x: Tensor | None = None, **forward_kwargs) -> 
     ``layers`` container) is read inside it, down to the level with several blocks, and a body that is
     one block of more than 8 layers (VGG's and AlexNet's ``features``) at 8 of them, evenly spaced; a
     flat model (a ``Sequential`` of layers) gives its children but the last, at most 8, evenly spaced.
-    For an AugNet, the blocks of its trunk.
+    For an AugNet, the blocks of its trunk; for a ``torch.compile`` wrapper, the blocks of the module it
+    runs, named through the wrapper (``_orig_mod.layer1``).
 
     With inputs ``x``, the blocks are those of a forward pass (on ``x[:2]``, see
     :func:`~augnet.probes.layer_calls`; ``forward_kwargs`` go to the model): a block called
@@ -139,6 +141,9 @@ def auto_layers(model: nn.Module, x: Tensor | None = None, **forward_kwargs) -> 
     from augnet.probes.features import CALL, layer_calls
 
     root, prefix = (model.trunk, "trunk.") if isinstance(model, AugNet) else (model, "")
+    inner = compiled_inner(model)
+    if inner is not None:  # torch.compile's wrapper: the blocks of the module it runs, by their names through it
+        root, prefix = (inner.trunk, "_orig_mod.trunk.") if isinstance(inner, AugNet) else (inner, "_orig_mod.")
     children = list(root.named_children())
 
     def blocks(items):

@@ -123,7 +123,12 @@ def _labels(by_class, n: int) -> Tensor | None:
     if by_class is None:
         return None
     if isinstance(by_class, Tensor) or type(by_class).__module__ == "numpy":
-        labels = torch.as_tensor(by_class).detach().cpu()
+        try:
+            labels = torch.as_tensor(by_class).detach().cpu()
+        except (TypeError, ValueError, RuntimeError):  # strings, objects: torch's own message names no argument
+            dtype = getattr(by_class, "dtype", type(by_class).__name__)
+            raise TypeError(f"by_class must hold integer class labels, got an array of {dtype}: map names to "
+                            "integers first (e.g. numpy.unique(names, return_inverse=True)[1])") from None
     elif isinstance(by_class, Sequence) and not isinstance(by_class, str):
         if not all(is_int(v) for v in by_class):
             raise TypeError(f"by_class must hold integer class labels, got {list(by_class)[:8]!r}")
