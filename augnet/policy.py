@@ -11,25 +11,20 @@ is a complete *policy file*::
                  "calibration": null | [[...], ...], "effect": null | [...],
                  "last_size": null | [H, W], "range_size": null | [H, W]}]}
 
-A file means one thing everywhere. The **state** (``weight_logits``,
-``raw_magnitudes``, ``temperature``, ``calibration``) is the truth: it is what
-:meth:`augnet.AugmentationModule.from_policy` loads, and what the exporters
-export. The entries' ``weight``, ``magnitude``, ``transform_magnitude`` and
-``range`` are derived from it (``range`` at ``range_size``); they must
-agree with it (within ``rtol=1e-5, atol=1e-6``) or every reader refuses the
-file, naming the entry and the field (:func:`check_policy`). To change a
-policy, rebuild the module, change its parameters and write
-``module.policy().to_json()`` again (or change the state and the entries together).
+A file means one thing everywhere. The **state** (``weight_logits``, ``raw_magnitudes``, ``temperature``,
+``calibration``) is the truth: it is what :meth:`augnet.AugmentationModule.from_policy` loads, and what the exporters
+export. The entries' ``weight``, ``magnitude``, ``transform_magnitude`` and ``range`` are derived from it (``range``
+at ``range_size``); they must agree with it (within ``rtol=1e-5, atol=1e-6``) or every reader refuses the file, naming
+the entry and the field (:func:`check_policy`). To change a policy, rebuild the module, change its parameters and
+write ``module.policy().to_json()`` again (or change the state and the entries together).
 
-:func:`read_policy` reads such a file (a path, the dict or a :class:`Policy`),
-:func:`layer_specs` turns it into what each layer is built from, and
-:meth:`augnet.AugmentationModule.from_policy` rebuilds the module. The
-exporters of :mod:`augnet.export` hand a policy on to kornia and torchvision
-(:meth:`~augnet.policy.Policy.to_kornia`, :meth:`~augnet.policy.Policy.to_torchvision`).
+:func:`read_policy` reads such a file (a path, the dict or a :class:`Policy`), :func:`layer_specs` turns it into what
+each layer is built from, and :meth:`augnet.AugmentationModule.from_policy` rebuilds the module. The exporters of
+:mod:`augnet.export` hand a policy on to kornia and torchvision (:meth:`~augnet.policy.Policy.to_kornia`,
+:meth:`~augnet.policy.Policy.to_torchvision`).
 
-This module depends on the transforms only: the layers and the exporters
-import it, it imports neither (the exporters register themselves with
-:func:`register_exporter`).
+This module depends on the transforms only: the layers and the exporters import it, it imports neither (the exporters
+register themselves with :func:`register_exporter`).
 """
 
 from __future__ import annotations
@@ -43,7 +38,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from augnet._checks import as_values, is_int, is_real
+from augnet._checks import as_values, is_int
+from augnet._checks import is_real as _is_number
 
 __all__ = [
     "POLICY_FORMAT",
@@ -108,18 +104,17 @@ def transform_classes() -> dict[str, type]:
 class Policy(list):
     """A learned augmentation policy: one list of transform entries per layer.
 
-    Each entry is a dict with ``transform``, ``weight``, ``magnitude`` and
-    ``range`` (a :class:`~augnet.transforms.base.Range` in natural units), and
-    for an :class:`~augnet.AugmentationLayer` also ``args`` (the transform's
-    constructor arguments) and ``transform_magnitude`` (see
-    :meth:`augnet.AugmentationLayer.policy`). ``str(policy)`` is a readable table; ``<`` marks
-    each layer's choice, its single largest weight (nothing at a tie: uniform weights, or Augerino's).
+    Each entry is a dict with ``transform``, ``weight``, ``magnitude`` and ``range`` (a
+    :class:`~augnet.transforms.base.Range` in natural units), and for an :class:`~augnet.AugmentationLayer` also
+    ``args`` (the transform's constructor arguments) and ``transform_magnitude`` (see
+    :meth:`augnet.AugmentationLayer.policy`). ``str(policy)`` is a readable table; ``<`` marks each layer's choice,
+    its single largest weight (nothing at a tie: uniform weights, or Augerino's); ``repr(policy)`` (what a notebook
+    shows) is the table under a line giving the number of layers and whether the policy is a full policy file.
 
-    A policy made by :meth:`augnet.AugmentationModule.policy` also holds each layer's
-    settings and exact state (``settings``), so that :meth:`to_json` is a
-    complete policy file: :meth:`augnet.AugmentationModule.from_policy` rebuilds an
-    identical module from it, and :meth:`to_kornia` / :meth:`to_torchvision`
-    hand it on to everyday training.
+    A policy made by :meth:`augnet.AugmentationModule.policy` also holds each layer's settings and exact state
+    (``settings``), so that :meth:`to_json` is a complete policy file: :meth:`augnet.AugmentationModule.from_policy`
+    rebuilds an identical module from it, and :meth:`to_kornia` / :meth:`to_torchvision` hand it on to everyday
+    training.
 
     Args:
         layers: per layer, a list of entries.
@@ -131,6 +126,16 @@ class Policy(list):
         self.settings: list[dict] | None = None if settings is None else list(settings)
         if self.settings is not None and len(self.settings) != len(self):
             raise ValueError(f"settings has {len(self.settings)} entries for {len(self)} layers")
+
+    def __repr__(self) -> str:
+        """``Policy of N layers (...)`` and the :meth:`__str__` table (a malformed policy: its list of dicts)."""
+        full = getattr(self, "settings", None) is not None
+        kind = "with each layer's settings and state: a full policy file" if full else "entries only: no settings"
+        head = f"Policy of {len(self)} layer{'' if len(self) == 1 else 's'} ({kind})"
+        try:
+            return head + ("\n" + str(self) if self else "")
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):  # entries str() cannot show
+            return f"{head}: {list.__repr__(self)}"
 
     def __str__(self) -> str:
         lines = []
@@ -145,11 +150,9 @@ class Policy(list):
             weights = [e["weight"] for e in layer]
             best = weights.index(max(weights)) if len(layer) > 1 and weights.count(max(weights)) == 1 else -1
             for q, e in enumerate(layer):
-                mark = " <" if q == best else ""
-                lines.append(
-                    f"  {e['transform']:<16} weight {e['weight']:.3f}  magnitude {e['magnitude']:.3f}"
-                    f"  range {e['range']}{mark}"
-                )
+                mark, shown = " <" if q == best else "", f"  range {e['range']}" if "range" in e else ""
+                lines.append(f"  {e['transform']:<16} weight {e['weight']:.3f}  magnitude {e['magnitude']:.3f}"
+                             f"{shown}{mark}")  # fmt: skip
         return "\n".join(lines)
 
     def layers_json(self) -> list[list[dict]]:
@@ -165,19 +168,19 @@ class Policy(list):
         """A JSON-serialisable policy file.
 
         Returns:
-            ``{"format": "augnet.policy", "version": 1, "layers": [{"transforms": [entries],
-            ...settings}]}``: per layer its entries (ranges as ``[low, high, unit]``)
-            and, when known, its settings and exact state (temperature,
-            evaluation mode, backend, weight logits, raw magnitudes, calibration).
-            A new dict: editing it (its nested lists and dicts too) leaves the policy as it is.
+            ``{"format": "augnet.policy", "version": 1, "layers": [{"transforms": [entries], ...settings}]}``: per
+            layer its entries (ranges as ``[low, high, unit]``) and, when known, its settings and exact state
+            (temperature, evaluation mode, backend, weight logits, raw magnitudes, calibration). A new dict: editing
+            it (its nested lists and dicts too) leaves the policy as it is.
 
         Raises:
-            ValueError, TypeError: the policy is not one a reader would take (a
-                missing field, a value that is not finite, entries that disagree
-                with the state; see :func:`check_policy`): nothing is written that
-                cannot be read back.
+            ValueError, TypeError: the policy is not one a reader would take (no layers, a missing field, a value
+                that is not finite, entries that disagree with the state; see :func:`check_policy`): nothing is
+                written that cannot be read back.
         """
         refuse_conditioned(self, "written as a policy file")
+        if not self:  # what from_json refuses: nothing is written that cannot be read back
+            raise ValueError("a policy file's 'layers' must be a non-empty list: this policy has no layers")
         check_policy(self, ranges=True)
         layers = []
         for i, entries in enumerate(self.layers_json()):
@@ -195,15 +198,15 @@ class Policy(list):
             data: a policy file's dict, as :meth:`to_json` returns it (or ``json.load`` reads it).
 
         Raises:
-            ValueError, TypeError: not a policy file, or one that no reader would
-                take (see :func:`check_policy`), naming the layer, entry and field;
-                a layer marked ``"conditioned": true`` (a per-instance layer is no
-                fixed pipeline: see ``refuse_conditioned``).
+            ValueError, TypeError: not a policy file, or one that no reader would take (see :func:`check_policy`),
+                naming the layer, entry and field; a layer marked ``"conditioned": true`` (a per-instance layer is
+                no fixed pipeline: see ``refuse_conditioned``).
         """
         from augnet.transforms.base import Range
 
         if not isinstance(data, dict) or data.get("format") != POLICY_FORMAT:
             got = f"a dict with format {data.get('format')!r}" if isinstance(data, dict) else type(data).__name__
+            got += " (JSON text: pass json.loads(text); a file: Policy.load(path))" if isinstance(data, str) else ""
             raise ValueError(f"not an augnet policy file: expected a dict with format {POLICY_FORMAT!r}, got {got}")
         data = copy.deepcopy(data)  # the policy shares no list or dict with the caller's data
         version = data.get("version")
@@ -249,6 +252,10 @@ class Policy(list):
 
         Args:
             path: the policy file (a str or path-like object).
+
+        Raises:
+            OSError: no such file, or a folder. ValueError, TypeError (naming the file): it is empty, not JSON
+                (naming the line and column) or not a policy file (see :meth:`from_json`).
         """
         return read_policy(_file_path(path))
 
@@ -287,7 +294,11 @@ def read_policy(policy: Policy | dict | str | os.PathLike) -> Policy:
     ``augnet demo``'s ``demo.json`` does. The policy is checked (:func:`check_policy`).
     """
     if isinstance(policy, (str, os.PathLike)):
-        policy = json.loads(_file_path(policy).read_text())
+        path = _file_path(policy)
+        try:
+            return read_policy(_read_json(path))
+        except (TypeError, ValueError) as err:  # which file, when a script reads several
+            raise (TypeError if isinstance(err, TypeError) else ValueError)(f"{path}: {err}") from None
     if isinstance(policy, dict) and "format" not in policy and isinstance(policy.get("policy"), dict):
         policy = policy["policy"]  # a run's record holding its policy file
     if isinstance(policy, dict):
@@ -299,32 +310,44 @@ def read_policy(policy: Policy | dict | str | os.PathLike) -> Policy:
     return policy
 
 
+def _read_json(path: Path) -> dict:
+    """The JSON object in the file ``path``, or a ValueError naming the file (and where its JSON breaks off)."""
+    what = "a policy file is the JSON object Policy.to_json() gives (Policy.save writes one)"
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if text.strip() else None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"not UTF-8 text ({err.reason} at byte {err.start}): {what}") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}; {what}") from None
+    if not isinstance(data, dict):
+        got = f"holds a JSON {type(data).__name__}" if text.strip() else "is empty"
+        raise ValueError(f"the file {got}, not a policy file: {what}")
+    return data
+
+
 def refuse_conditioned(policy, what: str) -> None:
     """Raise a ValueError if a layer of ``policy`` is conditioned (per-instance): it cannot be ``what``.
 
-    A conditioned layer's policy is a function of the input, not a fixed
-    pipeline; its settings say ``"conditioned": True``. The message offers the
-    class-averaged global policy (:func:`augnet.instance_policy.averaged_policy`).
+    A conditioned layer's policy is a function of the input, not a fixed pipeline; its settings say ``"conditioned":
+    True``. The message offers the class-averaged global policy (:func:`augnet.instance_policy.averaged_policy`).
     """
     for i, settings in enumerate(getattr(policy, "settings", None) or []):
         if isinstance(settings, dict) and settings.get("conditioned"):
-            raise ValueError(
-                f"policy layer {i} is a per-instance (conditioned) layer: its weights and magnitudes depend on "
-                f"the input, so it is not a fixed pipeline and cannot be {what}. Use "
-                "augnet.instance_policy.averaged_policy(model, loader) for the class-averaged global policy "
-                "instead (each class's mean weights and magnitudes, averaged over the classes: what the layer "
-                "does on average, not what it does to any one input)"
-            )
+            raise ValueError(f"policy layer {i} is a per-instance (conditioned) layer: its weights and magnitudes "
+                             f"depend on the input, so it is not a fixed pipeline and cannot be {what}. Use augnet."
+                             "instance_policy.averaged_policy(model, loader) for the class-averaged global policy "
+                             "instead (each class's mean weights and magnitudes, averaged over the classes: what the "
+                             "layer does on average, not what it does to any one input)")  # fmt: skip
 
 
 def layer_specs(policy: Policy | dict | str | os.PathLike) -> list[tuple[list, dict]]:
     """Per layer of a full policy: its transforms (built from the entries) and its settings.
 
     Raises:
-        ValueError: the policy has no layer settings (it was not made by
-            :meth:`augnet.AugmentationModule.policy`), or an entry names an
-            unknown transform or has no constructor arguments, or the policy is
-            not one a reader would take (see :func:`check_policy`).
+        ValueError: the policy has no layer settings (it was not made by :meth:`augnet.AugmentationModule.policy`),
+            or an entry names an unknown transform or has no constructor arguments, or the policy is not one a
+            reader would take (see :func:`check_policy`).
     """
     policy = read_policy(policy)
     _require_settings(policy)
@@ -344,10 +367,8 @@ def rebuild_layers(policy: Policy | dict | str | os.PathLike) -> list:
 
 def _require_settings(policy: Policy) -> None:
     if policy.settings is None:
-        raise ValueError(
-            "this policy has no layer settings (it was not made by AugmentationModule.policy()); "
-            "only a full policy rebuilds a module"
-        )
+        raise ValueError("this policy has no layer settings (it was not made by AugmentationModule.policy()); "
+                         "only a full policy rebuilds a module")  # fmt: skip
 
 
 def _transform_from_entry(entry: dict, where: str, classes: dict[str, type]):
@@ -371,21 +392,16 @@ def _transform_from_entry(entry: dict, where: str, classes: dict[str, type]):
 def check_policy(policy: Policy, ranges: bool = False) -> list | None:
     """Check that ``policy`` means one thing to every reader; return its rebuilt layers (``None`` without settings).
 
-    Every entry needs ``transform`` (a name), ``weight`` and ``magnitude``
-    (finite numbers; ``transform_magnitude`` too when present) and, with
-    ``ranges`` (a file), ``range`` (``[low, high, unit]``). A policy with layer
-    settings (a full policy, made by :meth:`augnet.AugmentationModule.policy`)
-    also needs, per layer, ``temperature``, ``eval_mode``, ``weight_logits`` and
-    ``raw_magnitudes`` (one finite float32 per entry), optionally ``train_mode``,
-    ``backend``, ``calibration`` (one non-decreasing curve of at least 2
-    non-negative points per entry, rising above 0), ``effect`` (one number >= 0
-    per entry), ``last_size`` and ``range_size`` (input sizes); every entry's
-    transform must be a concrete augnet transform built from its ``args``; and
-    the entries must agree with the state: the layer rebuilt from the state
-    reports each entry's weight, magnitude, transform magnitude and range (at
-    ``range_size``) within ``rtol=1e-5, atol=1e-6`` (a file written without
-    ``range_size`` has its ranges checked only where their unit does not depend
-    on the size).
+    Every entry needs ``transform`` (a name), ``weight`` and ``magnitude`` (finite numbers; ``transform_magnitude``
+    too when present) and, with ``ranges`` (a file), ``range`` (``[low, high, unit]``). A policy with layer settings
+    (a full policy, made by :meth:`augnet.AugmentationModule.policy`) also needs, per layer, ``temperature``,
+    ``eval_mode``, ``weight_logits`` and ``raw_magnitudes`` (one finite float32 per entry), optionally ``train_mode``,
+    ``backend``, ``calibration`` (one non-decreasing curve of at least 2 non-negative points per entry, rising above
+    0), ``effect`` (one number >= 0 per entry), ``last_size`` and ``range_size`` (input sizes); every entry's
+    transform must be a concrete augnet transform built from its ``args``; and the entries must agree with the state:
+    the layer rebuilt from the state reports each entry's weight, magnitude, transform magnitude and range (at
+    ``range_size``) within ``rtol=1e-5, atol=1e-6`` (a file written without ``range_size`` has its ranges checked only
+    where their unit does not depend on the size).
 
     Raises:
         ValueError: a missing field or a bad value, naming the layer, the entry and the field.
@@ -408,7 +424,8 @@ def check_policy(policy: Policy, ranges: bool = False) -> list | None:
     for i, (entries, layer_settings) in enumerate(zip(policy, settings, strict=True)):
         where = f"policy layer {i}"
         if not entries:
-            raise ValueError(f"{where} has no transforms")
+            raise ValueError(f"{where} has no transforms (a full policy's layer rebuilds one; to export without some "
+                             "transforms, drop them from an entries-only policy: Policy(layers) without settings)")
         _check_settings(layer_settings, len(entries), where)
         transforms = [_transform_from_entry(e, f"{where}, entry {q}", classes) for q, e in enumerate(entries)]
         try:
@@ -439,10 +456,6 @@ def check_size(size) -> tuple[int, ...]:
     if not size or any(s < 1 for s in size):
         raise ValueError(f"size must be a non-empty spatial size of ints >= 1, got {size!r}")
     return tuple(int(s) for s in size)
-
-
-def _is_number(v) -> bool:
-    return is_real(v)
 
 
 def _check_entry(e, where: str, ranges: bool) -> None:

@@ -10,7 +10,8 @@ transform's own magnitude ``m``, the policy entries' ``transform_magnitude``):
 ``Rotate(max_angle=a)`` turns by an angle uniform in ``±a·m``, ``TranslateX``
 shifts by up to ``±max_shift·m`` of the width, a flip happens with probability
 ``m``, and so on. A transform at magnitude 0 is the identity and is exported as
-such (whatever its kind).
+such (whatever its kind). An entry of weight 0 is never drawn and is left out;
+a layer with nothing to draw (no entries, or weights all 0) is the identity.
 
 Each export is one of:
 
@@ -65,9 +66,10 @@ signal and audio   none (not images)                             none
 Some arguments change the class: a warp with ``padding="border"`` or
 ``"reflection"`` is exact in kornia but approximate in torchvision (which
 fills with 0); ranges a library cannot take (a shift over the whole image,
-an additive brightness shift over 1, a contrast factor below 0, a hue
-rotation over half a turn, a rotation over a full turn each way in kornia)
-are capped, with a warning.
+an additive brightness shift over 1, a hue rotation over half a turn, a
+rotation over a full turn each way in kornia) are capped, with a warning.
+(``Contrast`` and ``Saturation`` take ``max_delta`` up to 1: their factors
+are never below 0.)
 
 kornia pipelines take float images :math:`(B, Ch, H, W)` or :math:`(Ch, H, W)`
 and draw per sample. torchvision pipelines take one image per call (a tensor,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from torch import nn
 
 from augnet._checks import as_values, is_int
 from augnet._stack import caller_stacklevel
-from augnet.policy import Policy, check_policy, refuse_conditioned, transform_classes
+from augnet.policy import Policy, _transform_from_entry, check_policy, refuse_conditioned, transform_classes
 from augnet.transforms import image as T
 from augnet.transforms.base import Transform
 
@@ -105,7 +106,8 @@ def _entries(policy) -> list[list[dict]]:
     A full policy (one with layer settings, as :meth:`augnet.AugmentationModule.policy`
     makes) is checked as :meth:`augnet.AugmentationModule.from_policy` checks it
     (:func:`augnet.policy.check_policy`), and its entries are those its state
-    gives: a file means the same to the exporters as to ``from_policy``.
+    gives: a file means the same to the exporters as to ``from_policy``. A layer of an entries-only policy may be
+    empty, or have only weights of 0: it has nothing to draw, and is exported as the identity.
     """
     if isinstance(policy, dict):
         policy = Policy.from_json(policy)
@@ -114,14 +116,17 @@ def _entries(policy) -> list[list[dict]]:
             f"policy must be an augnet Policy (or its to_json() dict), got the module {type(policy).__name__}: "
             "pass its policy(), e.g. to_kornia(model.policy())"
         )
-    if not isinstance(policy, list) or isinstance(policy, str):
+    if isinstance(policy, (str, os.PathLike)):
+        raise TypeError(f"policy must be an augnet Policy (or its to_json() dict), got the path {str(policy)!r}: "
+                        "read the file first, e.g. augnet.Policy.load(path).to_kornia()")  # fmt: skip
+    if not isinstance(policy, list):
         raise TypeError(f"policy must be an augnet Policy (or its to_json() dict), got {type(policy).__name__}")
     refuse_conditioned(policy, "exported")
     if not policy:
         raise ValueError("the policy has no layers")
     for i, layer in enumerate(policy):
-        if not isinstance(layer, list) or not layer:
-            raise ValueError(f"policy layer {i} must be a non-empty list of entries, got {layer!r}")
+        if not isinstance(layer, list):
+            raise ValueError(f"policy layer {i} must be a list of entries, got {layer!r}")
     rebuilt = check_policy(policy)
     if rebuilt is not None:
         mixed = [i for i, (s, layer) in enumerate(zip(policy.settings, policy, strict=True))
@@ -143,9 +148,7 @@ def _entries(policy) -> list[list[dict]]:
                 raise ValueError(f"policy layer {i}: {e['transform']} has weight {w!r}, not a finite number >= 0")
             if not 0.0 <= m <= 1.0:
                 raise ValueError(f"policy layer {i}: {e['transform']} has magnitude {m!r}, not in [0, 1]")
-        total = sum(e["weight"] for e in layer)
-        if total <= 0:
-            raise ValueError(f"policy layer {i}: the weights sum to 0")
+        total = sum(e["weight"] for e in layer)  # 0: nothing to draw, the identity (see build)
         if not math.isfinite(total):
             weights = [e["weight"] for e in layer]
             raise ValueError(f"policy layer {i}: the weights {weights} sum beyond a float's range; scale them down")
@@ -153,7 +156,12 @@ def _entries(policy) -> list[list[dict]]:
 
 
 def build(policy, library: str, builder: Builder) -> list[tuple[list[float], list[Any], list[int]]]:
-    """Per layer: the probabilities, the ops (made by ``builder``) and the index of the entry each op comes from."""
+    """Per layer: the probabilities, the ops (made by ``builder``) and the index of the entry each op comes from.
+
+    An entry of weight 0 is never drawn: it gives no op (and no warning, nor an error for a transform with no
+    counterpart). A layer with no op left (no entries, or weights all 0) has nothing to apply: it is the identity,
+    one op of probability 1 from no entry (index -1).
+    """
     classes = transform_classes()
     layers, notes = [], {}
     for i, layer in enumerate(_entries(policy)):
@@ -170,10 +178,12 @@ def build(policy, library: str, builder: Builder) -> list[tuple[list[float], lis
                     )
                 raise ValueError(f"policy layer {i}: unknown transform {name!r}; augnet has {sorted(classes)}")
             m = float(e.get("transform_magnitude", e["magnitude"]))
+            t = _transform_from_entry({**e, "args": e.get("args", {})}, f"policy layer {i}, entry {q}", classes)
+            if e["weight"] == 0:  # never drawn (its arguments are checked above all the same)
+                continue
             if m == 0.0:  # the identity, whatever the transform
                 export = _Export([(1.0, _identity(library))])
             else:
-                t = classes[name](**e.get("args", {}))
                 try:
                     export = builder(name, t, m)
                 except _Unsupported as why:
@@ -184,6 +194,8 @@ def build(policy, library: str, builder: Builder) -> list[tuple[list[float], lis
                 probs.append(float(e["weight"]) * p)
                 ops.append(op)
                 sources.append(q)
+        if not ops:  # nothing to draw: the identity
+            probs, ops, sources = [1.0], [_identity(library)], [-1]
         layers.append((probs, ops, sources))
     for name, note in notes.items():
         warnings.warn(

@@ -47,10 +47,8 @@ def builder(name: str, t: Transform, m: float) -> _Export:
         s, note = _cap(t.max_shift * m, 1.0, "a brightness shift of")
         return _Export([(1.0, K.RandomBrightness(brightness=(1.0 - s, 1.0 + s), clip_output=False, p=1.0))], note)
     if name in ("Contrast", "Saturation"):
-        r = t.max_delta * m
-        low, note = (1.0 - r, None) if r <= 1.0 else (0.0, f"a factor of {1.0 - r:.4g} is raised to 0")
-        jitter = K.ColorJitter(**{name.lower(): (low, 1.0 + r)}, p=1.0)
-        return _Export([(1.0, jitter)], _join(CLIPPED, note))
+        r = t.max_delta * m  # <= 1: the constructors refuse max_delta > 1 (a file's too: it is rebuilt through them)
+        return _Export([(1.0, K.ColorJitter(**{name.lower(): (1.0 - r, 1.0 + r)}, p=1.0))], CLIPPED)
     if name == "Hue":
         h, note = _cap(t.max_angle * m / (2 * math.pi), 0.5, "a hue rotation (turns) of")
         return _Export([(1.0, K.RandomHue(hue=(-h, h), p=1.0))], _join(HUE, note))
@@ -91,7 +89,7 @@ def to_kornia(policy, size: tuple[int, int] | None = None) -> KorniaPolicy:
     (``ImageSequential(random_apply=1, random_apply_weights=...)`` applies one
     op to the whole batch), so each layer is a :class:`KorniaChoice` that draws
     one op per sample from the learned weights and runs every op on the samples
-    that drew it.
+    that drew it. A layer with nothing to draw (no entries, or weights all 0) is the identity.
 
     Args:
         policy: a :class:`~augnet.Policy` or its ``to_json()`` dict.
@@ -101,8 +99,10 @@ def to_kornia(policy, size: tuple[int, int] | None = None) -> KorniaPolicy:
         A :class:`KorniaPolicy` (an ``nn.Module``; move it with ``.to(device)``).
 
     Raises:
-        ValueError: a transform has no kornia counterpart at a magnitude above 0,
+        ValueError: a transform of weight above 0 has no kornia counterpart at a magnitude above 0,
             or the policy is malformed.
+        TypeError, ValueError: an entry's ``args`` its transform's constructor refuses (naming the layer and
+            the entry), or ``policy`` is not a policy (a path: read it with :meth:`~augnet.policy.Policy.load` first).
 
     Warns:
         UserWarning: once per transform exported approximately, saying how it differs.
@@ -118,7 +118,8 @@ class KorniaChoice(nn.Module):
     Args:
         ops: the kornia ops (each drawing its own per-sample parameters, ``p`` as learned).
         probs: their probabilities (normalised here).
-        sources: for each op, the index of the policy entry (transform) it comes from (default: ``0, 1, ...``).
+        sources: for each op, the index of the policy entry (transform) it comes from (default: ``0, 1, ...``;
+            -1: from no entry, the identity of a layer with nothing to draw).
 
     Shape:
         - input: :math:`(B, Ch, H, W)`; output: the same.
@@ -127,7 +128,8 @@ class KorniaChoice(nn.Module):
         ValueError: not as many probabilities as ops (at least one).
 
     Attributes:
-        last_choice: (B,) the entry each sample of the last batch drew (for inspection and tests).
+        last_choice: (B,) the entry each sample of the last batch drew (for inspection and tests; -1 for the
+            identity of a layer with nothing to draw).
     """
 
     def __init__(self, ops: list[nn.Module], probs: list[float], sources: list[int] | None = None) -> None:

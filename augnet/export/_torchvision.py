@@ -49,9 +49,8 @@ def builder(name: str, t: Transform, m: float) -> _Export:
         )
         return _Export([(1.0, jitter)], note)
     if name in ("Contrast", "Saturation"):
-        r = t.max_delta * m
-        low, note = (1.0 - r, None) if r <= 1.0 else (0.0, f"a factor of {1.0 - r:.4g} is raised to 0")
-        return _Export([(1.0, v2.ColorJitter(**{name.lower(): (low, 1.0 + r)}))], _join(CLIPPED, note))
+        r = t.max_delta * m  # <= 1: the constructors refuse max_delta > 1 (a file's too: it is rebuilt through them)
+        return _Export([(1.0, v2.ColorJitter(**{name.lower(): (1.0 - r, 1.0 + r)}))], CLIPPED)
     if name == "Hue":
         h, note = _cap(t.max_angle * m / (2 * math.pi), 0.5, "a hue rotation (turns) of")
         return _Export([(1.0, v2.ColorJitter(hue=(-h, h)))], _join(HUE, note))
@@ -87,7 +86,8 @@ def to_torchvision(policy, size: tuple[int, int] | None = None):
 
     ``v2.Compose`` of one ``v2.RandomChoice(ops, p=weights)`` per layer, in
     order, each op the transform at its learned range (bilinear interpolation,
-    zero padding); see the module docstring for what is exact.
+    zero padding); see the module docstring for what is exact. A layer with nothing to draw (no entries, or
+    weights all 0) is ``v2.RandomChoice([v2.Identity()])``.
 
     Args:
         policy: a :class:`~augnet.Policy` (``model.policy()``, ``Policy.from_json(...)``)
@@ -101,8 +101,10 @@ def to_torchvision(policy, size: tuple[int, int] | None = None):
         after ``v2.ToImage()`` and ``v2.ToDtype(torch.float32, scale=True)``.
 
     Raises:
-        ValueError: a transform has no torchvision counterpart (``SamplePairing``, signal
+        ValueError: a transform of weight above 0 has no torchvision counterpart (``SamplePairing``, signal
             and audio transforms) at a magnitude above 0, or the policy is malformed.
+        TypeError, ValueError: an entry's ``args`` its transform's constructor refuses (naming the layer and
+            the entry), or ``policy`` is not a policy (a path: read it with :meth:`~augnet.policy.Policy.load` first).
 
     Warns:
         UserWarning: once per transform exported approximately, saying how it differs.
