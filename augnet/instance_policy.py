@@ -26,6 +26,7 @@ from augnet._checks import as_values
 from augnet.instance import ConditionedAugmentationLayer
 from augnet.layers import AugmentationLayer, AugmentationModule
 from augnet.policy import Policy
+from augnet.probes._labels import class_labels
 
 __all__ = ["PolicySummary", "averaged_policy", "plot_policy_summary", "policy_summary"]
 
@@ -166,29 +167,9 @@ def _quantile_levels(quantiles) -> tuple[float, ...]:
 
 
 def _labels(y, rows: int, index: int) -> Tensor:
-    """Batch ``index``'s labels as a (rows,) int64 tensor: integers, or whole floats; else a clear error."""
-    where = f"batch {index}"
-    if not isinstance(y, Tensor):
-        try:
-            y = torch.as_tensor(y)
-        except (TypeError, ValueError, RuntimeError):
-            raise TypeError(f"{where}: labels must be integer class labels (a tensor), got {y!r:.80}") from None
-    if y.is_complex():
-        raise TypeError(f"{where}: labels must be integer class labels, got dtype {y.dtype}")
-    if y.dim() == 0 or y.shape[0] != rows or y.numel() != rows:
-        raise ValueError(
-            f"{where}: labels of shape {tuple(y.shape)} for {rows} inputs; expected one class label per input, "
-            f"shape ({rows},) (not one-hot rows)"
-        )
-    y = y.reshape(-1).cpu()
-    if y.is_floating_point():
-        whole = torch.isfinite(y) & (y == y.round())
-        if not bool(whole.all()):
-            raise ValueError(f"{where}: labels must be whole numbers (class labels), got {y[~whole][:5].tolist()}")
-        huge = y.abs() >= 2.0**63  # past int64: 1e20 became -2**63
-        if bool(huge.any()):
-            raise ValueError(f"{where}: labels must be class labels within int64's range, got {y[huge][:5].tolist()}")
-    return y.long()
+    """Batch ``index``'s labels as a (rows,) int64 CPU tensor, read as every probe reads labels, or the error
+    naming the batch."""
+    return class_labels(y, rows, f"labels of batch {index}")
 
 
 @torch.no_grad()
@@ -201,7 +182,8 @@ def policy_summary(
         model: an :class:`~augnet.AugNet` or module whose first augmentation layer is
             a :class:`~augnet.instance.ConditionedAugmentationLayer`, or that layer.
         loader: an iterable of ``(x, y)`` batches (a DataLoader), or one ``(x, y)`` pair of tensors;
-            ``y`` one integer class label per input (a (B,) or (B, 1) tensor or list; whole floats are taken).
+            ``y`` one class label >= 0 per input, read as the probes read labels: a (B,) or (B, 1) tensor of
+            any integer dtype, a NumPy array or a list; whole floats are taken.
         quantiles: quantile levels in [0, 1] (a sequence, a NumPy array or a tensor).
         device: where to run the conditioner: the layer's device (the default), to which each batch is moved;
             another device is refused (move the model there first).
@@ -212,9 +194,9 @@ def policy_summary(
     Raises:
         ValueError, TypeError: inputs the layer cannot take (see
             :meth:`~augnet.instance.ConditionedAugmentationLayer.check_input`), labels that are
-            not one integer per input (another length, one-hot rows, fractions, NaN), no batch
-            or no sample, bad quantiles, a ``device`` other than the layer's; naming the batch. Nothing is
-            changed.
+            not one integer >= 0 per input (another length, one-hot rows, fractions, NaN, negative or bool
+            labels, strings), no batch or no sample, bad quantiles, a ``device`` other than the layer's;
+            naming the batch. Nothing is changed.
 
     Examples:
         >>> from augnet.transforms import image as T

@@ -55,14 +55,14 @@ def test_accuracy_curve_refuses_labels_that_are_not_one_integer_per_input():
     with torch.no_grad():
         y = model(x).argmax(1)
     calls.clear()
-    for bad in (y[:, None], y.float(), nn.functional.one_hot(y, 3), y.float() + 0.5):
-        with pytest.raises(ValueError, match="y must be a 1-D integer tensor of class indices"):
+    for bad, match in ((nn.functional.one_hot(y, 3), "one label per input"), (y.float() + 0.5, "whole numbers")):
+        with pytest.raises(ValueError, match=f"y must .*{match}"):
             probes.accuracy_curve(model, x, bad, T.HorizontalFlip(), [1.0])
-    with pytest.raises(ValueError, match="class indices >= 0, got -1"):
+    with pytest.raises(ValueError, match="class labels >= 0, got -1"):
         probes.accuracy_curve(model, x, y.index_fill(0, torch.tensor([5]), -1), T.HorizontalFlip(), [1.0])
     assert not calls  # refused before the model ran
-    # Its own predictions, as a tensor, a list or an array: accuracy 1 at magnitude 0 (the identity).
-    for labels in (y, y.tolist(), y.numpy()):
+    # Its own predictions, as a tensor, a list, an array, a column or whole floats: accuracy 1 at magnitude 0.
+    for labels in (y, y.tolist(), y.numpy(), y[:, None], y.float()):
         assert probes.accuracy_curve(model, x, labels, T.HorizontalFlip(), [0.0])["accuracy"] == [1.0]
 
 
@@ -186,9 +186,9 @@ def test_equivariance_report_refuses_labels_that_are_not_classes_of_the_head():
     z = torch.randn(60, 6, generator=gen(0))
     z_t = z + 0.1 * torch.randn(60, 6, generator=gen(1))
     head, y = nn.Linear(6, 3), torch.arange(60) % 3
-    with pytest.raises(ValueError, match="y must be a 1-D integer tensor"):
-        probes.equivariance_report(z, z_t, head=head, y=y.float())
-    with pytest.raises(ValueError, match=r"y must hold class indices >= 0, got -1"):
+    with pytest.raises(ValueError, match="y must hold whole numbers"):
+        probes.equivariance_report(z, z_t, head=head, y=y.float() + 0.5)
+    with pytest.raises(ValueError, match=r"y must hold class labels >= 0, got -1"):
         probes.equivariance_report(z, z_t, head=head, y=y - 1)
     with pytest.raises(ValueError, match=r"y holds class 7, but head returns 3 classes: labels must be in \[0, 3\)"):
         probes.equivariance_report(z, z_t, head=head, y=y + 5)
@@ -201,8 +201,10 @@ def test_equivariance_report_refuses_labels_that_are_not_classes_of_the_head():
 def test_equivariance_curve_checks_the_labels_before_the_transformed_passes():
     model, calls = counted(conv_net())
     x, head = images(32), nn.Linear(3, 2)
-    with pytest.raises(ValueError, match="y must be a 1-D integer tensor"):
-        probes.equivariance_curve(model, x, T.HorizontalFlip(), [1.0], head=head, y=(torch.arange(32) % 2).float())
+    with pytest.raises(ValueError, match="y must hold whole numbers"):
+        probes.equivariance_curve(
+            model, x, T.HorizontalFlip(), [1.0], head=head, y=(torch.arange(32) % 2).float() + 0.5
+        )
     assert not calls
     head_calls = counted(head)[1]
     with pytest.raises(ValueError, match=r"y holds class 2, but head returns 2 classes"):

@@ -269,8 +269,8 @@ def test_select_tau_bad_inputs():
         select_tau(model, "nope", x, y, x_t=x)
     with pytest.raises(ValueError, match="same length"):
         select_tau(model, "relu", x, y[:5], x_t=x)
-    with pytest.raises(ValueError, match="integer"):
-        select_tau(model, "relu", x, y.float(), x_t=x)
+    with pytest.raises(TypeError, match="integer"):
+        select_tau(model, "relu", x, y.bool(), x_t=x)
     with pytest.raises(ValueError, match="taus"):
         select_tau(model, "relu", x, y, x_t=x, taus=[])
     with pytest.raises(ValueError, match="tau"):

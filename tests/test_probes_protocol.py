@@ -246,8 +246,8 @@ def test_category_accuracy_bad_inputs():
     y = torch.randint(0, 4, (8,))
     with pytest.raises(ValueError, match="same length"):
         category_accuracy(model, x, y[:3], flip, [0])
-    with pytest.raises(ValueError, match="integer"):
-        category_accuracy(model, x, y.float(), flip, [0])
+    with pytest.raises(TypeError, match="integer"):
+        category_accuracy(model, x, y.bool(), flip, [0])
     with pytest.raises(ValueError, match="empty"):
         category_accuracy(model, x[:0], y[:0], flip, [0])
     with pytest.raises(TypeError, match="callable"):

@@ -237,7 +237,7 @@ def test_grid_values_span_each_transform_range():
         ({"transformations": "all"}, ValueError, "transformations"),
         ({"aggregation": "mean"}, ValueError, "aggregation"),
         ({"per_unit": "yes"}, TypeError, "per_unit"),
-        ({"by_class": torch.zeros(16)}, TypeError, "integer"),
+        ({"by_class": torch.zeros(16, dtype=torch.bool)}, TypeError, "integer"),
         ({"by_class": torch.zeros(5, dtype=torch.long)}, ValueError, r"one label per input"),
         ({"by_class": "abc"}, TypeError, "by_class"),
         ({"transformations": "grid", "grid_points": 1}, ValueError, "grid_points"),

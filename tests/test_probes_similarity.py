@@ -376,7 +376,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match=r"y must have shape \(6,\)"):
         similarity_change(z, z, y[:5])
     with pytest.raises(TypeError, match="integer class labels"):
-        similarity_change(z, z, y.float())
+        similarity_change(z, z, y.bool())
     with pytest.raises(ValueError, match="same class"):
         similarity_change(z, z, y, pairs=torch.tensor([[0, 2]]))
     with pytest.raises(ValueError, match="two different samples"):

@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet._checks import is_int, is_real
+from augnet.probes._labels import class_labels
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -276,31 +277,25 @@ def magnitude_list(magnitudes) -> list[float]:
 
 
 def check_labels(x, y, name: str = "x") -> Tensor:
-    """``y`` as (N,) integer class indices >= 0, one per row of ``x`` (N >= 1), or the error of a probe given bad ones.
+    """``y`` as (N,) int64 class indices >= 0 on the CPU, one per row of ``x`` (N >= 1), or the error of a probe
+    given bad ones.
 
     The check of every probe that takes labels beside its inputs (``select_tau``, ``layerwise_invariance``,
     ``category_accuracy``, ``accuracy_curve``, the equivariance probes' ``y``; ``name`` is what ``x`` is
-    called there): (N, 1) or one-hot labels would broadcast against the predictions, and float or negative
-    ones would compare unequal to every class index, scoring every prediction wrong without an error. A
-    list, a NumPy array or any sequence of class indices is taken as ``torch.as_tensor`` reads it.
+    called there). The labels are read by ``augnet.probes._labels.class_labels``, as every probe reads
+    them: any integer dtype, a list or a NumPy array, whole floats, (N,) or (N, 1); one-hot rows, fractions,
+    negative or bool labels are refused (they would broadcast against the predictions or compare unequal to
+    every class index, scoring every prediction wrong without an error).
     """
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a tensor, got {type(x).__name__}")
-    if not isinstance(y, Tensor):
-        try:
-            y = torch.as_tensor(y)
-        except (TypeError, ValueError, RuntimeError) as err:
-            raise TypeError(f"y must be a tensor (or a sequence) of class indices, got {type(y).__name__}") from err
-    if y.dim() != 1 or y.dtype.is_floating_point or y.dtype == torch.bool or y.is_complex():
-        raise ValueError(f"y must be a 1-D integer tensor of class indices, got shape {tuple(y.shape)} {y.dtype}")
+    y = class_labels(y, None, "y")
     if x.dim() == 0:
         raise ValueError(f"{name} must be a batch, one row per label, got a 0-d tensor")
     if len(x) != len(y):
         raise ValueError(f"{name} and y must have the same length, got {len(x)} and {len(y)}")
     if len(x) == 0:
         raise ValueError(f"{name} is an empty batch")
-    if int(y.min()) < 0:
-        raise ValueError(f"y must hold class indices >= 0, got {int(y.min())}")
     return y
 
 

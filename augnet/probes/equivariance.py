@@ -111,9 +111,10 @@ def equivariance_report(
         kind, solver, output, holdout, seed, generator, fit_kwargs: passed to
             :func:`fit_equivariance_map` (defaults: the linear map, ridge, eq. 8's form on
             non-negative ``z``, 30 % of the rows held out with seed 0).
-        head, y: the classifier on top of the features and the (B,) integer labels, in
-            ``[0, classes)`` of the head's logits (others are refused: they would count every
-            prediction as an error); both or neither.
+        head, y: the classifier on top of the features and the class labels ((B,) or (B, 1), any
+            integer dtype, a NumPy array or a list; whole floats too), in ``[0, classes)`` of the
+            head's logits (others are refused: they would count every prediction as an error); both
+            or neither.
         fitted: a map fitted before, on other rows (``kind``, ``solver``, ``output`` and
             ``fit_kwargs`` are then ignored); with it, ``holdout`` given as rows selects the
             rows evaluated, otherwise every row is.
@@ -273,8 +274,9 @@ def equivariance_curve(
         magnitudes: the magnitudes probed, in order.
         layer, reduce, copies, batch_size: as in :func:`augnet.probes.invariance_curve`
             (``layer`` and ``copies`` need a module).
-        head, y: the rest of the network (features -> logits) and the (B,) integer labels, in
-            ``[0, classes)``, for the classification errors; both or neither. The labels are
+        head, y: the rest of the network (features -> logits) and the class labels ((B,) or (B, 1),
+            any integer dtype, a NumPy array or a list; whole floats too), in ``[0, classes)``, for
+            the classification errors; both or neither. The labels are
             checked before the model runs, against the head's classes after the clean pass.
         kind, solver, output, holdout, fit_kwargs: as in :func:`fit_equivariance_map`;
             ``holdout`` as a fraction is drawn once (with ``seed``) and shared by every magnitude.

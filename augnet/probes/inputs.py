@@ -13,6 +13,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from augnet.probes._labels import class_labels
+
 __all__ = ["IMAGE_SUFFIXES", "fake_images", "load_images", "load_model"]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
@@ -214,13 +216,15 @@ def load_labels(path: str | Path, data: str | Path | None = None, limit: int | N
         path: ``"data"``, the labels of ``data``: the ``"y"`` (or ``"labels"``) tensor of a tensor file,
             the second item of an ``(x, y)`` tuple, or for a folder, the index of each image's subfolder
             (in sorted order, the order :func:`load_images` reads the images in); or a file: a text
-            file (``.txt``, ``.csv``) of one integer per line, or a tensor file holding (N,) labels
-            (alone, or as ``"y"`` / ``"labels"`` of a dict, or the second item of a tuple).
+            file (``.txt``, ``.csv``) of one integer per line, or a tensor file holding (N,) or (N, 1) labels
+            of any integer dtype or whole floats (alone, or as ``"y"`` / ``"labels"`` of a dict, or the
+            second item of a tuple).
         data: the ``--data`` path, for ``"data"``.
         limit: keep ``limit`` labels spread evenly, as ``--n`` keeps the images (:func:`spread`).
 
     Raises:
-        ValueError: no labels there, or labels that are not integers of one dimension.
+        ValueError, TypeError: no labels there, or labels that are not one integer >= 0 per image (read as
+            ``report`` reads ``by_class``: fractions, NaN, negative, bool or one-hot labels are refused).
     """
     if str(path) == "data":
         if data is None:
@@ -251,6 +255,6 @@ def load_labels(path: str | Path, data: str | Path | None = None, limit: int | N
         found = found[1] if len(found) > 1 else None
     elif str(path) == "data":
         found = None
-    if not isinstance(found, Tensor) or found.dim() != 1 or found.is_floating_point() or found.is_complex():
+    if not isinstance(found, Tensor):
         raise ValueError(f"{what} {source} holds no (N,) integer labels (a tensor, 'y' or 'labels', or (x, y))")
-    return _kept(found.long(), limit)
+    return _kept(class_labels(found, None, f"{what} {source}"), limit)  # as report reads by_class

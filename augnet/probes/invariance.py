@@ -293,7 +293,8 @@ def accuracy_curve(
 
     Args:
         model: a classifier returning (B, classes) logits, probed in evaluation mode.
-        x: inputs; y: their (B,) integer class indices (a tensor, a list or an array).
+        x: inputs; y: their class labels in ``[0, classes)`` ((B,) or (B, 1), any integer dtype, a
+            NumPy array or a list; whole floats too).
         transform, magnitudes, copies, seed, batch_size: as in :func:`invariance_curve`.
 
     Returns:
@@ -301,8 +302,8 @@ def accuracy_curve(
 
     Raises:
         TypeError, ValueError: before the model runs: the errors of :func:`invariance_curve`, and
-            labels that are not (B,) integers (a (B, 1) column or one-hot labels would broadcast
-            against the predictions, float ones compare unequal to every class).
+            labels that are not one integer >= 0 per input (one-hot rows, fractions, NaN, bool);
+            after the first pass, labels past the model's classes.
     """
     seed = check_seed(seed)  # before anything runs: an int in [0, 2**63 - 3], a NumPy one too
     check_model_input(model, x)

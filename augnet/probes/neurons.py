@@ -164,7 +164,8 @@ def layerwise_invariance(
         magnitude: the transform's magnitude.
         x_t: the transformed inputs, instead of ``transform``.
         units: ``"element"`` or ``"channel"``, see :func:`layer_units`.
-        y: (B,) integer labels, needed with ``seen_classes``.
+        y: class labels ((B,) or (B, 1), any integer dtype, a NumPy array or a list; whole floats
+            too), needed with ``seen_classes``.
         seen_classes: the seen-transformed categories.
         copies: for an AugNet, the copies it averages.
         seed: an AugNet's draws (``seed``) and the transform's (``seed + 1``).
@@ -180,7 +181,8 @@ def layerwise_invariance(
         unless per_input}}, "mean": {group: {layer:
         mean I_k}}, "median": {group: {layer: median I_k}}}`` with groups
         ``"all"`` and, given ``seen_classes``, ``"seen"`` and ``"unseen"``.
-        A layer whose units are never active has NaN mean and median.
+        A layer whose units are never active has NaN mean and median, and so has a group with no
+        input (no label in ``seen_classes``).
 
     Examples:
         >>> net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU()).eval()

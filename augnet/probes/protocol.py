@@ -315,7 +315,8 @@ def category_accuracy(
     Args:
         model: a classifier returning (B, classes) logits, probed in
             evaluation mode (its modes are restored afterwards).
-        x: test inputs; y: (B,) integer labels.
+        x: test inputs; y: their class labels in ``[0, classes)`` ((B,) or (B, 1), any integer
+            dtype, a NumPy array or a list; whole floats too).
         transform: called as ``transform(x, magnitude, generator=g)``.
         seen_classes: the categories seen transformed in training.
         magnitude: the transform's magnitude, in [0, 1].
@@ -337,6 +338,8 @@ def category_accuracy(
         TypeError, ValueError: before the model runs: labels that are not (B,) integers; images
             that are not finite (naming them), on meta, or in another dtype or on another device
             than the model's parameters; a bad transform, magnitude, ``seen_classes`` or ``batch_size``.
+            After the first pass: labels past the model's classes. A class of ``seen_classes`` that
+            no label holds is no error: it adds no sample to the seen group.
 
     Examples:
         >>> net = nn.Sequential(nn.Flatten(), nn.Linear(4, 3))

@@ -256,10 +256,11 @@ def report(
         progress: show a progress bar (one step per pass over the inputs).
         per_unit: keep the per-unit values of the measures of ``UNIT_MEASURES`` (one per channel)
             in :attr:`ProbeReport.units`; :meth:`ProbeReport.save` writes them beside the table.
-        by_class: (N,) integer labels >= 0 (a tensor, a NumPy array or a sequence): every swept measure
-            is also measured on each class's inputs alone (records with ``class`` set), and the verdict
-            says which classes the last layer treats invariantly (normalised variance at most 0.1,
-            ``INVARIANT_NV``). A class with too few inputs for a measure gets NaN with a note.
+        by_class: class labels >= 0 ((N,) or (N, 1), any integer dtype, a NumPy array or a list; whole
+            floats too): every swept measure is also measured on each class's inputs alone (records
+            with ``class`` set), and the verdict says which classes the last layer treats invariantly
+            (normalised variance at most 0.1, ``INVARIANT_NV``). A class with too few inputs for a
+            measure gets NaN with a note (a class of one input: every measure), and no per-unit values.
         transformations: ``"random"`` (default: each input under one random draw of the transform
             per magnitude, the unit measures comparing that draw with the clean input, ``T = 2``) or
             ``"grid"`` (each input under every value of a fixed grid per magnitude,

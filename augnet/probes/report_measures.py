@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from augnet._checks import is_int
 from augnet.probes._common import Transformed, seeded
+from augnet.probes._labels import class_labels
 from augnet.probes.equivariance import equivariance_report
 from augnet.probes.features import reduce_features
 from augnet.probes.invariance import invariance_score
@@ -118,30 +117,10 @@ def _notes(caught) -> str:
 
 
 def _labels(by_class, n: int) -> Tensor | None:
-    """``by_class`` checked: ``None``, or (N,) integer labels >= 0 (a tensor, a NumPy array or a sequence) as a CPU
-    tensor."""
-    if by_class is None:
-        return None
-    if isinstance(by_class, Tensor) or type(by_class).__module__ == "numpy":
-        try:
-            labels = torch.as_tensor(by_class).detach().cpu()
-        except (TypeError, ValueError, RuntimeError):  # strings, objects: torch's own message names no argument
-            dtype = getattr(by_class, "dtype", type(by_class).__name__)
-            raise TypeError(f"by_class must hold integer class labels, got an array of {dtype}: map names to "
-                            "integers first (e.g. numpy.unique(names, return_inverse=True)[1])") from None
-    elif isinstance(by_class, Sequence) and not isinstance(by_class, str):
-        if not all(is_int(v) for v in by_class):
-            raise TypeError(f"by_class must hold integer class labels, got {list(by_class)[:8]!r}")
-        labels = torch.tensor([int(v) for v in by_class], dtype=torch.long)
-    else:
-        raise TypeError(f"by_class must be None or (N,) integer labels, got {type(by_class).__name__}")
-    if labels.dtype.is_floating_point or labels.dtype == torch.bool or labels.is_complex():
-        raise TypeError(f"by_class must hold integer class labels, got {labels.dtype}")
-    if labels.shape != (n,):
-        raise ValueError(f"by_class must hold one label per input, shape ({n},), got {tuple(labels.shape)}")
-    if len(labels) and int(labels.min()) < 0:
-        raise ValueError(f"by_class must hold class labels >= 0, got {int(labels.min())}")
-    return labels.long()
+    """``by_class`` checked: ``None``, or (N,) int64 labels >= 0 on the CPU, read as every probe reads labels
+    (``augnet.probes._labels.class_labels``: any integer dtype, a NumPy array or a sequence, whole floats,
+    (N,) or (N, 1))."""
+    return None if by_class is None else class_labels(by_class, n, "by_class")
 
 
 @dataclass(frozen=True)

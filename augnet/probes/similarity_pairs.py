@@ -32,6 +32,7 @@ from augnet.probes._common import (
     forward_kwargs,
     seeded,
 )
+from augnet.probes._labels import class_labels
 from augnet.probes.features import LOGITS, _features, check_rows
 
 __all__ = [
@@ -62,16 +63,6 @@ DEFAULT_PAIRS_PER_CLASS = 1000
 _PERMUTE_LIMIT = 2**24
 #: Values per chunk of dot products.
 _CHUNK = 2**22
-
-
-def _check_labels(y, n: int) -> Tensor:
-    if not isinstance(y, Tensor):
-        raise TypeError(f"y must be a tensor of class labels, got {type(y).__name__}")
-    if y.dim() != 1 or y.shape[0] != n:
-        raise ValueError(f"y must have shape ({n},), one label per sample, got {tuple(y.shape)}")
-    if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
-        raise TypeError(f"y must hold integer class labels, got dtype {y.dtype}")
-    return y.cpu()
 
 
 def _distinct(total: int, m: int, generator: torch.Generator | None) -> Tensor:
@@ -123,22 +114,21 @@ def same_class_pairs(y: Tensor, pairs_per_class: int | None = None, generator: t
     that of the ``m`` pairs drawn.
 
     Args:
-        y: integer class labels.
+        y: class labels >= 0 ((N,) or (N, 1), any integer dtype, a NumPy array or a list; whole floats too).
         pairs_per_class: draw this many pairs per class at random, without
             replacement (all of a class's pairs if it has fewer); ``None`` takes
             every ordered pair.
         generator: draws the pairs.
 
     Returns:
-        (P, 2) int64 indices, grouped by class in increasing label order.
+        (P, 2) int64 indices, grouped by class in increasing label order. A class of one sample has
+        no pair; if no class has two, a ValueError.
 
     Examples:
         >>> same_class_pairs(torch.tensor([0, 1, 0, 1])).tolist()
         [[0, 2], [2, 0], [1, 3], [3, 1]]
     """
-    if not isinstance(y, Tensor):
-        raise TypeError(f"y must be a tensor of class labels, got {type(y).__name__}")
-    y = _check_labels(y, len(y) if y.dim() == 1 else -1)
+    y = class_labels(y)
     _check_pairs_per_class(pairs_per_class)
     chunks = []
     for c in torch.unique(y):
@@ -238,7 +228,7 @@ def similarity_change(
     Args:
         z: features of the clean inputs.
         z_t: features of the transformed inputs (row ``j`` is ``phi(T x_j)``).
-        y: integer class labels.
+        y: class labels >= 0 ((B,) or (B, 1), any integer dtype, a NumPy array or a list; whole floats too).
         pairs: (P, 2) same-class index pairs ``(i, j)``; by default drawn by
             :func:`same_class_pairs` with ``pairs_per_class`` and ``generator``.
         pairs_per_class: pairs drawn per class (default
@@ -250,10 +240,12 @@ def similarity_change(
         ``{"pairs": (P, 2), "label": (P,), "clean": (P,) s(z_i, z_j),
         "transformed": (P,) s(z_i, z_t_j), "change": (P,), "percent": (P,)
         per-pair percent change (NaN where undefined), "per_class": {label:
-        stats}, "overall": stats}`` with the stats of the docstring of :mod:`augnet.probes.similarity`.
+        stats}, "overall": stats}`` with the stats of the docstring of :mod:`augnet.probes.similarity`;
+        ``per_class`` has the classes of ``pairs`` only (a class of one sample has no pair).
 
     Raises:
-        ValueError: if ``z`` or ``z_t`` holds a NaN or infinite value.
+        ValueError: if ``z`` or ``z_t`` holds a NaN or infinite value; labels that are not one integer
+            >= 0 per row (TypeError for bool, complex or strings); no class with two samples.
 
     Shape:
         - z, z_t: :math:`(B, ...)`, the same shape
@@ -271,7 +263,7 @@ def similarity_change(
         raise ValueError(f"z and z_t must have the same shape, got {tuple(z.shape)} and {tuple(z_t.shape)}")
     if z.dim() < 2 or z.shape[0] < 2:
         raise ValueError(f"z must be (B, ...) features with B >= 2, got shape {tuple(z.shape)}")
-    y = _check_labels(y, z.shape[0])
+    y = class_labels(y, z.shape[0])
     _check_finite(z, "z")
     _check_finite(z_t, "z_t")
     if pairs is None:
@@ -355,7 +347,7 @@ def similarity_search(
     Args:
         model: probed in evaluation mode (its modes are restored afterwards).
         x: the inputs.
-        y: their integer class labels.
+        y: their class labels >= 0 ((B,) or (B, 1), any integer dtype, a NumPy array or a list; whole floats too).
         transforms: ``{name: transform}``, each called as ``t(x, magnitude, generator=g)``
             (augnet transforms, or any callable with that signature).
         magnitudes: magnitudes probed for every transform, or ``{name: magnitudes}``.
@@ -374,7 +366,8 @@ def similarity_search(
     Returns:
         One row per (transform, magnitude, class): ``{"transform", "magnitude",
         "label"}`` and the statistics of :func:`similarity_change`
-        (``STATISTICS``, ``"n_pairs"``, ``"n_undefined"``, ``"n_no_cosine"``).
+        (``STATISTICS``, ``"n_pairs"``, ``"n_undefined"``, ``"n_no_cosine"``). A class of one sample has
+        no pair and no row; if no class has two, a ValueError before the model runs.
 
     Raises:
         TypeError, ValueError: before the model runs: a bad argument, naming it; images that are
@@ -389,7 +382,9 @@ def similarity_search(
         raise TypeError(f"transform(s) {not_callable} are not callable")
     if not isinstance(x, Tensor):
         raise TypeError(f"x must be a tensor, got {type(x).__name__}")
-    y = _check_labels(y, x.shape[0] if x.dim() else -1)
+    if x.dim() == 0:
+        raise ValueError("x must be a batch of inputs, one row per label, got a 0-d tensor")
+    y = class_labels(y, x.shape[0])
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
     check_model_input(model, x)

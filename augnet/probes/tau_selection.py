@@ -21,6 +21,7 @@ from augnet._stack import PROBES, caller_stacklevel
 from augnet.probes._common import (
     Transformed,
     batch_size_of,
+    check_classes,
     check_labels,
     check_model_input,
     check_seed,
@@ -56,10 +57,11 @@ def _check_batch_size(batch_size, n: int) -> int:
     return batch_size_of(batch_size)
 
 
-def _predict(model: nn.Module, x, step: int, copies, seed: int, check=None) -> Tensor:
+def _predict(model: nn.Module, x, step: int, copies, seed: int, check=None, labels: Tensor | None = None) -> Tensor:
     """Class predictions, chunk by chunk; an AugNet gets the same augmentation draws on every call.
 
-    ``check`` is called after each forward pass (see :func:`~augnet.probes.features.call_hooks`).
+    ``check`` is called after each forward pass (see :func:`~augnet.probes.features.call_hooks`); ``labels``
+    (CPU, no synchronisation) are checked against the classes of the first chunk's logits.
     """
     kwargs = forward_kwargs(model, copies, seed, x.x.device if isinstance(x, Transformed) else x.device)
     preds = torch.empty(len(x), dtype=torch.int64)  # one allocation, not one kept per batch
@@ -73,6 +75,8 @@ def _predict(model: nn.Module, x, step: int, copies, seed: int, check=None) -> T
             raise ValueError(
                 f"the model must return (B, classes) logits, got {getattr(out, 'shape', type(out).__name__)}"
             )
+        if labels is not None and start == 0:
+            check_classes(labels, out.shape[1])
         preds = preds.to(out.device)
         preds[start : start + len(out)] = out.argmax(1)
     return preds
@@ -168,7 +172,9 @@ def select_tau(
             for a module called several times per forward pass, ``"name#k"``
             names its k-th call, the only one normalised and ablated (see
             :func:`~augnet.probes.features`).
-        x: inputs; y: (B,) integer labels.
+        x: inputs; y: their class labels in ``[0, classes)`` ((B,) or (B, 1), any integer dtype,
+            a NumPy array or a list; whole floats too); labels past the model's classes are refused
+            at its first batch.
         taus: the grid (values in [0, 1]); default 0, 0.05, ..., 0.95.
         max_drop: largest accepted accuracy drop, a fraction (0.01 is 1%); a
             drop equal to it up to rounding passes.
@@ -240,14 +246,14 @@ def select_tau(
         scored[n:] = _seen_mask(y.cpu(), seen_classes)
         if not bool(scored.any()):
             raise ValueError(f"no input of the seen classes {seen_classes!r} to score")
-    y = torch.cat([y, y]).to(x.device)
+    labels, y = y, torch.cat([y, y]).to(x.device)
     scored = scored.to(x.device)
 
     def accuracy(pred: Tensor) -> float:
         return float((pred == y)[scored].double().mean())
 
-    def predict(check) -> Tensor:  # the clean inputs, then the transformed ones, batch by batch
-        return torch.cat([_predict(model, source, step, copies, seed, check) for source in (x, xt)])
+    def predict(check, labels: Tensor | None = None) -> Tensor:  # the clean inputs, then the transformed ones
+        return torch.cat([_predict(model, source, step, copies, seed, check, labels) for source in (x, xt)])
 
     # Pass 1: each unit's maximum over clean and transformed inputs, and the unablated accuracy.
     state: dict = {"max": None}
@@ -273,7 +279,7 @@ def select_tau(
 
     with evaluating(model):
         with call_hooks(model, targets, record) as check:
-            base = accuracy(predict(check))
+            base = accuracy(predict(check, labels))  # labels past the model's classes: refused at its first chunk
         if state["max"] is None:
             raise ValueError(f"layer {layer!r} was not called by the model's forward pass")
         scale = state["max"]

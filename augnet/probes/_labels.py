@@ -1,0 +1,110 @@
+"""Class labels as every probe reads them, and ``augnet.instance_policy.policy_summary`` too.
+
+One reader, so that the same labels in another form (int32 or int64, a NumPy array, a list, whole floats,
+a (N, 1) column) give the same classes, hence the same per-class results, wherever labels are taken. Like
+``augnet.fit``, which widens int8, int16, int32 and uint8 targets to int64, it takes every integer dtype; a
+bool tensor is a mask, not classes, and is refused (fit's default loss refuses bool targets too). Whole
+floats are taken, as a float array of labels holds them; fractions are refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+__all__ = ["class_labels"]
+
+_NAMES_HINT = "map names to integers first (e.g. numpy.unique(names, return_inverse=True)[1])"
+
+
+def _looks_like_names(y) -> bool:
+    kind = getattr(getattr(y, "dtype", None), "kind", None)
+    if kind in ("U", "S"):
+        return True
+    items = y.tolist() if kind == "O" else y
+    return isinstance(items, Sequence) and any(isinstance(v, (str, bytes)) for v in items)
+
+
+def _unreadable(y, name: str) -> TypeError:
+    if hasattr(y, "dtype") and hasattr(y, "shape"):
+        got = f"an array of {y.dtype}"
+    elif isinstance(y, Sequence) and not isinstance(y, (str, bytes)):
+        got = f"{list(y)[:8]!r}"
+    else:
+        got = f"{type(y).__name__} {y!r:.40}"
+    hint = f": {_NAMES_HINT}" if isinstance(y, (str, bytes)) or _looks_like_names(y) else ""
+    return TypeError(
+        f"{name} must hold integer class labels (a tensor, a NumPy array or a sequence of ints), got {got}{hint}"
+    )
+
+
+def class_labels(y, n: int | None = None, name: str = "y") -> Tensor:
+    """``y`` as (N,) int64 class labels >= 0 on the CPU, or the error naming ``name``.
+
+    Taken: a tensor of any integer dtype, a NumPy integer array, a list or tuple of ints, and whole floats
+    (``torch.tensor([0., 1., 2.])``: labels kept in a float array), each shaped (N,) or (N, 1). Refused,
+    before any model runs: bool (a mask, not classes), complex, strings or other names (map them to
+    integers first), fractions, NaN or inf, negative labels, labels past int64's range, any other shape
+    (one-hot rows among them), and with ``n`` another number of labels than ``n``.
+
+    A tensor on a GPU is read once, here (one copy to the host, before the model loops); the labels
+    returned are on the CPU, where the per-class grouping reads them without further synchronisation.
+
+    Args:
+        y: the labels.
+        n: the number of inputs they label; ``None``: any number (the caller compares it).
+        name: what ``y`` is called in an error (``"y"``, ``"by_class"``, ``"labels of batch 3"``).
+
+    Returns:
+        (N,) int64 tensor on the CPU. An (N,) int64 CPU tensor ``y`` is not copied: the result shares its memory.
+
+    Raises:
+        TypeError: labels that are not numbers (strings, objects), bool or complex labels.
+        ValueError: another shape or number of labels, fractions, NaN or inf, negative labels, labels past
+            int64, labels on meta (no values).
+
+    Shape:
+        - y: :math:`(N,)` or :math:`(N, 1)`
+        - Output: :math:`(N,)`
+
+    Examples:
+        >>> class_labels([[0], [2], [1]]).tolist(), class_labels(torch.tensor([0.0, 2.0]), 2).dtype
+        ([0, 2, 1], torch.int64)
+    """
+    if isinstance(y, (str, bytes)):
+        raise _unreadable(y, name)
+    if not isinstance(y, Tensor):
+        try:
+            y = torch.as_tensor(y.tolist() if getattr(getattr(y, "dtype", None), "kind", None) == "O" else y)
+        except (TypeError, ValueError, RuntimeError, OverflowError):  # torch's own messages name no argument
+            raise _unreadable(y, name) from None
+    if y.is_complex() or y.dtype == torch.bool:
+        hint = " (a mask? class labels are integers: .long() if it holds two classes)" if y.dtype == torch.bool else ""
+        raise TypeError(f"{name} must hold integer class labels, got dtype {y.dtype}{hint}")
+    shape = tuple(y.shape)
+    column = len(shape) == 2 and shape[1] == 1
+    if not (len(shape) == 1 or column) or (n is not None and shape[0] != n):
+        want = "N" if n is None else n
+        hint = " (one-hot rows? pass their argmax(1))" if len(shape) == 2 and not column else ""
+        raise ValueError(f"{name} must have shape ({want},) or ({want}, 1), one label per input, got {shape}{hint}")
+    if y.device.type == "meta":
+        raise ValueError(f"{name} is on meta, which holds no values: class labels need them")
+    y = y.detach().reshape(-1).cpu()
+    if y.is_floating_point():
+        whole = torch.isfinite(y) & (y == y.round())
+        if not bool(whole.all()):
+            raise ValueError(f"{name} must hold whole numbers (class labels), got {y[~whole][:5].tolist()}")
+        if len(y) and float(y.max()) >= 2.0**63:  # .long() would wrap it
+            raise ValueError(f"{name} holds labels past int64's range, up to {float(y.max()):g}")
+        if len(y) and float(y.min()) < 0:
+            raise ValueError(f"{name} must hold class labels >= 0, got {int(y.min())}")
+    labels = y.long()  # the same tensor when y is int64 already
+    if len(labels):
+        low = int(labels.min())
+        if low < 0:
+            if y.dtype == torch.uint64:  # values of 2**63 and above wrap below 0 in int64
+                raise ValueError(f"{name} holds labels past int64's range")
+            raise ValueError(f"{name} must hold class labels >= 0, got {low}")
+    return labels
