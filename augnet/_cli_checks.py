@@ -94,6 +94,113 @@ def check_probe(args: argparse.Namespace) -> str | None:
     return None
 
 
+def check_bench(args: argparse.Namespace) -> str | None:
+    """The first problem with the arguments of ``augnet bench``'s timing run (``None`` if there is none): what
+    :class:`~augnet.bench.BenchConfig` and the run would refuse only once started, named by the flags."""
+    if args.seed is not None and not 0 <= args.seed < 2**63:  # torch's generators take seeds below 2**64
+        return f"--seed must be in [0, 2**63 - 1], got {args.seed}"
+    from augnet.training import resolve_device
+
+    try:
+        resolve_device(args.device)
+    except ValueError as err:
+        return f"--device {args.device}: {err}"
+    if args.providers:
+        import torch
+
+        from augnet.bench.harness import _check_providers
+
+        try:
+            _check_providers(args.providers, torch.zeros(1, 1, 1, 1, device=args.device), flag="--providers")
+        except ValueError as err:
+            return str(err)
+    return None
+
+
+def runs_problem(args: argparse.Namespace) -> str | None:
+    """Earlier runs in ``--out`` that ``augnet reproduce`` would refuse to go on from (``None`` if none): versus's
+    full runs for a ``--quick`` run, or the reverse (:func:`augnet.experiments.versus.check_runs_folder`)."""
+    if args.command != "reproduce" or args.name != "versus":
+        return None
+    from augnet.experiments import SetupError, versus
+
+    try:
+        versus.check_runs_folder(Path(args.out) / args.name, args.quick)
+    except SetupError as err:
+        return err.cli
+    return None
+
+
+def probe_inputs(args: argparse.Namespace):
+    """``augnet probe``'s model, images, labels and layers, read and checked before any probing: a problem is the
+    ValueError or TypeError of one line. The refusals of :func:`augnet.probes.report` that come before its first
+    pass are made here too, so that the command refuses before it says what it replaces."""
+    import torch
+
+    from augnet.probes._common import check_model_input
+    from augnet.probes.inputs import fake_images, load_images, load_labels, load_model
+    from augnet.transforms import image as T
+
+    if args.weights is None:  # a model's random initialisation: repeatable with --seed as the rest
+        torch.manual_seed(args.seed)
+    import_from_here()
+    model = load_model(args.model, args.model_args, args.weights)
+    x = fake_images(args.n or 256, args.size or 64, args.channels, args.seed) if args.fake else (
+        load_images(args.data, args.size, args.n))  # fmt: skip
+    if len(x) < 8:
+        raise ValueError(f"--data holds {len(x)} images; the probes need at least 8")
+    try:  # report's refusals of the model (a compiled AugNet, before the first call compiles it; its dtype)
+        check_model_input(model, x)
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"--model {args.model}: {err}") from None
+    labels = None
+    if args.by_class is not None:
+        labels = load_labels(args.by_class, args.data, args.n)
+        if len(labels) != len(x):
+            raise ValueError(f"--by-class {args.by_class} holds {len(labels)} labels for {len(x)} images")
+        if len(labels) and int(labels.min()) < 0:  # a text file's labels (a tensor file's: load_labels refuses them)
+            raise ValueError(f"--by-class {args.by_class} holds the label {int(labels.min())}; class labels are >= 0")
+    if args.transformations == "grid":
+        from augnet.probes.families import grid_values
+
+        for name in args.transforms:
+            grid_values(getattr(T, name)(), 1.0, args.grid_points, tuple(x.shape[-2:]))
+    for name in args.transforms:
+        getattr(T, name)().check_input(x[:1])  # e.g. Hue needs RGB images
+    from augnet.probes.features import CHECK_ROWS
+
+    where = f"--channels {args.channels}" if args.fake else f"--data {args.data}"
+    check_takes(model, x[:CHECK_ROWS], where)  # two images: a batch norm without running statistics runs
+    layers = "auto" if args.layers == ["auto"] else args.layers
+    if layers != "auto":
+        from augnet.probes.features import check_layers
+
+        if not layers or len(set(layers)) != len(layers):
+            raise ValueError(f"--layers must name distinct layers (or auto), got {' '.join(args.layers) or 'none'}")
+        check_layers(model, x, layers)  # unknown layers, calls of a reused module: one pass of two images
+    return model, x, labels, layers
+
+
+def check_takes(model, x, source: str) -> None:
+    """The ValueError of a model that cannot take ``x`` (two images), as one line, before any probing.
+
+    E.g. grey images for a model whose first convolution wants 3 channels: its RuntimeError would
+    otherwise come as a traceback from inside the first probe.
+    """
+    import torch
+
+    from augnet.probes._common import evaluating
+
+    try:
+        with torch.no_grad(), evaluating(model):
+            model(x)
+    except RuntimeError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(
+            f"{type(model).__name__} cannot take {tuple(x.shape[1:])} images ({source}): {first}"
+        ) from None
+
+
 def probe_files(per_unit: bool) -> tuple[str, ...]:
     """The files ``augnet probe`` writes in ``--out``."""
     return ("probe.json", "probe.csv", "verdict.txt", "heatmap.png", *(UNIT_FILES if per_unit else ()))

@@ -12,10 +12,12 @@ from pathlib import Path
 from augnet._cli_checks import UNIT_FILES as _UNIT_FILES
 from augnet._cli_checks import (
     PipeGuard,
+    check_bench,
     check_probe,
-    import_from_here,
     out_of_memory,
+    probe_inputs,
     results_problem,
+    runs_problem,
     say_replacing,
     threads_problem,
 )
@@ -330,73 +332,18 @@ class SpaceList(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def _check_takes(model, x, source: str) -> None:
-    """The ValueError of a model that cannot take ``x`` (two images), as one line, before any probing.
-
-    E.g. grey images for a model whose first convolution wants 3 channels: its RuntimeError would
-    otherwise come as a traceback from inside the first probe.
-    """
-    import torch
-
-    from augnet.probes._common import evaluating
-
-    try:
-        with torch.no_grad(), evaluating(model):
-            model(x)
-    except RuntimeError as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ValueError(
-            f"{type(model).__name__} cannot take {tuple(x.shape[1:])} images ({source}): {first}"
-        ) from None
-
-
 def _probe(args: argparse.Namespace) -> int:
     import time
 
     import torch
 
     from augnet.probes import report
-    from augnet.probes.inputs import fake_images, load_images, load_labels, load_model
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     start = time.perf_counter()
     try:  # reading the model and the data: a problem is one line on stderr, before any probing
-        if args.weights is None:  # a model's random initialisation: repeatable with --seed as the rest
-            torch.manual_seed(args.seed)
-        import_from_here()
-        model = load_model(args.model, args.model_args, args.weights)
-        if args.fake:
-            x = fake_images(args.n or 256, args.size or 64, args.channels, args.seed)
-        else:
-            x = load_images(args.data, args.size, args.n)
-        if len(x) < 8:
-            raise ValueError(f"--data holds {len(x)} images; the probes need at least 8")
-        from augnet.transforms import image as T
-
-        labels = None
-        if args.by_class is not None:
-            labels = load_labels(args.by_class, args.data, args.n)
-            if len(labels) != len(x):
-                raise ValueError(f"--by-class {args.by_class} holds {len(labels)} labels for {len(x)} images")
-        if args.transformations == "grid":
-            from augnet.probes.families import grid_values
-
-            for name in args.transforms:
-                grid_values(getattr(T, name)(), 1.0, args.grid_points, tuple(x.shape[-2:]))
-        for name in args.transforms:
-            getattr(T, name)().check_input(x[:1])  # e.g. Hue needs RGB images
-        from augnet.probes.features import CHECK_ROWS
-
-        where = f"--channels {args.channels}" if args.fake else f"--data {args.data}"
-        _check_takes(model, x[:CHECK_ROWS], where)  # two images: a batch norm without running statistics runs
-        layers = "auto" if args.layers == ["auto"] else args.layers
-        if layers != "auto":
-            from augnet.probes.features import check_layers
-
-            if not layers or len(set(layers)) != len(layers):
-                raise ValueError(f"--layers must name distinct layers (or auto), got {' '.join(args.layers) or 'none'}")
-            check_layers(model, x, layers)  # unknown layers, calls of a reused module: one pass of two images
+        model, x, labels, layers = probe_inputs(args)
     except (ValueError, TypeError) as err:
         print(f"augnet probe: error: {err}", file=sys.stderr)
         return 2
@@ -500,9 +447,10 @@ def check_args(args: argparse.Namespace) -> str | None:
         return f"--transforms {' '.join(grey)} need RGB images; the glyphs are grey (use --data sprites)"
     if len(set(transforms)) < len(transforms):
         return f"--transforms names a transform more than once: {' '.join(transforms)}"
-    timing = args.command == "bench" and args.model is None  # bench --model: the cost on paper, nothing is run
-    if timing and args.seed is not None and not 0 <= args.seed < 2**63:  # BenchConfig's words, before the notice
-        return f"seed must be in [0, 2**63 - 1], got {args.seed}"
+    if args.command == "bench" and args.model is None:  # bench --model: the cost on paper, nothing is run
+        problem = check_bench(args)  # its seed, device and providers: refused before the notice, not by the run
+        if problem is not None:
+            return problem
     if args.command in ("demo", "probe"):  # reproduce: the experiments' own check
         top, shown = (MAX_DEMO_SEED, "2**64 - 3") if args.command == "demo" else (MAX_SEED, "2**63 - 3")
         if not 0 <= args.seed <= top:
@@ -519,7 +467,7 @@ def check_args(args: argparse.Namespace) -> str | None:
         except _registry.SetupError as err:
             return err.cli
     device = getattr(args, "device", None)
-    if device is not None and args.command in ("demo", "reproduce", "probe"):  # bench checks its own device
+    if device is not None and args.command in ("demo", "reproduce", "probe"):  # bench: check_bench
         from augnet.training import resolve_device
 
         try:
@@ -535,7 +483,7 @@ def check_args(args: argparse.Namespace) -> str | None:
         return None
     from augnet._checks import folder_problem  # made when the first result is written: a refused run leaves none
 
-    return folder_problem(args.out, "--out", "output folder") or results_problem(args)
+    return folder_problem(args.out, "--out", "output folder") or results_problem(args) or runs_problem(args)
 
 
 def main(argv: list[str] | None = None) -> int:

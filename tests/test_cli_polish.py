@@ -139,17 +139,158 @@ def test_a_reproduce_rerun_names_the_summary_it_replaces_not_the_runs_it_resumes
     assert "figures" in notices[0]
 
 
-def test_a_refused_bench_run_says_nothing_of_replacing_and_keeps_the_results(tmp_path, monkeypatch, capsys):
+def _refused_before_the_notice(err: str, command: str, flag: str) -> None:
+    """``err`` is one error line of ``command`` that names ``flag``, and no notice of replaced results."""
+    assert err.count("\n") == 1 and err.startswith(f"augnet {command}: error: "), err
+    assert flag in err and _notices(err, command) == [] and "replacing" not in err, err
+
+
+def _earlier_results(folder: Path, names) -> dict[str, str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (folder / name).write_text(f"earlier {name}")
+    return {p.name: p.read_text() for p in folder.iterdir() if p.is_file()}
+
+
+def _kept(folder: Path, before: dict[str, str]) -> None:
+    assert {p.name: p.read_text() for p in folder.iterdir() if p.is_file()} == before
+
+
+def _no_cuda(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+def _no_kornia(monkeypatch):
+    import augnet.bench.harness
+
+    monkeypatch.setattr(augnet.bench.harness, "_has_kornia", lambda: False)
+
+
+@pytest.mark.parametrize(
+    "extra, said, setup",
+    [
+        (["--seed", "-1"], ("--seed", "got -1"), None),
+        (["--seed", str(2**63)], ("--seed", f"got {2**63}"), None),  # torch's generators: below 2**63 as BenchConfig
+        (["--providers", "reference", "no-such-backend"], ("--providers no-such-backend:", "unknown"), None),
+        (["--providers", "eager"], ("--providers eager", "kornia"), _no_kornia),
+        (["--device", "cuda"], ("--device cuda:", "CUDA"), _no_cuda),  # a machine without CUDA
+    ],
+)
+def test_a_refused_bench_run_says_nothing_of_replacing_and_keeps_the_results(extra, said, setup, tmp_path,
+                                                                             monkeypatch, capsys):  # fmt: skip
+    # The device, the providers and the seed were refused by the run itself, after the notice of what it replaces
+    # (a rerun refused said it was replacing results it then left), and the seed's message named no flag.
     import augnet.bench
 
+    if setup is not None:
+        setup(monkeypatch)
     monkeypatch.setattr(augnet.bench, "run_from_args", lambda args: pytest.fail("augnet bench ran"))
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "tap_mix_cpu_quick.json").write_text("{}")
-    assert main(["bench", "--quick", "--seed", "-1", "--out", str(out)]) == 2
+    before = _earlier_results(out, ["tap_mix_cpu_quick.json", "tap_mix_cuda_quick.json", "inference_cpu_quick.json"])
+    assert main(["bench", "--quick", *extra, "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "seed must be" in err and "-1" in err and "replacing" not in err
-    assert (out / "tap_mix_cpu_quick.json").read_text() == "{}"
+    _refused_before_the_notice(err, "bench", said[0])
+    assert all(part in err for part in said), err
+    _kept(out, before)
+
+
+def _versus_runs(folder: Path, quick: bool) -> dict[str, str]:
+    folder.mkdir(parents=True)
+    records = [{"key": f"run {i}", "kind": "run", "quick": quick} for i in range(2)]
+    (folder / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return _earlier_results(folder, ["versus.json", "verdict.txt", "table.md", "accuracy.png"])
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_versus_into_the_folder_of_the_other_kind_of_run_is_refused_before_the_notice(quick, tmp_path, monkeypatch,
+                                                                                    capsys):  # fmt: skip
+    # `augnet reproduce versus --quick` into a full run's folder (or the reverse) said it was replacing its
+    # summary, then refused in the experiment.
+    import augnet.experiments
+
+    monkeypatch.setattr(augnet.experiments, "reproduce", lambda *a, **k: pytest.fail("the experiment ran"))
+    folder = tmp_path / "versus"
+    before = _versus_runs(folder, quick=not quick)
+    argv = ["reproduce", "versus", *(["--quick"] if quick else []), "--no-progress", "--out", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    _refused_before_the_notice(err, "reproduce", "--out")
+    assert str(folder / "runs.jsonl") in err and ("--quick run would" if quick else "--quick run(s)") in err
+    _kept(folder, before)
+
+
+def test_versus_into_the_folder_of_its_own_kind_of_run_goes_on(tmp_path, monkeypatch, capsys):
+    import augnet.experiments
+    from augnet.experiments import SetupError, versus
+
+    ran = []
+    monkeypatch.setattr(augnet.experiments, "reproduce",
+                        lambda name, out, **kwargs: ran.append(kwargs["quick"]) or augnet.experiments.Report(
+                            name, "verdict", {}, []))  # fmt: skip
+    _versus_runs(tmp_path / "versus", quick=True)
+    assert main(["reproduce", "versus", "--quick", "--no-progress", "--out", str(tmp_path)]) == 0
+    assert ran == [True] and len(_notices(capsys.readouterr().err, "reproduce")) == 1  # replaces its summary
+    # The check is the experiment's own: what run_versus refuses, in its words.
+    versus.check_runs_folder(tmp_path / "versus", quick=True)
+    versus.check_runs_folder(tmp_path / "nothing here", quick=False)
+    with pytest.raises(SetupError, match=r"holds 2 --quick run\(s\); a full run would take them"):
+        versus.check_runs_folder(tmp_path / "versus", quick=False)
+
+
+_REFUSED_NETS = """
+import torch
+from torch import nn
+
+
+def net():
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(4, 2))
+
+
+class Casting(nn.Module):  # takes any images (it casts them), but its parameters are float64
+    def __init__(self):
+        super().__init__()
+        self.net = net().double()
+
+    def forward(self, x):
+        return self.net(x.double())
+
+
+def compiled_augnet():
+    from augnet import AugmentationLayer, AugNet
+    from augnet.transforms import image as T
+
+    return torch.compile(AugNet(net(), AugmentationLayer([T.Rotate()])))
+"""
+
+
+@pytest.mark.parametrize(
+    "model, extra, flag",
+    [
+        ("net", ["--by-class", "labels.txt"], "--by-class"),  # a negative class label
+        ("Casting", [], "--model polish_refused_nets:Casting"),  # report's dtype check
+        ("compiled_augnet", [], "--model polish_refused_nets:compiled_augnet"),  # refused before compiling
+    ],
+)
+def test_a_refused_probe_run_says_nothing_of_replacing_and_keeps_the_results(model, extra, flag, tmp_path,
+                                                                             monkeypatch, capsys):  # fmt: skip
+    # Refused by report() after the notice, as a traceback.
+    import augnet.probes
+
+    (tmp_path / "polish_refused_nets.py").write_text(_REFUSED_NETS)
+    (tmp_path / "labels.txt").write_text("\n".join(str(v) for v in [-1, 0, 1, 0, 1, 0, 1, 0]) + "\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(augnet.probes, "report", lambda *a, **k: pytest.fail("augnet probe ran"))
+    out = tmp_path / "out"
+    before = _earlier_results(out, ["probe.json", "probe.csv", "verdict.txt", "probe.units.json"])
+    argv = ["probe", "--model", f"polish_refused_nets:{model}", "--fake", "--n", "8", "--size", "8", "--transforms",
+            "Rotate", "--magnitudes", "1", "--no-lie", "--no-progress", *extra, "--out", str(out)]  # fmt: skip
+    assert main(argv) == 2
+    _refused_before_the_notice(capsys.readouterr().err, "probe", flag)
+    _kept(out, before)
 
 
 # ------------------------------------------------------------------------------- Ctrl-C before a command runs

@@ -114,7 +114,7 @@ def test_bench_config_refuses_settings_it_cannot_run(settings, error, match):
 def test_bench_refuses_a_negative_seed_in_one_line(capsys, tmp_path):
     out = tmp_path / "out"
     assert main(["bench", "--device", "cpu", "--quick", "--seed", "-1", "--out", str(out)]) == 2
-    assert "augnet bench: error: seed must be in [0, 2**63 - 1], got -1" in capsys.readouterr().err
+    assert "augnet bench: error: --seed must be in [0, 2**63 - 1], got -1" in capsys.readouterr().err
     assert not out.exists()
 
 

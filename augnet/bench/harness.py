@@ -321,16 +321,26 @@ def default_providers(x: Tensor) -> list[str]:
     return [*([EAGER] if _has_kornia() else []), *(b for b in available_backends(x) if b not in slow)]
 
 
-def _check_providers(names: Sequence[str], x: Tensor) -> list[str]:
+def _check_providers(names: Sequence[str], x: Tensor, flag: str | None = None) -> list[str]:
+    """``names`` without repeats, or the ValueError of a provider that is unknown or cannot run on ``x``'s device.
+
+    ``flag``: the command line's option (``"--providers"``), which the messages then name, with the names as typed.
+    """
+    given = (lambda bad: f"{flag} {' '.join(bad)}") if flag else (lambda bad: f"providers {bad}")
     if EAGER in names and not _has_kornia():
-        raise ValueError('the eager provider needs kornia, which is not installed: pip install "augnet[bench]"')
+        who = given([EAGER]) if flag else "the eager provider"
+        raise ValueError(f'{who} needs kornia, which is not installed: pip install "augnet[bench]"')
     usable = set(available_backends(x)) | {EAGER}
     unknown = [n for n in names if n != EAGER and n not in dispatch._BACKENDS]
+    if unknown and flag:
+        raise ValueError(f"{given(unknown)}: unknown; the providers are 'eager' and the tap_mix backends "
+                         f"({', '.join(sorted(dispatch._BACKENDS))})")  # fmt: skip
     if unknown:
         raise ValueError(f"unknown providers {unknown}: 'eager' or a tap_mix backend {sorted(dispatch._BACKENDS)}")
     bad = [n for n in names if n not in usable]
     if bad:
-        raise ValueError(f"providers {bad} cannot run on {x.device.type} here; usable: {sorted(usable)}")
+        shown = ", ".join(sorted(usable)) if flag else sorted(usable)
+        raise ValueError(f"{given(bad)} cannot run on {x.device.type} here; usable: {shown}")
     return list(dict.fromkeys(names))
 
 

@@ -31,7 +31,7 @@ from augnet.experiments._registry import Report, SetupError, WorkerPool, cut_tor
 from augnet.experiments.versus_methods import METHODS, QUICK_EPOCHS, applies, fixed_grid, run_method
 from augnet.experiments.versus_tasks import REGIMES, TASKS, load
 
-__all__ = ["REPORTED_SEEDS", "TUNING_SEEDS", "VersusConfig", "run_versus", "summarise"]
+__all__ = ["REPORTED_SEEDS", "TUNING_SEEDS", "VersusConfig", "check_runs_folder", "run_versus", "summarise"]
 
 #: The seeds any setting was chosen on, and the seeds the verdict reads.
 TUNING_SEEDS = (0, 1, 2, 3, 4)
@@ -149,6 +149,25 @@ def _stale(job: tuple, records: dict[str, dict], grid_seed: int) -> bool:
     return job[0] == "run" and job[3] == "fixed" and record.get("fixed") != best
 
 
+def check_runs_folder(out_dir: str | Path, quick: bool) -> None:
+    """The :class:`~augnet.experiments.SetupError` :func:`run_versus` would raise for the runs already in
+    ``out_dir/runs.jsonl``: runs of the other kind (full runs for a ``quick`` one, or the reverse), which it would
+    take for its own. Reads the folder only; nothing when it holds no runs."""
+    path = Path(out_dir) / "runs.jsonl"
+    if path.is_file():
+        _refuse_other_kind(read_runs(path), path, quick)
+
+
+def _refuse_other_kind(records: dict[str, dict], path: Path, quick: bool) -> None:
+    other = [r for r in records.values() if is_quick(r) != quick]
+    if other:
+        kinds = ("--quick", "full") if quick else ("full", "--quick")
+        raise SetupError(
+            f"{path} holds {len(other)} {kinds[1]} run(s); a {kinds[0]} run would take them for its own: give it "
+            "another output folder (--out)"
+        )
+
+
 def run_versus(config: VersusConfig, out_dir: str | Path, progress: bool = False, log=print) -> dict[str, dict]:
     """Run every job of ``config`` not yet in ``out_dir/runs.jsonl``; return every record by key."""
     config.validate()
@@ -156,13 +175,7 @@ def run_versus(config: VersusConfig, out_dir: str | Path, progress: bool = False
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "runs.jsonl"
     records = read_runs(path)
-    other = [r for r in records.values() if is_quick(r) != config.quick]
-    if other:
-        kinds = ("--quick", "full") if config.quick else ("full", "--quick")
-        raise SetupError(
-            f"{path} holds {len(other)} {kinds[1]} run(s); a {kinds[0]} run would take them for its own: give it "
-            "another output folder (--out)"
-        )
+    _refuse_other_kind(records, path, config.quick)
     cut_torn_line(path)
     for task in config.tasks:  # task by task: a task's table is complete before the next task starts
         for phase in ("grid", "run"):
