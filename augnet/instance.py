@@ -23,6 +23,7 @@ Axis legend: B samples, C copies, N = B * C rows (copy-major), Q transforms.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -30,6 +31,7 @@ from torch import Tensor, nn
 
 from augnet._calibration import evaluating
 from augnet._checks import is_int, is_real
+from augnet._stack import caller_stacklevel
 from augnet.layers import AugmentationLayer
 from augnet.magnitudes import inward_clamp, widened
 from augnet.ops.dispatch import host_readable
@@ -157,6 +159,14 @@ class TinyConditioner(nn.Module):
     experiment: the instance guide); it tells inputs apart by their colours
     and intensities only.
 
+    Scale. The standardisation's ``eps`` is absolute, so inputs on a tiny scale
+    (EEG in volts, about 1e-5; very quiet audio) give features whose spread
+    over the batch is far below it: standardised, they hardly differ, and the
+    head gives every input about the global policy. A training step on the
+    CPU warns once (``UserWarning``) when the features of differing inputs of
+    RMS below 0.1 vary by less than ``1e-4 * eps``; scale such data to about
+    unit size first (EEG in microvolts).
+
     Args:
         channels: input channels (``Ch``).
         outputs: output size (``2 Q``).
@@ -206,9 +216,35 @@ class TinyConditioner(nn.Module):
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
 
+    # Set once the conditioner has warned that its features cannot tell a batch's inputs apart (it warns once).
+    _warned_blind = False
+
     def forward(self, x: Tensor) -> Tensor:
-        h = self.features(x)
-        return self.head(self.norm(h.flatten(2).mean(2)))
+        h = self.features(x).flatten(2).mean(2)
+        if self.training and torch.is_grad_enabled() and len(h) > 1 and not self._warned_blind and host_readable(h):
+            self._check_spread(x, h)
+        return self.head(self.norm(h))
+
+    def _check_spread(self, x: Tensor, h: Tensor) -> None:
+        """Warn (once) when the pooled features ``h`` (B, hidden) of differing inputs ``x`` vary over the batch, but
+        by a variance far below the standardisation's ``eps``: standardised, they stay under 1 % of unit scale, and
+        the head cannot give the inputs different policies (inputs on a tiny scale, EEG in volts, do it)."""
+        largest = float(h.detach().var(0, unbiased=False).max())
+        if not 0 < largest < 1e-4 * self.norm.eps or not bool((x.detach() != x.detach()[:1]).any()):
+            return  # features that vary (or NaN), that are constant (dead ReLUs), or one input repeated
+        scale = float(x.detach().double().pow(2).mean().sqrt())
+        if not scale < 0.1:  # inputs of a usual scale that hardly differ: scaling them would not help
+            return
+        self._warned_blind = True
+        warnings.warn(
+            f"TinyConditioner: its features barely vary over the batch (variance at most {largest:.2g}, against "
+            f"eps={self.norm.eps:g} in their standardisation), so every input gets about the same policy: the "
+            f"per-instance layer is the global one. The inputs' RMS is {scale:.3g}; on so small a scale (EEG in "
+            "volts, about 1e-5) scale the data to about unit size (volts to microvolts: x * 1e6) before the model, "
+            "or pass a conditioner of your own that normalises its input",
+            UserWarning,
+            stacklevel=caller_stacklevel(("augnet.", "torch.")),
+        )
 
 
 class ConditionedAugmentationLayer(AugmentationLayer):
@@ -252,6 +288,11 @@ class ConditionedAugmentationLayer(AugmentationLayer):
             default conditioner (or inputs that are neither signals nor images), a ``kernel_size`` other
             than 3 or a ``hidden`` other than 16 with a ``conditioner``, or a ``conditioner`` that is not an
             ``nn.Module``.
+
+    Warns:
+        UserWarning: once, in a training step on the CPU, when the default conditioner cannot tell the
+            batch's inputs apart because they are on a tiny scale (EEG in volts: see
+            :class:`~augnet.instance.TinyConditioner`).
 
     Examples:
         >>> from augnet.transforms import image as T

@@ -231,6 +231,12 @@ def _sensor_positions(positions) -> Tensor:
     """Validate (Ch, 3) sensor positions and project them onto the unit sphere (float64, CPU)."""
     if isinstance(positions, Tensor):
         p = positions.detach()
+    elif isinstance(positions, dict):  # MNE's montage.get_positions()["ch_pos"]: names to positions, in its own order
+        raise TypeError(
+            "sensor_positions must be a (Ch, 3) tensor or array in the channel order of the inputs, got a dict of "
+            f"{len(positions)} entries: stack its positions in that order, e.g. np.stack([ch_pos[name] for name in "
+            "ch_names])"
+        )
     else:
         try:
             p = torch.as_tensor(positions)
@@ -242,7 +248,11 @@ def _sensor_positions(positions) -> Tensor:
         raise TypeError(f"sensor_positions must hold real numbers, got dtype {p.dtype}")
     p = p.to("cpu", torch.float64)
     if p.dim() != 2 or p.shape[1] != 3:
-        raise ValueError(f"sensor_positions must have shape (Ch, 3), got shape {tuple(p.shape)}")
+        flipped = p.dim() == 2 and p.shape[0] == 3  # braindecode's (3, Ch) matrix
+        raise ValueError(
+            f"sensor_positions must have shape (Ch, 3), got shape {tuple(p.shape)}"
+            + (": one row per sensor; transpose a (3, Ch) matrix (sensor_positions.T)" if flipped else "")
+        )
     ch = p.shape[0]
     if ch < 4:
         raise ValueError(f"sensor_positions must hold at least 4 sensors for spherical splines, got {ch}")
@@ -408,7 +418,8 @@ class SensorsRotationZ(_SensorsRotation):
         ValueError: ``sensor_positions`` that are not at least 4 distinct finite (Ch, 3) positions, a
             ``max_angle`` that is not a positive number within float32's range, an ``order`` below 2 or
             ``n_terms`` below 1 (or not ints), or a spline system singular for these sensors.
-        TypeError: ``sensor_positions`` that are not real numbers.
+        TypeError: ``sensor_positions`` that are not real numbers, or a dict of names to positions (stack its
+            positions in the inputs' channel order).
 
     Warns:
         UserWarning: a ``max_angle`` above a full turn, ``2 * pi`` (surely meant in degrees).
