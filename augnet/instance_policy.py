@@ -42,13 +42,21 @@ class PolicySummary:
         units: the natural unit of each transform's range.
         quantiles: the quantile levels of the ``*_quantiles`` entries.
         classes: per class label: ``count``; ``weight_mean``, ``magnitude_mean``,
-            ``range_mean`` (the upper end of the range, natural units), each Q
-            values; ``weight_quantiles``, ``magnitude_quantiles``,
-            ``range_quantiles``, each one list of Q values per quantile level.
+            ``range_mean`` (the end of each sample's range that moves with the magnitude, natural units: see
+            ``range_end``), each Q values; ``weight_quantiles``, ``magnitude_quantiles``,
+            ``range_quantiles``, each one list of Q values per quantile level; ``range_at_mean``, per
+            transform the range ``[low, high]`` at the class's ``magnitude_mean`` (what ``str()`` prints).
         layer: the summarised layer (kept for :meth:`policy`; not serialised).
         size: spatial size of the inputs (for ranges in pixels).
-        one_sided: per transform, whether its range starts at 0 (a probability, a noise level: printed
-            ``0 to x``) rather than spanning ``±x`` (empty: every range read as ``±x``).
+        one_sided: per transform, whether every sample's range starts at 0 or above (a probability, a noise
+            level) rather than below it (empty: unknown).
+        range_end: per transform, the end of its range that ``range_mean`` and ``range_quantiles`` follow:
+            ``"high"``, or ``"low"`` for a transform whose upper end does not move with the magnitude
+            (``LowPass``'s cut-off, ``AddNoise``'s SNR, ``Solarize``'s threshold); empty: every one ``"high"``.
+
+    ``str()`` prints, per class and transform, the mean weight and the range at the class's mean magnitude:
+    ``±x`` for a range symmetric about 0, else ``low to high`` (``0 to 0.25`` for a probability, ``849 to
+    3.6e+03`` for a low-pass cut-off).
     """
 
     transforms: list[str]
@@ -58,6 +66,7 @@ class PolicySummary:
     layer: ConditionedAugmentationLayer | None = field(default=None, repr=False)
     size: tuple[int, ...] | None = None
     one_sided: list[bool] = field(default_factory=list)
+    range_end: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         """The summary as JSON data (class labels as strings)."""
@@ -65,6 +74,7 @@ class PolicySummary:
             "transforms": self.transforms,
             "units": self.units,
             "quantiles": list(self.quantiles),
+            "range_end": self.range_end or ["high"] * len(self.transforms),
             "classes": {str(k): v for k, v in self.classes.items()},
         }
 
@@ -92,14 +102,28 @@ class PolicySummary:
     def __str__(self) -> str:
         lines = []
         for label, c in self.classes.items():
-            one_sided = self.one_sided or [False] * len(self.transforms)
             parts = [
-                f"{name} w {c['weight_mean'][q]:.2f} range {'0 to ' if one_sided[q] else '±'}"
-                f"{c['range_mean'][q]:.3g} {unit}".rstrip()
+                f"{name} w {c['weight_mean'][q]:.2f} range {_shown(c, q)} {unit}".rstrip()
                 for q, (name, unit) in enumerate(zip(self.transforms, self.units, strict=True))
             ]
             lines.append(f"class {label} ({c['count']}): " + "; ".join(parts))
         return "\n".join(lines)
+
+
+def _shown(entry: dict, q: int) -> str:
+    """Transform ``q``'s range in a class ``entry``: ``±x`` when symmetric about 0, else ``low to high``."""
+    if "range_at_mean" not in entry:  # a summary made by hand, without the ranges' two ends
+        return f"{entry['range_mean'][q]:.3g}"
+    low, high = entry["range_at_mean"][q]
+    return f"±{high:.3g}" if low == -high and high != 0 else f"{low:.3g} to {high:.3g}"
+
+
+def _moving_end(transform, size: tuple[int, ...] | None = None) -> int:
+    """Which end of ``transform``'s natural range moves with the magnitude: 1 (``high``), or 0 (``low``) when the
+    upper end is the same at magnitudes 0 and 1 and the lower end is not (a low-pass cut-off, an SNR, a
+    threshold). A range with no end that moves gives 1."""
+    r0, r1 = transform.natural_range(0.0, size), transform.natural_range(1.0, size)
+    return 0 if r0.high == r1.high and r0.low != r1.low else 1
 
 
 def _global_layer(layer: ConditionedAugmentationLayer, weights: Sequence[float], magnitudes: Sequence[float]):
@@ -233,16 +257,21 @@ def policy_summary(
         raise ValueError("the loader gave no batch")
     if not ws:
         raise ValueError(f"the data hold no sample ({batches} empty batch(es)): there is nothing to summarise")
-    w, mu, high, y = torch.cat(ws).double(), torch.cat(mus).double(), torch.cat(highs), torch.cat(labels)
+    w, mu, y = torch.cat(ws).double(), torch.cat(mus).double(), torch.cat(labels)
+    high, low = torch.cat(highs), torch.cat(lows)
     level = torch.tensor(qs, dtype=torch.float64)
-    one_sided = (torch.cat(lows) >= 0).all(0).tolist()
-    summary = PolicySummary(pol["transforms"], pol["units"], qs, layer=layer, size=size, one_sided=one_sided)
+    ends = [_moving_end(t, size) for t in layer.transforms]
+    moving = torch.where(torch.tensor(ends, dtype=torch.bool), high, low)  # (B, Q): each range's end that moves
+    summary = PolicySummary(pol["transforms"], pol["units"], qs, layer=layer, size=size,
+                            one_sided=(low >= 0).all(0).tolist(), range_end=[("low", "high")[e] for e in ends])
     for label in sorted(set(y.tolist())):
         rows = y == label
         entry = {"count": int(rows.sum())}
-        for name, values in (("weight", w[rows]), ("magnitude", mu[rows]), ("range", high[rows])):
+        for name, values in (("weight", w[rows]), ("magnitude", mu[rows]), ("range", moving[rows])):
             entry[f"{name}_mean"] = values.mean(0).tolist()
             entry[f"{name}_quantiles"] = torch.quantile(values, level, dim=0).tolist()
+        entry["range_at_mean"] = [list(t.natural_range(m, size)[:2])
+                                  for t, m in zip(layer.transforms, entry["magnitude_mean"], strict=True)]
         summary.classes[int(label)] = entry
     return summary
 
@@ -282,7 +311,9 @@ def averaged_policy(model: nn.Module, loader, device: str | torch.device | None 
 def plot_policy_summary(summary: PolicySummary, path: str | Path, names: dict[int, str] | None = None) -> Path:
     """Per class: each transform's weight and range (mean, with the outer quantiles as a bar); a PNG.
 
-    ``names`` maps class labels to the names on the axis (default: the labels).
+    The range plotted is the end that moves with the magnitude (``range_mean``): the upper end, or the lower
+    end for the transforms whose upper end is fixed (their legend says ``lower end``). ``names`` maps class
+    labels to the names on the axis (default: the labels).
 
     Raises:
         TypeError, ValueError: ``summary`` not a :class:`PolicySummary` or holding no class (nothing to plot),
@@ -301,7 +332,9 @@ def plot_policy_summary(summary: PolicySummary, path: str | Path, names: dict[in
     q = len(summary.transforms)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     width = 0.8 / q
-    for j, (key, title) in enumerate((("weight", "weight"), ("range", "range (upper end)"))):
+    lower = [end == "low" for end in summary.range_end] or [False] * q
+    ranges = "range (the end that moves)" if any(lower) else "range (upper end)"
+    for j, (key, title) in enumerate((("weight", "weight"), ("range", ranges))):
         ax = axes[j]
         for t in range(q):
             xs = [i + (t - (q - 1) / 2) * width for i in range(len(labels))]
@@ -312,6 +345,7 @@ def plot_policy_summary(summary: PolicySummary, path: str | Path, names: dict[in
             err = [[max(m - a, 0.0) for m, a in zip(means, lo, strict=True)],
                    [max(b - m, 0.0) for m, b in zip(means, hi, strict=True)]]
             unit = f" ({summary.units[t]})" if key == "range" and summary.units[t] else ""
+            unit = f", lower end{unit}" if key == "range" and lower[t] else unit
             ax.bar(xs, means, width, yerr=err, capsize=2, label=summary.transforms[t] + unit)
         ax.set_xticks(range(len(labels)), [(names or {}).get(k, str(k)) for k in labels])
         ax.set_xlabel("class")

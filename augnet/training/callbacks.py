@@ -50,6 +50,7 @@ import torch
 from torch import Tensor
 
 from augnet._checks import folder_problem, is_int, is_real
+from augnet.instance_policy import _moving_end
 from augnet.layers import AugmentationLayer
 from augnet.training._checks import resume_point
 
@@ -147,11 +148,14 @@ class PolicyLogger(Callback):
     step minimised), the regulariser's weight, the learning rates that step used (read before a
     scheduler steps them), and
     for every augmentation layer ``i`` and transform ``Name``: its weight, its
-    magnitude and the upper end of its range in natural units
+    magnitude and the end of its range (in natural units) that moves with the magnitude
     (``layer{i}/{Name}/weight``, ``.../magnitude``, ``.../range``; a name that
-    repeats in a layer gets a ``#k`` suffix). An :class:`~augnet.Augerino`'s
+    repeats in a layer gets a ``#k`` suffix). ``range`` is the upper end (the ``x`` of ``±x``, of
+    ``[0, x]``, of ``[1/x, x]``) unless the upper end is the same at magnitudes 0 and 1; then it is the lower
+    end: ``LowPass``'s lowest cut-off, ``AddNoise``'s lowest SNR (``inf`` at magnitude 0), ``Solarize``'s
+    lowest threshold. An :class:`~augnet.Augerino`'s
     augmentation is logged as a layer after them: per generator, its width
-    (``layer{i}/{generator}/magnitude``, the magnitude of its policy) and range.
+    (``layer{i}/{generator}/magnitude``, the magnitude of its policy) and the upper end of its range.
     A model with no augmentation at all logs the rest, and is warned of once.
 
     - CSV: ``log_dir/policy.csv`` (``csv=True``), one column per quantity.
@@ -284,15 +288,16 @@ class PolicyLogger(Callback):
             out[f"lr{k}"] = float(lr)
         for i, layer in enumerate(state.layers):
             seen: dict[str, int] = {}
-            for entry in layer.policy(self.size):
+            size = self.size if self.size is not None else layer.last_size  # the size the policy's ranges are at
+            for t, entry in zip(layer.transforms, layer.policy(self.size), strict=True):
                 name = entry["transform"]
                 seen[name] = seen.get(name, 0) + 1
                 key = name if seen[name] == 1 else f"{name}#{seen[name]}"
                 out[f"layer{i}/{key}/weight"] = entry["weight"]
                 out[f"layer{i}/{key}/magnitude"] = entry["magnitude"]
-                out[f"layer{i}/{key}/range"] = float(entry["range"][1])
+                out[f"layer{i}/{key}/range"] = float(entry["range"][_moving_end(t, size)])
         for i, lie in enumerate(_lie_augmentations(state.model), start=len(state.layers)):  # Augerino's: widths
-            for entry in lie.policy(self.size)[0]:
+            for entry in lie.policy(self.size)[0]:  # ranges symmetric about 0 or 1: the upper end moves
                 out[f"layer{i}/{entry['transform']}/magnitude"] = entry["magnitude"]
                 out[f"layer{i}/{entry['transform']}/range"] = float(entry["range"][1])
         return out
