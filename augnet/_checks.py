@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 import os
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["as_values", "check_bool", "folder_problem", "is_int", "is_real", "loading_or_kept"]
+__all__ = [
+    "NotANumberError", "as_values", "check_bool", "folder_problem", "is_int", "is_real", "loading_or_kept", "number",
+    "positive",
+]  # fmt: skip
+
+
+class NotANumberError(TypeError, ValueError):
+    """A value given where a number belongs that is not one: a string, ``None``, a bool, a complex number, a tensor
+    or an array of more than one value.
+
+    A TypeError (what the value is), and a ValueError too: augnet raised a ValueError for these before, and code
+    that catches it (``except ValueError``) keeps catching them.
+    """
 
 
 def is_int(value) -> bool:
@@ -26,6 +40,46 @@ def is_real(value) -> bool:
     numbers to every argument that takes one; store them with ``float(value)``.
     """
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def number(name: str, value):
+    """``value`` with a 0-d tensor or a 0-d NumPy array read as the Python number it holds; anything else as given.
+
+    A 0-d tensor of a real dtype (not bool or complex) on any device that holds values gives its value as a
+    Python ``float`` or ``int`` (``.item()``: a tensor on an accelerator waits for the device once, which is fine
+    for an argument read once, at construction, and the result keeps no tensor); a 0-d array gives its
+    ``.item()``. Other values (a bool tensor, a tensor of several values) come back as they were, for the
+    caller's type check to refuse them.
+
+    Raises:
+        ValueError: a 0-d tensor on ``meta``, which holds no value (naming ``name``).
+    """
+    torch, np = sys.modules.get("torch"), sys.modules.get("numpy")  # neither imported: the value is neither
+    if torch is not None and isinstance(value, torch.Tensor):
+        if value.dim() != 0 or value.dtype == torch.bool or value.is_complex():
+            return value
+        if value.device.type == "meta":
+            raise ValueError(f"{name} is a tensor on meta, which holds no value: give a number")
+        return value.item()
+    if np is not None and isinstance(value, np.ndarray) and value.ndim == 0:
+        return value.item()
+    return value
+
+
+def positive(name: str, value) -> float:
+    """``value`` as a float: a real number (see :func:`is_real`; a 0-d tensor or array too, see :func:`number`)
+    that is positive and finite.
+
+    Raises:
+        NotANumberError: ``value`` is not a number (a TypeError and a ValueError), naming ``name``.
+        ValueError: a number that is not positive and finite, naming ``name``.
+    """
+    read = number(name, value)
+    if not is_real(read):
+        raise NotANumberError(f"{name} must be a positive finite number, got {value!r}")
+    if not math.isfinite(read) or read <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {read!r}")
+    return float(read)
 
 
 def as_values(value):

@@ -174,7 +174,7 @@ def test_numpy_floats_build_what_the_python_floats_build_and_keep_python_floats(
     assert type(stats.momentum) is float and stats.momentum == 0.25
 
 
-@pytest.mark.parametrize("bad", [np.bool_(True), "30", torch.tensor(30.0)], ids=["numpy-bool", "str", "tensor"])
+@pytest.mark.parametrize("bad", [np.bool_(True), "30", torch.tensor([30.0])], ids=["numpy-bool", "str", "tensor"])
 def test_a_range_that_is_not_a_number_is_still_refused_naming_the_value(bad):
     with pytest.raises(ValueError, match="max_angle must be a positive finite number"):
         T.Rotate(max_angle=bad)

@@ -182,7 +182,8 @@ def fit(
     autocast_dtype = amp_dtype(amp, target)
     _checks.check_optimizer(model, optimizer)
     _checks.check_trains_policy(model, optimizer, reg)
-    first_epoch = _checks.first_pass(x, batches, generator, epochs - start_epoch, target)  # drawn and checked
+    first_epoch, first_dtype = _checks.first_pass(x, batches, generator, epochs - start_epoch, target)  # checked
+    mismatch = _checks.dtype_mismatch(model, first_dtype, autocast_dtype)  # said if the first step fails
     layers = [m for m in model.modules() if isinstance(m, AugmentationLayer)]
     history: dict[str, list] = {"step": [], "loss": [], "total_loss": []}
     if layers:
@@ -200,7 +201,7 @@ def fit(
     started: list[Callback] = []  # whose on_train_start was called, and on_train_end: on_train_error goes to the rest
     ended: list[Callback] = []
     try:
-        with _checks.undo_a_failed_start(model, state) as started_well:  # a first step that fails: as it was
+        with _checks.undo_a_failed_start(model, state, mismatch) as started_well:  # a first step that fails: as it was
             # and where it was: the model moves to fit's device inside this guard
             device = target if target.type == "meta" else training_device(model, device)
             scaler = torch.amp.GradScaler(device.type) if autocast_dtype == torch.float16 else None

@@ -42,7 +42,7 @@ import math
 import torch
 from torch import Tensor
 
-from augnet._checks import is_real
+from augnet._checks import is_real, number
 from augnet.transforms._biquad import DEFAULT_Q, filter_rows, highpass_coefficients, lowpass_coefficients
 from augnet.transforms._biquad import _all_pole_response as _all_pole_response
 from augnet.transforms._biquad import bandreject_coefficients as bandreject_coefficients
@@ -65,6 +65,7 @@ _F32 = torch.finfo(torch.float32)
 
 
 def _number(name: str, value) -> float:
+    value = number(name, value)  # a 0-d tensor or array: the number it holds
     if not is_real(value) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     return float(value)

@@ -36,11 +36,12 @@ import einops
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import is_int, is_real
+from augnet._checks import is_int, is_real, positive
 from augnet.magnitudes import widened
 from augnet.ops.dispatch import tap_mix
 from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps
+from augnet.transforms._shapes import rank_hint
 
 __all__ = ["Range", "SignalTransform", "Taps", "Transform", "draw", "per_row", "positive", "stratified_copies"]
 
@@ -278,16 +279,20 @@ class Transform(nn.Module):
         return cls.taps is not Transform.taps
 
     def check_input(self, x: Tensor) -> None:
-        """Raise the TypeError or ValueError of an input the transform cannot take (type, dtype, rank, empty sizes)."""
+        """Raise the TypeError or ValueError of an input the transform cannot take (type, dtype, rank, empty sizes).
+
+        An input a dimension or two short of a common layout (mono signals :math:`(B, T)`, one image
+        :math:`(Ch, H, W)`) is refused with the reshape that makes a batch (``x.unsqueeze(1)``, ``x.unsqueeze(0)``).
+        """
         name = type(self).__name__
         if not isinstance(x, Tensor):
             raise TypeError(f"{name}: expected a tensor, got {type(x).__name__}")
         if not x.is_floating_point():
             raise TypeError(f"{name}: expected a floating-point tensor, got dtype {x.dtype}")
         if x.dim() != self.input_ndim:
-            raise ValueError(
-                f"{name}: expected a {self.input_ndim}-D input {self._shape_doc()}, got shape {tuple(x.shape)}"
-            )
+            doc, shape = self._shape_doc(), tuple(x.shape)
+            hint = rank_hint(doc, shape)  # the call that gives a batch, for a layout a dimension or two short
+            raise ValueError(f"{name}: expected a {self.input_ndim}-D input {doc}, got shape {shape}{hint}")
         if any(size == 0 for size in x.shape[1:]):
             raise ValueError(f"{name}: x has an empty non-batch dimension, shape {tuple(x.shape)}")
 
@@ -407,13 +412,6 @@ def per_row(magnitude: Tensor | float, ndim: int) -> Tensor | float:
     if not isinstance(magnitude, Tensor) or magnitude.dim() == 0:
         return magnitude
     return magnitude.reshape(-1, *[1] * (ndim - 1))
-
-
-def positive(name: str, value: float) -> float:
-    """``value`` as a float, or a ValueError naming ``name`` unless it is positive and finite."""
-    if not is_real(value) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return float(value)
 
 
 def in_float32(name: str, value: float, why: str = "the parameters are drawn in float32") -> float:
