@@ -213,7 +213,11 @@ def selective_regularizer(
     # Per stack (the AugmentationModule holding the layer; None: layers outside one), transform key -> the largest
     # weight an earlier layer of that stack gives it.
     layers = _augmentations(module, lie=False)  # checks the module
-    stack_of = {id(layer): id(m) for m in module.modules() if isinstance(m, AugmentationModule) for layer in m.layers}
+    stack_of = (  # one layer, or no discount: nothing to tell apart (spares a second walk over the modules)
+        {id(layer): id(m) for m in module.modules() if isinstance(m, AugmentationModule) for layer in m.layers}
+        if diverse and len(layers) > 1
+        else {}
+    )
     held_by_stack: dict[int | None, dict[str, Tensor]] = {}
     terms = []
     for layer in layers:
