@@ -23,10 +23,11 @@ from torch import Tensor, nn
 
 from augnet._calibration import evaluating
 from augnet._checks import as_values
+from augnet._labels import class_labels
 from augnet.instance import ConditionedAugmentationLayer
 from augnet.layers import AugmentationLayer, AugmentationModule
 from augnet.policy import Policy
-from augnet.probes._labels import class_labels
+from augnet.transforms._ranges import moving_end
 
 __all__ = ["PolicySummary", "averaged_policy", "plot_policy_summary", "policy_summary"]
 
@@ -116,14 +117,6 @@ def _shown(entry: dict, q: int) -> str:
         return f"{entry['range_mean'][q]:.3g}"
     low, high = entry["range_at_mean"][q]
     return f"±{high:.3g}" if low == -high and high != 0 else f"{low:.3g} to {high:.3g}"
-
-
-def _moving_end(transform, size: tuple[int, ...] | None = None) -> int:
-    """Which end of ``transform``'s natural range moves with the magnitude: 1 (``high``), or 0 (``low``) when the
-    upper end is the same at magnitudes 0 and 1 and the lower end is not (a low-pass cut-off, an SNR, a
-    threshold). A range with no end that moves gives 1."""
-    r0, r1 = transform.natural_range(0.0, size), transform.natural_range(1.0, size)
-    return 0 if r0.high == r1.high and r0.low != r1.low else 1
 
 
 def _global_layer(layer: ConditionedAugmentationLayer, weights: Sequence[float], magnitudes: Sequence[float]):
@@ -260,7 +253,7 @@ def policy_summary(
     w, mu, y = torch.cat(ws).double(), torch.cat(mus).double(), torch.cat(labels)
     high, low = torch.cat(highs), torch.cat(lows)
     level = torch.tensor(qs, dtype=torch.float64)
-    ends = [_moving_end(t, size) for t in layer.transforms]
+    ends = [moving_end(t, size) for t in layer.transforms]
     moving = torch.where(torch.tensor(ends, dtype=torch.bool), high, low)  # (B, Q): each range's end that moves
     summary = PolicySummary(pol["transforms"], pol["units"], qs, layer=layer, size=size,
                             one_sided=(low >= 0).all(0).tolist(), range_end=[("low", "high")[e] for e in ends])

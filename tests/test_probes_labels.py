@@ -14,9 +14,9 @@ from helpers import gen
 from torch import nn
 
 from augnet import probes
+from augnet._labels import class_labels
 from augnet.instance import ConditionedAugmentationLayer
 from augnet.instance_policy import policy_summary
-from augnet.probes._labels import class_labels
 from augnet.probes.inputs import load_labels
 from augnet.transforms import image as T
 

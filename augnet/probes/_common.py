@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet._checks import is_int, is_real
-from augnet.probes._labels import class_labels
+from augnet._labels import class_labels
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from augnet.probes._labels import class_labels
+from augnet._labels import class_labels
 
 __all__ = ["IMAGE_SUFFIXES", "fake_images", "load_images", "load_model"]
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from augnet._labels import class_labels
 from augnet.probes._common import Transformed, seeded
-from augnet.probes._labels import class_labels
 from augnet.probes.equivariance import equivariance_report
 from augnet.probes.features import reduce_features
 from augnet.probes.invariance import invariance_score

@@ -23,6 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet._checks import is_int
+from augnet._labels import class_labels
 from augnet.probes._common import (
     Transformed,
     check_draws,
@@ -32,7 +33,6 @@ from augnet.probes._common import (
     forward_kwargs,
     seeded,
 )
-from augnet.probes._labels import class_labels
 from augnet.probes.features import LOGITS, _features, check_rows
 
 __all__ = [

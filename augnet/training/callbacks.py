@@ -50,9 +50,9 @@ import torch
 from torch import Tensor
 
 from augnet._checks import folder_problem, is_int, is_real
-from augnet.instance_policy import _moving_end
 from augnet.layers import AugmentationLayer
 from augnet.training._checks import resume_point
+from augnet.transforms._ranges import moving_end
 
 __all__ = ["Callback", "PolicyLogger", "TemperatureAnnealing", "TrainState", "WeightWarmup"]
 
@@ -295,7 +295,7 @@ class PolicyLogger(Callback):
                 key = name if seen[name] == 1 else f"{name}#{seen[name]}"
                 out[f"layer{i}/{key}/weight"] = entry["weight"]
                 out[f"layer{i}/{key}/magnitude"] = entry["magnitude"]
-                out[f"layer{i}/{key}/range"] = float(entry["range"][_moving_end(t, size)])
+                out[f"layer{i}/{key}/range"] = float(entry["range"][moving_end(t, size)])
         for i, lie in enumerate(_lie_augmentations(state.model), start=len(state.layers)):  # Augerino's: widths
             for entry in lie.policy(self.size)[0]:  # ranges symmetric about 0 or 1: the upper end moves
                 out[f"layer{i}/{entry['transform']}/magnitude"] = entry["magnitude"]

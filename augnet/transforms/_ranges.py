@@ -7,7 +7,8 @@ acts): ``drawn_range`` refuses it at construction. Angles are in radians; a valu
 is the rotation by ``a``, so no range above a full turn draws anything a full turn does not), but not when
 augnet rebuilds a transform from a saved policy: the value was warned about when the transform was made.
 ``at_most_one`` refuses a range whose parameter would leave its meaning at magnitude 1 (a contrast or
-saturation factor below 0, a blend weight above 1).
+saturation factor below 0, a blend weight above 1). ``moving_end`` says which end of a range the magnitude
+moves (what the policy log and the per-instance summary report).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import warnings
 from augnet._stack import caller_stacklevel
 from augnet.transforms.base import in_float32, positive
 
-__all__ = ["FULL_TURN", "angle", "at_most_one", "drawn_range"]
+__all__ = ["FULL_TURN", "angle", "at_most_one", "drawn_range", "moving_end"]
 
 #: The modules that rebuild transforms from a saved policy's constructor arguments (``from_policy``,
 #: ``Policy.load`` / ``from_json``, the exporters): they restore a value, which ``angle`` does not warn about.
@@ -84,3 +85,11 @@ def _rebuilt() -> bool:
     while frame is not None and frame.f_globals.get("__name__", "").startswith("augnet.transforms"):
         frame = frame.f_back
     return frame is not None and frame.f_globals.get("__name__", "").startswith(REBUILDERS)
+
+
+def moving_end(transform, size: tuple[int, ...] | None = None) -> int:
+    """Which end of ``transform``'s natural range moves with the magnitude: 1 (``high``), or 0 (``low``) when the
+    upper end is the same at magnitudes 0 and 1 and the lower end is not (a low-pass cut-off, an SNR, a
+    threshold). A range with no end that moves gives 1."""
+    r0, r1 = transform.natural_range(0.0, size), transform.natural_range(1.0, size)
+    return 0 if r0.high == r1.high and r0.low != r1.low else 1
