@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from augnet._calibration import evaluating
 from augnet._checks import as_values
+from augnet._json import strict
 from augnet._labels import class_labels
 from augnet.instance import ConditionedAugmentationLayer
 from augnet.layers import AugmentationLayer, AugmentationModule
@@ -70,14 +71,47 @@ class PolicySummary:
     range_end: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        """The summary as JSON data (class labels as strings)."""
-        return {
-            "transforms": self.transforms,
-            "units": self.units,
+        """The summary as strict JSON data (class labels as strings), read back by :meth:`from_json`.
+
+        An unbounded range end (``AddNoise``'s SNR at magnitude 0 is infinite) is written as the string ``"inf"``
+        (``"-inf"``), as policy files write it (:meth:`augnet.policy.Policy.layers_json`), and a NaN as ``None``:
+        ``json.dumps`` of it is strict JSON, which every reader takes (Python's own default writes ``Infinity``,
+        which strict readers refuse). A new dict: editing it leaves the summary as it is.
+        """
+        return strict({
+            "transforms": list(self.transforms),
+            "units": list(self.units),
             "quantiles": list(self.quantiles),
+            "size": None if self.size is None else list(self.size),
+            "one_sided": list(self.one_sided),
             "range_end": self.range_end or ["high"] * len(self.transforms),
-            "classes": {str(k): v for k, v in self.classes.items()},
-        }
+            "classes": {str(k): copy.deepcopy(v) for k, v in self.classes.items()},
+        })  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: dict) -> PolicySummary:
+        """The summary of a :meth:`to_json` dict (``"inf"`` / ``"-inf"`` back as floats, class labels as ints).
+
+        It prints and plots (:func:`plot_policy_summary`) as the summary written; it holds no layer, so
+        :meth:`policy` asks to summarise the model again.
+
+        Raises:
+            ValueError: ``data`` is not a dict with the keys :meth:`to_json` writes, or a class label is not an
+                integer.
+        """
+        keys = ("transforms", "units", "quantiles", "classes")
+        if not isinstance(data, dict) or not all(k in data for k in keys):
+            got = sorted(data) if isinstance(data, dict) else type(data).__name__
+            raise ValueError(f"not a policy summary's JSON: expected a dict with keys {list(keys)}, got {got}")
+        try:
+            classes = {int(k): _read_floats(v) for k, v in data["classes"].items()}
+        except (TypeError, ValueError, AttributeError):
+            raise ValueError(f"a summary's 'classes' must map integer labels to entries, got {data['classes']!r:.80}") \
+                from None
+        size = data.get("size")
+        return cls(list(data["transforms"]), list(data["units"]), tuple(data["quantiles"]), classes,
+                   size=None if size is None else tuple(size), one_sided=list(data.get("one_sided", [])),
+                   range_end=list(data.get("range_end", [])))  # fmt: skip
 
     def class_averaged(self) -> tuple[list[float], list[float]]:
         """``(weights, magnitudes)``: each class's mean, averaged over the classes (each class counts once)."""
@@ -115,8 +149,36 @@ def _shown(entry: dict, q: int) -> str:
     """Transform ``q``'s range in a class ``entry``: ``±x`` when symmetric about 0, else ``low to high``."""
     if "range_at_mean" not in entry:  # a summary made by hand, without the ranges' two ends
         return f"{entry['range_mean'][q]:.3g}"
-    low, high = entry["range_at_mean"][q]
+    low, high = (v + 0.0 for v in entry["range_at_mean"][q])  # + 0.0: -0.0 shows as 0
     return f"±{high:.3g}" if low == -high and high != 0 else f"{low:.3g} to {high:.3g}"
+
+
+def _read_floats(value):
+    """``value`` (JSON data) with the strings ``"inf"`` / ``"-inf"`` as floats and ``None`` (a NaN) as NaN."""
+    if isinstance(value, dict):
+        return {k: _read_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_read_floats(v) for v in value]
+    if value is None:
+        return float("nan")
+    return _ENDS.get(value, value) if isinstance(value, str) else value
+
+
+_ENDS = {"inf": float("inf"), "-inf": float("-inf")}
+
+
+def _quantiles(values: Tensor, level: Tensor) -> Tensor:
+    """``torch.quantile(values, level, dim=0)``, but a quantile between two infinite values of one sign (or at an
+    infinite one) is that infinity, not the NaN of ``inf - inf``."""
+    out = torch.quantile(values, level, dim=0)
+    if not values.isinf().any():
+        return out
+    low = torch.quantile(values, level, dim=0, interpolation="lower")
+    high = torch.quantile(values, level, dim=0, interpolation="higher")
+    frac = (level * (len(values) - 1)).frac()[:, None]
+    # between equal ends, or exactly at the lower one: it; else between a finite end and an infinite one: that one
+    fixed = torch.where((low == high) | (frac == 0), low, torch.where(low.isinf(), low, high))
+    return torch.where(out.isnan() & ~low.isnan() & ~high.isnan(), fixed, out)
 
 
 def _global_layer(layer: ConditionedAugmentationLayer, weights: Sequence[float], magnitudes: Sequence[float]):
@@ -262,7 +324,7 @@ def policy_summary(
         entry = {"count": int(rows.sum())}
         for name, values in (("weight", w[rows]), ("magnitude", mu[rows]), ("range", moving[rows])):
             entry[f"{name}_mean"] = values.mean(0).tolist()
-            entry[f"{name}_quantiles"] = torch.quantile(values, level, dim=0).tolist()
+            entry[f"{name}_quantiles"] = _quantiles(values, level).tolist()
         entry["range_at_mean"] = [list(t.natural_range(m, size)[:2])
                                   for t, m in zip(layer.transforms, entry["magnitude_mean"], strict=True)]
         summary.classes[int(label)] = entry
@@ -315,7 +377,8 @@ def plot_policy_summary(summary: PolicySummary, path: str | Path, names: dict[in
     from augnet.viz import require_matplotlib, save_figure
 
     if not isinstance(summary, PolicySummary):
-        raise TypeError(f"summary must be a PolicySummary (from policy_summary), got {type(summary).__name__}")
+        more = " (a summary's JSON: read it with PolicySummary.from_json)" if isinstance(summary, dict) else ""
+        raise TypeError(f"summary must be a PolicySummary (from policy_summary), got {type(summary).__name__}{more}")
     if not summary.classes:
         raise ValueError("the summary holds no class: nothing to plot")
     if names is not None and not isinstance(names, dict):

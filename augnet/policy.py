@@ -30,16 +30,25 @@ register themselves with :func:`register_exporter`).
 from __future__ import annotations
 
 import copy
-import itertools
 import json
-import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from augnet._checks import as_values, is_int
-from augnet._checks import is_real as _is_number
+from augnet._policy_checks import (
+    ATOL,  # noqa: F401 (augnet.policy.ATOL and RTOL, as before)
+    RTOL,  # noqa: F401
+    _check_agreement,
+    _check_entry,
+    _check_settings,
+    _range_json,
+    _range_read,
+    naming_path,
+    naming_source,
+    weights_hint,
+)
 
 __all__ = [
     "POLICY_FORMAT",
@@ -61,9 +70,6 @@ POLICY_VERSION = 1
 _EXPORTERS: dict[str, Callable[..., Any]] = {}
 #: Builds one layer from ``(transforms, settings)`` (registered by :mod:`augnet.layers`, which imports this module).
 _LAYER_BUILDER: list[Callable[[list, dict], Any]] = []
-#: How closely an entry must agree with the value its layer's state gives.
-RTOL, ATOL = 1e-5, 1e-6
-_FLOAT32_MAX = 3.4028234663852886e38
 
 
 def register_exporter(library: str, fn: Callable[..., Any]) -> None:
@@ -116,16 +122,44 @@ class Policy(list):
     rebuilds an identical module from it, and :meth:`to_kornia` / :meth:`to_torchvision` hand it on to everyday
     training.
 
+    Two policies are equal when their entries are equal and their settings too (``None``, an entries-only
+    policy, is not equal to any list of settings): a policy that evaluates as a mix is not the one that draws,
+    whatever its entries. A policy compared with a plain list (of layers of entries) compares its entries alone, as
+    a list does. Where the policy was read from (``source``) is not compared. A policy is mutable, so it is not
+    hashable (``__hash__`` is ``None``, as a list's).
+
     Args:
         layers: per layer, a list of entries.
         settings: per layer, :meth:`augnet.AugmentationLayer.settings` (or ``None``).
+
+    Attributes:
+        settings: as given (a new list), or ``None``.
+        source: the file the policy was read from (a :class:`~pathlib.Path`; set by :func:`read_policy` and
+            :meth:`load`), or ``None``. Errors raised later about the policy (rebuilding, exporting or writing it)
+            start with it, as the errors of reading the file do.
     """
+
+    source: Path | None = None  # the file the policy was read from (documented under Attributes above)
 
     def __init__(self, layers=(), settings: list[dict] | None = None) -> None:
         super().__init__(layers)
         self.settings: list[dict] | None = None if settings is None else list(settings)
         if self.settings is not None and len(self.settings) != len(self):
             raise ValueError(f"settings has {len(self.settings)} entries for {len(self)} layers")
+
+    def __eq__(self, other: object) -> bool:
+        """Entries and settings equal (against a plain list: the entries alone)."""
+        if not isinstance(other, list):
+            return NotImplemented
+        if not list.__eq__(self, other):
+            return False
+        return not isinstance(other, Policy) or getattr(self, "settings", None) == getattr(other, "settings", None)
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a list
 
     def __repr__(self) -> str:
         """``Policy of N layers (...)`` and the :meth:`__str__` table (a malformed policy: its list of dicts)."""
@@ -178,10 +212,11 @@ class Policy(list):
                 that is not finite, entries that disagree with the state; see :func:`check_policy`): nothing is
                 written that cannot be read back.
         """
-        refuse_conditioned(self, "written as a policy file")
-        if not self:  # what from_json refuses: nothing is written that cannot be read back
-            raise ValueError("a policy file's 'layers' must be a non-empty list: this policy has no layers")
-        check_policy(self, ranges=True)
+        with naming_source(self):  # a policy read from a file: the errors name it
+            refuse_conditioned(self, "written as a policy file")
+            if not self:  # what from_json refuses: nothing is written that cannot be read back
+                raise ValueError("a policy file's 'layers' must be a non-empty list: this policy has no layers")
+            check_policy(self, ranges=True)
         layers = []
         for i, entries in enumerate(self.layers_json()):
             settings = self.settings[i] if self.settings is not None else {}
@@ -250,6 +285,9 @@ class Policy(list):
     def load(cls, path: str | os.PathLike) -> Policy:
         """The policy of a file written by :meth:`save` (or any policy file; see :func:`read_policy`).
 
+        The policy keeps the path as :attr:`source`: the errors raised later about it (rebuilding, exporting or
+        writing it) start with the path, as the errors of reading it do.
+
         Args:
             path: the policy file (a str or path-like object).
 
@@ -292,21 +330,26 @@ def read_policy(policy: Policy | dict | str | os.PathLike) -> Policy:
 
     A file (or dict) may also hold the policy under the key ``"policy"``, as
     ``augnet demo``'s ``demo.json`` does. The policy is checked (:func:`check_policy`).
+
+    A policy read from a file keeps its path as :attr:`Policy.source`: the errors of reading it, and those raised
+    later about it (:func:`layer_specs`, :meth:`augnet.AugmentationModule.from_policy`, the exporters,
+    :meth:`Policy.to_json`), start with the path, each keeping its exception type.
     """
     if isinstance(policy, (str, os.PathLike)):
         path = _file_path(policy)
-        try:
-            return read_policy(_read_json(path))
-        except (TypeError, ValueError) as err:  # which file, when a script reads several
-            raise (TypeError if isinstance(err, TypeError) else ValueError)(f"{path}: {err}") from None
+        with naming_path(path):  # which file, when a script reads several
+            policy = read_policy(_read_json(path))
+        policy.source = path
+        return policy
     if isinstance(policy, dict) and "format" not in policy and isinstance(policy.get("policy"), dict):
         policy = policy["policy"]  # a run's record holding its policy file
     if isinstance(policy, dict):
         return Policy.from_json(policy)
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a Policy, its to_json() dict or a file path, got {type(policy).__name__}")
-    refuse_conditioned(policy, "rebuilt as a fixed module")
-    check_policy(policy)
+    with naming_source(policy):
+        refuse_conditioned(policy, "rebuilt as a fixed module")
+        check_policy(policy)
     return policy
 
 
@@ -347,22 +390,30 @@ def layer_specs(policy: Policy | dict | str | os.PathLike) -> list[tuple[list, d
     Raises:
         ValueError: the policy has no layer settings (it was not made by :meth:`augnet.AugmentationModule.policy`),
             or an entry names an unknown transform or has no constructor arguments, or the policy is not one a
-            reader would take (see :func:`check_policy`).
+            reader would take (see :func:`check_policy`); for a policy read from a file (a path, or a policy
+            :meth:`Policy.load` read), the message starts with the file's path.
     """
     policy = read_policy(policy)
-    _require_settings(policy)
-    classes = transform_classes()
-    return [
-        ([_transform_from_entry(e, f"policy layer {i}, entry {q}", classes) for q, e in enumerate(entries)], settings)
-        for i, (entries, settings) in enumerate(zip(policy, policy.settings, strict=True))
-    ]
+    with naming_source(policy):  # read from a file: the errors name it
+        _require_settings(policy)
+        classes = transform_classes()
+        return [
+            ([_transform_from_entry(e, f"policy layer {i}, entry {q}", classes) for q, e in enumerate(entries)],
+             settings)
+            for i, (entries, settings) in enumerate(zip(policy, policy.settings, strict=True))
+        ]  # fmt: skip
 
 
 def rebuild_layers(policy: Policy | dict | str | os.PathLike) -> list:
-    """The layers a full policy describes (what :meth:`augnet.AugmentationModule.from_policy` holds), checked."""
+    """The layers a full policy describes (what :meth:`augnet.AugmentationModule.from_policy` holds), checked.
+
+    Raises:
+        ValueError, TypeError: as :func:`layer_specs`; starting with the file's path for a policy read from one.
+    """
     policy = read_policy(policy)
-    _require_settings(policy)
-    return check_policy(policy)
+    with naming_source(policy):
+        _require_settings(policy)
+        return check_policy(policy)
 
 
 def _require_settings(policy: Policy) -> None:
@@ -406,7 +457,14 @@ def check_policy(policy: Policy, ranges: bool = False) -> list | None:
     Raises:
         ValueError: a missing field or a bad value, naming the layer, the entry and the field.
         TypeError: a field of the wrong type.
+
+    Both start with the file's path for a policy read from a file (:attr:`Policy.source`).
     """
+    with naming_source(policy):
+        return _check_policy(policy, ranges)
+
+
+def _check_policy(policy: Policy, ranges: bool) -> list | None:
     if not isinstance(policy, list) or isinstance(policy, str):
         raise TypeError(f"policy must be an augnet Policy, got {type(policy).__name__}")
     for i, layer in enumerate(policy):
@@ -434,8 +492,10 @@ def check_policy(policy: Policy, ranges: bool = False) -> list | None:
             raise type(err)(f"{where}: {err}") from None
         size = layer_settings.get("range_size")
         derived = layer.policy(None if size is None else tuple(size))
+        sized, t = "range_size" in layer_settings, layer_settings["temperature"]
         for q, (e, d) in enumerate(zip(entries, derived, strict=True)):
-            _check_agreement(e, d, f"{where}, entry {q} ({d['transform']})", sized="range_size" in layer_settings)
+            _check_agreement(e, d, f"{where}, entry {q} ({d['transform']})", sized,
+                             weights=lambda entries=entries, t=t: weights_hint(entries, t))  # fmt: skip
         layers.append(layer)
     return layers
 
@@ -456,145 +516,3 @@ def check_size(size) -> tuple[int, ...]:
     if not size or any(s < 1 for s in size):
         raise ValueError(f"size must be a non-empty spatial size of ints >= 1, got {size!r}")
     return tuple(int(s) for s in size)
-
-
-def _check_entry(e, where: str, ranges: bool) -> None:
-    if not isinstance(e, dict):
-        raise ValueError(f"{where}: an entry must be a dict with 'transform', 'weight' and 'magnitude', got {e!r}")
-    if not isinstance(e.get("transform"), str):
-        raise ValueError(f"{where}: 'transform' must be a transform's name, got {e.get('transform')!r}")
-    for key in ("weight", "magnitude", "transform_magnitude"):
-        if key not in e:
-            if key == "transform_magnitude":
-                continue
-            raise ValueError(f"{where}: the entry of {e['transform']} has no {key!r}")
-        if not _is_number(e[key]):
-            raise TypeError(f"{where}: {key} of {e['transform']} must be a number, got {e[key]!r}")
-        if not math.isfinite(e[key]):
-            raise ValueError(f"{where}: {key} of {e['transform']} is {e[key]!r}, not a finite number")
-    if not ranges:
-        return
-    if "range" not in e:
-        raise ValueError(f"{where}: the entry of {e['transform']} has no 'range'")
-    r = e["range"]
-    ok = isinstance(r, (list, tuple)) and len(r) == 3 and all(_is_end(v) for v in r[:2]) and isinstance(r[2], str)
-    if not ok:
-        raise ValueError(
-            f"{where}: range of {e['transform']} must be [low, high, unit] (numbers, or \"inf\" / \"-inf\" for an "
-            f"unbounded end; not NaN), got {r!r}"
-        )
-
-
-_ENDS = {"inf": math.inf, "-inf": -math.inf}
-
-
-def _is_end(v) -> bool:
-    """A range end: a number that is not NaN (an unbounded one is infinite), or its JSON form ``"inf"`` / ``"-inf"``."""
-    return (_is_number(v) and not math.isnan(v)) or (isinstance(v, str) and v in _ENDS)
-
-
-def _range_json(r) -> list:
-    """``[low, high, unit]`` with infinite ends as ``"inf"`` / ``"-inf"`` (strict JSON)."""
-    return [("inf" if v > 0 else "-inf") if _is_number(v) and math.isinf(v) else v for v in r[:2]] + [r[2]]
-
-
-def _range_read(r) -> list:
-    """A file's ``[low, high, unit]`` with ``"inf"`` / ``"-inf"`` ends as floats (checked before)."""
-    return [_ENDS[v] if isinstance(v, str) else v for v in r[:2]] + [r[2]]
-
-
-def _vector(value, name: str, q: int, where: str, low: float = -_FLOAT32_MAX) -> list[float]:
-    what = f"{where}: {name} must be a list of {q} numbers (one per entry of 'transforms')"
-    if not isinstance(value, (list, tuple)):
-        raise TypeError(f"{what}, got {value!r}")
-    bad = [v for v in value if not _is_number(v)]
-    if bad:
-        raise TypeError(f"{what}, got {bad[0]!r} in {value!r}")
-    if len(value) != q:
-        raise ValueError(f"{what}, got {len(value)}: {value!r}")
-    if not all(math.isfinite(v) for v in value):
-        raise ValueError(f"{where}: {name} contains NaN or infinite values: {value!r}")
-    if any(abs(v) > _FLOAT32_MAX for v in value):
-        raise ValueError(f"{where}: {name} has values beyond float32's range (±3.4e38): {value!r}")
-    if any(v < low for v in value):
-        raise ValueError(f"{where}: {name} must be >= {low:g}, got {value!r}")
-    return [float(v) for v in value]
-
-
-def _check_settings(settings: dict, q: int, where: str) -> None:
-    if not isinstance(settings, dict):
-        raise TypeError(f"{where}: the settings must be a dict, got {settings!r}")
-    for key in ("temperature", "eval_mode", "weight_logits", "raw_magnitudes"):
-        if key not in settings:
-            raise ValueError(f"{where} has no {key!r} (a full policy file keeps every layer's settings and state)")
-    t = settings["temperature"]
-    if not _is_number(t):
-        raise TypeError(f"{where}: temperature must be a number, got {t!r}")
-    if not math.isfinite(t) or t <= 0 or 1.0 / t > _FLOAT32_MAX:
-        raise ValueError(f"{where}: temperature must be positive, finite and not so small that logits / it overflow, "
-                         f"got {t!r}")  # fmt: skip
-    for key in ("eval_mode", "train_mode", "backend"):
-        if key in settings and not isinstance(settings[key], str):
-            raise TypeError(f"{where}: {key} must be a string, got {settings[key]!r}")
-    if "conditioned" in settings and not isinstance(settings["conditioned"], bool):
-        raise TypeError(f"{where}: conditioned must be true or false, got {settings['conditioned']!r}")
-    logits = _vector(settings["weight_logits"], "weight_logits", q, where)
-    if max(abs(v) for v in logits) / t > _FLOAT32_MAX:
-        raise ValueError(f"{where}: weight_logits / temperature overflows float32 (temperature {t!r}, logits {logits})")
-    _vector(settings["raw_magnitudes"], "raw_magnitudes", q, where)
-    if settings.get("effect") is not None:
-        _vector(settings["effect"], "effect", q, where, low=0.0)
-    if settings.get("calibration") is not None:
-        _check_calibration(settings["calibration"], q, where)
-    for key in ("last_size", "range_size"):
-        size = settings.get(key)
-        if size is None:
-            continue
-        if not isinstance(size, (list, tuple)) or not size or not all(_is_number(s) and float(s).is_integer()
-                                                                     for s in size):  # fmt: skip
-            raise TypeError(f"{where}: {key} must be null or a list of whole numbers (an input size), got {size!r}")
-        if min(size) < 1:
-            raise ValueError(f"{where}: {key} must be positive, got {size!r}")
-
-
-def _check_calibration(curves, q: int, where: str) -> None:
-    what = f"{where}: calibration must be null or {q} curves (lists of numbers, one per transform)"
-    if not isinstance(curves, (list, tuple)) or not all(isinstance(c, (list, tuple)) for c in curves):
-        raise TypeError(f"{what}, got {curves!r}")
-    if not all(_is_number(v) for c in curves for v in c):
-        raise TypeError(f"{what}, got {curves!r}")
-    if len(curves) != q:
-        raise ValueError(f"{what}, got {len(curves)}")
-    if len({len(c) for c in curves}) != 1 or len(curves[0]) < 2:
-        raise ValueError(f"{where}: calibration curves must all have the same number (>= 2) of points, got {curves!r}")
-    for c in curves:
-        if not all(math.isfinite(v) and 0 <= v <= _FLOAT32_MAX for v in c):
-            raise ValueError(f"{where}: calibration values must be finite and >= 0, got {list(c)!r}")
-        if any(b < a for a, b in itertools.pairwise(c)):
-            raise ValueError(f"{where}: a calibration curve must not decrease, got {list(c)!r}")
-        if c[-1] <= 0:
-            raise ValueError(f"{where}: a calibration curve must rise above 0 (to be inverted), got {list(c)!r}")
-
-
-def _close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=RTOL, abs_tol=ATOL)
-
-
-def _check_agreement(e: dict, d: dict, where: str, sized: bool) -> None:
-    """Entry ``e`` of a file against ``d``, the entry its layer's state gives."""
-    hint = (
-        "a file means what its state (weight_logits, raw_magnitudes, temperature, calibration) says: change the "
-        "state and the entries together, or rebuild the module, change it and write module.policy() again"
-    )
-    checks = [("weight", e["weight"], d["weight"]), ("magnitude", e["magnitude"], d["magnitude"])]
-    key = "transform_magnitude" if "transform_magnitude" in e else "magnitude"
-    checks.append((key, e[key], d["transform_magnitude"]))  # what the exporters run the transform at
-    for name, got, want in checks:
-        if not _close(got, want):
-            raise ValueError(f"{where}: {name} {got!r} disagrees with the layer's state, which gives {want!r}; {hint}")
-    r, want = e.get("range"), d["range"]
-    if r is None or (not sized and r[2] != want[2]):
-        return  # no range (an in-memory policy), or a file from before 'size' whose range is in size-dependent units
-    if r[2] != want[2] or not (_close(r[0], want[0]) and _close(r[1], want[1])):
-        raise ValueError(f"{where}: range {list(r)!r} disagrees with the layer's state, which gives {list(want)!r}; "
-                         f"{hint}")  # fmt: skip

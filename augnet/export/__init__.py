@@ -76,6 +76,9 @@ and draw per sample. torchvision pipelines take one image per call (a tensor,
 ``tv_tensors.Image`` or PIL image, float or uint8): called on a batch tensor,
 torchvision draws one choice and one set of parameters for the whole batch.
 Both draw from torch's global generator (seed with ``torch.manual_seed``).
+Both augment whatever their mode, as kornia's and torchvision's own
+augmentations do: ``.eval()`` turns neither off. Apply them to training data
+only (in the training loop, or as the training set's transform).
 
 Examples:
     >>> import torch

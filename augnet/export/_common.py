@@ -12,6 +12,7 @@ from typing import Any
 from torch import nn
 
 from augnet._checks import as_values, is_int
+from augnet._policy_checks import naming_source
 from augnet._stack import caller_stacklevel
 from augnet.policy import Policy, _transform_from_entry, check_policy, refuse_conditioned, transform_classes
 from augnet.transforms import image as T
@@ -160,8 +161,14 @@ def build(policy, library: str, builder: Builder) -> list[tuple[list[float], lis
 
     An entry of weight 0 is never drawn: it gives no op (and no warning, nor an error for a transform with no
     counterpart). A layer with no op left (no entries, or weights all 0) has nothing to apply: it is the identity,
-    one op of probability 1 from no entry (index -1).
+    one op of probability 1 from no entry (index -1). The errors about a policy read from a file (``Policy.load``)
+    start with the file's path.
     """
+    with naming_source(policy):
+        return _build(policy, library, builder)
+
+
+def _build(policy, library: str, builder: Builder) -> list[tuple[list[float], list[Any], list[int]]]:
     classes = transform_classes()
     layers, notes = [], {}
     for i, layer in enumerate(_entries(policy)):

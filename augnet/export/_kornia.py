@@ -96,7 +96,8 @@ def to_kornia(policy, size: tuple[int, int] | None = None) -> KorniaPolicy:
         size: the (H, W) of the images the policy is for (checked on each call when given).
 
     Returns:
-        A :class:`KorniaPolicy` (an ``nn.Module``; move it with ``.to(device)``).
+        A :class:`KorniaPolicy` (an ``nn.Module``; move it with ``.to(device)``). As kornia's own modules, it
+        augments in evaluation mode too (``.eval()`` does not turn it off): apply it to training batches only.
 
     Raises:
         ValueError: a transform of weight above 0 has no kornia counterpart at a magnitude above 0,
@@ -127,6 +128,9 @@ class KorniaChoice(nn.Module):
     Raises:
         ValueError: not as many probabilities as ops (at least one).
 
+    The probabilities are a float64 buffer: they move with the module (``.to(device)``) and stay float64 through
+    dtype casts (``.half()``, ``.double()``, ``.to(torch.bfloat16)``), so that the draw stays as learned.
+
     Attributes:
         last_choice: (B,) the entry each sample of the last batch drew (for inspection and tests; -1 for the
             identity of a layer with nothing to draw).
@@ -141,6 +145,15 @@ class KorniaChoice(nn.Module):
         self.register_buffer("probs", probs_t / probs_t.sum(), persistent=False)
         self.sources = list(range(len(ops))) if sources is None else list(sources)
         self.last_choice: Tensor | None = None
+
+    def _apply(self, fn, recurse: bool = True):
+        # .half(), .to(torch.bfloat16), ... cast floating buffers: the probabilities keep float64 (bfloat16 would
+        # round each to 3 digits and change the learned distribution); devices move them as any buffer.
+        probs = self.probs
+        super()._apply(fn, recurse)
+        if self.probs.dtype != probs.dtype:
+            self.probs = probs.to(self.probs.device)
+        return self
 
     def forward(self, x: Tensor) -> Tensor:
         b = x.shape[0]
@@ -174,6 +187,12 @@ class KorniaPolicy(nn.Module):
 
     Raises:
         TypeError, ValueError: (at a call) an input that is not a floating-point tensor of that shape and size.
+
+    Like kornia's own augmentation modules (and torchvision's transforms), it augments in training and evaluation
+    mode alike: ``.eval()`` does not turn it off. To augment in training only, call it only there (``if
+    model.training: x = augment(x)``), or keep it out of the model (in the training loop, or the training set's
+    transform). Pickled or deep-copied, it draws what the original draws; cast (``.half()``, ``.double()``), its
+    choice probabilities stay float64 (its kornia ops cast their own tensors, as kornia does).
     """
 
     def __init__(self, layers: list[KorniaChoice], size: tuple[int, int] | None = None) -> None:

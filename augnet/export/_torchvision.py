@@ -98,7 +98,9 @@ def to_torchvision(policy, size: tuple[int, int] | None = None):
 
     Returns:
         A ``v2.Compose``, e.g. for ``torchvision.datasets.CIFAR10(..., transform=...)``
-        after ``v2.ToImage()`` and ``v2.ToDtype(torch.float32, scale=True)``.
+        after ``v2.ToImage()`` and ``v2.ToDtype(torch.float32, scale=True)``. As torchvision's own transforms
+        (and the kornia export), it augments in evaluation mode too (``.eval()`` does not turn it off): give it to
+        the training set only.
 
     Raises:
         ValueError: a transform of weight above 0 has no torchvision counterpart (``SamplePairing``, signal
