@@ -39,7 +39,10 @@ def result_files(args: argparse.Namespace) -> tuple[str, ...]:
 
 def results_problem(args: argparse.Namespace) -> str | None:
     """A result file of the command that is an existing directory: found after the work, it would end the command
-    with a traceback and the work lost."""
+    with a traceback and the work lost. For ``augnet reproduce``, a file where its folder ``OUT/NAME`` goes."""
+    if args.command == "reproduce" and (Path(args.out) / args.name).exists() and not (
+            Path(args.out) / args.name).is_dir():  # fmt: skip
+        return f"--out {args.out}: {Path(args.out) / args.name} is an existing file where the experiment's folder goes"
     for name in result_files(args):
         if (Path(args.out) / name).is_dir():
             return f"--out {args.out}: {Path(args.out) / name} is an existing directory where the results go"
@@ -71,7 +74,7 @@ def check_probe(args: argparse.Namespace) -> str | None:
             return f"--{name} must be one of {', '.join(known)}, got {value!r}"
     if "auto" in args.layers and args.layers != ["auto"]:
         return f"--layers auto stands alone (the default layers), got {' '.join(args.layers)}"
-    if args.grid_points < 2:
+    if args.grid_points is not None and args.grid_points < 2:
         return f"--grid-points must be >= 2, got {args.grid_points}"
     if args.by_class is not None and args.by_class != "data" and not Path(args.by_class).is_file():
         return f"--by-class {args.by_class} is neither 'data' nor a file"
@@ -145,10 +148,11 @@ def probe_inputs(args: argparse.Namespace):
         torch.manual_seed(args.seed)
     import_from_here()
     model = load_model(args.model, args.model_args, args.weights)
-    x = fake_images(args.n or 256, args.size or 64, args.channels, args.seed) if args.fake else (
+    x = fake_images(args.n or 256, args.size or 64, args.channels or 3, args.seed) if args.fake else (
         load_images(args.data, args.size, args.n))  # fmt: skip
     if len(x) < 8:
         raise ValueError(f"--data holds {len(x)} images; the probes need at least 8")
+    check_dtype(model, x, args.model)
     try:  # report's refusals of the model (a compiled AugNet, before the first call compiles it; its dtype)
         check_model_input(model, x)
     except (TypeError, ValueError) as err:
@@ -164,12 +168,12 @@ def probe_inputs(args: argparse.Namespace):
         from augnet.probes.families import grid_values
 
         for name in args.transforms:
-            grid_values(getattr(T, name)(), 1.0, args.grid_points, tuple(x.shape[-2:]))
+            grid_values(getattr(T, name)(), 1.0, grid_points(args), tuple(x.shape[-2:]))
     for name in args.transforms:
         getattr(T, name)().check_input(x[:1])  # e.g. Hue needs RGB images
     from augnet.probes.features import CHECK_ROWS
 
-    where = f"--channels {args.channels}" if args.fake else f"--data {args.data}"
+    where = f"--channels {args.channels or 3}" if args.fake else f"--data {args.data}"
     check_takes(model, x[:CHECK_ROWS], where)  # two images: a batch norm without running statistics runs
     layers = "auto" if args.layers == ["auto"] else args.layers
     if layers != "auto":
@@ -179,6 +183,22 @@ def probe_inputs(args: argparse.Namespace):
             raise ValueError(f"--layers must name distinct layers (or auto), got {' '.join(args.layers) or 'none'}")
         check_layers(model, x, layers)  # unknown layers, calls of a reused module: one pass of two images
     return model, x, labels, layers
+
+
+def check_dtype(model, x, spec: str) -> None:
+    """The TypeError of a model whose floating-point parameters are none of them of ``x``'s dtype (float32: the
+    images ``augnet probe`` reads or makes), saying what a command-line user can do about it; the library's own
+    message (:func:`~augnet.probes._common.check_model_input`) asks for ``x.to(...)``, which the command does not
+    offer."""
+    kinds = sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters() if p.is_floating_point()})
+    images = str(x.dtype).removeprefix("torch.")
+    if kinds and x.is_floating_point() and images not in kinds:
+        raise TypeError(
+            f"--model {spec} has {' and '.join(kinds)} parameters, and augnet probe gives it {images} images (of "
+            f"--data and --fake alike): name in --model a function of your own module that returns the model cast "
+            f"to {images}, e.g. def make(): return MyNet().float(), then --model my_module:make (--weights of any "
+            "floating-point dtype load into it)"
+        )
 
 
 def check_takes(model, x, source: str) -> None:
@@ -199,6 +219,27 @@ def check_takes(model, x, source: str) -> None:
         raise ValueError(
             f"{type(model).__name__} cannot take {tuple(x.shape[1:])} images ({source}): {first}"
         ) from None
+
+
+def grid_points(args: argparse.Namespace) -> int:
+    """``--grid-points``, or :func:`augnet.probes.report`'s own default when it is not given."""
+    if args.grid_points is not None:
+        return args.grid_points
+    import inspect
+
+    from augnet.probes.report import report
+
+    return inspect.signature(report).parameters["grid_points"].default
+
+
+def unused_notice(args: argparse.Namespace) -> str | None:
+    """The line naming ``augnet probe``'s options given that this run does not use (``None`` when there are
+    none): a setting silently ignored reads as a setting applied."""
+    unused = [f"--channels {args.channels} (--data images keep their own channels)"] if (
+        args.channels is not None and not args.fake) else []  # fmt: skip
+    if args.grid_points is not None and args.transformations != "grid":
+        unused.append(f"--grid-points {args.grid_points} (only --transformations grid uses it)")
+    return f"augnet probe: not used: {'; '.join(unused)}" if unused else None
 
 
 def probe_files(per_unit: bool) -> tuple[str, ...]:

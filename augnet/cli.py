@@ -9,20 +9,31 @@ import sys
 import warnings
 from pathlib import Path
 
+from augnet._cli_args import (
+    NamedAs,
+    SpaceList,
+    add_progress,
+    old_names_used,
+    refuse_no_command,
+    refuse_unknown,
+    show_progress,
+)
 from augnet._cli_checks import UNIT_FILES as _UNIT_FILES
 from augnet._cli_checks import (
     PipeGuard,
     check_bench,
     check_probe,
+    grid_points,
     out_of_memory,
     probe_inputs,
     results_problem,
     runs_problem,
     say_replacing,
     threads_problem,
+    unused_notice,
 )
 
-__all__ = ["main"]
+__all__ = ["main"]  # SpaceList: here, as it was
 
 # Transforms that apply to the demo's images (the last two need RGB: the sprites, not the grey glyphs).
 DEMO_TRANSFORMS = (
@@ -65,7 +76,7 @@ def _demo(args: argparse.Namespace) -> int:
     )
     say_replacing(args)
     build_extension_first()
-    result = run_demo(config, progress=not args.no_progress)
+    result = run_demo(config, progress=show_progress(args))
     print("\nlearned policy (< marks the selected transform):")
     print(result.policy)
     print(f"\ntest accuracy with {config.eval_copies} copies: {result.test_accuracy:.3f}  ({result.seconds:.0f} s)")
@@ -89,11 +100,16 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    for line in old_names_used(args):  # a command-line user sees no DeprecationWarning
+        print(line, file=sys.stderr)
     if args.model is not None:  # the GPU cost on paper: nothing is timed
         from augnet.bench import gpu_model
 
-        given = [f"--{name.replace('_', '-')}" for name in ("sizes", "batch", "copies", "threads", "providers",
-                                                             "min_time", "seed") if getattr(args, name) is not None]
+        given = [
+            args.batch_flag if name == "batch" else f"--{name.replace('_', '-')}"
+            for name in ("sizes", "batch", "copies", "threads", "providers", "min_time", "seed")
+            if getattr(args, name) is not None
+        ]
         given += [flag for flag, on in (("--quick", args.quick), ("--no-inference", args.no_inference),
                                         ("--device cuda", args.device != "cpu"),
                                         ("--out", args.out != "benchmarks/results")) if on]  # fmt: skip
@@ -114,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     from augnet import __version__
 
     parser.add_argument("--version", action="version", version=f"augnet {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command")  # none given: refuse_no_command, which names them
     demo = sub.add_parser(
         "demo",
         help="train AugNet on the built-in rotation task and show the learned policy",
@@ -144,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--device", default="cpu", help="where to train, e.g. cpu or cuda (default: %(default)s)")
     demo.add_argument("--quick", action="store_true", help="a short run (3 epochs, 1000 images) to check the setup")
-    demo.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress(demo, "a progress bar")
     demo.set_defaults(func=_demo)
 
     bench = sub.add_parser(
@@ -158,9 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--sizes", nargs="+", type=int, metavar="PX",
                        help="square image sizes (default: 32 128; 8 16 with --quick)")  # fmt: skip
-    bench.add_argument("--batch", type=int, default=None,
+    bench.add_argument("--batch-size", "--batch", dest="batch", type=int, default=None, metavar="B", action=NamedAs,
                        help="batch size B (default: 64; 8 with --quick); given, the inference cost's too "
-                       "(else its own: 16, 2 with --quick)")  # fmt: skip
+                       "(else its own: 16, 2 with --quick); --batch is its deprecated old name")  # fmt: skip
+    bench.set_defaults(batch_flag="--batch-size")
     bench.add_argument("--copies", type=int, default=None,
                        help="copies C per image (default: 4); given, the inference cost's only C "
                        "(else 1 4 10 20; 1 2 with --quick)")  # fmt: skip
@@ -209,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the first seed (default: %(default)s; a full versus run trains seeds 0-9, no other)")
     rep.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     rep.add_argument("--device", default="cpu", help="where to train, e.g. cpu or cuda (default: %(default)s)")
-    rep.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_progress(rep, "progress bars")
     rep.set_defaults(func=_reproduce)
 
     probe = sub.add_parser(
@@ -240,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument(
         "--size", type=int, default=None, help="image side in pixels (resize --data; default 64 with --fake)"
     )
-    probe.add_argument("--channels", type=int, default=3, help="channels of --fake images (default: %(default)s)")
+    probe.add_argument("--channels", type=int, default=None, help="channels of --fake images (default: 3)")
     probe.add_argument(
         "--transforms",
         required=True,
@@ -288,7 +305,10 @@ def build_parser() -> argparse.ArgumentParser:
         "fixed grid of the transform's parameter (--grid-points values; a flip's off and on)",
     )
     probe.add_argument(
-        "--grid-points", type=int, default=9, help="values of a continuous transform's grid (default: %(default)s)"
+        "--grid-points",
+        type=int,
+        default=None,
+        help="values of a continuous transform's grid, with --transformations grid (default: 9)",
     )
     probe.add_argument(
         "--aggregation",
@@ -304,32 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     probe.add_argument("--device", default="cpu", help="where to run, e.g. cpu or cuda (default: %(default)s)")
     probe.add_argument("--out", default="augnet-probe", help="results folder (default: %(default)s)")
-    probe.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress(probe, "a progress bar")
     probe.set_defaults(func=_probe)
     return parser
-
-
-class SpaceList(argparse.Action):
-    """An option of several values (``nargs="+"``), given the way every list option of ``augnet`` is given: one
-    value after another, separated by spaces (``--transforms Rotate HorizontalFlip``).
-
-    The comma-separated form (``--transforms Rotate,HorizontalFlip``) is deprecated but still works: the values
-    are split at the commas, with a :class:`DeprecationWarning` that gives the space-separated form (printed on
-    stderr when ``augnet`` runs as a command).
-    """
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        values = list(values)
-        if any("," in value for value in values):
-            split = [part.strip() for value in values for part in value.split(",") if part.strip()]
-            warnings.warn(
-                f"{parser.prog} {option_string} {' '.join(values)}: comma-separated values are deprecated and "
-                f"will stop working in a future release; separate them with spaces: {option_string} {' '.join(split)}",
-                DeprecationWarning,
-                stacklevel=1,
-            )
-            values = split
-        setattr(namespace, self.dest, values)
 
 
 def _probe(args: argparse.Namespace) -> int:
@@ -347,6 +344,8 @@ def _probe(args: argparse.Namespace) -> int:
     except (ValueError, TypeError) as err:
         print(f"augnet probe: error: {err}", file=sys.stderr)
         return 2
+    if unused_notice(args) is not None:
+        print(unused_notice(args), file=sys.stderr)
     say_replacing(args)
     model, x = model.to(args.device), x.to(args.device)
     print(
@@ -362,12 +361,12 @@ def _probe(args: argparse.Namespace) -> int:
         lie=not args.no_lie,
         batch_size=args.batch_size,
         seed=args.seed,
-        progress=not args.no_progress,
+        progress=show_progress(args),
         per_unit=args.per_unit,
         by_class=labels,
         transformations=args.transformations,
         aggregation=args.aggregation,
-        grid_points=args.grid_points,
+        grid_points=grid_points(args),
     )
     out = Path(args.out)
     rep.info.update(command="augnet " + " ".join(args.argv), data="fake" if args.fake else str(args.data))
@@ -404,7 +403,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     say_replacing(args)
     try:
         report = reproduce(
-            args.name, quick=args.quick, out=args.out, seed=args.seed, progress=not args.no_progress, device=args.device
+            args.name, quick=args.quick, out=args.out, seed=args.seed, progress=show_progress(args), device=args.device
         )
     except SetupError as err:  # refused before any work (e.g. --quick runs in the folder of a full versus run)
         print(f"augnet reproduce: error: {err.cli}", file=sys.stderr)
@@ -436,11 +435,11 @@ def check_args(args: argparse.Namespace) -> str | None:
     for name in ("epochs", "threads", "batch", "copies"):
         value = getattr(args, name, None)
         if value is not None and value < 1:
-            return f"--{name} must be >= 1, got {value}"
+            return f"{getattr(args, f'{name}_flag', f'--{name}')} must be >= 1, got {value}"
     if threads_problem(args.threads) is not None:
         return threads_problem(args.threads)
     if getattr(args, "sizes", None) and min(args.sizes) < 1:
-        return f"--sizes must be positive, got {args.sizes}"
+        return f"--sizes must be positive, got {' '.join(map(str, args.sizes))}"
     transforms = getattr(args, "transforms", None) or ()
     grey = [t for t in transforms if t in RGB_ONLY] if getattr(args, "data", None) == "glyphs" else []
     if grey:
@@ -481,6 +480,8 @@ def check_args(args: argparse.Namespace) -> str | None:
         return None  # the cost on paper: nothing is written
     if getattr(args, "out", None) is None:
         return None
+    if not args.out.strip():  # e.g. --out "$DIR" with DIR unset: the results would land in the working directory
+        return f"--out is empty ({args.out!r}); name a folder (--out . for the working directory)"
     from augnet._checks import folder_problem  # made when the first result is written: a refused run leaves none
 
     return folder_problem(args.out, "--out", "output folder") or results_problem(args) or runs_problem(args)
@@ -490,12 +491,17 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None and not sys.warnoptions:
         # Run as the ``augnet`` command: its own deprecations are for the person typing it, so they are shown
         # (Python hides a DeprecationWarning raised outside ``__main__``), unless -W or PYTHONWARNINGS say otherwise.
-        warnings.filterwarnings("default", category=DeprecationWarning, module=r"augnet\.cli")
+        warnings.filterwarnings("default", category=DeprecationWarning, module=r"augnet\.(cli|_cli_args)$")
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
     except KeyboardInterrupt:  # Ctrl-C while the parser imports the experiments: as below, before a command is known
         print("\naugnet: interrupted", file=sys.stderr)
         return 130
+    if args.command is None:
+        refuse_no_command(parser, extra)
+    if extra:  # a misspelt option: the command's usage and the options it is close to, not the top level's usage
+        refuse_unknown(parser, args.command, extra)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         problem = check_args(args)
