@@ -11,7 +11,7 @@ from pathlib import Path
 
 __all__ = [
     "NotANumberError", "as_values", "check_bool", "folder_problem", "is_int", "is_real", "loading_or_kept", "number",
-    "positive",
+    "positive", "real",
 ]  # fmt: skip
 
 
@@ -45,18 +45,25 @@ def is_real(value) -> bool:
 def number(name: str, value):
     """``value`` with a 0-d tensor or a 0-d NumPy array read as the Python number it holds; anything else as given.
 
-    A 0-d tensor of a real dtype (not bool or complex) on any device that holds values gives its value as a
-    Python ``float`` or ``int`` (``.item()``: a tensor on an accelerator waits for the device once, which is fine
-    for an argument read once, at construction, and the result keeps no tensor); a 0-d array gives its
-    ``.item()``. Other values (a bool tensor, a tensor of several values) come back as they were, for the
-    caller's type check to refuse them.
+    What the constructors' arguments that take one number read their values through (a transform's range, a
+    layer's temperature, a count such as ``AugNet``'s copies), before their own checks. A 0-d tensor on any
+    device that holds values gives its ``.item()`` (a tensor on an accelerator waits for the device once, which is
+    fine for an argument read once, at construction, and the result keeps no tensor): a Python ``float`` of a
+    floating tensor, an ``int`` of an integer one (so a count takes ``torch.tensor(4)``, and refuses
+    ``torch.tensor(4.0)`` as it refuses ``4.0``), a ``bool`` of a bool one and a ``complex`` of a complex one,
+    which the caller's check then refuses as it refuses ``True`` or ``1j`` (:func:`is_real`, :func:`is_int`). A
+    0-d array gives its ``.item()`` alike. Other values (a tensor or an array of several values, a NumPy scalar,
+    which is a number already) come back as they were, for the caller's type check to take or refuse.
+
+    Beside :func:`as_values`: both give the values a tensor or an array holds, in Python's types, and both refuse
+    a tensor on ``meta`` with the same ValueError; they differ in shape (see there).
 
     Raises:
         ValueError: a 0-d tensor on ``meta``, which holds no value (naming ``name``).
     """
     torch, np = sys.modules.get("torch"), sys.modules.get("numpy")  # neither imported: the value is neither
     if torch is not None and isinstance(value, torch.Tensor):
-        if value.dim() != 0 or value.dtype == torch.bool or value.is_complex():
+        if value.dim() != 0:
             return value
         if value.device.type == "meta":
             raise ValueError(f"{name} is a tensor on meta, which holds no value: give a number")
@@ -66,26 +73,59 @@ def number(name: str, value):
     return value
 
 
+def real(name: str, value, what: str = "a number"):
+    """``value`` read with :func:`number` (a 0-d tensor or array: the number it holds), if it is a real number
+    (:func:`is_real`: an int or a float, a NumPy one too), as read: an int stays an int, for the caller's own
+    checks of its kind and range.
+
+    What every argument that takes one number reads it through first, so that anything that is not a number
+    (a string, ``None``, a bool, a complex number, a list, a tensor or an array of several values) is refused
+    alike, with the :class:`NotANumberError` ``"{name} must be {what}, got {value!r}"``.
+
+    Raises:
+        NotANumberError: ``value`` is not a number (a TypeError and a ValueError), naming ``name``.
+        ValueError: a 0-d tensor on ``meta`` (see :func:`number`).
+    """
+    read = number(name, value)
+    if not is_real(read):
+        raise NotANumberError(f"{name} must be {what}, got {value!r}")
+    return read
+
+
 def positive(name: str, value) -> float:
-    """``value`` as a float: a real number (see :func:`is_real`; a 0-d tensor or array too, see :func:`number`)
+    """``value`` as a float: a real number (see :func:`real`; a 0-d tensor or array too, see :func:`number`)
     that is positive and finite.
 
     Raises:
         NotANumberError: ``value`` is not a number (a TypeError and a ValueError), naming ``name``.
         ValueError: a number that is not positive and finite, naming ``name``.
     """
-    read = number(name, value)
-    if not is_real(read):
-        raise NotANumberError(f"{name} must be a positive finite number, got {value!r}")
+    read = real(name, value, "a positive finite number")
     if not math.isfinite(read) or read <= 0:
         raise ValueError(f"{name} must be a positive finite number, got {read!r}")
     return float(read)
 
 
-def as_values(value):
+def as_values(value, name: str | None = None):
     """A tensor's or a NumPy array's (or scalar's) values as Python numbers or lists (``.tolist()``); anything
     else as given. Arguments that take numbers or sequences of them read arrays and tensors through it, and then
-    check the values as they check a list."""
+    check the values as they check a list (an item of a list given as is, a 0-d tensor among numbers, is read with
+    :func:`number`).
+
+    Where it differs from :func:`number`, and why: :func:`number` reads one value (an argument that takes a
+    number), so it reads 0-d tensors and arrays only, and gives a tensor of several values back as it was, for
+    the caller to refuse as not a number; this reads any shape (an argument that takes a sequence: a (Q,) tensor
+    of magnitudes is a list of Q numbers) and reads NumPy scalars too. Otherwise they read alike: a bool or a
+    complex tensor gives Python bools or complex numbers, refused by the caller's :func:`is_real` as ``True`` is,
+    and a tensor on ``meta`` holds no values and is refused, with the ValueError naming ``name`` (``"value"``
+    when not given; torch's own ``NotImplementedError`` named nothing).
+
+    Raises:
+        ValueError: a tensor on ``meta``.
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor) and value.device.type == "meta":
+        raise ValueError(f"{name or 'value'} is a tensor on meta, which holds no values: give numbers")
     return value.tolist() if hasattr(value, "tolist") and not isinstance(value, (str, bytes)) else value
 
 

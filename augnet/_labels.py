@@ -1,10 +1,14 @@
-"""Class labels as every probe reads them, and ``augnet.instance_policy.policy_summary`` too.
+"""Class labels as every probe reads them, and ``augnet.instance_policy.policy_summary`` too; the rule for
+integer labels that ``augnet.fit`` (and ``accuracy``) and ``augnet.experiments.compare`` follow as well.
 
 One reader, so that the same labels in another form (int32 or int64, a NumPy array, a list, whole floats,
-a (N, 1) column) give the same classes, hence the same per-class results, wherever labels are taken. Like
-``augnet.fit``, which widens int8, int16, int32 and uint8 targets to int64, it takes every integer dtype; a
-bool tensor is a mask, not classes, and is refused (fit's default loss refuses bool targets too). Whole
-floats are taken, as a float array of labels holds them; fractions are refused.
+a (N, 1) column) give the same classes, hence the same per-class results, wherever labels are taken. One
+rule for integer dtypes (:data:`INTEGER_DTYPES`, read as int64 by :func:`int64_labels`), so that the same
+labels as int8, uint16 or int64 give the same run in the probes, in ``fit`` and in ``compare``: torch's
+losses, ``F.one_hot`` and comparisons refuse most of them (``nll_loss`` takes int64 and uint8 targets only;
+uint16, uint32 and uint64 cannot even be compared with int64). A bool tensor is a mask, not classes, and is
+refused (fit's default loss refuses bool targets too). Whole floats are taken here, as a float array of labels
+holds them; fractions are refused.
 """
 
 from __future__ import annotations
@@ -14,7 +18,46 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["class_labels"]
+__all__ = ["INTEGER_DTYPES", "class_labels", "int64_labels", "labels_in_range"]
+
+
+def _integer_dtypes() -> tuple[torch.dtype, ...]:
+    names = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+    return tuple(d for d in (getattr(torch, n, None) for n in names) if isinstance(d, torch.dtype))
+
+
+#: The integer dtypes class labels are taken in, each read as int64: int8, int16, int32, int64, uint8, and
+#: uint16, uint32, uint64 where the installed torch has them (2.3 and later). Not bool (a mask).
+INTEGER_DTYPES: tuple[torch.dtype, ...] = _integer_dtypes()
+_WIDENED = frozenset(INTEGER_DTYPES) - {torch.int64}
+
+
+def int64_labels(y: Tensor) -> Tensor:
+    """``y`` as int64 if it is of another dtype of :data:`INTEGER_DTYPES`; else ``y`` itself (int64 labels, and
+    tensors of any other dtype, such as a loss's float targets, for the caller to take or refuse).
+
+    Reads the dtype alone: no value, so no synchronisation with an accelerator (``fit`` calls it on every
+    batch). Values of uint64 labels of 2**63 and above wrap below 0, as ``.long()`` wraps them:
+    :func:`labels_in_range` says so where the values are read.
+
+    Examples:
+        >>> int64_labels(torch.tensor([0, 2], dtype=torch.uint16)).dtype
+        torch.int64
+    """
+    return y.long() if y.dtype in _WIDENED else y
+
+
+def labels_in_range(labels: Tensor, given: torch.dtype, name: str, rule: str = "must hold class labels >= 0") -> None:
+    """The ValueError of int64 ``labels`` (read from labels of dtype ``given``) that hold one below 0: a negative
+    label (``"{name} {rule}, got -1"``), or a uint64 label of 2**63 or above, which int64 cannot hold. Reads the
+    values (once: their minimum), so for labels on the host."""
+    if len(labels):
+        low = int(labels.min())
+        if low < 0:
+            if given == torch.uint64:  # values of 2**63 and above wrap below 0 in int64
+                raise ValueError(f"{name} holds labels past int64's range (uint64 labels of 2**63 and above)")
+            raise ValueError(f"{name} {rule}, got {low}")
+
 
 _NAMES_HINT = "map names to integers first (e.g. numpy.unique(names, return_inverse=True)[1])"
 
@@ -100,11 +143,7 @@ def class_labels(y, n: int | None = None, name: str = "y") -> Tensor:
             raise ValueError(f"{name} holds labels past int64's range, up to {float(y.max()):g}")
         if len(y) and float(y.min()) < 0:
             raise ValueError(f"{name} must hold class labels >= 0, got {int(y.min())}")
-    labels = y.long()  # the same tensor when y is int64 already
-    if len(labels):
-        low = int(labels.min())
-        if low < 0:
-            if y.dtype == torch.uint64:  # values of 2**63 and above wrap below 0 in int64
-                raise ValueError(f"{name} holds labels past int64's range")
-            raise ValueError(f"{name} must hold class labels >= 0, got {low}")
+    # The same tensor when y is int64 already; whole floats (checked above) are read as int64 too.
+    labels = int64_labels(y) if y.dtype in INTEGER_DTYPES else y.long()
+    labels_in_range(labels, y.dtype, name)
     return labels

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import as_values, is_real, loading_or_kept
+from augnet._checks import as_values, is_real, loading_or_kept, number
 from augnet.layers import Policy, check_generator
 from augnet.magnitudes import widened
 from augnet.model import AugNet
@@ -88,7 +88,8 @@ class LieAugmentation(nn.Module):
     with learnable :math:`\rho`; widths of 0 give the identity.
 
     Args:
-        init_width: initial width of every generator (> 0), or one per generator.
+        init_width: initial width of every generator (> 0), or one per generator (a sequence, tensor or NumPy
+            array of 6; a 0-d tensor or array for one).
         padding: ``tap_mix`` padding mode.
         backend: ``tap_mix`` backend.
 
@@ -100,12 +101,12 @@ class LieAugmentation(nn.Module):
     def __init__(self, init_width: float | Sequence[float] = 0.1, padding: str = "zeros", backend: str = "auto"):
         super().__init__()
         k = len(LIE_GENERATORS)
-        init_width = as_values(init_width)  # a tensor, a NumPy array or scalar: its values
+        init_width = as_values(init_width, "init_width")  # a tensor, a NumPy array or scalar: its values
+        if isinstance(init_width, Sequence) and not isinstance(init_width, str):
+            init_width = [number("init_width", w) for w in init_width]  # 0-d tensors in a list: their numbers
         if is_real(init_width):
             widths = [float(init_width)] * k
-        elif isinstance(init_width, Sequence) and not isinstance(init_width, str) and all(
-            is_real(w) for w in init_width
-        ):
+        elif isinstance(init_width, list) and all(is_real(w) for w in init_width):
             widths = [float(w) for w in init_width]
         else:
             raise TypeError(f"init_width must be a number or a sequence of {k} numbers, got {init_width!r}")
@@ -233,7 +234,8 @@ class Augerino(AugNet):
     Args:
         trunk: any image model, taking :math:`(B \\cdot C, Ch, H, W)` images.
         init_width: initial width of every generator (> 0, default 0.1), or one per generator (6).
-        train_copies, eval_copies, aggregate: as for :class:`~augnet.AugNet` (defaults 1, 4, ``"log_softmax"``).
+        train_copies, eval_copies, aggregate: as for :class:`~augnet.AugNet` (defaults 1, 4, ``"log_softmax"``;
+            the copies ints or 0-d integer tensors).
         padding, backend: the warps' ``tap_mix`` padding mode (default ``"zeros"``) and backend (default ``"auto"``).
         stratify: as for :class:`~augnet.AugNet` (its coefficients stratified over an evaluation's copies).
 

@@ -30,7 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet._calibration import evaluating
-from augnet._checks import is_int, is_real
+from augnet._checks import is_int, is_real, number
 from augnet._stack import caller_stacklevel
 from augnet.layers import AugmentationLayer
 from augnet.magnitudes import inward_clamp, widened
@@ -88,7 +88,8 @@ class RunningStandardize(nn.Module):
     Args:
         features: the number of features (``F``), an int >= 1.
         momentum: weight of a new batch in the running values once warmed up, in (0, 1].
-        eps: added to the variance, positive and finite.
+        eps: added to the variance, positive and finite. (Each number may be a 0-d tensor or NumPy array, an
+            integer one for ``features``: the value it holds is kept.)
 
     Raises:
         TypeError, ValueError: an argument of the wrong type or out of range, naming it.
@@ -100,6 +101,7 @@ class RunningStandardize(nn.Module):
 
     def __init__(self, features: int, momentum: float = 1.0, eps: float = 1e-2) -> None:
         super().__init__()
+        features, momentum, eps = number("features", features), number("momentum", momentum), number("eps", eps)
         if not is_int(features):
             raise TypeError(f"RunningStandardize: features must be an int, got {features!r}")
         if features < 1:
@@ -176,6 +178,8 @@ class TinyConditioner(nn.Module):
             invariant to where things are in the input).
         momentum: the :class:`RunningStandardize`'s (default 1: the latest training batch's statistics).
 
+    Each count and size may also be a 0-d integer tensor or NumPy array (``momentum`` a 0-d tensor or array).
+
     Shape:
         - input: :math:`(B, Ch, H, W)` or :math:`(B, Ch, T)`
         - output: :math:`(B, outputs)`
@@ -194,14 +198,17 @@ class TinyConditioner(nn.Module):
         self, channels: int, outputs: int, hidden: int = 16, ndim: int = 4, kernel_size: int = 3, momentum: float = 1.0
     ) -> None:
         super().__init__()
+        channels, outputs, hidden, ndim, kernel_size = (  # 0-d integer tensors or arrays: the ints they hold
+            number(name, value) for name, value in (("channels", channels), ("outputs", outputs), ("hidden", hidden),
+                                                    ("ndim", ndim), ("kernel_size", kernel_size)))  # fmt: skip
         for name, value in (("channels", channels), ("outputs", outputs), ("hidden", hidden)):
             if not is_int(value) or value < 1:
                 raise ValueError(f"TinyConditioner: {name} must be an int >= 1, got {value!r}")
-        if ndim not in (3, 4):
+        if not is_real(ndim) or ndim not in (3, 4):
             raise ValueError(f"TinyConditioner: ndim must be 3 (signals) or 4 (images), got {ndim!r}")
         if not is_int(kernel_size) or kernel_size not in (1, 3):
             raise ValueError(f"TinyConditioner: kernel_size must be 3 or 1 (pointwise), got {kernel_size!r}")
-        channels, outputs, hidden, kernel_size = int(channels), int(outputs), int(hidden), int(kernel_size)
+        channels, outputs, hidden, ndim, kernel_size = (int(v) for v in (channels, outputs, hidden, ndim, kernel_size))
         conv = nn.Conv2d if ndim == 4 else nn.Conv1d
         stride = 1 if kernel_size == 1 else 2
         self.channels, self.ndim = channels, ndim  # what the layer checks its inputs against
@@ -277,7 +284,8 @@ class ConditionedAugmentationLayer(AugmentationLayer):
             pose of an input: :class:`~augnet.instance.TinyConditioner`); only 3 with a ``conditioner`` given
             (and ``hidden`` only 16).
         init_magnitude, temperature, eval_mode, backend, train_mode: as for
-            :class:`~augnet.AugmentationLayer` (and the same defaults).
+            :class:`~augnet.AugmentationLayer` (and the same defaults). Each number may be a 0-d tensor or
+            NumPy array (an integer one for ``channels``, ``hidden`` and ``kernel_size``).
 
     Shape:
         - input: :math:`(B, ...)`
@@ -320,6 +328,8 @@ class ConditionedAugmentationLayer(AugmentationLayer):
     ) -> None:
         super().__init__(transforms, init_magnitude, temperature, eval_mode, backend, train_mode)
         q = len(self.transforms)
+        hidden, kernel_size = number("hidden", hidden), number("kernel_size", kernel_size)  # 0-d tensors: their ints
+        channels = None if channels is None else number("channels", channels)
         if conditioner is None:
             if channels is None:
                 raise ValueError(
@@ -330,8 +340,9 @@ class ConditionedAugmentationLayer(AugmentationLayer):
             if ndim not in (3, 4):
                 raise ValueError(f"no default conditioner for {ndim}-D inputs: pass conditioner= yourself")
             conditioner = TinyConditioner(channels, 2 * q, hidden, ndim, kernel_size)
-        elif kernel_size != 3 or hidden != 16:
-            what = f"kernel_size={kernel_size!r}" if kernel_size != 3 else f"hidden={hidden!r}"
+        elif not (is_real(kernel_size) and kernel_size == 3 and is_real(hidden) and hidden == 16):
+            default_size = is_real(kernel_size) and kernel_size == 3
+            what = f"hidden={hidden!r}" if default_size else f"kernel_size={kernel_size!r}"
             raise ValueError(f"ConditionedAugmentationLayer: {what} is the default conditioner's; "
                              "it cannot apply to the conditioner passed in")
         elif not isinstance(conditioner, nn.Module):

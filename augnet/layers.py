@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from augnet import _layer_state
 from augnet._calibration import change_curves
-from augnet._checks import is_real, loading_or_kept
+from augnet._checks import is_real, loading_or_kept, number
 from augnet.magnitudes import initial_magnitudes, invert_change, inward_clamp, widened
 from augnet.ops import dispatch
 from augnet.ops.dispatch import tap_mix
@@ -76,7 +76,8 @@ class AugmentationLayer(nn.Module):
     Args:
         transforms: the Q candidate transforms.
         init_magnitude: initial magnitude(s) in [0, 1], one float or Q floats (default 0.5).
-        temperature: softmax temperature of the weights (> 0, default 1.0).
+        temperature: softmax temperature of the weights (> 0, default 1.0). Every number here may also be given
+            as a 0-d tensor or NumPy array (and ``init_magnitude`` as a (Q,) one): the value it holds is kept.
         eval_mode: ``"sample"`` or ``"mix"``, see above.
         backend: ``tap_mix`` backend for tap layers (``"auto"`` by default).
         train_mode: ``"sample"`` or ``"mix"``, see above.
@@ -123,8 +124,9 @@ class AugmentationLayer(nn.Module):
             )
         q = len(transforms)
         init = initial_magnitudes(init_magnitude, q)
+        temperature = number("temperature", temperature)  # a 0-d tensor or array: the number it holds
         if not is_real(temperature):
-            raise TypeError(f"temperature must be a number, got {type(temperature).__name__}")
+            raise TypeError(f"temperature must be a number, got {type(temperature).__name__}: {temperature!r}")
         if not math.isfinite(temperature) or temperature <= 0:
             raise ValueError(f"temperature must be positive and finite, got {temperature}")
         if 1.0 / temperature > torch.finfo(torch.float32).max:
@@ -220,7 +222,7 @@ class AugmentationLayer(nn.Module):
 
         Args:
             x: a batch of training inputs, :math:`(B, ...)` with ``B >= 1``.
-            points: grid size (an int >= 2, default 17).
+            points: grid size (an int >= 2, or a 0-d integer tensor; default 17).
             generator: draws the transforms' parameters (default: seeded with 0).
             features: a map of the inputs, e.g. a trunk (a module, or its bound method, runs in
                 evaluation mode, then is restored: measuring does not change it; it reads a copy of ``x``).
@@ -229,6 +231,7 @@ class AugmentationLayer(nn.Module):
             The (Q, points) curves, also in ``calibration``. Bad input (see
             ``change_curves``) raises before anything changes.
         """
+        points = number("points", points)  # a 0-d integer tensor or array: the int it holds
         curves = change_curves(self.transforms, x, points, generator, features)  # checked; nothing changed yet
         before = self.magnitudes.detach().clone()
         self.calibration = curves.to(self.raw_magnitudes.device)
@@ -516,7 +519,7 @@ class AugmentationModule(nn.Module):
 
         Args:
             x: input batch :math:`(B, ...)`, checked by the first layer.
-            copies: the copies C (an int >= 1, default 1).
+            copies: the copies C (an int >= 1, or a 0-d integer tensor or array; default 1).
             generator: source of randomness (on ``x``'s device; default ``None``).
         """
         copies = check_copies(copies)

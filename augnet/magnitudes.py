@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from augnet._checks import as_values
+from augnet._checks import as_values, number
 
 __all__ = ["initial_magnitudes", "invert_change", "inward_clamp", "widened"]
 
@@ -87,13 +87,16 @@ def widened(t: Tensor) -> Tensor:
 
 
 def initial_magnitudes(init, q: int) -> list[float]:
-    """A layer's ``init_magnitude`` (a number, or one per transform) as ``q`` floats in [0, 1], checked."""
-    if isinstance(init, torch.Tensor) and init.device.type == "meta":
-        raise ValueError("init_magnitude is a tensor on meta, which holds no values: give numbers")
-    init = as_values(init)  # a tensor, a NumPy array or scalar: its values
+    """A layer's ``init_magnitude`` (a number, or one per transform) as ``q`` floats in [0, 1], checked.
+
+    A tensor or a NumPy array gives its values (:func:`~augnet._checks.as_values`), and each item of a list is
+    read as a number (:func:`~augnet._checks.number`: ``[torch.tensor(0.2), 0.5]`` is ``[0.2, 0.5]``).
+    """
+    init = as_values(init, "init_magnitude")  # a tensor, a NumPy array or scalar: its values (meta refused)
     if isinstance(init, numbers.Real) and not isinstance(init, bool):
         values = [float(init)] * q
     elif isinstance(init, Sequence) and not isinstance(init, (str, bytes, bytearray)):
+        init = [number("init_magnitude", v) for v in init]
         bad = [v for v in init if isinstance(v, bool) or not isinstance(v, numbers.Real)]
         if bad:
             raise TypeError(f"init_magnitude values must be numbers, got {bad[0]!r} in {list(init)!r}")

@@ -12,7 +12,7 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
-from augnet._checks import is_int
+from augnet._checks import is_int, number
 from augnet.effects import measure_effects
 from augnet.layers import AugmentationLayer, AugmentationModule, Policy
 from augnet.transforms.base import Transform, check_copies, stratified_copies
@@ -135,7 +135,8 @@ class AugNet(nn.Module):
             ``forward(x, copies, generator)`` and ``policy(size)`` (e.g.
             :class:`~augnet.augerino.LieAugmentation`; see ``as_augmentation``).
         train_copies: copies C in training (default 1).
-        eval_copies: copies C in evaluation (default 4).
+        eval_copies: copies C in evaluation (default 4). The counts (these and ``effect_every``) are ints, or 0-d
+            integer tensors or NumPy arrays, read as the ints they hold.
         aggregate: ``"log_softmax"``, ``"softmax"`` or ``"mean"`` (see
             :func:`aggregate`).
         effect_every: in training, measure every augmentation layer's effects
@@ -189,10 +190,12 @@ class AugNet(nn.Module):
         if not isinstance(trunk, nn.Module):
             raise TypeError(f"trunk must be an nn.Module, got {type(trunk).__name__}")
         augment = as_augmentation(augment)
-        train_copies = check_copies(train_copies, "train_copies")
-        eval_copies = check_copies(eval_copies, "eval_copies")
+        # The counts: 0-d integer tensors and arrays give the ints they hold (a float or a bool is refused).
+        train_copies = check_copies(number("train_copies", train_copies), "train_copies")
+        eval_copies = check_copies(number("eval_copies", eval_copies), "eval_copies")
         if aggregate not in AGGREGATES:
             raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
+        effect_every = number("effect_every", effect_every)
         if not is_int(effect_every):
             raise TypeError(f"effect_every must be an int >= 0, got {effect_every!r}")
         if effect_every < 0:
@@ -292,7 +295,7 @@ class AugNet(nn.Module):
 
         Args:
             x: a batch of clean inputs :math:`(B, ...)`, as the model takes them.
-            rows: how many of its rows to use (an int >= 1).
+            rows: how many of its rows to use (an int >= 1, or a 0-d integer tensor or array).
 
         Raises:
             TypeError, ValueError: an ``x`` that a layer's transforms cannot take (checked
@@ -300,6 +303,7 @@ class AugNet(nn.Module):
                 ``rows``; before anything changes. A batch that gives nothing to compare (fewer
                 than 2 rows, outputs that are not finite) leaves the effects as they were.
         """
+        rows = number("rows", rows)  # a 0-d integer tensor or array: the int it holds
         if not is_int(rows):
             raise TypeError(f"measure_effects: rows must be an int >= 1, got {rows!r}")
         if rows < 1:

@@ -19,8 +19,10 @@ subgradient (:func:`norm_outward_at_zero`), so magnitudes that start at or
 fall to 0 can still grow.
 
 A per-instance layer (:class:`~augnet.instance.ConditionedAugmentationLayer`)
-enters the selective regularisers per sample: the mean over the batch of its
-latest forward pass of :math:`-\\| w_b \\odot e \\odot \\mu_b \\|_2`.
+enters the regularisers per sample, with the policy its latest forward pass
+gave each input: the selective ones as the mean over that batch of
+:math:`-\\| w_b \\odot e \\odot \\mu_b \\|_2`, Augerino's as the mean of
+:math:`-\\| \\mu_b \\|_2`; before its first forward pass they raise a ValueError.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import is_int, is_real
+from augnet._checks import as_values, is_int, is_real, number
 from augnet.augerino import LieAugmentation
 from augnet.instance import ConditionedAugmentationLayer
 from augnet.layers import AugmentationLayer, AugmentationModule
@@ -169,7 +171,8 @@ def selective_regularizer(
             inside. A single layer with one transform, weight 1, effect 1 and a task loss
             :math:`c \\mu` settles at :math:`\\mu^* = s (\\lambda / c - 1)` for
             :math:`\\lambda > c` (see the reproducing guide for what it does on the
-            comparison's tasks).
+            comparison's tasks). A 0-d tensor or NumPy array is read as the number it holds (a tensor on an
+            accelerator is read back at every call, a wait for the device at every step: give a Python number).
 
     Returns:
         A differentiable scalar. It is non-positive with ``diverse=False``, and
@@ -206,6 +209,7 @@ def selective_regularizer(
     if not isinstance(diverse, bool):
         raise TypeError(f"diverse must be a bool, got {type(diverse).__name__}")
     if saturation is not None:
+        saturation = number("saturation", saturation)  # a 0-d tensor or array: the number it holds
         if not _is_number(saturation):
             raise TypeError(f"saturation must be None or a positive number, got {type(saturation).__name__}")
         if not (math.isfinite(saturation) and saturation > 0):
@@ -270,6 +274,14 @@ def augerino_regularizer(module: nn.Module) -> Tensor:
     layers it ignores the weights, so a layer can escape it by putting all its
     weight on one transform with magnitude 0 (the ablation of the AugNet paper).
 
+    A per-instance layer (:class:`~augnet.instance.ConditionedAugmentationLayer`) augments each input at that
+    input's own magnitudes :math:`\\mu_b`, its global ones plus its conditioner's offsets: it enters as
+    :func:`selective_regularizer` takes it, per sample with the latest forward pass's policy, as the mean over
+    that batch of :math:`-\\| \\mu_b \\|_2` (0 for an empty batch), with the gradient into the conditioner
+    and the global magnitudes. Its global :attr:`~augnet.AugmentationLayer.magnitudes` alone are the policy of
+    an input on which the conditioner outputs 0: regularising them would leave the conditioner free to shrink
+    every input's range unopposed.
+
     Args:
         module: a model or module holding augmentation layers or Augerino augmentations.
 
@@ -277,9 +289,15 @@ def augerino_regularizer(module: nn.Module) -> Tensor:
         A differentiable scalar, at most 0.
 
     Raises:
-        TypeError, ValueError: ``module`` is not an ``nn.Module``, or holds no augmentation.
+        TypeError, ValueError: ``module`` is not an ``nn.Module``, or holds no augmentation, or a per-instance
+            layer that has not run on a batch yet (as :func:`selective_regularizer`).
     """
-    terms = [norm_outward_at_zero(aug.magnitudes) for aug in _augmentations(module)]
+    terms = []
+    for aug in _augmentations(module):
+        if isinstance(aug, ConditionedAugmentationLayer):  # per sample: the latest pass's magnitudes (B, Q)
+            terms.append(_batch_mean(_row_norms_outward_at_zero(aug.latest_policy()[1])))
+        else:
+            terms.append(norm_outward_at_zero(aug.magnitudes))
     return -torch.stack(terms).sum(0)
 
 
@@ -351,6 +369,7 @@ class LambdaSchedule:
     Args:
         values: the strengths, finite and >= 0; one more than ``milestones``.
         milestones: the epochs (ints >= 0, increasing) where the next value starts.
+            Either may be a 1-D tensor or NumPy array, and its items 0-d ones (an integer one for an epoch).
 
     Raises:
         TypeError, ValueError: values or milestones of the wrong type, count or range.
@@ -362,9 +381,12 @@ class LambdaSchedule:
     """
 
     def __init__(self, values: Sequence[float] = (0.5, 0.05), milestones: Sequence[int] = (40,)) -> None:
+        # A 1-D tensor or array gives its values, and each item is read as a number (a 0-d tensor: its value).
+        values, milestones = as_values(values, "values"), as_values(milestones, "milestones")
         for name, seq, kind in (("values", values, "numbers"), ("milestones", milestones, "ints (epochs)")):
             if not isinstance(seq, Sequence) or isinstance(seq, str):
                 raise TypeError(f"{name} must be a sequence of {kind}, got {seq!r}")
+        values, milestones = [number("values", v) for v in values], [number("milestones", m) for m in milestones]
         if not all(_is_number(v) for v in values):
             raise TypeError(f"values must be numbers, got {list(values)!r}")
         if not all(is_int(m) for m in milestones):
@@ -381,8 +403,7 @@ class LambdaSchedule:
         self.values, self.milestones = values, milestones
 
     def __call__(self, epoch: int) -> float:
-        if isinstance(epoch, Tensor) and epoch.dim() == 0 and epoch.dtype != torch.bool:
-            epoch = epoch.item()
+        epoch = number("epoch", epoch)  # a 0-d tensor or array: the number it holds
         if not is_real(epoch):  # a fractional epoch reads the milestones as numbers; a bool or a string is no epoch
             raise TypeError(f"epoch must be a number (an epoch's index), got {epoch!r}")
         if not epoch >= 0:  # NaN too
@@ -451,7 +472,8 @@ def param_groups(
             weight), without pulling the weights towards uniform.
         conditioner_lr: learning rate of the conditioners of per-instance layers
             (:class:`~augnet.instance.ConditionedAugmentationLayer`); default ``aug_lr``.
-        conditioner_weight_decay: their weight decay (default 0).
+        conditioner_weight_decay: their weight decay (default 0). Every rate and decay may also be a 0-d tensor
+            or NumPy array: the group holds the Python float it holds.
         weight_lr: the learning rate of the weight logits, in a group of their own
             (:data:`WEIGHT_LR`, 1.5e-2, by default, whatever ``aug_lr``); the
             magnitudes keep ``aug_lr``. The regulariser's reward for a weight is
@@ -486,17 +508,20 @@ def param_groups(
         >>> [g["weight_decay"] for g in param_groups(model, magnitude_weight_decay=1.0)]
         [0.0, 0.0, 1.0]
     """
-    for name, value in (("weight_decay", weight_decay), ("aug_weight_decay", aug_weight_decay),
-                        ("magnitude_weight_decay", magnitude_weight_decay), ("aug_lr", aug_lr),
-                        ("conditioner_lr", conditioner_lr), ("weight_lr", weight_lr),
-                        ("conditioner_weight_decay", conditioner_weight_decay)):  # fmt: skip
+    given = {"weight_decay": weight_decay, "aug_weight_decay": aug_weight_decay,
+             "magnitude_weight_decay": magnitude_weight_decay, "aug_lr": aug_lr, "conditioner_lr": conditioner_lr,
+             "weight_lr": weight_lr, "conditioner_weight_decay": conditioner_weight_decay}  # fmt: skip
+    for name, value in given.items():
         if value is None and name in ("magnitude_weight_decay", "aug_lr", "conditioner_lr", "weight_lr"):
             continue
+        value = given[name] = number(name, value)  # a 0-d tensor or array: the number it holds
         if not _is_number(value):
             raise TypeError(f"param_groups: {name} must be a number, got {value!r}")
         if not math.isfinite(value) or value < 0 or (name.endswith("_lr") and value == 0):
             what = "positive and finite" if name.endswith("_lr") else "finite and >= 0"
             raise ValueError(f"param_groups: {name} must be {what}, got {value!r}")
+    (weight_decay, aug_weight_decay, magnitude_weight_decay, aug_lr, conditioner_lr, weight_lr,
+     conditioner_weight_decay) = given.values()  # fmt: skip
     aug = augmentation_parameters(module)
     aug_ids = {id(p) for p in aug}
     rest = [p for p in module.parameters() if id(p) not in aug_ids]

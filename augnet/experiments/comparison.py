@@ -31,6 +31,7 @@ from torch import Tensor, nn
 
 from augnet._checks import is_int, is_real
 from augnet._json import dumps as strict_json
+from augnet._labels import INTEGER_DTYPES, int64_labels, labels_in_range
 from augnet.experiments.versus import _mean_std as versus_mean_std
 from augnet.experiments.versus_methods import (
     HAND_DESIGNED,
@@ -40,7 +41,6 @@ from augnet.experiments.versus_methods import (
     invariance_at_logits,
     train,
 )
-from augnet.training.loop import NARROW_INTS
 from augnet.transforms.base import Transform
 
 __all__ = ["COMPARE_METHODS", "Comparison", "compare"]
@@ -168,18 +168,18 @@ def _pair(name: str, pair) -> tuple[Tensor, Tensor]:
                          f"of shape {tuple(x.shape)}")  # fmt: skip
     if len(x) == 0:
         raise ValueError(f"{name}: no inputs (shape {tuple(x.shape)})")
-    if y.dtype not in (torch.long, *NARROW_INTS) or y.dim() != 1 or len(y) != len(x):
-        narrow = ", ".join(str(t).removeprefix("torch.") for t in NARROW_INTS)
+    if y.dtype not in INTEGER_DTYPES or y.dim() != 1 or len(y) != len(x):
+        narrow = ", ".join(str(t).removeprefix("torch.") for t in INTEGER_DTYPES if t != torch.long)
         raise ValueError(f"{name}: labels must be int64 class indices (or {narrow}, read as int64, as fit does), "
                          f"one per input, got {y.dtype} of shape {tuple(y.shape)} for {len(x)} inputs")  # fmt: skip
     for what, t in (("inputs", x), ("labels", y)):
         if t.device.type != "cpu":
             raise ValueError(f"{name}: the comparison runs on the CPU; got {what} on {t.device}")
-    if int(y.min()) < 0:
-        raise ValueError(f"{name}: labels must be class indices >= 0, got {int(y.min())}")
+    labels = int64_labels(y)  # any integer labels (NumPy's int32, uint16...) as int64, as fit and the probes read them
+    labels_in_range(labels, y.dtype, f"{name}: labels", "must be class indices >= 0")
     if not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name}: inputs contain NaN or infinite values")
-    return x, y.long()  # the integer labels fit takes (numpy's int32, uint8...), as fit widens them: int64
+    return x, labels
 
 
 def _positive_int(name: str, value) -> int:
@@ -313,8 +313,9 @@ def compare(
             runs to check it (a new model each call, sharing no parameter or buffer with the last, its dtype the
             inputs', its output (N, classes) covering the labels).
         train_data, test_data: ``(x, y)``: float images (N, C, H, W) in [0, 1] (C = 1 or 3 for torchvision's
-            policies), or signals (N, C, T); integer class indices (N,), int64 or the narrower integers
-            :func:`~augnet.training.fit` widens (int32, int16, int8, uint8: read as int64). CPU tensors.
+            policies), or signals (N, C, T); integer class indices (N,) of any integer dtype (int64, int32,
+            int16, int8, uint8, uint16, uint32, uint64: read as int64, as :func:`~augnet.training.fit` and the
+            probes read them). CPU tensors.
             Or a data set of ``(input, label)`` items of one shape (a torchvision data set with a transform to
             tensors and one size), indexed and read whole into memory.
         methods: from :data:`COMPARE_METHODS`: ``none``, ``crop`` (a random crop of the image padded by 1/8),

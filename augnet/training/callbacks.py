@@ -49,7 +49,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from augnet._checks import folder_problem, is_int, is_real
+from augnet._checks import as_values, folder_problem, is_int, is_real, number
 from augnet.layers import AugmentationLayer
 from augnet.training._checks import resume_point
 from augnet.transforms._ranges import moving_end
@@ -179,10 +179,11 @@ class PolicyLogger(Callback):
 
     Args:
         log_dir: the folder (created), a str or path-like object.
-        every: write every this many steps (an int >= 1, default 10).
+        every: write every this many steps (an int >= 1, or a 0-d integer tensor or array; default 10).
         csv: write the CSV file (default ``True``).
         tensorboard: write TensorBoard event files (default ``False``).
-        size: the input size for pixel units of the ranges (default: what each layer last saw).
+        size: the input size for pixel units of the ranges (ints, or a 1-D integer tensor or array; default: what
+            each layer last saw).
         overwrite: replace an existing ``log_dir/policy.csv`` (default ``False``).
         resume: go on with an existing ``log_dir/policy.csv`` (default ``False``; not with ``overwrite``): at
             the start of this logger's first run, a file whose header is this run's columns is kept up to the
@@ -223,6 +224,10 @@ class PolicyLogger(Callback):
         overwrite: bool = False,
         resume: bool = False,
     ) -> None:
+        every = number("every", every)  # a 0-d integer tensor or array: the int it holds
+        if size is not None:  # a 1-D integer tensor or array, or 0-d ones in a tuple: the ints they hold
+            size = as_values(size, "size")
+            size = [number("size", s) for s in size] if isinstance(size, (tuple, list)) else size
         if not is_int(every) or every < 1:
             raise ValueError(f"every must be an int >= 1, got {every!r}")
         every = int(every)  # a numpy integer too
@@ -486,8 +491,9 @@ def check_callbacks(callbacks) -> list[Callback]:
 
 
 def _positive(name: str, value) -> float:
+    value = number(name, value)  # a 0-d tensor or array: the number it holds
     if not is_real(value):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}: {value!r}")
     value = float(value)
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be positive and finite, got {value}")
@@ -509,6 +515,8 @@ class TemperatureAnnealing(Callback):
         start: the temperature of the first epoch (> 0, default 1.0; ``end`` is used when ``E' = 1``).
         end: the temperature of the last epoch (> 0, default 0.01).
         epochs: the number of epochs the annealing takes (default: the whole run).
+
+    Each number may be a 0-d tensor or NumPy array (an integer one for ``epochs``), read as the value it holds.
     """
 
     def __init__(self, start: float = 1.0, end: float = 0.01, epochs: int | None = None) -> None:
@@ -517,12 +525,14 @@ class TemperatureAnnealing(Callback):
         for name, value in (("start", self.start), ("end", self.end)):
             if 1.0 / value > 3.4e38:
                 raise ValueError(f"{name} temperature {value} is too small: logits / temperature overflows float32")
+        epochs = None if epochs is None else number("epochs", epochs)  # a 0-d integer tensor: the int it holds
         if epochs is not None and (not is_int(epochs) or epochs < 1):
             raise ValueError(f"epochs must be an int >= 1 or None, got {epochs!r}")
         self.epochs = None if epochs is None else int(epochs)
 
     def temperature(self, epoch: int, epochs: int) -> float:
-        """The temperature of ``epoch`` (0-based) in a run of ``epochs`` epochs."""
+        """The temperature of ``epoch`` (0-based) in a run of ``epochs`` epochs (0-d tensors: their numbers)."""
+        epoch, epochs = number("epoch", epoch), number("epochs", epochs)
         span = (self.epochs if self.epochs is not None else epochs) - 1
         if span <= 0:
             return self.end
@@ -555,10 +565,11 @@ class WeightWarmup(Callback):
     its per-input weights are not held: the run is warned of that at its start.
 
     Args:
-        epochs: the warm-up's length in epochs (an int >= 0, default 3).
+        epochs: the warm-up's length in epochs (an int >= 0, or a 0-d integer tensor or array; default 3).
     """
 
     def __init__(self, epochs: int = 3) -> None:
+        epochs = number("epochs", epochs)  # a 0-d integer tensor or array: the int it holds
         if not is_int(epochs) or epochs < 0:
             raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
         self.epochs = int(epochs)

@@ -18,6 +18,7 @@ from torch import Tensor
 
 from augnet._calibration import evaluating
 from augnet._checks import check_bool, is_int
+from augnet._labels import INTEGER_DTYPES, int64_labels
 from augnet.layers import AugmentationLayer
 from augnet.ops.bad_input import check_bad_input, raise_bad_input
 from augnet.ops.bad_input import flag as bad_input_flag
@@ -28,9 +29,10 @@ from augnet.training.devices import amp_dtype, training_device
 
 __all__ = ["NonFiniteLossError", "accuracy", "fit"]
 
-#: Integer targets fit widens to int64 (torch's losses of class indices take int64, some uint8 too; F.one_hot int64
-#: only). :func:`augnet.experiments.compare` takes the same labels.
-NARROW_INTS = (torch.int8, torch.int16, torch.int32, torch.uint8)
+#: Integer targets fit (and accuracy) read as int64: every integer dtype but int64 (``augnet._labels.INTEGER_DTYPES``,
+#: uint16 / uint32 / uint64 included), by the rule the probes and :func:`augnet.experiments.compare` follow (torch's
+#: losses of class indices take int64 and uint8 only, F.one_hot int64 only).
+NARROW_INTS = tuple(d for d in INTEGER_DTYPES if d != torch.int64)
 
 
 def fit(
@@ -92,8 +94,9 @@ def fit(
             callable ``model -> scalar``.
         generator: source of randomness for the augmentations and, for
             tensors, the batches; on ``device`` (a CUDA run needs a CUDA generator).
-        loss_fn: task loss of the aggregated output (default ``nll_loss``, for log-probabilities). Targets of int8,
-            int16, int32 or uint8 (class indices from numpy) reach it as int64, which torch's losses take.
+        loss_fn: task loss of the aggregated output (default ``nll_loss``, for log-probabilities). Targets of any
+            integer dtype (int8, int16, int32, uint8, uint16, uint32, uint64: class indices from NumPy) reach it as
+            int64, which torch's losses take, as the probes and ``compare`` read labels; others as they are.
         record_every: record the policy every this many steps (default 5; and at the first). Only these steps read
             values back from the device (one copy each); the steps between them never wait for it.
         progress: show a tqdm progress bar; its task loss (``task_loss``) and leading transform are those of
@@ -225,8 +228,7 @@ def fit(
                     tasks, losses = [], []
                     for xb, yb in group:
                         xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
-                        if yb.dtype in NARROW_INTS:
-                            yb = yb.long()  # class indices as int32 (numpy's labels): torch's losses take int64
+                        yb = int64_labels(yb)  # class indices as int32 or uint16 (NumPy labels): losses take int64
                         if augment_batch is not None:
                             xb = augment_batch(xb, generator)
                         with autocast(device, autocast_dtype):
@@ -447,8 +449,8 @@ def accuracy(
 
     Args:
         model: a classifier returning :math:`(B, \\text{classes})` scores (an AugNet: aggregated log-probabilities).
-        x, y: inputs :math:`(N, ...)` and class indices :math:`(N,)`; or ``x`` a data loader of
-            ``(inputs, targets)`` batches and ``y=None``.
+        x, y: inputs :math:`(N, ...)` and class indices :math:`(N,)` (any integer dtype, read as int64 as fit reads
+            them); or ``x`` a data loader of ``(inputs, targets)`` batches and ``y=None``.
         batch_size: for tensors, the batch size (default 500).
         generator: an AugNet's source of randomness (default ``None``: torch's global generator).
 
@@ -468,7 +470,7 @@ def accuracy(
     correct = total = 0
     with evaluating(model):  # every submodule back in its own mode after (a frozen batch norm stays frozen)
         for xb, yb in batches(None):
-            xb, yb = xb.to(device), yb.to(device)
+            xb, yb = xb.to(device), int64_labels(yb.to(device))  # uint16 labels cannot be compared with int64
             out = model(xb, generator=generator) if draws else model(xb)
             if not isinstance(out, Tensor):
                 raise TypeError(

@@ -52,7 +52,7 @@ import math
 import torch
 from torch import Tensor
 
-from augnet._checks import is_int, number
+from augnet._checks import is_int, real
 from augnet.transforms._ranges import angle
 from augnet.transforms.base import Range, SignalTransform, uniform
 
@@ -219,8 +219,9 @@ def _augmented_inverse_columns(g_pp: Tensor) -> Tensor:
 
 
 def _check_spline_config(order: int, n_terms: int) -> tuple[int, int]:
-    """``(order, n_terms)`` as Python ints, or the ValueError naming the bad one."""
-    order, n_terms = number("order", order), number("n_terms", n_terms)  # 0-d tensors or arrays: their numbers
+    """``(order, n_terms)`` as Python ints, or the ValueError naming the bad one (a NotANumberError, a TypeError
+    too, for one that is not a number at all)."""
+    order, n_terms = real("order", order, "an int >= 2"), real("n_terms", n_terms, "a positive int")  # 0-d: numbers
     if not is_int(order) or order < 2:
         raise ValueError(f"order must be an int >= 2, got {order!r}")
     if not is_int(n_terms) or n_terms < 1:

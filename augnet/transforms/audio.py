@@ -42,7 +42,7 @@ import math
 import torch
 from torch import Tensor
 
-from augnet._checks import is_real, number
+from augnet._checks import NotANumberError, real
 from augnet.transforms._biquad import DEFAULT_Q, filter_rows, highpass_coefficients, lowpass_coefficients
 from augnet.transforms._biquad import _all_pole_response as _all_pole_response
 from augnet.transforms._biquad import bandreject_coefficients as bandreject_coefficients
@@ -65,15 +65,15 @@ _F32 = torch.finfo(torch.float32)
 
 
 def _number(name: str, value) -> float:
-    value = number(name, value)  # a 0-d tensor or array: the number it holds
-    if not is_real(value) or not math.isfinite(value):
+    value = real(name, value, "a finite number")  # a 0-d tensor or array: the number it holds
+    if not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     return float(value)
 
 
 def _sample_rate(value) -> float:
-    if value is None:
-        raise TypeError("sample_rate is required (in Hz), got None")
+    if value is None:  # not a number: the TypeError it was, and a ValueError as every other argument's
+        raise NotANumberError("sample_rate is required (in Hz), got None")
     return positive("sample_rate", value)
 
 

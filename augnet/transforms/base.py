@@ -36,11 +36,12 @@ import einops
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import is_int, is_real, positive
+from augnet._checks import NotANumberError, is_real, positive
 from augnet.magnitudes import widened
 from augnet.ops.dispatch import tap_mix
 from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps
+from augnet.transforms._checks_copies import check_copies
 from augnet.transforms._shapes import rank_hint
 
 __all__ = ["Range", "SignalTransform", "Taps", "Transform", "draw", "per_row", "positive", "stratified_copies"]
@@ -150,7 +151,8 @@ class Transform(nn.Module):
                 :math:`(B \\cdot copies,)` tensor of per-row magnitudes.
             params: parameters of an earlier call, to replay it exactly.
             generator: source of randomness (on ``x``'s device).
-            copies: number of augmented copies per sample (copy-major output).
+            copies: number of augmented copies per sample (copy-major output): an int, or a 0-d integer tensor or
+                array, read once (``check_copies``: an int is checked by its type alone, as ``torch.compile`` needs).
 
         Returns:
             Tensor of shape :math:`(B \\cdot copies, ...)`. Rows at magnitude exactly 0 are the
@@ -307,10 +309,11 @@ class Transform(nn.Module):
         """Validate ``magnitude``; return it as a tensor on ``x``'s device (a number or 0-d tensor: 0-d; with ``rows``,
         an (rows,) tensor of per-row magnitudes too, kept 1-D; float16 / bfloat16 widened to float32, the draws' dtype).
         Any other type or shape, a value outside [0, 1] (checked on CPU only) or a tensor on an accelerator other than
-        ``x``'s raises a TypeError or ValueError."""
+        ``x``'s raises a TypeError or ValueError; what is neither a number nor a tensor (``"0.5"``, ``None``, ``True``)
+        the ``NotANumberError`` of every argument that takes a number (both)."""
         name = type(self).__name__
         if not (is_real(magnitude) or isinstance(magnitude, Tensor)):
-            raise TypeError(f"{name}: magnitude must be a float or a tensor, got {type(magnitude).__name__}")
+            raise NotANumberError(f"{name}: magnitude must be a float or a tensor, got {type(magnitude).__name__}")
         if isinstance(magnitude, Tensor):
             if magnitude.dim() != 0 and (rows is None or tuple(magnitude.shape) != (rows,)):
                 allowed = "a scalar" if rows is None else f"a scalar or one per output row, shape ({rows},)"
@@ -434,15 +437,6 @@ def check_temperature(name: str, value: float) -> float:
 def _check_unit_interval(name: str, value: float) -> None:
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise ValueError(f"{name}: magnitude must lie in [0, 1], got {value}")
-
-
-def check_copies(copies, name: str = "copies") -> int:
-    """``copies`` as a Python int (a NumPy integer too), or the TypeError / ValueError naming it."""
-    if not is_int(copies):
-        raise TypeError(f"{name} must be an int, got {type(copies).__name__}")
-    if copies < 1:
-        raise ValueError(f"{name} must be >= 1, got {copies}")
-    return int(copies)
 
 
 def param_dtype(x: Tensor) -> torch.dtype:

@@ -20,7 +20,7 @@ import math
 import torch
 from torch import Tensor
 
-from augnet._checks import as_values, check_bool, is_int, is_real
+from augnet._checks import NotANumberError, as_values, check_bool, is_int, is_real, number
 from augnet.transforms._ranges import angle, drawn_range
 from augnet.transforms._sensors import SensorsRotationX, SensorsRotationY, SensorsRotationZ
 from augnet.transforms.base import (
@@ -53,8 +53,8 @@ __all__ = [
 
 
 def _sfreq(value) -> float:
-    if value is None:
-        raise ValueError("sfreq (the sampling rate in Hz) is required")
+    if value is None:  # not a number: the ValueError it was, and a TypeError as every other argument's
+        raise NotANumberError("sfreq (the sampling rate in Hz) is required, got None")
     return drawn_range("sfreq", value, "the times and frequencies are computed in float32")
 
 
@@ -303,9 +303,15 @@ class BandStop(SignalTransform):
         self.max_width = drawn_range("max_width", max_width)
         if isinstance(band, Tensor) and band.dim() == 1:
             band = band.tolist()
-        if band is not None and (isinstance(band, (str, bytes)) or not hasattr(band, "__len__") or len(band) != 2
-                                 or not all(is_real(b) for b in band)):  # fmt: skip
-            raise TypeError(f"band must be a (low, high) pair of frequencies in Hz, got {band!r}")
+        if band is not None:
+            pair = (not isinstance(band, (str, bytes, Tensor)) and hasattr(band, "__len__")
+                    and getattr(band, "ndim", 1) == 1 and len(band) == 2)  # fmt: skip
+            if not pair:
+                raise TypeError(f"band must be a (low, high) pair of frequencies in Hz, got {band!r}")
+            read = [number("band", b) for b in band]  # 0-d tensors in a pair: their numbers
+            if not all(is_real(b) for b in read):  # a pair, of things that are not numbers
+                raise NotANumberError(f"band must be a (low, high) pair of frequencies in Hz, got {band!r}")
+            band = read
         low, high = band if band is not None else (1.0, self.sfreq / 2 - 1.0)
         if not 0 <= low < high <= self.sfreq / 2:
             what = "band" if band is not None else f"the default band (1 Hz to 1 Hz below Nyquist) at sfreq {sfreq!r}"
@@ -357,10 +363,12 @@ class ChannelsSymmetry(SignalTransform):
             pairs = [(a, b) for a, b in pairs]
         except (TypeError, ValueError) as err:
             raise ValueError(f"pairs must be a sequence of (left, right) channel indices, got {pairs!r}") from err
-        bad = [i for p in pairs for i in p if not is_int(i)]
-        if bad:  # 0.5 must not become channel 0
-            raise TypeError(f"pairs must hold integer channel indices, got {bad[0]!r} in {pairs!r}")
-        pairs = [tuple(int(i) for i in p) for p in pairs]
+        read = [tuple(number("pairs", i) for i in p) for p in pairs]  # 0-d tensors among the indices: their ints
+        bad = [i for p in read for i in p if not is_int(i)]
+        if bad:  # 0.5 must not become channel 0; "1" or None is not a number at all
+            error = TypeError if is_real(bad[0]) else NotANumberError
+            raise error(f"pairs must hold integer channel indices, got {bad[0]!r} in {pairs!r}")
+        pairs = [tuple(int(i) for i in p) for p in read]
         flat = [i for p in pairs for i in p]
         if not pairs or min(flat) < 0 or len(set(flat)) != len(flat):
             raise ValueError(f"pairs must be non-empty, non-negative and use each channel once, got {pairs}")

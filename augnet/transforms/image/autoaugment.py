@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from augnet._checks import is_int, is_real, number
+from augnet._checks import is_int, real
 from augnet.ops.constants import device_constant
 from augnet.transforms.base import Range, check_temperature, positive, relaxed_bernoulli, repeat_rows, uniform
 from augnet.transforms.image._common import _ImageTransform
@@ -50,9 +50,7 @@ class Solarize(_ImageTransform):
 
     def __init__(self, min_threshold: float = 0.0, temperature: float = 0.1) -> None:
         super().__init__()
-        min_threshold = number("min_threshold", min_threshold)  # a 0-d tensor or array: the number it holds
-        if not is_real(min_threshold):
-            raise TypeError(f"min_threshold must be a number, got {min_threshold!r}")
+        min_threshold = real("min_threshold", min_threshold)  # a 0-d tensor or array: the number it holds
         if not 0.0 <= min_threshold < 1.0:
             raise ValueError(f"min_threshold must lie in [0, 1), got {min_threshold!r}")
         self.min_threshold = float(min_threshold)
@@ -122,8 +120,8 @@ class Posterize(_ImageTransform):
 
     def __init__(self, max_bits: int = 4) -> None:
         super().__init__()
-        max_bits = number("max_bits", max_bits)  # a 0-d tensor or array: the number it holds
-        if not is_int(max_bits):
+        max_bits = real("max_bits", max_bits, "an int")  # a 0-d tensor or array: the number it holds
+        if not is_int(max_bits):  # a number, not a whole one (4.0 too)
             raise TypeError(f"max_bits must be an int, got {max_bits!r}")
         if not 1 <= max_bits <= 8:
             raise ValueError(f"max_bits must lie in [1, 8] (bits of an 8-bit level), got {max_bits!r}")
