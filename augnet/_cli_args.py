@@ -18,19 +18,34 @@ class SpaceList(argparse.Action):
     The comma-separated form (``--transforms Rotate,HorizontalFlip``) is deprecated but still works: the values
     are split at the commas, with a :class:`DeprecationWarning` that gives the space-separated form (printed on
     stderr when ``augnet`` runs as a command).
+
+    ``choices`` are checked after the split, each value on its own (argparse would check ``Rotate,Scale`` as one
+    value and refuse it), with argparse's own "invalid choice" message; they are kept as ``names``, not as the
+    action's ``choices``, so the help names them itself.
     """
 
+    def __init__(self, option_strings, dest, choices=None, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.names = None if choices is None else tuple(choices)
+
     def __call__(self, parser, namespace, values, option_string=None):
-        values = list(values)
-        if any("," in value for value in values):
-            split = [part.strip() for value in values for part in value.split(",") if part.strip()]
+        given = list(values)
+        commas = any("," in value for value in given)
+        values = [part.strip() for value in given for part in value.split(",") if part.strip()] if commas else given
+        if not values:  # `--transforms ,`: no value at all
+            raise argparse.ArgumentError(self, f"no value in {' '.join(map(repr, given))}")
+        for value in values if self.names is not None else ():  # refused before any deprecation note
+            if value not in self.names:
+                raise argparse.ArgumentError(
+                    self, f"invalid choice: {value!r} (choose from {', '.join(map(repr, self.names))})"
+                )
+        if commas:
             warnings.warn(
-                f"{parser.prog} {option_string} {' '.join(values)}: comma-separated values are deprecated and "
-                f"will stop working in a future release; separate them with spaces: {option_string} {' '.join(split)}",
+                f"{parser.prog} {option_string} {' '.join(given)}: comma-separated values are deprecated and "
+                f"will stop working in a future release; separate them with spaces: {option_string} {' '.join(values)}",
                 DeprecationWarning,
                 stacklevel=1,
             )
-            values = split
         setattr(namespace, self.dest, values)
 
 

@@ -144,9 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--transforms",
         nargs="+",
+        action=SpaceList,
         metavar="NAME",
         choices=DEMO_TRANSFORMS,
-        help="candidate transforms, from: %(choices)s (default: TranslateX TranslateY Rotate ShearX ShearY)",
+        help=f"candidate transforms, from: {', '.join(DEMO_TRANSFORMS)}, e.g. --transforms Rotate Scale (default: "
+        "TranslateX TranslateY Rotate ShearX ShearY)",
     )
     demo.add_argument(
         "--data", choices=("sprites", "glyphs"), default=None, help="the rotated images (default: sprites)"

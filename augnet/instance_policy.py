@@ -13,6 +13,7 @@ Axis legend: B samples, Q transforms, K classes.
 from __future__ import annotations
 
 import copy
+import math
 import numbers
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -234,7 +235,7 @@ def _batches(data) -> Iterable:
 
 
 def _quantile_levels(quantiles) -> tuple[float, ...]:
-    quantiles = as_values(quantiles)  # a NumPy array or a tensor of levels: its values
+    quantiles = as_values(quantiles, "quantiles")  # a NumPy array or a tensor of levels: its values
     if isinstance(quantiles, (str, bytes)) or not isinstance(quantiles, Sequence):
         raise TypeError(f"quantiles must be a sequence of levels in [0, 1], got {quantiles!r}")
     if not all(isinstance(q, numbers.Real) and not isinstance(q, bool) for q in quantiles):
@@ -368,7 +369,9 @@ def plot_policy_summary(summary: PolicySummary, path: str | Path, names: dict[in
 
     The range plotted is the end that moves with the magnitude (``range_mean``): the upper end, or the lower
     end for the transforms whose upper end is fixed (their legend says ``lower end``). ``names`` maps class
-    labels to the names on the axis (default: the labels).
+    labels to the names on the axis (default: the labels). An unbounded value (``AddNoise``'s SNR at magnitude
+    0 is infinite) is drawn clipped a quarter of the panel's finite span past its finite values (with 0; 1 when
+    none is finite) and marked ``inf`` (``-inf``), a clipped mean's bar hatched, and the panel says so.
 
     Raises:
         TypeError, ValueError: ``summary`` not a :class:`PolicySummary` or holding no class (nothing to plot),
@@ -392,19 +395,54 @@ def plot_policy_summary(summary: PolicySummary, path: str | Path, names: dict[in
     ranges = "range (the end that moves)" if any(lower) else "range (upper end)"
     for j, (key, title) in enumerate((("weight", "weight"), ("range", ranges))):
         ax = axes[j]
-        for t in range(q):
+        stats = [[[summary.classes[k][f"{key}_mean"][t] for k in labels],
+                  [summary.classes[k][f"{key}_quantiles"][0][t] for k in labels],
+                  [summary.classes[k][f"{key}_quantiles"][-1][t] for k in labels]] for t in range(q)]  # fmt: skip
+        clip, ends = _clipping([v for per_t in stats for row in per_t for v in row])
+        for t, (means, lo, hi) in enumerate(stats):
             xs = [i + (t - (q - 1) / 2) * width for i in range(len(labels))]
-            means = [summary.classes[k][f"{key}_mean"][t] for k in labels]
-            lo = [summary.classes[k][f"{key}_quantiles"][0][t] for k in labels]
-            hi = [summary.classes[k][f"{key}_quantiles"][-1][t] for k in labels]
+            bounds = [[v for v in row if math.isinf(v)] for row in zip(means, lo, hi, strict=True)]  # per class
+            hatched = [math.isinf(m) for m in means]  # the bar itself clipped (else a quantile only)
+            means, lo, hi = [clip(v) for v in means], [clip(v) for v in lo], [clip(v) for v in hi]
             # a saturated class (every sample at the bound) can have its mean a rounding error past a quantile
             err = [[max(m - a, 0.0) for m, a in zip(means, lo, strict=True)],
                    [max(b - m, 0.0) for m, b in zip(means, hi, strict=True)]]
             unit = f" ({summary.units[t]})" if key == "range" and summary.units[t] else ""
             unit = f", lower end{unit}" if key == "range" and lower[t] else unit
-            ax.bar(xs, means, width, yerr=err, capsize=2, label=summary.transforms[t] + unit)
+            bars = ax.bar(xs, means, width, yerr=err, capsize=2, label=summary.transforms[t] + unit)
+            for x, patch, infinite, clipped, m, a, b in zip(xs, bars.patches, bounds, hatched, means, lo, hi,
+                                                             strict=True):  # fmt: skip
+                if clipped:  # drawn clipped: hatched; "inf" at each clipped end, the bar's or its quantile's
+                    patch.set_hatch("//")
+                for sign, at, va in ((1, max(m, b), "bottom"), (-1, min(m, a), "top")):
+                    if sign * math.inf in infinite:
+                        ax.text(x, at, "inf" if sign > 0 else "-inf", ha="center", va=va, fontsize=7)
+        if ends:
+            ax.set_ylim(*ends)
+            ax.text(0.01, 0.99, "inf: an unbounded value, drawn clipped (a hatched bar)", transform=ax.transAxes,
+                    ha="left", va="top", fontsize=7)  # fmt: skip
         ax.set_xticks(range(len(labels)), [(names or {}).get(k, str(k)) for k in labels])
         ax.set_xlabel("class")
         ax.set_title(f"{title}, mean and {summary.quantiles[0]:g}-{summary.quantiles[-1]:g} quantiles")
         ax.legend(fontsize=7)
     return save_figure(fig, path)
+
+
+def _clipping(values: list[float]):
+    """``(clip, ends)`` for a panel of ``values``: ``clip(v)`` is ``v``, or, for an infinite one, a finite stand-in a
+    quarter of the finite values' span (with 0 among them; 1 if they span nothing) past them; ``ends`` are y-limits
+    that leave room for the ``inf`` marks, ``None`` when no value is infinite (matplotlib's own limits)."""
+    finite = [v for v in values if math.isfinite(v)] + [0.0]
+    low, high = min(finite), max(finite)
+    span = (high - low) or 1.0
+    top, bottom = high + 0.25 * span, low - 0.25 * span
+
+    def clip(v: float) -> float:
+        return top if v == math.inf else bottom if v == -math.inf else v
+
+    if not any(math.isinf(v) for v in values):
+        return clip, None
+    return clip, (
+        bottom - 0.15 * span if -math.inf in values else low - 0.05 * span,
+        top + 0.15 * span if math.inf in values else high + 0.05 * span,
+    )

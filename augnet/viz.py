@@ -81,7 +81,7 @@ def _check_items(name: str, items) -> None:
 
 def _check_limits(name: str, limits) -> None:
     """The TypeError / ValueError of axis limits that are not two finite numbers (matplotlib's came after drawing)."""
-    limits = as_values(limits)  # a NumPy array or a tensor of two numbers: its values
+    limits = as_values(limits, name)  # a NumPy array or a tensor of two numbers: its values
     if isinstance(limits, (str, bytes)) or not isinstance(limits, (tuple, list)) or len(limits) != 2:
         raise TypeError(f"{name} must be two numbers (low, high), got {limits!r}")
     if not all(is_real(v) and math.isfinite(v) for v in limits):

@@ -204,8 +204,9 @@ def write_cli_help(path: Path) -> None:
     parts = [
         "# Command line\n\nThe `augnet` command (also `python -m augnet`); generated from its parser. An option that "
         "takes several values takes them one after another, separated by spaces (`--transforms Rotate "
-        "HorizontalFlip`); the comma-separated form of `augnet probe`'s lists (`--transforms Rotate,HorizontalFlip`) "
-        "is deprecated: it still works, with a warning that gives the spaced form.\n"
+        "HorizontalFlip`); the comma-separated form of `augnet probe`'s and `augnet demo`'s lists "
+        "(`--transforms Rotate,HorizontalFlip`) is deprecated: it still works, with a warning that gives the "
+        "spaced form.\n"
     ]
     for argv in ([], *([name] for name in commands)):
         buffer = io.StringIO()

@@ -374,6 +374,7 @@ def _run(cfg: BenchConfig, log: Callable[[str], None] | None) -> dict:
     load_before = _loadavg()
     start = time.perf_counter()
     records = []
+    widths = _progress_widths(providers, sizes, modes)
     for size in sizes:
         x = torch.rand(cfg.batch, cfg.channels, size, size, generator=gen).to(device)
         reference_out = None
@@ -414,10 +415,7 @@ def _run(cfg: BenchConfig, log: Callable[[str], None] | None) -> dict:
                 record["memory_method"] = method
                 records.append(record)
                 if log is not None:
-                    log(
-                        f"  {provider:<10} {size:>4}px  {mode:<17} {record['median_ms']:10.2f} ms "
-                        f"({record['runs']} runs)  peak {record['peak_mib']:8.1f} MiB"
-                    )
+                    log(_progress_line(record, widths))
     _add_speedups(records)
     return {
         "benchmark": "tap_mix",
@@ -431,6 +429,22 @@ def _run(cfg: BenchConfig, log: Callable[[str], None] | None) -> dict:
         "seconds": time.perf_counter() - start,
         "records": records,
     }
+
+
+def _progress_widths(providers, sizes, modes) -> tuple[int, int, int]:
+    """The widths of the provider, size and mode columns of :func:`_progress_line`: the longest of the run's, so
+    that every line of a run has its numbers in the same columns (``forward+backward+dx`` is 19 characters)."""
+    return max([10, *map(len, providers)]), max([4, *(len(str(s)) for s in sizes)]), max([17, *map(len, modes)])
+
+
+def _progress_line(record: dict, widths: tuple[int, int, int]) -> str:
+    """The line :func:`run_benchmark` logs for one finished measurement, its columns ``widths`` wide
+    (:func:`_progress_widths`)."""
+    provider, size, mode = widths
+    return (
+        f"  {record['provider']:<{provider}} {record['size']:>{size}}px  {record['mode']:<{mode}} "
+        f"{record['median_ms']:10.2f} ms ({record['runs']} runs)  peak {record['peak_mib']:8.1f} MiB"
+    )
 
 
 def _add_speedups(records: list[dict]) -> None:

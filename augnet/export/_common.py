@@ -11,7 +11,7 @@ from typing import Any
 
 from torch import nn
 
-from augnet._checks import as_values, is_int
+from augnet._checks import as_values, is_int, number
 from augnet._policy_checks import naming_source
 from augnet._stack import caller_stacklevel
 from augnet.policy import Policy, _transform_from_entry, check_policy, refuse_conditioned, transform_classes
@@ -86,19 +86,21 @@ Builder = Callable[[str, Transform, float], _Export]
 
 def check_size(size) -> tuple[int, int] | None:
     """``size`` as ``(H, W)``: ``None``, or two ints as a policy's ``size`` takes them (a tuple, a list, a
-    ``torch.Size``, a 1-D integer tensor or NumPy array); the TypeError / ValueError naming it otherwise."""
+    ``torch.Size``, a 1-D integer tensor or NumPy array; an item may be a 0-d integer tensor or array, read as the
+    int it holds); the TypeError / ValueError naming it otherwise."""
     if size is None:
         return None
     if hasattr(size, "tolist") and hasattr(size, "shape"):  # a tensor or an array: its values, when 1-D integers
         dtype = str(getattr(size, "dtype", ""))
         if len(size.shape) != 1 or not any(k in dtype for k in ("int", "long", "short")) or "bool" in dtype:
             raise TypeError(f"size must be None or a pair of ints (H, W), got {size!r}")
-        size = as_values(size)
-    if not isinstance(size, (tuple, list)) or len(size) != 2 or not all(is_int(s) for s in size):
+        size = as_values(size, "size")
+    read = [number("size", s) for s in size] if isinstance(size, (tuple, list)) else None  # 0-d tensors: their ints
+    if read is None or len(read) != 2 or not all(is_int(s) for s in read):
         raise TypeError(f"size must be None or a pair of ints (H, W), got {size!r}")
-    if min(size) < 1:
+    if min(read) < 1:
         raise ValueError(f"size must be positive, got {size!r}")
-    return int(size[0]), int(size[1])
+    return int(read[0]), int(read[1])
 
 
 def _entries(policy) -> list[list[dict]]:

@@ -128,7 +128,8 @@ class KorniaChoice(nn.Module):
     Raises:
         ValueError: not as many probabilities as ops (at least one).
 
-    The probabilities are a float64 buffer: they move with the module (``.to(device)``) and stay float64 through
+    The probabilities are a float32 buffer (normalised in float64, then rounded once; the draw samples in float32):
+    they move with the module (``.to(device)``, an MPS device too, which has no float64) and stay float32 through
     dtype casts (``.half()``, ``.double()``, ``.to(torch.bfloat16)``), so that the draw stays as learned.
 
     Attributes:
@@ -142,14 +143,15 @@ class KorniaChoice(nn.Module):
             raise ValueError(f"need as many probabilities as ops (at least one), got {len(probs)} and {len(ops)}")
         self.ops = nn.ModuleList(ops)
         probs_t = torch.tensor(probs, dtype=torch.float64)
-        self.register_buffer("probs", probs_t / probs_t.sum(), persistent=False)
+        self.register_buffer("probs", (probs_t / probs_t.sum()).float(), persistent=False)
         self.sources = list(range(len(ops))) if sources is None else list(sources)
         self.last_choice: Tensor | None = None
 
     def _apply(self, fn, recurse: bool = True):
-        # .half(), .to(torch.bfloat16), ... cast floating buffers: the probabilities keep float64 (bfloat16 would
-        # round each to 3 digits and change the learned distribution); devices move them as any buffer.
-        probs = self.probs
+        # .half(), .to(torch.bfloat16), ... cast floating buffers: the probabilities keep float32 (bfloat16 would
+        # round each to 3 digits and change the learned distribution; .double() would make a tensor MPS cannot
+        # hold); devices move them as any buffer. fn sees them in float32, which every device takes.
+        probs = self.probs = self.probs.float()  # float32 (one pickled when they were float64 too)
         super()._apply(fn, recurse)
         if self.probs.dtype != probs.dtype:
             self.probs = probs.to(self.probs.device)
@@ -192,7 +194,7 @@ class KorniaPolicy(nn.Module):
     mode alike: ``.eval()`` does not turn it off. To augment in training only, call it only there (``if
     model.training: x = augment(x)``), or keep it out of the model (in the training loop, or the training set's
     transform). Pickled or deep-copied, it draws what the original draws; cast (``.half()``, ``.double()``), its
-    choice probabilities stay float64 (its kornia ops cast their own tensors, as kornia does).
+    choice probabilities stay float32 (its kornia ops cast their own tensors, as kornia does).
     """
 
     def __init__(self, layers: list[KorniaChoice], size: tuple[int, int] | None = None) -> None:

@@ -116,6 +116,15 @@ __all__ = [
 ]
 
 
+def _logits_read(model: nn.Module, copies: int | None) -> str:
+    """What the report's ``"logits"`` stands for, as its verdict's first line gives it after the model's class
+    name (``ResNet: logits: the model's output``): an AugNet's in :func:`describe`'s words; any other model's
+    without naming its class a second time (once ``Sequential: logits: the output of Sequential``)."""
+    from augnet.model import AugNet
+
+    return describe(model, LOGITS, copies) if isinstance(model, AugNet) else "logits: the model's output"
+
+
 def auto_layers(model: nn.Module, x: Tensor | None = None, **forward_kwargs) -> list[str]:
     """The layers :func:`report` reads by default: the outputs of the model's top-level blocks, and its logits.
 
@@ -472,7 +481,7 @@ def report(
     bar.close()
     info = {
         "model": type(model).__name__,
-        "features": describe(model, LOGITS, copies),
+        "features": _logits_read(model, copies),
         "n_inputs": n,
         "input_shape": list(x.shape[1:]),
         "device": str(x.device),

@@ -358,7 +358,7 @@ class ChannelsSymmetry(SignalTransform):
 
     def __init__(self, pairs, temperature: float = 0.1) -> None:
         super().__init__()
-        pairs = as_values(pairs)  # a (P, 2) tensor or NumPy array: its values
+        pairs = as_values(pairs, "pairs")  # a (P, 2) tensor or NumPy array: its values
         try:
             pairs = [(a, b) for a, b in pairs]
         except (TypeError, ValueError) as err:
