@@ -97,8 +97,8 @@ class PolicySummary:
         :meth:`policy` asks to summarise the model again.
 
         Raises:
-            ValueError: ``data`` is not a dict with the keys :meth:`to_json` writes, or a class label is not an
-                integer.
+            ValueError: ``data`` is not a dict with the keys :meth:`to_json` writes, or its ``classes`` do not map
+                integer labels to entries (dicts).
         """
         keys = ("transforms", "units", "quantiles", "classes")
         if not isinstance(data, dict) or not all(k in data for k in keys):
@@ -106,6 +106,8 @@ class PolicySummary:
             raise ValueError(f"not a policy summary's JSON: expected a dict with keys {list(keys)}, got {got}")
         try:
             classes = {int(k): _read_floats(v) for k, v in data["classes"].items()}
+            if not all(isinstance(v, dict) for v in classes.values()):
+                raise TypeError("an entry is not a dict")
         except (TypeError, ValueError, AttributeError):
             raise ValueError(f"a summary's 'classes' must map integer labels to entries, got {data['classes']!r:.80}") \
                 from None
@@ -115,13 +117,23 @@ class PolicySummary:
                    range_end=list(data.get("range_end", [])))  # fmt: skip
 
     def class_averaged(self) -> tuple[list[float], list[float]]:
-        """``(weights, magnitudes)``: each class's mean, averaged over the classes (each class counts once)."""
+        """``(weights, magnitudes)``: each class's mean, averaged over the classes (each class counts once).
+
+        The weights are normalised to sum to 1.
+
+        Raises:
+            ValueError: the summary holds no class, or the averaged weights are not finite numbers >= 0 with a sum
+                above 0 (a summary edited or written by hand: a conditioned layer's weights are a softmax's).
+        """
         k = len(self.classes)
         if not k:
             raise ValueError("this summary holds no class: there is nothing to average")
         w = [sum(c["weight_mean"][q] for c in self.classes.values()) / k for q in range(len(self.transforms))]
         m = [sum(c["magnitude_mean"][q] for c in self.classes.values()) / k for q in range(len(self.transforms))]
         total = sum(w)
+        if not (all(v >= 0 for v in w) and math.isfinite(total) and total > 0):  # NaN fails too
+            raise ValueError(f"the classes' mean weights average to {w}: not finite numbers >= 0 with a sum above 0, "
+                             "so there is no distribution to normalise")  # fmt: skip
         return [v / total for v in w], m
 
     def policy(self) -> Policy:
@@ -205,7 +217,7 @@ def _first_conditioned(model: nn.Module) -> ConditionedAugmentationLayer:
     if isinstance(model, ConditionedAugmentationLayer):
         return model
     if not isinstance(model, nn.Module):
-        raise TypeError(f"expected a model or a ConditionedAugmentationLayer, got {type(model).__name__}")
+        raise TypeError(f"model must be a model or a ConditionedAugmentationLayer, got {type(model).__name__}")
     stacks = [m for m in model.modules() if isinstance(m, AugmentationModule)]
     firsts = [m.layers[0] for m in stacks if len(m.layers) and isinstance(m.layers[0], ConditionedAugmentationLayer)]
     if len(firsts) == 1:

@@ -186,8 +186,10 @@ def check_settings(name: str, device: str = "cpu", seed: int = 0, quick: bool = 
 
     try:
         kind = torch.device(device).type
-    except (RuntimeError, TypeError) as err:
-        raise SetupError(f"device {device!r} is not a device: {err}") from None
+    except (RuntimeError, TypeError) as err:  # torch's TypeError runs over lines: its first says what was given
+        why = str(err).strip().splitlines()[0]
+        raise SetupError(f"device {device!r} is not a device: {why}", f"--device {device!r} is not a device: {why}") \
+            from None
     if name in _CPU_ONLY and kind != "cpu":
         only = f"{name} runs on the CPU only, got"
         raise SetupError(f"{only} device={device!r}", f"{only} --device {device!r}")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from augnet._checks import as_values, is_int, is_real
 from augnet.export._common import CLIPPED, HUE, SCALE, SHEAR, _cap, _Export, _join, build, check_size, unsupported
 from augnet.transforms.base import Transform
 
@@ -126,7 +128,10 @@ class KorniaChoice(nn.Module):
         - input: :math:`(B, Ch, H, W)`; output: the same.
 
     Raises:
-        ValueError: not as many probabilities as ops (at least one).
+        TypeError: ``ops`` that are not modules, ``probs`` that are not numbers (a sequence, a 1-D tensor or
+            array), ``sources`` that are not ints.
+        ValueError: not as many probabilities (and sources) as ops, or no op; probabilities that are not finite
+            numbers >= 0 with a sum above 0 (nothing could be drawn).
 
     The probabilities are a float32 buffer (normalised in float64, then rounded once; the draw samples in float32):
     they move with the module (``.to(device)``, an MPS device too, which has no float64) and stay float32 through
@@ -139,12 +144,25 @@ class KorniaChoice(nn.Module):
 
     def __init__(self, ops: list[nn.Module], probs: list[float], sources: list[int] | None = None) -> None:
         super().__init__()
-        if len(ops) != len(probs) or not ops:
-            raise ValueError(f"need as many probabilities as ops (at least one), got {len(probs)} and {len(ops)}")
+        ops, probs = _sequence("ops", ops), _sequence("probs", as_values(probs, "probs"))
+        sources = None if sources is None else _sequence("sources", as_values(sources, "sources"))
+        if not all(isinstance(op, nn.Module) for op in ops):
+            raise TypeError(f"ops must be modules (kornia ops), got {[type(op).__name__ for op in ops]}")
+        if not all(is_real(p) for p in probs):
+            raise TypeError(f"probs must be numbers, got {probs!r:.200}")
+        if sources is not None and not all(is_int(j) for j in sources):
+            raise TypeError(f"sources must be ints (entry indices), got {sources!r:.200}")
+        if len(ops) != len(probs) or not ops or (sources is not None and len(sources) != len(ops)):
+            more = "" if sources is None else f" and {len(sources)} sources"
+            raise ValueError(f"need as many probabilities (and sources) as ops, at least one: got {len(ops)} ops, "
+                             f"{len(probs)} probs{more}")  # fmt: skip
+        total = sum(float(p) for p in probs)
+        if not all(p >= 0 for p in probs) or not (math.isfinite(total) and total > 0):  # NaN fails too
+            raise ValueError(f"probs must be finite numbers >= 0 with a sum above 0, got {probs!r:.200}")
         self.ops = nn.ModuleList(ops)
-        probs_t = torch.tensor(probs, dtype=torch.float64)
+        probs_t = torch.tensor([float(p) for p in probs], dtype=torch.float64)
         self.register_buffer("probs", (probs_t / probs_t.sum()).float(), persistent=False)
-        self.sources = list(range(len(ops))) if sources is None else list(sources)
+        self.sources = list(range(len(ops))) if sources is None else [int(j) for j in sources]
         self.last_choice: Tensor | None = None
 
     def _apply(self, fn, recurse: bool = True):
@@ -173,6 +191,13 @@ class KorniaChoice(nn.Module):
         return f"probs={[round(p, 4) for p in self.probs.tolist()]}"
 
 
+def _sequence(name: str, value) -> list:
+    """``value`` (a sequence: a list, a tuple, a ModuleList) as a list, or the TypeError naming ``name``."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, nn.ModuleList)):
+        raise TypeError(f"{name} must be a sequence, got {type(value).__name__}: {value!r:.80}")
+    return list(value)
+
+
 class KorniaPolicy(nn.Module):
     """An exported policy for kornia: its layers (:class:`KorniaChoice`) applied in order.
 
@@ -180,15 +205,16 @@ class KorniaPolicy(nn.Module):
 
     Args:
         layers: the layers, one :class:`KorniaChoice` per layer of the policy.
-        size: the (H, W) of the images the policy is for; when given, a call on images of another size
-            raises a ValueError (default ``None``: any size).
+        size: the (H, W) of the images the policy is for (two ints, as :func:`to_kornia` takes it); when given, a
+            call on images of another size raises a ValueError (default ``None``: any size).
 
     Shape:
         - input: float images :math:`(B, Ch, H, W)` or one image :math:`(Ch, H, W)`, in [0, 1].
         - output: the same shape and dtype.
 
     Raises:
-        TypeError, ValueError: (at a call) an input that is not a floating-point tensor of that shape and size.
+        TypeError, ValueError: ``size`` that is not ``None`` or two ints >= 1; at a call, an input that is not a
+            floating-point tensor of that shape and size.
 
     Like kornia's own augmentation modules (and torchvision's transforms), it augments in training and evaluation
     mode alike: ``.eval()`` does not turn it off. To augment in training only, call it only there (``if
@@ -198,6 +224,7 @@ class KorniaPolicy(nn.Module):
     """
 
     def __init__(self, layers: list[KorniaChoice], size: tuple[int, int] | None = None) -> None:
+        size = check_size(size)  # a tuple: a list [H, W] compared unequal to every image's (H, W)
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.size = size
