@@ -49,6 +49,7 @@ from augnet.probes._common import (
     summary,
 )
 from augnet.probes.features import LOGITS, _features, check_rows
+from augnet.probes.map_evaluation import _given_rows
 from augnet.probes.maps import (
     DEFAULT_HOLDOUT,
     DEFAULT_RIDGE,
@@ -169,8 +170,10 @@ def equivariance_report(
             raise ValueError(
                 f"fitted maps {fitted.in_shape} -> {fitted.out_shape}, but the features have shape {tuple(z.shape[1:])}"
             )
-        if isinstance(holdout, Tensor):
-            index = _split(len(z), holdout, None, z.device)[1]
+        if isinstance(holdout, Tensor):  # the rows evaluated: nothing is fitted, so every row may be one of them
+            index = _given_rows(len(z), holdout, z.device).nonzero().flatten()
+            if len(index) == 0:
+                raise ValueError("holdout selects no row to evaluate the fitted map on")
         else:
             index = torch.arange(len(z), device=z.device)
         evaluated_on = "given"

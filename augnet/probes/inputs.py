@@ -245,8 +245,7 @@ def load_labels(path: str | Path, data: str | Path | None = None, limit: int | N
                 values = [int(line.strip().split(",")[0]) for line in source.read_text().splitlines() if line.strip()]
             except ValueError as err:
                 raise ValueError(f"--by-class {path}: one integer label per line, got {_first_line(err)}") from err
-            labels = torch.tensor(values, dtype=torch.long)
-            return _kept(labels, limit)
+            return _kept(class_labels(values, None, f"--by-class {path}"), limit)  # as report reads by_class
     what = "--data" if str(path) == "data" else "--by-class"
     found = _load_tensors(source, what)
     if isinstance(found, dict):

@@ -61,8 +61,14 @@ def mapping_error(
     Returns:
         (B,) float64; NaN, with a warning, for rows whose target is all zeros.
 
+    Raises:
+        TypeError, ValueError: an unknown ``error``; ``pred``, ``target`` or ``reference`` that is not a
+            (B, ...) tensor with rows; ``pred`` and ``target`` of different shapes, or a ``reference`` with
+            another number of features per row.
+
     Shape:
         - pred, target: (B, ...) of the same shape.
+        - reference: (R, ...), any number of rows R with as many features per row.
 
     Examples:
         >>> z = torch.randn(5, 3)
@@ -79,6 +85,8 @@ def mapping_error(
         raise ValueError(f"pred and target must have the same shape, got {tuple(pred.shape)} and {tuple(target.shape)}")
     p, t = pred.reshape(len(pred), -1).double(), target.reshape(len(target), -1).double()
     if per_dimension:
+        if reference is not None:
+            _check_tensor("reference", reference)
         ref = t if reference is None else reference.reshape(len(reference), -1).double().to(t.device)
         if ref.shape[1] != t.shape[1]:
             raise ValueError(f"reference must have {t.shape[1]} features per row, got shape {tuple(reference.shape)}")
@@ -144,23 +152,26 @@ def _check_rows(n_train: int, n_test: int, d_in: int) -> None:
     )
 
 
+def _given_rows(n: int, holdout: Tensor, device) -> Tensor:
+    """The (n,) boolean mask of the rows ``holdout`` names: a boolean mask, or 1-D integer indices in [0, n)."""
+    h = holdout.to(device)
+    if h.dtype == torch.bool:
+        if h.shape != (n,):
+            raise ValueError(f"a boolean holdout mask must have shape ({n},), got {tuple(h.shape)}")
+        return h
+    if h.is_floating_point() or h.is_complex() or h.dim() != 1:
+        raise ValueError(f"holdout indices must be a 1-D integer tensor, got {h.dtype} of shape {tuple(h.shape)}")
+    if len(h) and (int(h.min()) < 0 or int(h.max()) >= n):
+        raise ValueError(f"holdout indices must lie in [0, {n}), got {h.tolist()}")
+    mask = torch.zeros(n, dtype=torch.bool, device=device)
+    mask[h] = True
+    return mask
+
+
 def _split(n: int, holdout: float | Tensor, generator: torch.Generator | None, device) -> tuple[Tensor, Tensor]:
     """(train, test) row indices: a random fraction ``holdout`` held out, or the given rows."""
     if isinstance(holdout, Tensor):
-        h = holdout.to(device)
-        if h.dtype == torch.bool:
-            if h.shape != (n,):
-                raise ValueError(f"a boolean holdout mask must have shape ({n},), got {tuple(h.shape)}")
-            mask = h
-        else:
-            if h.is_floating_point() or h.dim() != 1:
-                raise ValueError(
-                    f"holdout indices must be a 1-D integer tensor, got {h.dtype} of shape {tuple(h.shape)}"
-                )
-            if len(h) and (int(h.min()) < 0 or int(h.max()) >= n):
-                raise ValueError(f"holdout indices must lie in [0, {n}), got {h.tolist()}")
-            mask = torch.zeros(n, dtype=torch.bool, device=device)
-            mask[h] = True
+        mask = _given_rows(n, holdout, device)
         test = mask.nonzero().flatten()
         train = (~mask).nonzero().flatten()
     else:

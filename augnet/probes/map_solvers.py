@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from augnet._checks import NotANumberError, is_int, is_real, number
+
 __all__ = [
     "KINDS",
     "SOLVERS",
@@ -90,6 +92,10 @@ class ResidualReLUMap(nn.Module):
     Shape:
         - Input: (B, dim).
         - Output: (B, dim).
+
+    Raises:
+        ValueError: a ``hidden`` that is not an integer >= 1 (a 0-d integer tensor or array counts as one; a
+            non-number raises ``NotANumberError``, a ValueError and a TypeError).
     """
 
     def __init__(
@@ -102,7 +108,7 @@ class ResidualReLUMap(nn.Module):
         output_relu: bool = False,
     ) -> None:
         super().__init__()
-        hidden = dim if hidden is None else int(hidden)
+        hidden = dim if hidden is None else _setting("hidden", hidden)
         if hidden < 1:
             raise ValueError(f"hidden must be >= 1, got {hidden}")
         dtype = torch.get_default_dtype() if dtype is None else dtype
@@ -160,18 +166,41 @@ def _solver_settings(
     if momentum is not None and solver != "sgd_paper":
         raise ValueError(f"momentum applies to solver='sgd_paper' only, got momentum={momentum} with {solver!r}")
     given["momentum"] = momentum
-    s = {k: (SOLVER_DEFAULTS[solver][k] if v is None else v) for k, v in given.items()}
-    if int(s["epochs"]) < 1:
+    s = {k: _setting(k, SOLVER_DEFAULTS[solver][k] if v is None else v) for k, v in given.items()}
+    if s["epochs"] < 1:
         raise ValueError(f"epochs must be >= 1, got {s['epochs']}")
-    if not s["lr"] > 0:
-        raise ValueError(f"lr must be > 0, got {s['lr']}")
-    if s["batch_size"] is not None and int(s["batch_size"]) < 1:
+    if not 0 < s["lr"] < math.inf:
+        raise ValueError(f"lr must be a finite number > 0, got {s['lr']}")
+    if s["batch_size"] is not None and s["batch_size"] < 1:
         raise ValueError(f"batch_size must be >= 1, got {s['batch_size']}")
-    if not s["weight_decay"] >= 0:
-        raise ValueError(f"weight_decay must be >= 0, got {s['weight_decay']}")
+    if not 0 <= s["weight_decay"] < math.inf:
+        raise ValueError(f"weight_decay must be a finite number >= 0, got {s['weight_decay']}")
     if s["momentum"] is not None and not 0 <= s["momentum"] < 1:
         raise ValueError(f"momentum must be in [0, 1), got {s['momentum']}")
     return s
+
+
+_INTEGER_SETTINGS = ("epochs", "batch_size", "hidden")
+
+
+def _setting(name: str, value):
+    """An iterative solver's setting (or ``hidden``), read as the number it holds (a 0-d tensor or array too): an
+    int for ``epochs``, ``batch_size`` and ``hidden``, a float for the others; ``None`` stays ``None``.
+
+    Raises:
+        NotANumberError: not a number (``lr="1e-3"``, ``True``), naming the setting (a TypeError and a ValueError).
+        ValueError: a fraction for an integer setting (``epochs=2.5``).
+    """
+    if value is None:
+        return None
+    value = number(name, value)
+    if not is_real(value):
+        raise NotANumberError(f"{name} must be a number, got {value!r}")
+    if name in _INTEGER_SETTINGS:
+        if not is_int(value):
+            raise ValueError(f"{name} must be an integer, got {value!r}")
+        return int(value)
+    return float(value)
 
 
 def _ridge(x: Tensor, y: Tensor, ridge: float, residual: bool) -> AffineMap:

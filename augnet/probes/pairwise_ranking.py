@@ -148,9 +148,10 @@ def _as_layers(z, name: str) -> dict[str, Tensor]:
             raise TypeError(f"{name}[{layer!r}] must be a tensor, got {type(a).__name__}")
         if a.dim() < 2:
             raise ValueError(f"{name}[{layer!r}] must be (P, channels, ...), got shape {tuple(a.shape)}")
-        if not (a.is_floating_point() or a.dtype in (torch.int32, torch.int64)):
-            raise TypeError(f"{name}[{layer!r}] must hold numbers, got dtype {a.dtype}")
-        out[layer] = reduce_features(a.detach(), "mean").double().cpu()  # pooled: small, fitted on CPU
+        if a.is_complex() or a.dtype == torch.bool:
+            raise TypeError(f"{name}[{layer!r}] must hold real numbers, got dtype {a.dtype}")
+        a = a.detach() if a.is_floating_point() else a.detach().double()  # integers of any width: pooled in float64
+        out[layer] = reduce_features(a, "mean").double().cpu()  # pooled: small, fitted on CPU
         if not bool(torch.isfinite(out[layer]).all()):
             raise ValueError(f"{name}[{layer!r}] holds NaN or infinite values")
     return out
@@ -225,7 +226,8 @@ def ranking_probe(
     Args:
         z_a, z_b: pooled features of the two copies, a (P, D) tensor or
             ``{layer: (P, Ch) or (P, Ch, ...)}`` (feature maps are globally
-            average pooled; layers are concatenated in the order of ``z_a``).
+            average pooled; layers are concatenated in the order of ``z_a``), of any floating or
+            integer dtype (bool and complex features are refused).
         m_a, m_b: the augmentation magnitudes of the two copies.
         test_fraction: the share of pairs held out, in (0, 1).
         l2: L2 penalty on the weights of the standardised features.

@@ -76,7 +76,7 @@ def _check_transform(transform) -> None:
 
 def _label(y) -> int:
     if isinstance(y, Tensor):
-        if y.numel() != 1 or y.dtype.is_floating_point or y.dtype == torch.bool:
+        if y.numel() != 1 or y.dtype.is_floating_point or y.is_complex() or y.dtype == torch.bool:
             raise ValueError(f"a sample's label must be one integer class index, got {y!r}")
         return int(y)
     if not is_int(y):
@@ -104,8 +104,8 @@ class SeenTransformedDataset(Dataset):
 
     Args:
         data: a map-style dataset whose items are ``(x, y, *extra)`` (extra
-            fields are passed through), or a pair of tensors ``(x, y)`` with
-            ``y`` (N,) integer labels.
+            fields are passed through; a list of such tuples is one), or a pair
+            of tensors ``(x, y)`` with ``y`` (N,) integer labels.
         transform: called as ``transform(x[None], magnitude, generator=g)``
             on one sample with a batch axis (an augnet transform or any such
             callable); transforms that mix samples (sample pairing) are refused.
@@ -143,9 +143,13 @@ class SeenTransformedDataset(Dataset):
         self.x: Tensor | None = None
         self.y: Tensor | None = None
         self.dataset: Dataset | None = None
-        if isinstance(data, (tuple, list)):
+        samples = isinstance(data, (tuple, list)) and len(data) > 0 and all(isinstance(s, (tuple, list)) for s in data)
+        if isinstance(data, (tuple, list)) and not samples:
             if len(data) != 2 or not all(isinstance(t, Tensor) for t in data):
-                raise TypeError("tensor data must be a pair (x, y) of tensors")
+                kinds = [type(t).__name__ for t in data[:3]]
+                raise TypeError(
+                    f"data must be a pair (x, y) of tensors or a list of samples, got {type(data).__name__} of {kinds}"
+                )
             x, y = data
             if y.dim() != 1 or y.dtype.is_floating_point or y.is_complex() or y.dtype == torch.bool:
                 raise ValueError(f"y must be a 1-D integer tensor of labels, got shape {tuple(y.shape)} {y.dtype}")

@@ -184,9 +184,8 @@ def _exact_action(t, value: float, inputs: Transformed, x: Tensor):
 
 
 def _layer_action(action, shape: tuple, size: tuple):
-    """An action on the images as one on a layer's (H', W') maps, or ``None`` where it is not exact there."""
-    if action is None or len(shape) != 2:
-        return None
+    """An exact action on the images (not ``None``) as one on a layer's (H', W') maps (``shape``), or ``None`` where
+    it is not exact there."""
     if isinstance(action, str):
         return None if action in ("rot90", "rot270") and shape[0] != shape[1] else action
     sy, sx = size[0] / shape[0], size[1] / shape[1]

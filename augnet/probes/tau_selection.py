@@ -57,18 +57,18 @@ def _check_batch_size(batch_size, n: int) -> int:
     return batch_size_of(batch_size)
 
 
-def _predict(model: nn.Module, x, step: int, copies, seed: int, check=None, labels: Tensor | None = None) -> Tensor:
+def _predict(model: nn.Module, x, step: int, copies, seed: int, check, labels: Tensor | None = None) -> Tensor:
     """Class predictions, chunk by chunk; an AugNet gets the same augmentation draws on every call.
 
-    ``check`` is called after each forward pass (see :func:`~augnet.probes.features.call_hooks`); ``labels``
-    (CPU, no synchronisation) are checked against the classes of the first chunk's logits.
+    ``check`` is called after each forward pass (the ``check()`` of :func:`~augnet.probes.features.call_hooks`
+    the pass runs under); ``labels`` (CPU, no synchronisation) are checked against the classes of the first
+    chunk's logits.
     """
     kwargs = forward_kwargs(model, copies, seed, x.x.device if isinstance(x, Transformed) else x.device)
     preds = torch.empty(len(x), dtype=torch.int64)  # one allocation, not one kept per batch
     for start in range(0, len(x), step):
         out = model(rows_of(x, start, min(start + step, len(x))), **kwargs)
-        if check is not None:
-            check()
+        check()
         if isinstance(out, (tuple, list)):
             out = out[0]
         if not isinstance(out, Tensor) or out.dim() != 2:
@@ -280,9 +280,7 @@ def select_tau(
     with evaluating(model):
         with call_hooks(model, targets, record) as check:
             base = accuracy(predict(check, labels))  # labels past the model's classes: refused at its first chunk
-        if state["max"] is None:
-            raise ValueError(f"layer {layer!r} was not called by the model's forward pass")
-        scale = state["max"]
+        scale = state["max"]  # set: check() refuses a layer the first forward pass did not call
         div = torch.where(scale > 0, scale, torch.ones_like(scale))
 
         def ablate(tau: float, keep_active: bool, count: list):
