@@ -52,7 +52,10 @@ def _synchronisations(fn, warm_up: int = 3) -> list[str]:
         finally:
             torch.cuda.set_sync_debug_mode(previous)
     torch.cuda.synchronize()
-    return [f"{w.filename}:{w.lineno}: {w.message}" for w in caught if "synchroniz" in str(w.message)]
+    # Torch's own note on turning the mode on ("Synchronization debug mode is a prototype feature ...", once per
+    # process: in the first test a pytest worker runs) is no synchronisation: only the ops' warnings count.
+    return [f"{w.filename}:{w.lineno}: {w.message}" for w in caught
+            if "synchroniz" in str(w.message) and "debug mode is a prototype" not in str(w.message)]  # fmt: skip
 
 
 @pytest.mark.parametrize("kind", list(scenarios()))

@@ -170,15 +170,21 @@ def extension_name() -> str:
     return f"augnet_tap_mix_{_cpu_tag()}_{_source_tag(_cxx_flags())}"
 
 
-def cached_build() -> Path:
-    """Where torch's extension cache keeps this checkout's build (:func:`extension_name`), whether it exists or not.
+def _builds_cuda() -> bool:
+    """Whether :func:`load` builds the CUDA kernels too (a visible GPU and the .cu source): a build of its own."""
+    return torch.cuda.is_available() and (_CSRC / "tap_mix_cuda.cu").exists()
+
+
+def cached_build(name: str | None = None) -> Path:
+    """Where torch's extension cache keeps the build ``name`` (default: this checkout's CPU build,
+    :func:`extension_name`), whether it exists or not.
 
     Raises whatever ``torch.utils.cpp_extension`` raises when it cannot say (a private helper of torch's).
     """
     with quiet_cpp_extension_log():
         from torch.utils.cpp_extension import _get_build_directory
 
-    name = extension_name()
+    name = extension_name() if name is None else name
     return Path(_get_build_directory(name, verbose=False)) / f"{name}.so"
 
 
@@ -187,7 +193,7 @@ def _build_now() -> None:
     name = extension_name()
     start = time.perf_counter()
     built = False
-    if torch.cuda.is_available() and (_CSRC / "tap_mix_cuda.cu").exists():
+    if _builds_cuda():
         try:
             build_and_load(name + "_cuda", cuda=True, cxx_flags=cxx)
             built = True
@@ -404,7 +410,7 @@ def extension_cached() -> bool:
     """Whether the extension is prebuilt or in torch's extension cache (loading it is then quick)."""
     if list(_PACKAGE.glob("_C*.so")) + list(_PACKAGE.glob("_C*.pyd")):
         return True
-    try:
-        return cached_build().exists()
+    try:  # with a GPU, load() first builds the CUDA kernels too, under a name of their own
+        return cached_build(extension_name() + ("_cuda" if _builds_cuda() else "")).exists()
     except Exception:  # a torch without the helper: say so, to be safe
         return False
