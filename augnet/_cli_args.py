@@ -32,8 +32,6 @@ class SpaceList(argparse.Action):
         given = list(values)
         commas = any("," in value for value in given)
         values = [part.strip() for value in given for part in value.split(",") if part.strip()] if commas else given
-        if not values:  # `--transforms ,`: no value at all
-            raise argparse.ArgumentError(self, f"no value in {' '.join(map(repr, given))}")
         for value in values if self.names is not None else ():  # refused before any deprecation note
             if value not in self.names:
                 raise argparse.ArgumentError(

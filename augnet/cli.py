@@ -443,6 +443,8 @@ def check_args(args: argparse.Namespace) -> str | None:
     if getattr(args, "sizes", None) and min(args.sizes) < 1:
         return f"--sizes must be positive, got {' '.join(map(str, args.sizes))}"
     transforms = getattr(args, "transforms", None) or ()
+    if getattr(args, "transforms", None) == []:  # `--transforms ,`: commas and no name (None: the default)
+        return "--transforms names no transform"
     grey = [t for t in transforms if t in RGB_ONLY] if getattr(args, "data", None) == "glyphs" else []
     if grey:
         return f"--transforms {' '.join(grey)} need RGB images; the glyphs are grey (use --data sprites)"
