@@ -89,3 +89,16 @@ def tap_mix_inputs(
         view.copy_(x)
         x = view
     return x, src.to(device), affine.to(device), col.to(device) if color else None, weight.to(device)
+
+
+class Listed(torch.utils.data.Dataset):
+    """A map-style data set of the given items (``(x, y)`` pairs, ...), as a user's own would be."""
+
+    def __init__(self, items):
+        self.items = items
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return self.items[i]

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from helpers import Listed
 from torch import nn
 
 from augnet.experiments import compare
@@ -208,17 +209,6 @@ def test_the_per_instance_layer_on_signals():
     assert res.records[0]["method"] == "instance"
 
 
-class _Listed(torch.utils.data.Dataset):
-    def __init__(self, items):
-        self.items = items
-
-    def __len__(self):
-        return len(self.items)
-
-    def __getitem__(self, i):
-        return self.items[i]
-
-
 def test_data_sets_of_pairs_are_read_whole_as_a_user_would_pass_a_torchvision_one():
     from torchvision import datasets
     from torchvision.transforms import v2
@@ -231,7 +221,7 @@ def test_data_sets_of_pairs_are_read_whole_as_a_user_would_pass_a_torchvision_on
     with pytest.raises(TypeError, match=r"item 0 of the data set must be an .* transform to tensors"):
         compare(_trunk(channels=3), datasets.FakeData(4, (3, 8, 8), 2), test, ["none"], progress=False)
     with pytest.raises(ValueError, match=r"differ in shape, \(3, 8, 8\) \(item 0\) and \(3, 9, 8\) \(item 1\)"):
-        compare(_trunk(channels=3), _Listed([(torch.rand(3, 8 + i % 2, 8), i % 2) for i in range(4)]), test,
+        compare(_trunk(channels=3), Listed([(torch.rand(3, 8 + i % 2, 8), i % 2) for i in range(4)]), test,
                 progress=False)  # fmt: skip
 
     class Stream(torch.utils.data.IterableDataset):

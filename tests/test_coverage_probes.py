@@ -7,6 +7,7 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import Listed
 from torch import nn
 
 from augnet._checks import NotANumberError
@@ -216,17 +217,6 @@ def test_load_labels_of_a_folder(tmp_path):
 # --------------------------------------------------------------------------- protocol
 
 
-class _Items(torch.utils.data.Dataset):
-    def __init__(self, items):
-        self.items = items
-
-    def __len__(self):
-        return len(self.items)
-
-    def __getitem__(self, i):
-        return self.items[i]
-
-
 def test_seen_transformed_dataset_argument_errors():
     x, y = torch.zeros(4, 1, 2, 2), torch.tensor([0, 1, 0, 1])
     with pytest.raises(TypeError, match=r"seen_classes must hold integer class indices, got dtype torch.float32"):
@@ -265,12 +255,12 @@ def test_seen_transformed_dataset_item_errors():
         ([([0.0, 1.0], 0)], TypeError, r"a sample must be a tensor, got list"),
     ]
     for items, err, msg in cases:
-        ds = SeenTransformedDataset(_Items(items), transform, [0, 1], p=1.0)
+        ds = SeenTransformedDataset(Listed(items), transform, [0, 1], p=1.0)
         with pytest.raises(err, match=msg):
             ds[0]
-    ds = SeenTransformedDataset(_Items([(torch.zeros(2), 1)]), transform, [1], p=1.0)  # a Python int label
+    ds = SeenTransformedDataset(Listed([(torch.zeros(2), 1)]), transform, [1], p=1.0)  # a Python int label
     assert torch.equal(ds[0][0], torch.ones(2)) and ds[0][1] == 1
-    shrink = SeenTransformedDataset(_Items([(torch.zeros(2), 1)]), lambda b, m, generator=None: b[:, :1], [1], p=1.0)
+    shrink = SeenTransformedDataset(Listed([(torch.zeros(2), 1)]), lambda b, m, generator=None: b[:, :1], [1], p=1.0)
     with pytest.raises(ValueError, match=r"turned a sample of shape \(2,\) into \(1, 1\)"):
         shrink[0]
 
