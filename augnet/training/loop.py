@@ -406,6 +406,7 @@ def _batches(x, y, batch_size, shuffle):
             raise ValueError(f"batch_size must be an int >= 1 for tensor inputs, got {batch_size!r}")
         batch_size = int(batch_size)  # a numpy integer too
         n = len(x)
+        y = int64_labels(y)  # widened once, as each batch would be: torch 2.4 cannot index uint16-64 tensors
 
         def tensor_batches(generator):
             if shuffle:
