@@ -945,7 +945,23 @@ def on_paper_problems(text: str) -> list[str]:
     printed = set(format_on_paper(on_paper("h100")).splitlines())
     rows = [line for line in text.splitlines() if line.startswith(("| 64 | 3x", "| 256 | 3x"))]
     assert len(rows) == 12
-    return [row for row in rows if row not in printed]
+    if _triton_version().startswith(TABLE_TRITON):
+        return [row for row in rows if row not in printed]
+    # Another Triton compiles to other registers (the last two columns): the sizes, bytes and times must match.
+    cut = {"|".join(line.split("|")[:10]) for line in printed}
+    return [row for row in rows if "|".join(row.split("|")[:10]) not in cut]
+
+
+#: The Triton whose compiled registers the performance guide's on-paper table shows (the one CI installs today).
+TABLE_TRITON = "3.8."
+
+
+def _triton_version() -> str:
+    try:
+        import triton
+    except ImportError:  # the saved table of benchmarks/gpu_compile.py: compiled with the table's Triton
+        return TABLE_TRITON
+    return triton.__version__
 
 
 def test_the_on_paper_table_is_what_augnet_bench_model_h100_prints():

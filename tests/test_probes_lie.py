@@ -190,7 +190,8 @@ def test_batches_attention_and_augnets():
         return
     through = lie_derivative(model, x, T.Rotate(), ["logits", "trunk.1"], copies=2)
     alone = lie_derivative(trunk, x, T.Rotate(), ["5", "1"])
-    assert through["mode"] == "double_backward"
+    # Forward mode where torch has its rule through the warp (torch 2.15), else the double-backward trick (2.14).
+    assert through["mode"] in ("forward", "double_backward")
     torch.testing.assert_close(through["lee"]["logits"], alone["lee"]["5"], rtol=1e-4, atol=1e-6)
     torch.testing.assert_close(through["lee"]["trunk.1"], alone["lee"]["1"], rtol=1e-4, atol=1e-6)
 
