@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import Listed
+from helpers import Listed, gen
 from torch import nn
 
 from augnet._checks import NotANumberError
@@ -31,10 +31,6 @@ from augnet.probes.inputs import load_images, load_labels, load_model
 from augnet.probes.map_solvers import AffineMap, ResidualReLUMap, map_form
 from augnet.transforms import image as T
 from augnet.transforms.base import Transform
-
-
-def gen(seed=0):
-    return torch.Generator().manual_seed(seed)
 
 
 def add_one(x, magnitude, generator=None):
