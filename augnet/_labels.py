@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["INTEGER_DTYPES", "class_labels", "int64_labels", "labels_in_range"]
+__all__ = ["INTEGER_DTYPES", "class_labels", "host_int64_labels", "int64_labels", "labels_in_range"]
 
 
 def _integer_dtypes() -> tuple[torch.dtype, ...]:
@@ -38,13 +38,32 @@ def int64_labels(y: Tensor) -> Tensor:
 
     Reads the dtype alone: no value, so no synchronisation with an accelerator (``fit`` calls it on every
     batch). Values of uint64 labels of 2**63 and above wrap below 0, as ``.long()`` wraps them:
-    :func:`labels_in_range` says so where the values are read.
+    :func:`labels_in_range` and :func:`host_int64_labels` say so where the values are read.
 
     Examples:
         >>> int64_labels(torch.tensor([0, 2], dtype=torch.uint16)).dtype
         torch.int64
     """
     return y.long() if y.dtype in _WIDENED else y
+
+
+def host_int64_labels(y: Tensor, name: str) -> Tensor:
+    """:func:`int64_labels`, and the ValueError of uint64 labels of 2**63 and above (which int64 cannot hold, and
+    ``.long()`` wraps below 0, where -100 is a loss's ``ignore_index``: such a label would be skipped silently).
+
+    Reads values only for uint64 labels held on the host, so no other dtype pays for it and nothing waits for an
+    accelerator (uint64 labels on a GPU are widened unchecked, as :func:`int64_labels` widens them).
+
+    Examples:
+        >>> host_int64_labels(torch.tensor([2**63], dtype=torch.uint64), "y")
+        Traceback (most recent call last):
+            ...
+        ValueError: y holds labels past int64's range (uint64 labels of 2**63 and above)
+    """
+    wide = int64_labels(y)
+    if y.dtype == getattr(torch, "uint64", None) and y.device.type == "cpu" and len(wide) and bool((wide < 0).any()):
+        raise ValueError(f"{name} holds labels past int64's range (uint64 labels of 2**63 and above)")
+    return wide
 
 
 def labels_in_range(labels: Tensor, given: torch.dtype, name: str, rule: str = "must hold class labels >= 0") -> None:

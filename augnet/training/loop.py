@@ -18,7 +18,7 @@ from torch import Tensor
 
 from augnet._calibration import evaluating
 from augnet._checks import check_bool, is_int
-from augnet._labels import INTEGER_DTYPES, int64_labels
+from augnet._labels import INTEGER_DTYPES, host_int64_labels
 from augnet.layers import AugmentationLayer
 from augnet.ops.bad_input import check_bad_input, raise_bad_input
 from augnet.ops.bad_input import flag as bad_input_flag
@@ -97,6 +97,8 @@ def fit(
         loss_fn: task loss of the aggregated output (default ``nll_loss``, for log-probabilities). Targets of any
             integer dtype (int8, int16, int32, uint8, uint16, uint32, uint64: class indices from NumPy) reach it as
             int64, which torch's losses take, as the probes and ``compare`` read labels; others as they are.
+            uint64 labels of 2**63 and above, which int64 cannot hold, are refused (a ValueError) where they are
+            on the host (read once for tensors, per batch from a loader); on a GPU they are widened unread.
         record_every: record the policy every this many steps (default 5; and at the first). Only these steps read
             values back from the device (one copy each); the steps between them never wait for it.
         progress: show a tqdm progress bar; its task loss (``task_loss``) and leading transform are those of
@@ -227,8 +229,8 @@ def fit(
                         undo.keep()  # before the group: a step stopped at once puts back what all its batches changed
                     tasks, losses = [], []
                     for xb, yb in group:
+                        yb = host_int64_labels(yb, "a batch's labels")  # NumPy int32, uint16...: losses take int64
                         xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
-                        yb = int64_labels(yb)  # class indices as int32 or uint16 (NumPy labels): losses take int64
                         if augment_batch is not None:
                             xb = augment_batch(xb, generator)
                         with autocast(device, autocast_dtype):
@@ -406,7 +408,7 @@ def _batches(x, y, batch_size, shuffle):
             raise ValueError(f"batch_size must be an int >= 1 for tensor inputs, got {batch_size!r}")
         batch_size = int(batch_size)  # a numpy integer too
         n = len(x)
-        y = int64_labels(y)  # widened once, as each batch would be: torch 2.4 cannot index uint16-64 tensors
+        y = host_int64_labels(y, "y")  # widened once, as each batch would be: torch 2.4 cannot index uint16-64 tensors
 
         def tensor_batches(generator):
             if shuffle:
@@ -471,7 +473,7 @@ def accuracy(
     correct = total = 0
     with evaluating(model):  # every submodule back in its own mode after (a frozen batch norm stays frozen)
         for xb, yb in batches(None):
-            xb, yb = xb.to(device), int64_labels(yb.to(device))  # uint16 labels cannot be compared with int64
+            xb, yb = xb.to(device), host_int64_labels(yb, "a batch's labels").to(device)  # uint16 vs int64: no ==
             out = model(xb, generator=generator) if draws else model(xb)
             if not isinstance(out, Tensor):
                 raise TypeError(
