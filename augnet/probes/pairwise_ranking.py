@@ -95,6 +95,11 @@ def layer_importance(
         ``{layer: importance}``, non-negative and summing to 1; every value is
         NaN (with a warning) when every weight is 0.
 
+    Raises:
+        TypeError: ``weight`` or ``std`` not a tensor.
+        ValueError: an unknown ``aggregate``; shapes that differ or do not add up to ``sizes``; NaN, infinite
+            or complex values in ``weight`` or ``std``; a negative ``std``.
+
     Shape:
         - weight, std: :math:`(D,)` with ``D = sum(sizes.values())``
 
@@ -118,6 +123,9 @@ def layer_importance(
         raise ValueError(f"sizes must be positive channel counts, got {bad}")
     if sum(sizes.values()) != weight.numel():
         raise ValueError(f"sizes add up to {sum(sizes.values())} channels, but weight has {weight.numel()}")
+    for name, t in (("weight", weight), ("std", std)):
+        if t.is_complex() or not bool(torch.isfinite(t).all()):  # NaN shares, summing to NaN, said nothing
+            raise ValueError(f"{name} must hold finite real numbers, got {t.tolist()[:8]}")
     if bool((std < 0).any()):
         raise ValueError("std must be non-negative")
     contribution = weight.detach().double().abs() * std.detach().double()
