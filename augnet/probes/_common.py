@@ -24,7 +24,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import is_int, is_real
+from augnet._checks import is_int, is_real, number
 from augnet._labels import class_labels
 
 __all__ = [
@@ -123,11 +123,24 @@ def derangement(n: int, generator: torch.Generator | None = None, device=None) -
     Conjugating a cyclic shift by a random permutation: ``sigma(i) = pi[(pi^-1[i] + s) % n]``
     with ``s`` in ``[1, n)``, which never maps ``i`` to itself.
 
+    Args:
+        n: the number of elements, an int >= 2 (a NumPy integer or a 0-d integer tensor too).
+        generator: the random draws' generator (``None``: torch's global one).
+        device: where the permutation goes (default the CPU).
+
+    Raises:
+        TypeError: ``n`` is not an integer (a float, a bool, a string).
+        ValueError: ``n < 2`` (one element has no derangement).
+
     Examples:
         >>> p = derangement(5, torch.Generator().manual_seed(0))
         >>> bool((p != torch.arange(5)).all()), sorted(p.tolist())
         (True, [0, 1, 2, 3, 4])
     """
+    read = number("n", n)
+    if not is_int(read):  # torch.randperm's own error named no argument; "5" failed comparing a str with 2
+        raise TypeError(f"n must be an int (the number of elements), got {type(n).__name__}: {n!r}")
+    n = int(read)
     if n < 2:
         raise ValueError(f"a derangement needs at least 2 elements, got {n}")
     pi = torch.randperm(n, generator=generator)
@@ -428,7 +441,8 @@ class Transformed:
             self._whole = transform(x, magnitude, params=params)
         else:
             self._whole = transform(x, magnitude, generator=generator)
-        if self._whole is not None and (not isinstance(self._whole, Tensor) or self._whole.shape[0] != len(x)):
+        whole = self._whole
+        if whole is not None and (not isinstance(whole, Tensor) or whole.dim() == 0 or whole.shape[0] != len(x)):
             got = tuple(self._whole.shape) if isinstance(self._whole, Tensor) else type(self._whole).__name__
             raise ValueError(f"the transform must return {len(x)} transformed inputs, got {got}")
 

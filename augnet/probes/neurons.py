@@ -63,6 +63,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
+from augnet._checks import check_bool
 from augnet.probes._common import (
     check_draws,
     check_labels,
@@ -200,6 +201,7 @@ def layerwise_invariance(
         raise ValueError(f"layers must not repeat a layer, got {names}")
     units = _check_units(units)
     check_draws(draws)
+    check_bool("per_input", per_input)  # "no" was a truthy flag: the per-input tensors were kept
     taus = _layer_taus(tau, names)
     if not isinstance(x, Tensor):
         raise TypeError(f"x must be a tensor, got {type(x).__name__}")

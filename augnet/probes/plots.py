@@ -15,7 +15,7 @@ Needs matplotlib (``pip install "augnet[viz]"``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -67,9 +67,12 @@ def plot_neuron_invariance(
     if quantity not in PLOTTED:
         raise ValueError(f"quantity must be one of {PLOTTED}, got {quantity!r}")
     if not isinstance(distributions, Mapping) or not distributions:
-        raise ValueError("distributions must be a non-empty dict {label: neuron_invariance output or values}")
+        raise ValueError(
+            "distributions must be a non-empty dict {label: neuron_invariance output or values}, got "
+            f"{_what(distributions)}"
+        )
     if "groups" in distributions and "layers" in distributions:
-        if group not in distributions["groups"]:
+        if not isinstance(group, str) or group not in distributions["groups"]:  # a list was unhashable
             raise ValueError(f"group must be one of {sorted(distributions['groups'])}, got {group!r}")
         distributions = distributions["groups"][group]
     values = {}
@@ -133,9 +136,10 @@ def plot_ranking_heatmap(
         vmax = 1.0 if vmax is None else vmax
 
     plt = require_matplotlib()
+    colormap = _colormap(plt, cmap)  # before the figure: an unknown name left it open in pyplot
     grid = values.T.numpy()  # layers down, tasks across
     fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(tasks) + 2.5), max(3.0, 0.45 * len(layers) + 1.5)))
-    image = ax.imshow(grid, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    image = ax.imshow(grid, cmap=colormap, vmin=vmin, vmax=vmax, aspect="auto")
     ax.set_xticks(range(len(tasks)), tasks, rotation=30, ha="right")
     ax.set_yticks(range(len(layers)), layers)
     ax.set_xlabel("task")
@@ -180,7 +184,9 @@ def plot_similarity_change_distributions(
         The path written.
     """
     if not isinstance(distributions, Mapping) or not distributions:
-        raise ValueError("distributions must be a non-empty dict from similarity_change_distributions")
+        raise ValueError(
+            f"distributions must be a non-empty dict from similarity_change_distributions, got {_what(distributions)}"
+        )
     values = {
         f"{key[0]} {key[1]:g}" if isinstance(key, tuple) and len(key) == 2 else str(key): (
             entry["values"] if isinstance(entry, Mapping) else entry
@@ -205,31 +211,49 @@ def plot_report_heatmap(panels: Mapping, layers, transforms, path, title: str | 
         layers, transforms: the row and column labels.
         path: where to write the PNG.
         title: optional figure title.
-        cmap: a matplotlib colour map, reversed for the measures an invariant layer has at 0 (so that
+        cmap: a matplotlib colour map or its name, reversed for the measures an invariant layer has at 0 (so that
             bright means closer to invariant in every panel); NaN cells are grey and marked n/a, infinite
             ones take the colour map's end and are marked inf; a measure invariant at 0 that takes both signs
             (``alignment``) is coloured by its absolute value, so that bright is near 0.
 
     Returns:
         The path written.
+
+    Raises:
+        TypeError, ValueError: before any figure is made: ``panels`` empty or not a dict, a panel that is not
+            ``(values, paper, invariant value)``, values that are not real numbers or not (layers, transforms),
+            an unknown ``cmap``, naming the panel or the argument.
     """
     from augnet.viz import require_matplotlib, save_figure
 
     if not isinstance(panels, Mapping) or not panels:
-        raise ValueError("panels must be a non-empty {title: (values, paper, invariant value)} dict")
+        raise ValueError(
+            f"panels must be a non-empty {{title: (values, paper, invariant value)}} dict, got {_what(panels)}"
+        )
     layers, transforms = [str(v) for v in layers], [str(v) for v in transforms]
+    grids = {}  # every panel checked before the figure is made: an error left it open in pyplot
+    for name, entry in panels.items():
+        if isinstance(entry, (str, bytes)) or not isinstance(entry, Sequence) or len(entry) != 3:
+            raise ValueError(f"panel {name!r} must be (values, paper, invariant value), got {entry!r:.80}")
+        grid = _real_values(entry[0], f"panel {name!r}")
+        if grid.shape != (len(layers), len(transforms)):
+            raise ValueError(
+                f"panel {name!r}: values must be (layers, transforms) = ({len(layers)}, {len(transforms)}), "
+                f"got {tuple(grid.shape)}"
+            )
+        grids[name] = grid
     plt = require_matplotlib()
+    base = _colormap(plt, cmap)
     cols = min(4, len(panels))
     rows = math.ceil(len(panels) / cols)
     width = max(2.6, 0.9 * len(transforms) + 2.2)
     height = max(2.2, 0.32 * len(layers) + 1.4)
     fig, axes = plt.subplots(rows, cols, figsize=(cols * width, rows * height), squeeze=False)
-    for ax, (name, (values, paper, invariant)) in zip(axes.flat, panels.items(), strict=False):
+    for ax, (name, (_, paper, invariant)) in zip(axes.flat, panels.items(), strict=False):
         # Bright is closer to invariant: the scale runs backwards for the measures an invariant layer has at 0.
-        colormap = plt.get_cmap(cmap if str(invariant) in ("1", "-", "1/G") else f"{cmap}_r").with_extremes(bad="0.85")
-        grid = torch.as_tensor(values, dtype=torch.float64)
-        if grid.shape != (len(layers), len(transforms)):
-            raise ValueError(f"panel {name!r}: values must be (layers, transforms), got {tuple(grid.shape)}")
+        # (base.reversed(), not the name + "_r": "viridis_r" became "viridis_r_r", a colour map object its repr)
+        colormap = (base if str(invariant) in ("1", "-", "1/G") else base.reversed()).with_extremes(bad="0.85")
+        grid = grids[name]
         drawn, texts, lo, hi, signed = _heat_cells(grid, str(invariant))
         image = ax.imshow(drawn.numpy(), cmap=colormap, vmin=lo, vmax=hi if hi > lo else lo + 1e-12, aspect="auto")
         ax.set_xticks(range(len(transforms)), transforms, rotation=30, ha="right", fontsize=8)
@@ -247,6 +271,33 @@ def plot_report_heatmap(panels: Mapping, layers, transforms, path, title: str | 
     if title:
         fig.suptitle(title, fontsize=10)
     return save_figure(fig, path)
+
+
+def _colormap(plt, cmap):
+    """The colour map ``cmap`` names (or is), or the ValueError naming ``cmap`` (matplotlib's named ``name``)."""
+    try:
+        return plt.get_cmap(cmap)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"cmap must be a matplotlib colour map or its name, got {cmap!r}: {err}") from None
+
+
+def _what(value) -> str:
+    """How an error names a bad container argument: its type, or that it is empty."""
+    return f"an empty {type(value).__name__}" if isinstance(value, Mapping) else type(value).__name__
+
+
+def _real_values(values, name: str) -> torch.Tensor:
+    """``values`` as a float64 tensor on the CPU, or the error naming ``name``: TypeError for strings or complex
+    numbers, ValueError for a tensor on meta (as :func:`augnet.viz.plot_distributions` refuses them)."""
+    if isinstance(values, torch.Tensor) and values.device.type == "meta":
+        raise ValueError(f"{name} is a tensor on meta, which holds no values")
+    try:
+        v = torch.as_tensor(values)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{name} must hold real numbers, got {values!r:.80}") from None
+    if v.is_complex():
+        raise TypeError(f"{name} must hold real numbers, got dtype {v.dtype}")
+    return v.detach().to("cpu", torch.float64)
 
 
 def _heat_cells(grid: torch.Tensor, invariant: str) -> tuple[torch.Tensor, list[list[str]], float, float, bool]:
@@ -280,22 +331,34 @@ def plot_report_units(panels: Mapping, path, ylabel: str, title: str | None = No
 
     Returns:
         The path written.
+
+    Raises:
+        TypeError, ValueError: before any figure is made: ``panels`` empty or not a dict, a panel that is not a
+            dict, values that are not real numbers (or a tensor on meta), naming the panel and the layer.
     """
     from augnet.viz import require_matplotlib, save_figure
 
     if not isinstance(panels, Mapping) or not panels:
-        raise ValueError("panels must be a non-empty {title: {layer: values}} dict")
+        raise ValueError(f"panels must be a non-empty {{title: {{layer: values}}}} dict, got {_what(panels)}")
+    read = {}  # every value checked before the figure is made: an error left it open in pyplot
+    for name, layers in panels.items():
+        if not isinstance(layers, Mapping):
+            raise TypeError(f"panel {name!r} must be a dict {{layer: values}}, got {type(layers).__name__}")
+        read[name] = {
+            layer: _real_values(values, f"panel {name!r}, layer {layer!r}").flatten()
+            for layer, values in layers.items()
+        }
+    panels = read
     plt = require_matplotlib()
     cols = min(3, len(panels))
     rows = math.ceil(len(panels) / cols)
     width = max(3.0, 0.8 * max(len(v) for v in panels.values()) + 1.6)
     fig, axes = plt.subplots(rows, cols, figsize=(cols * width, rows * 3.0), squeeze=False)
     for ax, (name, layers) in zip(axes.flat, panels.items(), strict=False):
-        finite_all = [torch.as_tensor(v, dtype=torch.float64) for v in layers.values()]
-        finite_all = torch.cat([v[torch.isfinite(v)] for v in finite_all]) if finite_all else torch.zeros(0)
+        finite_all = [v[torch.isfinite(v)] for v in layers.values()]
+        finite_all = torch.cat(finite_all) if finite_all else torch.zeros(0)
         top = float(finite_all.max()) if len(finite_all) else 1.0
-        for i, values in enumerate(layers.values()):
-            v = torch.as_tensor(values, dtype=torch.float64)
+        for i, v in enumerate(layers.values()):
             v = v[~torch.isnan(v)]
             finite, infinite = v[torch.isfinite(v)], int(torch.isinf(v).sum())
             jitter = (torch.rand(len(finite), generator=torch.Generator().manual_seed(i)) - 0.5) * 0.5

@@ -13,6 +13,7 @@ import numbers
 import torch
 from torch import Tensor
 
+from augnet._checks import check_bool, number
 from augnet.probes._common import summary
 
 __all__ = [
@@ -28,6 +29,8 @@ UNITS = ("element", "channel")
 
 
 def _check_tau(tau, name: str = "tau") -> float:
+    """``tau`` as a float in [0, 1]: a real number, a NumPy one or a 0-d tensor or array (the value it holds)."""
+    tau = number(name, tau)  # a 0-d tensor (e.g. an element of torch.linspace) is the number it holds
     if isinstance(tau, bool) or not isinstance(tau, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(tau).__name__}")
     tau = float(tau)
@@ -54,11 +57,16 @@ def layer_units(a: Tensor, units: str = "element") -> Tensor:
 
     ``units="element"`` flattens every axis after the batch axis; ``units="channel"``
     averages each channel (axis 1) over the remaining axes. A (B, units) input
-    is returned as is by both.
+    is returned as is by both. An integer tensor's channel means are float64 (its elements, under
+    ``"element"``, keep its dtype).
 
     Shape:
         - a: (B, C, ...) with B >= 1.
         - output: (B, C * ...) for ``"element"``, (B, C) for ``"channel"``.
+
+    Raises:
+        TypeError: ``a`` is not a tensor, or holds bools or complex numbers (no activity the measures read).
+        ValueError: ``a`` has fewer than 2 dimensions, or an unknown ``units``.
 
     Examples:
         >>> a = torch.arange(8.0).reshape(1, 2, 2, 2)
@@ -70,7 +78,15 @@ def layer_units(a: Tensor, units: str = "element") -> Tensor:
         raise TypeError(f"a must be a tensor, got {type(a).__name__}")
     if a.dim() < 2:
         raise ValueError(f"a must have shape (B, units) or (B, C, ...), got {tuple(a.shape)}")
+    _check_real(a, "a")
+    if units == "channel" and a.dim() > 2 and not a.is_floating_point():
+        a = a.double()  # an integer mean (torch refuses one) read in float64, as the measures read activity
     return _pool(a, units)
+
+
+def _check_real(a: Tensor, name: str) -> None:
+    if a.dtype == torch.bool or a.is_complex():
+        raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
 
 
 def _check_activation_shape(a, name: str) -> None:
@@ -84,12 +100,27 @@ def _check_activation_shape(a, name: str) -> None:
         )
     if a.shape[0] == 0:
         raise ValueError(f"{name} is an empty batch (shape {tuple(a.shape)})")
+    if a.numel() == 0:  # torch's min() of no value was a RuntimeError; a channel of no position has no mean
+        raise ValueError(f"{name} has no unit: a layer's output with an axis of size 0 (shape {tuple(a.shape)})")
+
+
+def _check_pair(a, a_t, rows=None) -> None:
+    """A batch of clean and transformed activations of the same shape (row ``i`` of ``a_t`` the transformed
+    version of row ``i`` of ``a``), and ``rows`` a (b,) bool mask of them, else the error naming the argument."""
+    _check_activation_shape(a, "a")
+    _check_activation_shape(a_t, "a_t")
+    if a.shape != a_t.shape:
+        raise ValueError(f"a and a_t must have the same shape, got {tuple(a.shape)} and {tuple(a_t.shape)}")
+    if rows is not None:
+        if not isinstance(rows, Tensor) or rows.dtype != torch.bool:
+            raise TypeError(f"rows must be a bool tensor, got {type(rows).__name__} {getattr(rows, 'dtype', '')}")
+        if rows.shape != (a.shape[0],):
+            raise ValueError(f"rows must have shape ({a.shape[0]},), got {tuple(rows.shape)}")
 
 
 def _check_activations(a, name: str, units: str = "element", offset: int = 0) -> Tensor:
     _check_activation_shape(a, name)
-    if a.dtype == torch.bool or a.is_complex():
-        raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
+    _check_real(a, name)
     a = a.detach().double()
     bad = ~torch.isfinite(a)
     if bool(bad.any()):
@@ -112,7 +143,8 @@ def unit_scale(a: Tensor, a_t: Tensor | None = None, units: str = "element") -> 
 
     Shape:
         - a, a_t: (B, units) or (B, C, ...), non-negative, read as ``units``
-          (see :func:`layer_units`).
+          (see :func:`layer_units`); ``a_t`` may hold another number of rows, its shape after the batch
+          axis is ``a``'s.
         - output: (units,) float64; 0 for a unit that is never active.
 
     Examples:
@@ -120,13 +152,15 @@ def unit_scale(a: Tensor, a_t: Tensor | None = None, units: str = "element") -> 
         tensor([3., 0.], dtype=torch.float64)
     """
     units = _check_units(units)
+    if a_t is not None:
+        _check_activation_shape(a, "a")
+        _check_activation_shape(a_t, "a_t")
+        if a_t.shape[1:] != a.shape[1:]:  # (B, 4) and (B, 2, 2) have as many elements, not the same units
+            raise ValueError(f"a and a_t must have the same units, got shapes {tuple(a.shape)} and {tuple(a_t.shape)}")
     a = _check_activations(a, "a", units)
     m = a.amax(0)
     if a_t is not None:
-        a_t = _check_activations(a_t, "a_t", units)
-        if a_t.shape[1] != a.shape[1]:
-            raise ValueError(f"a and a_t must have the same units, got shapes {tuple(a.shape)} and {tuple(a_t.shape)}")
-        m = torch.maximum(m, a_t.amax(0))
+        m = torch.maximum(m, _check_activations(a_t, "a_t", units).amax(0))
     return m
 
 
@@ -147,7 +181,7 @@ class UnitInvariance:
 
     def __init__(self, tau: float, units: str = "element", n_rows: int | None = None, per_input: bool = False):
         self.tau, self.units, self.n_rows = _check_tau(tau), _check_units(units), n_rows
-        self.per_input = bool(per_input)
+        self.per_input = check_bool("per_input", per_input)
         if self.per_input and n_rows is None:
             raise ValueError("per_input needs n_rows, the number of inputs")
         self.scale: Tensor | None = None
@@ -157,29 +191,40 @@ class UnitInvariance:
         """Pass 1: a batch of clean and transformed activations, (b, ...) each, non-negative.
 
         ``start`` is the batch's first input, for the error messages.
+
+        Raises:
+            TypeError, ValueError: ``a`` and ``a_t`` are not tensors of the same shape (b, ...), b >= 1, of real,
+                finite, non-negative values, or the batch's units differ from an earlier batch's.
         """
+        _check_pair(a, a_t)  # a shorter a_t was read as far as it went, a longer one's extra rows left unread
         step = _row_step(a[0].numel())
         for lo in range(0, len(a), step):
             pa = _check_activations(a[lo : lo + step], "a", self.units, start + lo)
             pt = _check_activations(a_t[lo : lo + step], "a_t", self.units, start + lo)
-            if pa.shape[1:] != pt.shape[1:]:
-                raise ValueError(
-                    f"a and a_t must have the same units, got shapes {tuple(a.shape)} and {tuple(a_t.shape)}"
-                )
             m = torch.maximum(pa.amax(0), pt.amax(0))
             if self.scale is not None and self.scale.shape != m.shape:
                 raise ValueError(f"a batch has {m.numel()} units, an earlier one {self.scale.numel()}")
             self.scale = m if self.scale is None else torch.maximum(self.scale, m)
 
     def score(self, start: int, a: Tensor, a_t: Tensor, rows: Tensor | None = None) -> None:
-        """Pass 2: the batch of inputs ``start : start + len(a)``; ``rows`` (b,) bool keeps some in the means."""
+        """Pass 2: the batch of inputs ``start : start + len(a)``; ``rows`` (b,) bool keeps some in the means.
+
+        Raises:
+            RuntimeError: no batch was observed (pass 1) yet.
+            TypeError, ValueError: ``a`` and ``a_t`` as :meth:`observe` refuses them, or ``rows`` not a (b,)
+                bool tensor (a (1,) mask was broadcast over the batch).
+        """
         if self.scale is None:
             raise RuntimeError("observe every batch (pass 1) before scoring any")
+        _check_pair(a, a_t, rows)
         live = self.scale > 0
         div = torch.where(live, self.scale, torch.ones_like(self.scale))
         step = _row_step(div.numel())
         for lo in range(0, len(a), step):
-            f = _check_activations(a[lo : lo + step], "a", self.units, start + lo) / div
+            f = _check_activations(a[lo : lo + step], "a", self.units, start + lo)
+            if f.shape[1] != div.numel():  # a batch of one unit was broadcast over every observed unit
+                raise ValueError(f"a batch has {f.shape[1]} units, the observed ones {div.numel()}")
+            f = f / div
             f_t = _check_activations(a_t[lo : lo + step], "a_t", self.units, start + lo) / div
             total = f + f_t
             nonzero = total > 0
@@ -266,7 +311,7 @@ def neuron_invariance(
             transformed version of row ``i`` of ``a``.
         tau: activity threshold in [0, 1] on the normalised activity (see
             :func:`select_tau`, which must be given the same ``units``).
-        rows: optional (B,) bool mask of the inputs that enter the units'
+        rows: optional (B,) bool mask (a tensor or a NumPy array) of the inputs that enter the units'
             means, e.g. the samples of the seen-transformed categories; the
             normalisation still uses every row, so scores of different groups
             are on the same scale.
@@ -306,15 +351,11 @@ def neuron_invariance(
     """
     tau = _check_tau(tau)
     units = _check_units(units)
-    if isinstance(a, Tensor) and isinstance(a_t, Tensor) and a.shape != a_t.shape:
-        raise ValueError(f"a and a_t must have the same shape, got {tuple(a.shape)} and {tuple(a_t.shape)}")
-    for name, t in (("a", a), ("a_t", a_t)):
-        _check_activation_shape(t, name)
+    check_bool("per_input", per_input)
+    if type(rows).__module__ == "numpy" and str(getattr(rows, "dtype", "")) == "bool":
+        rows = torch.from_numpy(rows.copy())  # a NumPy bool mask (e.g. np.isin(labels, seen)) reads as one
+    _check_pair(a, a_t, rows)
     if rows is not None:
-        if not isinstance(rows, Tensor) or rows.dtype != torch.bool:
-            raise TypeError(f"rows must be a bool tensor, got {type(rows).__name__} {getattr(rows, 'dtype', '')}")
-        if rows.shape != (a.shape[0],):
-            raise ValueError(f"rows must have shape ({a.shape[0]},), got {tuple(rows.shape)}")
         rows = rows.to(a.device)
     acc = UnitInvariance(tau, units, len(a), per_input)
     acc.observe(a, a_t)
