@@ -34,7 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet import probes
-from augnet._checks import is_int
+from augnet._checks import check_bool, is_int
 from augnet._json import dumps as strict_json
 from augnet.data import make_sprite_pair, render_sprites
 from augnet.experiments._registry import Report, register
@@ -56,14 +56,36 @@ A_RANGE = (30.0, 65.0)
 B_MIN = 150.0
 CLASS_NAMES = {0: "A0 up", 1: "A1 up", 2: "A0 down", 3: "A1 down", 4: "B0 any", 5: "B1 any"}
 MODELS = ("trunk", "global", "instance")
+# The seeds a run takes: its generators are seeded with the seed plus offsets, within torch's 64-bit seeds.
+_SEEDS = (-(2**62), 2**62)
+
+
+def _check_seed(name: str, seed) -> None:
+    if not is_int(seed) or not _SEEDS[0] <= seed <= _SEEDS[1]:
+        raise ValueError(f"{name} must be an int in [-2**62, 2**62], got {seed!r}")
 
 
 def instance_sprites(n: int, size: int = 32, seed: int = 0, return_angle: bool = False) -> tuple[Tensor, ...]:
     """``n`` images (n, 3, size, size) of the two sprite pairs and their labels (n,) in 0..5 (see the module).
 
     With ``return_angle``, also each image's rotation (n,) in radians (pair A's "down" classes about pi).
+
+    Raises:
+        ValueError: ``n`` that is not an int >= 0, ``size`` that is not an int >= 1, ``seed`` outside torch's
+            seeds (``[-2**63, 2**64)``).
+        TypeError: ``seed`` that is not an int (a NumPy integer is one), ``return_angle`` that is not a bool.
     """
-    g = torch.Generator().manual_seed(seed)
+    if not is_int(n) or n < 0:
+        raise ValueError(f"n must be an int >= 0, got {n!r}")
+    if not is_int(size) or size < 1:
+        raise ValueError(f"size must be an int >= 1, got {size!r}")
+    if not is_int(seed):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}: {seed!r}")
+    if not -(2**63) <= seed < 2**64:
+        raise ValueError(f"seed must be an int in [-2**63, 2**64), got {seed!r}")
+    check_bool("return_angle", return_angle)
+    n, size = int(n), int(size)
+    g = torch.Generator().manual_seed(int(seed))  # a NumPy integer too, which manual_seed refuses
     y = torch.randint(0, 6, (n,), generator=g)
     u = torch.rand(n, generator=g) * 2 - 1
     down = (y >= 2) & (y < 4)
@@ -160,7 +182,10 @@ def check_config(config: InstanceConfig) -> None:
     """Refuse (ValueError / TypeError naming it) what the global and the per-instance models would refuse only
     after the trunk alone had trained: their layers, rates and lambda are built and checked here, aside."""
     check_counts("InstanceConfig", 2, n_test=config.n_test)  # the invariance's baseline: a derangement
+    check_counts("InstanceConfig", n_train=config.n_train)
+    check_counts("InstanceConfig", 8, size=config.size)  # the paper's CNN pools 8 x 8 to 1 x 1
     check_threads("InstanceConfig", config.threads)
+    check_rates("InstanceConfig", lr=config.lr)  # Adam said "Invalid learning rate", naming no field
     check_rates("InstanceConfig", False, lam=config.lam)
     if config.saturation is not None:
         check_rates("InstanceConfig", saturation=config.saturation)
@@ -176,7 +201,16 @@ def check_config(config: InstanceConfig) -> None:
 
 
 def run_seed(config: InstanceConfig, seed: int) -> dict:
-    """Train the three models on one seed; their accuracies, per-class ranges and per-class invariance."""
+    """Train the three models on one seed; their accuracies, per-class ranges and per-class invariance.
+
+    A class with no test image has a NaN range (the per-instance layer's is measured on the test images).
+
+    Raises:
+        ValueError, TypeError: what :func:`check_config` refuses; a ``seed`` that is not an int in
+            ``[-2**62, 2**62]`` (a NumPy integer is one).
+    """
+    _check_seed("seed", seed)
+    seed = int(seed)  # a NumPy integer too: torch.Generator().manual_seed refuses one
     check_config(config)
     if config.threads is not None:
         torch.set_num_threads(config.threads)
@@ -216,28 +250,45 @@ def run_seed(config: InstanceConfig, seed: int) -> dict:
             entry["range"] = {str(k): {"mean": deg, "quantiles": [deg] * 3} for k in CLASS_NAMES}
         else:
             summary = policy_summary(model, (x_test, y_test))
-            entry["range"] = {
-                str(k): {"mean": c["range_mean"][0], "quantiles": [q[0] for q in c["range_quantiles"]]}
-                for k, c in summary.classes.items()
-            }
+            # Every class, as the global layer's (NaN for a class with no test image): a missing one failed the
+            # verdict with a KeyError once every seed had trained.
+            entry["range"] = {str(k): _class_range(summary, k) for k in CLASS_NAMES}
             entry["summary"] = summary
         entry["seconds"] = time.perf_counter() - start
         result[name] = entry
     return result
 
 
+def _class_range(summary, label: int) -> dict:
+    """Class ``label``'s mean range and its quantiles in a policy summary (NaN where the class had no input)."""
+    c = summary.classes.get(label)
+    if c is None:
+        return {"mean": math.nan, "quantiles": [math.nan] * len(summary.quantiles)}
+    return {"mean": c["range_mean"][0], "quantiles": [q[0] for q in c["range_quantiles"]]}
+
+
 def within_targets(ranges: dict) -> bool:
-    """Whether per-class mean ranges meet the targets: pair A in :data:`A_RANGE`, pair B at least :data:`B_MIN`."""
+    """Whether per-class mean ranges meet the targets: pair A in :data:`A_RANGE`, pair B at least :data:`B_MIN`
+    (both ends included; a NaN range, a class with no test image, does not meet them)."""
     a = all(A_RANGE[0] <= ranges[str(k)]["mean"] <= A_RANGE[1] for k in range(4))
     b = all(ranges[str(k)]["mean"] >= B_MIN for k in (4, 5))
     return a and b
 
 
 def run_instance(config: InstanceConfig | None = None, progress: bool = False) -> list[dict]:
-    """Every seed of ``config``."""
+    """Every seed of ``config``.
+
+    Raises:
+        TypeError: ``config`` that is not an :class:`InstanceConfig` (or None, the default one).
+        ValueError: ``config.seeds`` that is not a non-empty tuple of ints in ``[-2**62, 2**62]``; what
+            :func:`check_config` refuses; before any model trains.
+    """
+    if config is not None and not isinstance(config, InstanceConfig):
+        raise TypeError(f"config must be an InstanceConfig or None, got {type(config).__name__}")
     config = config or InstanceConfig()
     seeds = config.seeds
-    if isinstance(seeds, str) or not isinstance(seeds, (tuple, list)) or not seeds or not all(map(is_int, seeds)):
+    if (isinstance(seeds, str) or not isinstance(seeds, (tuple, list)) or not seeds
+            or not all(is_int(s) and _SEEDS[0] <= s <= _SEEDS[1] for s in seeds)):  # fmt: skip
         raise ValueError(f"InstanceConfig.seeds must be a non-empty tuple of ints, got {seeds!r}")
     results = []
     for seed in config.seeds:
@@ -303,9 +354,14 @@ def _verdict(numbers: dict) -> str:
 
 
 def _figures(results: list[dict], out_dir: Path) -> list[Path]:
+    """The policy of the first seed and every seed's ranges, as PNGs; none without matplotlib (the ``viz`` extra):
+    the runs' numbers are kept, as the other experiments keep theirs."""
     from augnet.viz import require_matplotlib, save_figure
 
-    plt = require_matplotlib()
+    try:
+        plt = require_matplotlib()
+    except ImportError:
+        return []
     figures = [plot_policy_summary(results[0]["instance"]["summary"], out_dir / "instance_policy.png", CLASS_NAMES)]
     fig, ax = plt.subplots(figsize=(7, 3.6))
     labels = list(CLASS_NAMES)
@@ -327,12 +383,14 @@ def _figures(results: list[dict], out_dir: Path) -> list[Path]:
 @register("instance", cpu_only=True)
 def instance(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = True, device: str = "cpu") -> Report:
     """Per-instance vs global AugNet on two sprite pairs with different rotation invariance (see the module)."""
+    out_dir = Path(out_dir)  # a str too: the files were written into it after every seed had trained
     config = quick_config() if quick else InstanceConfig()
     if seed:
         config = replace(config, seeds=tuple(seed + s for s in config.seeds))
     results = run_instance(config, progress=progress)
     numbers = _numbers(config, results)
-    figures = _figures(results, out_dir)
     verdict = _verdict(numbers)
-    (out_dir / "instance_numbers.json").write_text(strict_json(numbers))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "instance_numbers.json").write_text(strict_json(numbers))  # before the figures, which may fail
+    figures = _figures(results, out_dir)
     return Report("instance", verdict, numbers, figures)

@@ -101,6 +101,7 @@ def stacked_layers(
     Every layer holds the same three candidates. The paper reports that one
     layer keeps a positive magnitude while the others go to the identity.
     """
+    out_dir = Path(out_dir)  # a str too: the figures' paths were made from it after the runs had trained
     counts = (1, 2) if quick else (1, 2, 4)
     numbers: dict = {"runs": []}
     figures, lines = [], []

@@ -27,6 +27,7 @@ from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from augnet._checks import check_bool, is_int
 from augnet.experiments._registry import Report, SetupError, WorkerPool, cut_torn_line, read_runs, register
 from augnet.experiments.versus_methods import METHODS, QUICK_EPOCHS, applies, fixed_grid, run_method
 from augnet.experiments.versus_tasks import REGIMES, TASKS, load
@@ -55,35 +56,47 @@ class VersusConfig:
     extra: dict = field(default_factory=dict)  # reserved (must stay empty): the runs take no overrides
 
     def validate(self) -> None:
+        """Refuse a config that would run nothing, or not what it says.
+
+        Raises:
+            TypeError: names that are not strings, ``quick`` that is not a bool.
+            ValueError: a field that is not a tuple (a string was read as names of one letter each), repeated
+                or unknown names (naming the field and the names it may hold), empty fields, seeds that are not
+                distinct ints >= 0, a bad ``grid_seed`` or ``workers``, a non-empty ``extra``.
+        """
         for name in ("tasks", "regimes", "methods", "seeds"):  # a string was read as names of one letter each
             value = getattr(self, name)
             if not isinstance(value, (tuple, list)):
                 raise ValueError(f"{name} must be a tuple (e.g. {name}=({getattr(VersusConfig, name)[0]!r},)), got "
                                  f"{value!r}")  # fmt: skip
-            if name != "seeds" and len(set(value)) != len(value):  # each run was trained and written twice
+            if name == "seeds":
+                continue
+            if not all(isinstance(v, str) for v in value):  # a list in the tuple failed in set() with no name
+                raise TypeError(f"{name} must hold names (strings), got {list(value)!r}")
+            if len(set(value)) != len(value):  # each run was trained and written twice
                 raise ValueError(f"{name} must be distinct, got {list(value)}")
-        unknown = [t for t in self.tasks if t not in TASKS] + [r for r in self.regimes if r not in REGIMES]
-        unknown += [m for m in self.methods if m not in METHODS]
-        if unknown:
-            raise ValueError(f"unknown tasks, regimes or methods {unknown}; see TASKS, REGIMES and METHODS")
+        for name, known in (("tasks", tuple(TASKS)), ("regimes", REGIMES), ("methods", METHODS)):
+            unknown = [v for v in getattr(self, name) if v not in known]
+            if unknown:
+                raise ValueError(f"{name}: unknown {unknown}; choose from {known}")
         empty = [name for name in ("tasks", "regimes", "methods", "seeds") if not getattr(self, name)]
         if empty:
             raise ValueError(f"{', '.join(empty)} must not be empty: there would be nothing to run")
-        bad = [s for s in self.seeds if isinstance(s, bool) or not isinstance(s, int) or s < 0]
+        bad = [s for s in self.seeds if not is_int(s) or s < 0]  # NumPy integers too (np.arange)
         if bad or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be distinct ints >= 0, got {list(self.seeds)}")
-        if self.grid_seed is not None and (isinstance(self.grid_seed, bool) or not isinstance(self.grid_seed, int)
-                                           or self.grid_seed < 0):  # fmt: skip
+        if self.grid_seed is not None and (not is_int(self.grid_seed) or self.grid_seed < 0):
             raise ValueError(f"grid_seed must be None or an int >= 0, got {self.grid_seed!r}")
-        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+        if not is_int(self.workers) or self.workers < 1:
             raise ValueError(f"workers must be an int >= 1, got {self.workers!r}")
+        check_bool("quick", self.quick)  # "no" ran a quick run, and 1 took the folder's quick runs for full ones
         if self.extra:
             raise ValueError(f"extra is reserved and must be empty (the runs take no overrides), got {self.extra!r}")
 
     @property
     def grid_at(self) -> int:
         """The seed the grid search runs on: ``grid_seed``, else the first of ``seeds``."""
-        return self.seeds[0] if self.grid_seed is None else self.grid_seed
+        return int(self.seeds[0] if self.grid_seed is None else self.grid_seed)
 
     def grid_jobs(self) -> list[tuple]:
         """The grid search's runs: ``("grid", task, regime, (q, magnitude), seed)`` on :attr:`grid_at`."""
@@ -95,7 +108,7 @@ class VersusConfig:
     def jobs(self) -> list[tuple]:
         """Every method's runs: ``("run", task, regime, method, seed)``."""
         return [("run", t, r, m, s) for t in self.tasks for r in self.regimes for m in self.methods
-                for s in self.seeds if applies(m, TASKS[t])]  # fmt: skip
+                for s in map(int, self.seeds) if applies(m, TASKS[t])]  # fmt: skip
 
 
 def job_key(job: tuple) -> str:
@@ -194,7 +207,7 @@ def _run_jobs(todo: list[tuple], config: VersusConfig, records: dict, path: Path
     fixed = {(t, r): best_fixed(records, t, r, config.grid_at) for t in config.tasks for r in config.regimes}
     bar = tqdm(total=len(todo), disable=not progress, desc=desc, unit="run")
     args = [(j, fixed[(j[1], j[2])], config.quick) for j in todo]
-    pool = WorkerPool(config.workers) if config.workers > 1 else None
+    pool = WorkerPool(int(config.workers)) if config.workers > 1 else None
     threads = torch.get_num_threads()  # runs in this process set one thread and seed torch: the caller's back after
     with path.open("a") as sink, torch.random.fork_rng(devices=[]):
         try:  # from the first submission: a Ctrl-C while submitting still cancels what was queued
@@ -223,7 +236,16 @@ def _mean_std(values: list[float]) -> tuple[float, float]:
 
 
 def summarise(records: dict[str, dict], seeds) -> dict:
-    """``{task: {regime: {method: {measure: [mean, std, n]}}}}`` over ``seeds`` (runs only, not the grid)."""
+    """``{task: {regime: {method: {measure: [mean, std, n]}}}}`` over ``seeds`` (runs only, not the grid).
+
+    ``seeds``: a collection of seeds (a tuple, a range); a measure a run did not record (the signals' shifted
+    accuracy) is left out of that cell.
+
+    Raises:
+        TypeError: ``seeds`` that is one seed or a string, not a collection of them.
+    """
+    if is_int(seeds) or isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__contains__"):
+        raise TypeError(f"seeds must be a collection of seeds (e.g. (5, 6, 7)), got {seeds!r}")
     out: dict = {}
     for r in records.values():
         if r["kind"] != "run" or r["seed"] not in seeds:
@@ -261,6 +283,7 @@ def versus(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = T
     """Every method on every task and regime (see the module docstring); resumes from ``out_dir/runs.jsonl``."""
     from augnet.experiments.versus_rules import check_rules
 
+    out_dir = Path(out_dir)  # a str too, as run_versus takes it: the table was written after every run had trained
     workers = max(1, min(os.cpu_count() or 1, 2))
     config = VersusConfig(workers=workers)
     if quick:

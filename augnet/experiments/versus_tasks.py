@@ -30,6 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet import data as D
+from augnet._checks import check_bool, is_int
 from augnet.experiments.trunks import Conv1dNet, PaperCNN, SmallCNN
 from augnet.transforms import image as T
 from augnet.transforms import signal as S
@@ -92,6 +93,13 @@ class Split:
     x_shift: Tensor | None
 
 
+def _check_task(task) -> None:
+    """Refuse (TypeError) what is not a :class:`Task`, e.g. a task's name, saying how to get its Task."""
+    if not isinstance(task, Task):
+        raise TypeError(f"task must be a Task (one of TASKS, e.g. TASKS['digits']), got {type(task).__name__}: "
+                        f"{task!r}")  # fmt: skip
+
+
 def _generated(task: Task, n: int, seed: int) -> tuple[Tensor, Tensor]:
     if task.name == "sprites":
         return D.rotated_sprites(n, task.size, seed=seed)
@@ -101,9 +109,25 @@ def _generated(task: Task, n: int, seed: int) -> tuple[Tensor, Tensor]:
 
 
 def load(task: Task, regime: str, seed: int, quick: bool = False) -> Split:
-    """The data of ``task`` at ``regime`` for ``seed`` (see the module docstring); ``quick`` shrinks the sets."""
+    """The data of ``task`` at ``regime`` for ``seed`` (see the module docstring); ``quick`` shrinks the sets.
+
+    Raises:
+        TypeError: ``task`` that is not a :class:`Task`, ``seed`` that is not an int (a NumPy integer is one),
+            ``quick`` that is not a bool.
+        ValueError: a task that is not one of :data:`TASKS` by name (there are no data for it), an unknown
+            ``regime``, a ``seed`` outside ``[-2**62, 2**62]`` (the generators are seeded with it plus offsets).
+    """
+    _check_task(task)
+    if task.name not in TASKS:  # a Task of one's own: its data were those of another task (the sinusoids)
+        raise ValueError(f"load makes the data of the tasks in TASKS only {tuple(TASKS)}, got task {task.name!r}")
     if regime not in REGIMES:
         raise ValueError(f"regime must be one of {REGIMES}, got {regime!r}")
+    if not is_int(seed):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}: {seed!r}")
+    if not -(2**62) <= seed <= 2**62:
+        raise ValueError(f"seed must be an int in [-2**62, 2**62], got {seed!r}")
+    check_bool("quick", quick)
+    seed = int(seed)  # a NumPy integer too: torch.Generator().manual_seed refuses one
     n_train, n_val, n_test = task.n_train_of(regime), task.n_val, task.n_test
     if quick:
         n_val, n_test = min(n_val, 100), min(n_test, 200)
@@ -123,6 +147,7 @@ def load(task: Task, regime: str, seed: int, quick: bool = False) -> Split:
 
 def make_trunk(task: Task) -> nn.Module:
     """The task's trunk, the same for every method."""
+    _check_task(task)
     if task.name == "digits":
         return SmallCNN(1, task.classes, 16)
     if task.kind == "signal":
@@ -132,6 +157,7 @@ def make_trunk(task: Task) -> nn.Module:
 
 def candidates(task: Task) -> list:
     """AugNet's candidate transforms for ``task``: the five geometric ones, or the sinusoids' three."""
+    _check_task(task)
     if task.kind == "image":
         return [cls() for cls in T.GEOMETRIC]
     return [S.FrequencyShift(SFREQ, max_shift=2.0), S.FTSurrogate(max_phase=0.2 * math.pi), S.GaussianNoise(0.1)]
@@ -154,8 +180,17 @@ def fixed_candidates(task: Task) -> list:
 
 
 def true_invariance(task: Task):
-    """``(transform, magnitude)``: the invariance the task's labels have, for the probe at the logits."""
+    """``(transform, magnitude)``: the invariance the task's labels have, for the probe at the logits.
+
+    Raises:
+        TypeError: ``task`` that is not a :class:`Task`.
+        ValueError: an invariance other than ``"Rotate"`` or ``"FrequencyShift"`` (a Task of one's own).
+    """
+    _check_task(task)
     name, magnitude = task.invariance
     if name == "Rotate":
         return T.Rotate(), magnitude
-    return S.FrequencyShift(SFREQ, max_shift=2.0), magnitude
+    if name == "FrequencyShift":
+        return S.FrequencyShift(SFREQ, max_shift=2.0), magnitude
+    # any other name was probed as the sinusoids' frequency shift, whatever it said
+    raise ValueError(f"task.invariance must name 'Rotate' or 'FrequencyShift', got {name!r}")
