@@ -10,9 +10,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = [
-    "NotANumberError", "as_values", "check_bool", "folder_problem", "is_int", "is_real", "loading_or_kept", "number",
-    "positive", "real",
+    "MAX_THREADS", "NotANumberError", "as_values", "check_bool", "folder_problem", "is_int", "is_real",
+    "loading_or_kept", "number", "positive", "real",
 ]  # fmt: skip
+
+
+#: The most CPU threads a setting takes: ``torch.set_num_threads`` takes a C int, and a count it takes but cannot
+#: start (2**31 - 1) ends the process in libgomp's "Out of memory" at the first parallel operation; no machine needs
+#: more threads than this.
+MAX_THREADS = 4096
 
 
 class NotANumberError(TypeError, ValueError):

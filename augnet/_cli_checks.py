@@ -12,9 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-# torch.set_num_threads takes a C int, and a count it takes but cannot start (2**31 - 1) ends the process in
-# libgomp's "Out of memory" at the first parallel operation; no machine needs more threads than this.
-MAX_THREADS = 4096
+from augnet._checks import MAX_THREADS
 
 
 def threads_problem(threads: int | None) -> str | None:
@@ -60,8 +58,7 @@ def check_probe(args: argparse.Namespace) -> str | None:
     if not names or unknown:
         given = " ".join(unknown) or "(none)"
         return f"--transforms {given}: not augnet image transforms ({', '.join(transform_names())})"
-    if len(set(names)) < len(names):
-        return f"--transforms names a transform more than once: {' '.join(names)}"
+    # (a name given twice: refused before, by augnet.cli.check_args, for every command)
     try:
         mags = [float(m) for m in args.magnitudes]
     except ValueError:
@@ -151,7 +148,7 @@ def probe_inputs(args: argparse.Namespace):
     x = fake_images(args.n or 256, args.size or 64, args.channels or 3, args.seed) if args.fake else (
         load_images(args.data, args.size, args.n))  # fmt: skip
     if len(x) < 8:
-        raise ValueError(f"--data holds {len(x)} images; the probes need at least 8")
+        raise ValueError(f"--data {args.data} holds {len(x)} images; the probes need at least 8")
     check_dtype(model, x, args.model)
     try:  # report's refusals of the model (a compiled AugNet, before the first call compiles it; its dtype)
         check_model_input(model, x)
@@ -162,8 +159,7 @@ def probe_inputs(args: argparse.Namespace):
         labels = load_labels(args.by_class, args.data, args.n)
         if len(labels) != len(x):
             raise ValueError(f"--by-class {args.by_class} holds {len(labels)} labels for {len(x)} images")
-        if len(labels) and int(labels.min()) < 0:  # a text file's labels (a tensor file's: load_labels refuses them)
-            raise ValueError(f"--by-class {args.by_class} holds the label {int(labels.min())}; class labels are >= 0")
+        # (a negative label, of a text or a tensor file: refused by load_labels, naming the file)
     if args.transformations == "grid":
         from augnet.probes.families import grid_values
 
@@ -285,8 +281,13 @@ def out_of_memory(err: BaseException) -> str | None:
     if not (isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError"
             or "can't allocate memory" in text or "Storage size calculation overflowed" in text):  # fmt: skip
         return None
-    asked = re.search(r"tried to allocate (\d+) bytes", text)
-    detail = f"{int(asked.group(1)) / 2**30:.3g} GiB asked for at once" if asked else text or type(err).__name__
+    asked = re.search(r"tried to allocate (\d+) bytes", text)  # the CPU allocator's
+    sized = re.search(r"Tried to allocate (\d+(?:\.\d+)? [KMGTP]?i?B)", text)  # CUDA's, a line of advice after it
+    if asked or sized:
+        detail = f"{int(asked.group(1)) / 2**30:.3g} GiB" if asked else sized.group(1)
+        detail += " asked for at once"
+    else:
+        detail = text or type(err).__name__
     return f"not enough memory for these settings ({detail}); smaller sizes, batches or counts need less"
 
 
@@ -302,12 +303,17 @@ def import_from_here() -> None:
 class PipeGuard:
     """``sys.stdout`` / ``sys.stderr`` of the ``augnet`` command: once the reader of a pipe has gone
     (``augnet ... | head -1``), the rest of that stream's output is dropped and the command carries on (its files
-    are still written), instead of ending in a ``BrokenPipeError`` traceback."""
+    are still written), instead of ending in a ``BrokenPipeError`` traceback.
+
+    A stream that is ``None`` (Python's, for a descriptor closed at start: ``augnet bench 2>&-``) drops what is
+    written to it, as ``print`` does with no ``sys.stdout``: the command runs, quietly, to its end."""
 
     def __init__(self, stream):
         self._stream = stream
 
     def write(self, text):
+        if self._stream is None:
+            return len(text)
         try:
             return self._stream.write(text)
         except BrokenPipeError:
@@ -315,6 +321,8 @@ class PipeGuard:
             return len(text)
 
     def flush(self):
+        if self._stream is None:
+            return
         try:
             self._stream.flush()
         except BrokenPipeError:

@@ -36,3 +36,13 @@ def test_layer_importance_of_finite_values_is_unchanged():
     with pytest.warns(RuntimeWarning, match="every weight is 0"):
         zero = layer_importance(torch.zeros(3), torch.ones(3), SIZES)
     assert all(math.isnan(v) for v in zero.values())
+
+
+def test_an_experiment_config_refuses_a_thread_count_no_machine_can_start():
+    # torch.set_num_threads takes 2**31 - 1, and the process then ends in libgomp's "Out of memory"
+    from augnet.experiments.runner import check_threads
+
+    with pytest.raises(ValueError, match=r"^InstanceConfig.threads must be at most 4096, got 2147483647"):
+        check_threads("InstanceConfig", 2**31 - 1)
+    check_threads("InstanceConfig", 4096)  # the bound itself is taken, as by the command line's --threads
+    check_threads("InstanceConfig", None)

@@ -13,14 +13,18 @@ import importlib.util
 import torch
 from torch import Tensor
 
-from augnet.layers import AugmentationLayer
+from augnet.layers import AugmentationLayer, check_generator
+from augnet.ops.precision import full_precision
 from augnet.transforms import image as T
-from augnet.transforms.base import Transform
+from augnet.transforms.base import Transform, check_copies
 
 __all__ = ["EAGER", "eager_augment", "kornia_warp"]
 
 #: Name of the eager (per-transform, kornia) provider.
 EAGER = "eager"
+#: The transforms the eager path warps with kornia (TranslateY and ShearY are TranslateX and ShearX subclasses).
+_WARPED = (T.TranslateX, T.Rotate, T.ShearX)
+_WARPED_NAMES = "TranslateX, TranslateY, Rotate, ShearX and ShearY"
 
 
 def eager_augment(
@@ -43,21 +47,35 @@ def eager_augment(
     Args:
         layer: a layer whose transforms are among TranslateX, TranslateY,
             Rotate, ShearX and ShearY.
-        x: images :math:`(B, Ch, H, W)`.
-        copies: number of copies C (copy-major output, as the layer's).
+        x: images :math:`(B, Ch, H, W)`, floating point (float16 and bfloat16
+            are warped in float32 and the result rounded, as the layer does).
+        copies: number of copies C (copy-major output, as the layer's): an int >= 1.
         generator: source of randomness.
 
     Returns:
-        :math:`(B \\cdot C, Ch, H, W)` augmented images.
+        :math:`(B \\cdot C, Ch, H, W)` augmented images, in ``x``'s dtype.
+
+    Raises:
+        TypeError: a transform of ``layer`` the eager path does not cover, ``copies`` that is not an int, an
+            ``x`` the layer refuses (not a floating-point tensor) or a ``generator`` that is not one.
+        ValueError: ``copies`` below 1, or an ``x`` of another rank or with an empty image dimension.
     """
-    xs = x.repeat(copies, 1, 1, 1)  # row c * B + b is x[b]
-    weights, mags = layer.weights, layer.magnitudes
-    out = None
-    for q, t in enumerate(layer.transforms):
-        y = kornia_warp(t, xs, t.sample(x, mags[q], generator=generator, copies=copies))
-        term = weights[q].to(y.dtype) * y
-        out = term if out is None else out + term
-    return out
+    other = [type(t).__name__ for t in layer.transforms if not isinstance(t, _WARPED)]
+    if other:  # before any warp: not after the first transforms' work
+        raise TypeError(f"layer: the eager path covers {_WARPED_NAMES} only, got {', '.join(other)}")
+    layer.check_input(x)
+    copies = check_copies(copies)
+    check_generator(generator)
+    with full_precision(x) as dtype:
+        xd = x.to(dtype)
+        xs = xd.repeat(copies, 1, 1, 1)  # row c * B + b is x[b]
+        weights, mags = layer.weights, layer.magnitudes
+        out = None
+        for q, t in enumerate(layer.transforms):
+            y = kornia_warp(t, xs, t.sample(xd, mags[q], generator=generator, copies=copies))
+            term = weights[q].to(y.dtype) * y
+            out = term if out is None else out + term
+    return out.to(x.dtype)
 
 
 def kornia_warp(transform: Transform, images: Tensor, params: dict[str, Tensor]) -> Tensor:
@@ -86,7 +104,7 @@ def kornia_warp(transform: Transform, images: Tensor, params: dict[str, Tensor])
         zero = torch.zeros_like(params["shear"])
         coef = [-params["shear"], zero] if transform.axis == 0 else [zero, -params["shear"]]
         return shear(images, torch.stack(coef, 1))
-    raise TypeError(f"the eager path covers the geometric transforms only, got {type(transform).__name__}")
+    raise TypeError(f"transform: the eager path covers {_WARPED_NAMES} only, got {type(transform).__name__}")
 
 
 def _has_kornia() -> bool:

@@ -70,7 +70,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
-from augnet._checks import is_int, is_real
+from augnet._checks import MAX_THREADS, is_int, is_real, number
 from augnet.bench.eager import EAGER, _has_kornia, eager_augment
 from augnet.bench.machine import _loadavg, machine_info
 from augnet.layers import AugmentationLayer
@@ -102,8 +102,8 @@ class BenchConfig:
     copies: int = 4
     channels: int = 3
     modes: tuple[str, ...] = MODES
-    device: str = "cpu"
-    threads: int | None = None  # torch CPU threads; None keeps torch's choice
+    device: str | torch.device = "cpu"  # "cpu" or "cuda" (a torch.device of either too)
+    threads: int | None = None  # torch CPU threads (at most 4096); None keeps torch's choice
     providers: tuple[str, ...] | None = None  # None: eager plus every backend usable on the device
     min_run_time: float = 1.0  # seconds of timed calls per measurement, at least
     min_runs: int = 5  # timed calls per measurement, at least
@@ -118,42 +118,69 @@ class BenchConfig:
         return cls(**settings)
 
     def validate(self) -> None:
-        """Raise ``ValueError`` for settings that cannot run (``TypeError`` for a setting of the wrong type)."""
+        """Raise ``ValueError`` for settings that cannot run (``TypeError`` for a setting of the wrong type).
+
+        The numbers may be NumPy scalars or 0-d tensors, ``sizes`` a 1-D array or tensor: :func:`run_benchmark`
+        runs on (and records) the Python numbers they hold. Nothing is changed in place.
+        """
         for name in ("sizes", "modes", "providers"):  # a string would be read as its characters
             value = getattr(self, name)
             allowed = isinstance(value, Sequence) or (value is None and name == "providers")
             allowed = allowed or len(getattr(value, "shape", ())) == 1  # a 1-D array or tensor of sizes
             if isinstance(value, (str, bytes)) or not allowed:
                 raise TypeError(f"{name} must be a sequence (a tuple or a list), got {type(value).__name__}: {value!r}")
-        if not all(is_int(s) for s in self.sizes):
-            raise TypeError(f"sizes must be integers, got {list(self.sizes)}")
-        if not len(self.sizes) or any(s < 1 for s in self.sizes):
-            raise ValueError(f"sizes must be positive integers, got {list(self.sizes)}")
+        sizes = [number("sizes", s) for s in self.sizes]  # a tensor's elements: the ints they hold
+        sizes = [s.item() if hasattr(s, "item") else s for s in sizes]  # a NumPy scalar's too: said as 8, not repr
+        if not all(is_int(s) for s in sizes):
+            raise TypeError(f"sizes must be integers, got {sizes}")
+        if not sizes or any(s < 1 for s in sizes):
+            raise ValueError(f"sizes must be positive integers, got {sizes}")
+        value = {name: number(name, getattr(self, name)) for name in _NUMBERS}
         for name in ("batch", "copies", "channels", "min_runs", "threads", "seed"):
-            value = getattr(self, name)
-            if not (is_int(value) or (value is None and name == "threads")):  # a bool is not a count
-                raise TypeError(f"{name} must be an int, got {type(value).__name__}: {value!r}")
+            if not (is_int(value[name]) or (value[name] is None and name == "threads")):  # a bool is not a count
+                raise TypeError(f"{name} must be an int, got {type(value[name]).__name__}: {value[name]!r}")
         for name in ("batch", "copies", "channels", "min_runs"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.threads is not None and self.threads < 1:
-            raise ValueError(f"threads must be >= 1, got {self.threads}")
-        if not 0 <= self.seed < 2**63:  # torch's generators take seeds below 2**64; negatives wrap round
-            raise ValueError(f"seed must be in [0, 2**63 - 1], got {self.seed}")
+            if value[name] < 1:
+                raise ValueError(f"{name} must be >= 1, got {value[name]}")
+        # torch.set_num_threads takes counts no machine can start: 2**31 - 1 ends the process at the first op
+        if value["threads"] is not None and not 1 <= value["threads"] <= MAX_THREADS:
+            raise ValueError(f"threads must be >= 1 and at most {MAX_THREADS}, got {value['threads']}")
+        if not 0 <= value["seed"] < 2**63:  # torch's generators take seeds below 2**64; negatives wrap round
+            raise ValueError(f"seed must be in [0, 2**63 - 1], got {value['seed']}")
         for name in ("min_run_time", "init_magnitude"):
-            if not is_real(getattr(self, name)):
-                raise TypeError(f"{name} must be a number, got {getattr(self, name)!r}")
-        if not (self.min_run_time > 0 and math.isfinite(self.min_run_time)):  # an infinite one would never end
-            raise ValueError(f"min_run_time must be positive and finite, got {self.min_run_time}")
-        if not 0.0 <= self.init_magnitude <= 1.0:
-            raise ValueError(f"init_magnitude must lie in [0, 1], got {self.init_magnitude}")
+            if not is_real(value[name]):
+                raise TypeError(f"{name} must be a number, got {value[name]!r}")
+        if not (value["min_run_time"] > 0 and math.isfinite(value["min_run_time"])):  # an infinite one never ends
+            raise ValueError(f"min_run_time must be positive and finite, got {value['min_run_time']}")
+        if not 0.0 <= value["init_magnitude"] <= 1.0:
+            raise ValueError(f"init_magnitude must lie in [0, 1], got {value['init_magnitude']}")
         bad = [m for m in self.modes if m not in MODES]
         if bad or not self.modes:
             raise ValueError(f"modes must be among {MODES}, got {list(self.modes)}")
-        if self.device not in ("cpu", "cuda"):
+        if self.providers is not None and not len(self.providers):  # not the default's every provider
+            raise ValueError("providers must name at least one provider (None: eager and every usable backend), "
+                             f"got {list(self.providers)}")  # fmt: skip
+        if not isinstance(self.device, (str, torch.device)):
+            raise TypeError(f"device must be 'cpu' or 'cuda', got {type(self.device).__name__}: {self.device!r}")
+        if str(self.device) not in ("cpu", "cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
-        if self.device == "cuda" and not torch.cuda.is_available():
+        if str(self.device) == "cuda" and not torch.cuda.is_available():
             raise ValueError("device 'cuda' asked for, but torch sees no CUDA device here")
+
+    def _plain(self) -> BenchConfig:
+        """A copy of these (validated) settings in Python's types: what a run uses and its JSON records."""
+        value = {name: number(name, getattr(self, name)) for name in _NUMBERS}
+        kinds = {"min_run_time": float, "init_magnitude": float}
+        value = {name: v if v is None else kinds.get(name, int)(v) for name, v in value.items()}
+        providers = None if self.providers is None else tuple(self.providers)
+        sizes = tuple(int(number("sizes", s)) for s in self.sizes)
+        return dataclasses.replace(
+            self, sizes=sizes, modes=tuple(self.modes), providers=providers, device=str(self.device), **value
+        )
+
+
+#: The settings that hold one number (read with :func:`augnet._checks.number`).
+_NUMBERS = ("batch", "copies", "channels", "min_runs", "threads", "seed", "min_run_time", "init_magnitude")
 
 
 def geometric_layer(init_magnitude: float = 0.5, backend: str = "auto") -> AugmentationLayer:
@@ -203,9 +230,11 @@ def benchmark_classes():
     return Measurement, Timer
 
 
-def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
+def _sync(device: str | torch.device) -> None:
+    """Wait for the work queued on a CUDA device (``"cuda"``, ``"cuda:1"`` or a :class:`torch.device` of one);
+    nothing to wait for on another device. A timing that skipped it would time the kernels' launches only."""
+    if str(device).partition(":")[0] == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def _time(fn: Callable[[], object], cfg: BenchConfig, estimate_s: float) -> dict:
@@ -228,7 +257,8 @@ def _time(fn: Callable[[], object], cfg: BenchConfig, estimate_s: float) -> dict
 @contextlib.contextmanager
 def _quiet_stderr():
     """Silence the profiler's C-level start/stop lines on file descriptor 2."""
-    sys.stderr.flush()
+    if sys.stderr is not None:  # None: Python found no descriptor 2 at start (e.g. `augnet bench 2>&-`)
+        sys.stderr.flush()
     try:
         saved = os.dup(2)
     except OSError:  # no usable descriptor 2: nothing to silence
@@ -251,8 +281,11 @@ def cpu_peak_bytes(fn: Callable[[], object]) -> tuple[int, int]:
     the result of ``fn`` is alive at the end, so the final count includes it.
 
     Returns:
-        ``(peak, final)`` in bytes. Raises ``RuntimeError`` if the profiler
-        gives no readable memory events.
+        ``(peak, final)`` in bytes.
+
+    Raises:
+        RuntimeError: the profiler gives no readable memory events (a torch without them, or an ``fn`` that
+            allocates nothing on the CPU).
 
     Examples:
         >>> peak, final = cpu_peak_bytes(lambda: torch.empty(1 << 20, dtype=torch.uint8))
@@ -330,7 +363,7 @@ def _check_providers(names: Sequence[str], x: Tensor, flag: str | None = None) -
     if EAGER in names and not _has_kornia():
         who = given([EAGER]) if flag else "the eager provider"
         raise ValueError(f'{who} needs kornia, which is not installed: pip install "augnet[bench]"')
-    usable = set(available_backends(x)) | {EAGER}
+    usable = set(available_backends(x)) | ({EAGER} if _has_kornia() else set())  # named usable only if it is
     unknown = [n for n in names if n != EAGER and n not in dispatch._BACKENDS]
     if unknown and flag:
         raise ValueError(f"{given(unknown)}: unknown; the providers are 'eager' and the tap_mix backends "
@@ -352,9 +385,15 @@ def run_benchmark(cfg: BenchConfig, log: Callable[[str], None] | None = print) -
         log: called with one line per finished measurement (``None``: silent).
 
     A size or mode listed twice is run once. ``cfg.threads`` holds during the run only: the caller's
-    thread count is restored at the end.
+    thread count is restored at the end. NumPy scalars or 0-d tensors in ``cfg`` are run and recorded as the
+    Python numbers they hold (``cfg`` itself is left as it is).
+
+    Raises:
+        ValueError, TypeError: settings :meth:`BenchConfig.validate` refuses, or providers that are unknown or
+            cannot run on the device, before anything is timed.
     """
     cfg.validate()
+    cfg = cfg._plain()
     threads = torch.get_num_threads()
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
@@ -399,8 +438,7 @@ def _run(cfg: BenchConfig, log: Callable[[str], None] | None) -> dict:
                         draw = torch.Generator(device=device).manual_seed(cfg.seed)
                         reference_out = check(xi, copies=cfg.copies, generator=draw).detach()
                         del check
-                    if reference_out is not None:
-                        record["max_abs_diff_vs_reference"] = float((out - reference_out).abs().max())
+                    record["max_abs_diff_vs_reference"] = float((out - reference_out).abs().max())
                     del out
                 else:
                     t0 = time.perf_counter()

@@ -45,8 +45,22 @@ def cpu_capability() -> str | None:
         return None
 
 
-def machine_info(device: str = "cpu") -> dict:
-    """CPU model and capability, core counts, torch threads, versions and the device's name."""
+def machine_info(device: str | torch.device = "cpu") -> dict:
+    """CPU model and capability, core counts, torch threads, versions and the device's name.
+
+    Args:
+        device: where the run ran, e.g. ``"cpu"``, ``"cuda"`` or ``"cuda:1"`` (a :class:`torch.device` too): a
+            CUDA device's name is the GPU's (that one's, for an index), any other's the CPU model.
+
+    Raises:
+        ValueError: a ``device`` string torch cannot read (``"gpu"``); TypeError: one of another type (``None``).
+    """
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError) as err:  # e.g. "gpu" (a ValueError), or None (a TypeError)
+        kind_of_error = TypeError if isinstance(err, TypeError) else ValueError
+        first = str(err).strip().splitlines()[0]
+        raise kind_of_error(f"device must be a device, e.g. 'cpu' or 'cuda:0', got {device!r} ({first})") from None
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -61,8 +75,8 @@ def machine_info(device: str = "cpu") -> dict:
         "numpy_version": _version("numpy"),
         "python_version": platform.python_version(),
         "platform": platform.platform(),
-        "device": device,
-        "device_name": torch.cuda.get_device_name() if device == "cuda" else _cpu_model(),
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if kind == "cuda" else _cpu_model(),
     }
     info["kornia_version"] = _version("kornia")  # optional (augnet[bench])
     return info

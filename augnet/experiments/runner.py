@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import is_int, is_real
+from augnet._checks import MAX_THREADS, is_int, is_real
 from augnet.layers import Policy
 from augnet.model import AugNet
 from augnet.regularizers import SATURATION, WEIGHT_LR, param_groups, selective_regularizer
@@ -56,9 +56,12 @@ def check_rates(owner: str, positive: bool = True, **values) -> None:
 
 
 def check_threads(owner: str, threads) -> None:
-    """``threads``: None (torch's setting is left) or an int >= 1 (``torch.set_num_threads`` refuses 0 late)."""
+    """``threads``: None (torch's setting is left) or an int from 1 (``torch.set_num_threads`` refuses 0 late) to
+    :data:`augnet._checks.MAX_THREADS` (a count it takes but cannot start ends the process)."""
     if threads is not None:
         check_counts(owner, threads=threads)
+        if threads > MAX_THREADS:
+            raise ValueError(f"{owner}.threads must be at most {MAX_THREADS}, got {threads!r}")
 
 
 def regularizer_of(config):
