@@ -50,13 +50,16 @@ def decode(state, temperature: float, transforms) -> tuple[float, tuple[int, ...
     """
     if not isinstance(state, Tensor) or state.dim() != 1 or state.is_complex():
         raise TypeError(f"an AugmentationLayer's saved temperature and size must be 1-D ints, got {state!r}")
-    values = state
     if state.is_floating_point():  # a float [temperature, *size], saved for a while before the int form
         temperature, values = (state.tolist() or [math.nan])[0], state[1:]
-        if not 0 < temperature < math.inf or not bool((values == values.round()).all()):
+        # Whole positive sizes that int64 holds exactly; a -1 or -2 there is a bad size, not an int form's mark.
+        whole = bool(((values == values.round()) & (values >= 1) & (values <= 2**53)).all())
+        if not 0 < temperature < math.inf or not whole:
             raise ValueError(f"an AugmentationLayer's saved temperature and size are not valid: {state.tolist()}")
-    values = values.to(torch.int64)
-    kind = int(values[0]) if len(values) >= 2 else None
+        values, kind = values.to(torch.int64), None
+    else:
+        values = state.to(torch.int64)
+        kind = int(values[0]) if len(values) >= 2 else None
     if kind in (_CURRENT, _NO_DIGEST):  # [-2, temperature bits, digest, *size] or [-1, temperature bits, *size]
         temperature, values = float(values[1:2].view(torch.float64)), values[2:]
         if not 0 < temperature < math.inf:

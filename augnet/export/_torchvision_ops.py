@@ -18,6 +18,8 @@ import torch
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
+from augnet._checks import real
+
 __all__ = ["CheckSize", "RandomSharpnessRange", "RandomSolarizeRange"]
 
 
@@ -25,14 +27,26 @@ def _uniform(low: float, high: float) -> float:
     return float(torch.empty(()).uniform_(low, high))
 
 
+#: The largest float32 (a draw is made in float32, as torchvision's own transforms draw).
+_FLOAT32_MAX = torch.finfo(torch.float32).max
+
+
+def _bounds(low, high, top: float, what: str) -> tuple[float, float]:
+    """``(low, high)`` as floats if they are real numbers with ``0 <= low <= high <= top``, else the TypeError or
+    ValueError naming them."""
+    low, high = real("low", low), real("high", high)
+    if not 0.0 <= low <= high <= top:
+        raise ValueError(f"need {what}, got low={low!r}, high={high!r}")
+    return float(low), float(high)
+
+
 def _value_bound(inpt: Any) -> float:
-    """The largest value of the input's range, as torchvision's kernels take it: 1 for floating-point tensors, the
-    dtype's largest value for integer tensors (255 for uint8, 65535 for uint16), 255 for PIL images."""
+    """The largest value of the input's range, as torchvision's kernels take it: 1 for floating-point and bool
+    tensors, the dtype's largest value for integer tensors (255 for uint8, 65535 for uint16), 255 for PIL images."""
     if isinstance(inpt, torch.Tensor):
-        if inpt.is_floating_point():
+        if inpt.is_floating_point() or inpt.dtype == torch.bool:
             return 1.0
-        if inpt.dtype != torch.bool:
-            return float(torch.iinfo(inpt.dtype).max)
+        return float(torch.iinfo(inpt.dtype).max)
     return 255.0
 
 
@@ -42,13 +56,15 @@ class RandomSolarizeRange(v2.Transform):
     Args:
         low, high: the threshold's range, in [0, 1] (scaled by the largest value of integer images: 255 for
             uint8 and PIL images, 65535 for uint16).
+
+    Raises:
+        TypeError: ``low`` or ``high`` is not a real number (a 0-d tensor or array holding one is).
+        ValueError: not ``0 <= low <= high <= 1``.
     """
 
     def __init__(self, low: float, high: float) -> None:
         super().__init__()
-        if not 0.0 <= low <= high <= 1.0:
-            raise ValueError(f"need 0 <= low <= high <= 1, got low={low!r}, high={high!r}")
-        self.low, self.high = float(low), float(high)
+        self.low, self.high = _bounds(low, high, 1.0, "0 <= low <= high <= 1")
 
     def make_params(self, flat_inputs: list[Any]) -> dict[str, Any]:
         return {"threshold": _uniform(self.low, self.high)}
@@ -61,13 +77,16 @@ class RandomSolarizeRange(v2.Transform):
 
 
 class RandomSharpnessRange(v2.Transform):
-    """Adjust sharpness by a factor drawn uniformly in ``[low, high]`` per call (``F.adjust_sharpness``)."""
+    """Adjust sharpness by a factor drawn uniformly in ``[low, high]`` per call (``F.adjust_sharpness``).
+
+    Raises:
+        TypeError: ``low`` or ``high`` is not a real number (a 0-d tensor or array holding one is).
+        ValueError: not ``0 <= low <= high``, or ``high`` is infinite (or past the largest float32).
+    """
 
     def __init__(self, low: float, high: float) -> None:
         super().__init__()
-        if not 0.0 <= low <= high:
-            raise ValueError(f"need 0 <= low <= high, got low={low!r}, high={high!r}")
-        self.low, self.high = float(low), float(high)
+        self.low, self.high = _bounds(low, high, _FLOAT32_MAX, "0 <= low <= high < inf")
 
     def make_params(self, flat_inputs: list[Any]) -> dict[str, Any]:
         return {"factor": _uniform(self.low, self.high)}

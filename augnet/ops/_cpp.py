@@ -3,8 +3,9 @@
 Two ways in, tried in order on first use (never at ``import augnet``):
 
 1. an extension built ahead of time by ``AUGNET_BUILD_EXT=1 pip install -e .``
-   (``augnet/_C*.so``, CPU kernel, plus the CUDA kernel where a CUDA toolkit
-   was found);
+   (``augnet/_C`` with this Python's extension suffix, such as
+   ``_C.cpython-311-x86_64-linux-gnu.so``: CPU kernel, plus the CUDA kernel
+   where a CUDA toolkit was found);
 2. a build on first use with :func:`torch.utils.cpp_extension.load` from the
    csrc/ sources of a source checkout, cached by torch in its extensions folder
    (``TORCH_EXTENSIONS_DIR``), so only the first use compiles (about a minute).
@@ -18,8 +19,8 @@ and a registered autograd formula, so ``torch.compile`` traces through it and
 from __future__ import annotations
 
 import contextlib
-import glob
 import hashlib
+import importlib.machinery
 import logging
 import os
 import platform
@@ -108,19 +109,24 @@ def quiet_cpp_extension_log():
         logger.setLevel(level)
 
 
+#: Where a CUDA toolkit is looked for last (see :func:`find_cuda_toolkit`).
+DEFAULT_CUDA_ROOT = "/usr/local/cuda"
+
+
 def find_cuda_toolkit() -> str | None:
     """The root of a complete CUDA toolkit (``bin/nvcc`` and ``include/cuda_runtime.h``), or None.
 
     Looked up in ``CUDA_HOME``, ``CUDA_PATH``, the parents of the ``nvcc`` on
-    ``PATH`` (as a link and resolved), then ``/usr/local/cuda``: torch takes
-    the ``nvcc`` on ``PATH`` first, which may be a wrapper in ``/usr/local/bin``
-    whose parent has no CUDA headers or libraries.
+    ``PATH`` (as a link and resolved), then :data:`DEFAULT_CUDA_ROOT`
+    (``/usr/local/cuda``): torch takes the ``nvcc`` on ``PATH`` first, which
+    may be a wrapper in ``/usr/local/bin`` whose parent has no CUDA headers or
+    libraries.
     """
     roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
     on_path = shutil.which("nvcc")
     if on_path:
         roots += [str(Path(on_path).parent.parent), str(Path(on_path).resolve().parent.parent)]
-    roots.append("/usr/local/cuda")
+    roots.append(DEFAULT_CUDA_ROOT)
     for root in filter(None, roots):
         if (Path(root) / "bin" / "nvcc").is_file() and (Path(root) / "include" / "cuda_runtime.h").is_file():
             return root
@@ -154,9 +160,17 @@ def cuda_toolkit():
             os.environ["CUDA_HOME"] = saved_env
 
 
+def _prebuilt() -> list[Path]:
+    """The extension built ahead of time for this Python: ``augnet/_C`` with one of its extension suffixes
+    (``_C.cpython-311-x86_64-linux-gnu.so``, ``_C.so``...), in the interpreter's order of preference. A build for
+    another Python version beside it (one checkout installed in two environments) is another installation's."""
+    named = (_PACKAGE / f"_C{suffix}" for suffix in importlib.machinery.EXTENSION_SUFFIXES)
+    return [path for path in named if path.is_file()]
+
+
 def _load_prebuilt() -> bool:
-    for path in sorted(glob.glob(str(_PACKAGE / "_C*.so")) + glob.glob(str(_PACKAGE / "_C*.pyd"))):
-        torch.ops.load_library(path)
+    for path in _prebuilt():
+        torch.ops.load_library(str(path))
         return True
     return False
 
@@ -408,7 +422,7 @@ def load_first() -> None:
 
 def extension_cached() -> bool:
     """Whether the extension is prebuilt or in torch's extension cache (loading it is then quick)."""
-    if list(_PACKAGE.glob("_C*.so")) + list(_PACKAGE.glob("_C*.pyd")):
+    if _prebuilt():
         return True
     try:  # with a GPU, load() first builds the CUDA kernels too, under a name of their own
         return cached_build(extension_name() + ("_cuda" if _builds_cuda() else "")).exists()

@@ -77,7 +77,9 @@ def guard_reference(
     one replaced by a harmless tap (source 0, identity warp and colour map,
     weight 0; no gradient reaches the bad values), and the (N,) rows to set to
     NaN afterwards with ``torch.where`` (which drops their gradient). ORs what
-    it found into :func:`flag`. No synchronisation.
+    it found into :func:`flag`, except under ``torch.compile`` (the flag is a
+    tensor outside the graph): there the rows still come out NaN, but
+    :func:`check_bad_input` has nothing to report. No synchronisation.
     """
     bits = tap_bits(src, affine, color, weight, x.shape[0])
     bad = bits != 0

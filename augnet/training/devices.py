@@ -14,7 +14,8 @@ def resolve_device(device: torch.device | str | None) -> torch.device:
 
     Refused: ``meta`` (it holds no values: nothing can be trained or measured
     there), and any device this machine lacks (``cuda`` without CUDA or past
-    its last GPU, ``mps``, ``xpu``, ``hip``...).
+    its last GPU, ``mps``, ``xpu``, ``hip``..., or an index past the last
+    device of that kind, such as ``xpu:1`` on a machine with one XPU).
 
     Examples:
         >>> resolve_device("cpu")
@@ -42,6 +43,9 @@ def resolve_device(device: torch.device | str | None) -> torch.device:
             f"device {device} was asked for, but this machine has no {device.type} device (or PyTorch was built "
             f"without it){hint}"
         )
+    count = getattr(getattr(torch, device.type, None), "device_count", None)  # torch.mps's too (not torch.backends')
+    if device.index is not None and count is not None and device.index >= count():
+        raise ValueError(f"device {device} was asked for, but this machine has {count()} {device.type} device(s)")
     return device
 
 
