@@ -52,7 +52,7 @@ def test_check_bad_input_of_every_device_skips_those_without_values():
     check_bad_input("meta")
 
 
-@pytest.mark.parametrize(("device", "error"), [("potato", ValueError), ("cuda:-1", ValueError), (3, TypeError),
+@pytest.mark.parametrize(("device", "error"), [("potato", ValueError), ("cuda:-1", ValueError), (3.0, TypeError),
                                                (torch.zeros(1), TypeError), ("", ValueError)])  # fmt: skip
 def test_check_bad_input_names_what_is_not_a_device(device, error):
     with pytest.raises(error, match="device"):

@@ -44,11 +44,12 @@ def inference_cost(
     adds: ``1 + overhead`` is the ratio for a trunk that scales linearly).
 
     Args:
-        copies: the copies C to time (default 1, 4, 10 and 20).
+        copies: the copies C to time (default 1, 4, 10 and 20); one given twice is timed once.
         batch: the batch size B (default 16).
         size: the images' height and width (default 32).
         width: the ResNet-18's base width (default 64).
-        device: where to time (default ``"cpu"``).
+        device: where to time (default ``"cpu"``), a string or a :class:`torch.device`; the result names it
+            as a string (``"cuda:0"``).
         min_run_time: seconds each timing runs at least (default 1.0).
         seed: seeds the models and the inputs (default 0).
         log: called with each progress line (default ``print``; ``None``: silent).
@@ -59,10 +60,13 @@ def inference_cost(
 
     Raises:
         TypeError, ValueError: a setting that cannot run (no copies, a count below 1, a non-positive or infinite
-            ``min_run_time``, a device this machine lacks), before anything is built. The caller's random
-            generator is left as it was (the models are made from ``seed`` in a forked one).
+            ``min_run_time``, a device this machine lacks, a ``log`` that is not callable), before anything is
+            built. The caller's random generator is left as it was (the models are made from ``seed`` in a forked
+            one).
     """
-    copies = _check_args(copies, batch, size, width, device, min_run_time, seed)
+    copies, batch, size, width, device, seed = _check_args(copies, batch, size, width, device, min_run_time, seed)
+    if log is not None and not callable(log):
+        raise TypeError(f"log must be a callable or None, got {type(log).__name__}: {log!r}")
     # The models and the draws from ``seed``, in a forked generator: the caller's is left as it was.
     with torch.random.fork_rng(devices=[] if torch.device(device).type != "cuda" else None):
         torch.manual_seed(seed)
@@ -123,8 +127,10 @@ def _measure(copies, batch, size, width, device, min_run_time, seed, log) -> dic
     }
 
 
-def _check_args(copies, batch, size, width, device, min_run_time, seed) -> list[int]:
-    """Refuse settings that cannot run before anything is built or timed (``TypeError`` / ``ValueError``)."""
+def _check_args(copies, batch, size, width, device, min_run_time, seed) -> tuple[list[int], int, int, int, str, int]:
+    """Refuse settings that cannot run before anything is built or timed (``TypeError`` / ``ValueError``); returns
+    ``(copies, batch, size, width, device, seed)`` as Python ints and the device as a string (a NumPy integer seed
+    is no seed to torch's generators, a ``torch.device`` no JSON)."""
     if isinstance(copies, (str, bytes)) or not isinstance(copies, Sequence):
         raise TypeError(f"copies must be a sequence of ints, got {type(copies).__name__}: {copies!r}")
     if not copies or not all(is_int(c) for c in copies) or min(copies) < 1:
@@ -134,12 +140,15 @@ def _check_args(copies, batch, size, width, device, min_run_time, seed) -> list[
             raise TypeError(f"{name} must be an int, got {type(value).__name__}: {value!r}")
         if value < (0 if name == "seed" else 1) or (name == "seed" and value >= 2**63):
             raise ValueError(f"{name} must be {'in [0, 2**63 - 1]' if name == 'seed' else '>= 1'}, got {value}")
-    if not is_real(min_run_time) or not 0 < min_run_time < math.inf:
+    if not is_real(min_run_time):
+        raise TypeError(f"min_run_time must be a number, got {type(min_run_time).__name__}: {min_run_time!r}")
+    if not 0 < min_run_time < math.inf:
         raise ValueError(f"min_run_time must be positive and finite, got {min_run_time!r}")
     if not isinstance(device, (str, torch.device)):
         raise TypeError(f"device must be a string such as 'cpu' or 'cuda', got {type(device).__name__}: {device!r}")
     resolve_device(str(device))  # a ValueError for a device this machine lacks
-    return [int(c) for c in copies]
+    copies = list(dict.fromkeys(int(c) for c in copies))  # a C given twice: timed once
+    return copies, int(batch), int(size), int(width), str(torch.device(device)), int(seed)
 
 
 def format_inference(result: dict) -> str:

@@ -71,20 +71,38 @@ def _torch_install() -> str:
     return f"{Path(torch.__file__).resolve().parent} {torch.__version__}"
 
 
+#: The sources :func:`build_and_load` compiles (the .cu for the CUDA build only), and the suffixes of the headers
+#: they may include from csrc/.
+SOURCES = ("tap_mix.cpp", "tap_mix_cuda.cu")
+HEADER_SUFFIXES = (".h", ".hpp", ".cuh")
+
+
+def _build_sources() -> list[Path]:
+    """The files of csrc/ a build reads: :data:`SOURCES` and the headers beside them, by name. Not an editor's
+    swap or backup file (``.tap_mix.cpp.swp``, ``tap_mix.cpp~``, ``#tap_mix.cpp#``), nor ``.DS_Store``."""
+    return sorted(
+        path
+        for path in _CSRC.glob("*")
+        if path.is_file()
+        and not path.name.startswith((".", "#"))
+        and (path.name in SOURCES or path.suffix in HEADER_SUFFIXES)
+    )
+
+
 def _source_tag(cxx_flags: list[str]) -> str:
-    """A short hash of csrc/ (its folder, names and contents), the flags and the torch installation: each checkout,
-    and each virtual environment, gets a build of its own.
+    """A short hash of csrc/'s build sources (:func:`_build_sources`: the folder, names and contents), the flags and
+    the torch installation: each checkout, and each virtual environment, gets a build of its own.
 
     torch rebuilds an extension whose sources changed under the same name, and
     its build file names the sources and torch's headers by path, so two
     checkouts (or versions), or two environments using one checkout, sharing
     one build cache would rebuild over each other at every switch, even with
-    identical sources, and a process could load the other one's build.
+    identical sources, and a process could load the other one's build. Other
+    files in csrc/ (an editor's swap file while a source is open) change nothing.
     """
     digest = hashlib.sha1(" ".join(cxx_flags).encode() + str(_CSRC.resolve()).encode() + _torch_install().encode())
-    for path in sorted(_CSRC.glob("*")):
-        if path.is_file():
-            digest.update(path.name.encode() + path.read_bytes())
+    for path in _build_sources():
+        digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:8]
 
 
@@ -186,7 +204,7 @@ def extension_name() -> str:
 
 def _builds_cuda() -> bool:
     """Whether :func:`load` builds the CUDA kernels too (a visible GPU and the .cu source): a build of its own."""
-    return torch.cuda.is_available() and (_CSRC / "tap_mix_cuda.cu").exists()
+    return torch.cuda.is_available() and (_CSRC / SOURCES[1]).exists()
 
 
 def cached_build(name: str | None = None) -> Path:
@@ -232,7 +250,7 @@ def build_and_load(name: str, cuda: bool, cxx_flags: list[str], build_directory:
     with quiet_cpp_extension_log():
         from torch.utils import cpp_extension
 
-    cpp = _CSRC / "tap_mix.cpp"
+    cpp = _CSRC / SOURCES[0]
     if not cpp.exists():
         raise RuntimeError(f"the csrc/ sources are not next to this installation ({_CSRC})")
     folder = build_directory if build_directory is not None else cpp_extension._get_build_directory(name, False)
@@ -247,9 +265,7 @@ def build_and_load(name: str, cuda: bool, cxx_flags: list[str], build_directory:
     with cuda_toolkit() as root:
         if root is None:
             raise RuntimeError("no CUDA toolkit (nvcc and include/cuda_runtime.h) found; set CUDA_HOME")
-        cpp_extension.load(
-            name=name, sources=[*sources, str(_CSRC / "tap_mix_cuda.cu")], extra_cuda_cflags=["-O3"], **options
-        )
+        cpp_extension.load(name=name, sources=[*sources, str(_CSRC / SOURCES[1])], extra_cuda_cflags=["-O3"], **options)
 
 
 #: A build's lock file older than this is left by a build that was killed (a build takes a minute or two).

@@ -5,7 +5,8 @@ NaN or infinite, or a ``src`` index outside ``[0, B)``. On the CPU,
 :func:`~augnet.ops.tap_mix` refuses them with a ``ValueError`` before any
 backend runs (reading them costs nothing there). On an accelerator the same
 check would stop the host until the device has caught up, on every call; there
-instead:
+instead (and on the CPU where the values cannot be read: under
+``torch.compile``, and taps batched by ``torch.func.vmap``):
 
 - every backend (the Triton and CUDA kernels, and the reference backend through
   :func:`guard_reference`) returns NaN for each output row that has a bad tap,
@@ -18,7 +19,9 @@ instead:
 - :func:`check_bad_input` reads the flags (a synchronisation, so call it where
   you synchronise anyway), clears them and raises the ``ValueError`` the CPU
   would have raised. :func:`augnet.training.fit` calls it at every record step
-  and at the end, :func:`augnet.training.accuracy` at the end.
+  and at the end, :func:`augnet.training.accuracy` at the end. Under
+  ``torch.compile`` and ``torch.func`` transforms :func:`guard_reference`
+  flags nothing (the CPU's case there): the NaN rows are all that tells.
 """
 
 from __future__ import annotations
@@ -78,8 +81,11 @@ def guard_reference(
     weight 0; no gradient reaches the bad values), and the (N,) rows to set to
     NaN afterwards with ``torch.where`` (which drops their gradient). ORs what
     it found into :func:`flag`, except under ``torch.compile`` (the flag is a
-    tensor outside the graph): there the rows still come out NaN, but
-    :func:`check_bad_input` has nothing to report. No synchronisation.
+    tensor outside the graph) and under a ``torch.func`` transform (``vmap``,
+    ``grad``, ``jvp``...: an in-place write to a tensor outside the transform
+    is an error there, and ``vmap``'s values are per sample): there the rows
+    still come out NaN, but :func:`check_bad_input` has nothing to report. No
+    synchronisation.
     """
     bits = tap_bits(src, affine, color, weight, x.shape[0])
     bad = bits != 0
@@ -90,10 +96,16 @@ def guard_reference(
         eye_color = torch.eye(*color.shape[2:], dtype=color.dtype, device=color.device)
         color = torch.where(bad[..., None, None], eye_color, color)
     weight = torch.where(bad, torch.zeros_like(weight), weight)
-    if not torch.compiler.is_compiling():
+    if not torch.compiler.is_compiling() and not _in_func_transform():
         f = flag(x.device)
         f.bitwise_or_(_or_reduce(bits))
     return src, affine, color, weight, bad.any(1)
+
+
+def _in_func_transform() -> bool:
+    """Whether a ``torch.func`` transform is running (a metadata read; never called under ``torch.compile``)."""
+    peek = getattr(torch._C._functorch, "peek_interpreter_stack", None)
+    return peek is not None and peek() is not None
 
 
 def _or_reduce(bits: Tensor) -> Tensor:
@@ -103,7 +115,7 @@ def _or_reduce(bits: Tensor) -> Tensor:
     return (present.to(torch.int32) * powers).sum().reshape(1)
 
 
-def check_bad_input(device: torch.device | str | None = None) -> None:
+def check_bad_input(device: torch.device | str | int | None = None) -> None:
     """Raise the ``ValueError`` of bad ``tap_mix`` inputs seen on an accelerator since the last check.
 
     Reads (and clears) the flag of ``device``, or of every device that has one:
@@ -114,11 +126,15 @@ def check_bad_input(device: torch.device | str | None = None) -> None:
     A device without a flag (nothing there ever ran ``tap_mix``, such as
     ``"cuda"`` on a machine without CUDA) has nothing to report: a no-op.
 
+    ``device`` is anything :class:`torch.device` reads: a device, a string
+    (``"cuda:1"``) or a device index (``0``, a CUDA device as for torch).
+
     Raises:
         ValueError: naming what was bad, e.g. ``tap_mix: affine contains NaN or
             infinite values (seen on cuda:0 since the last check; those output
-            rows were NaN)``; or ``device`` is a string that names no device.
-        TypeError: ``device`` is neither a device, a string nor ``None``.
+            rows were NaN)``; or ``device`` is a string that names no device
+            or a negative index.
+        TypeError: ``device`` is none of those nor ``None`` (a ``bool``, a float).
     """
     devices = list(_flags) if device is None else _flagged(_as_device(device))
     for dev in devices:
@@ -147,14 +163,19 @@ def _flagged(device: torch.device) -> list[torch.device]:
 
 
 def _as_device(device) -> torch.device:
-    """``device`` as a ``torch.device``, or the TypeError / ValueError naming it."""
+    """``device`` as a ``torch.device`` (what ``torch.device`` reads: a string, an index), or the TypeError /
+    ValueError naming it."""
     if isinstance(device, torch.device):
         return device
-    if not isinstance(device, str):
-        raise TypeError(f"device must be a torch.device, a string or None, got {type(device).__name__}: {device!r}")
+    if isinstance(device, bool):  # torch refuses it too, in a message of many lines
+        raise TypeError(f"device must be a torch.device, a string, an index or None, got bool: {device!r}")
     try:
         return torch.device(device)
-    except RuntimeError as err:
+    except TypeError:
+        raise TypeError(
+            f"device must be a torch.device, a string, an index or None, got {type(device).__name__}: {device!r}"
+        ) from None
+    except (RuntimeError, ValueError) as err:  # a name no device has, a negative index, one past int64
         raise ValueError(f"device {device!r} is not a device: {str(err).splitlines()[0]}") from None
 
 

@@ -108,7 +108,12 @@ def available_backends(x: Tensor | None = None) -> list[str]:
     Returns a list of names such as ``["reference", "cpp"]`` (``"reference"`` always works).
     Without ``x`` the list is not per device: Triton is in it on a machine without a GPU when it is installed
     (its CPU interpreter is for tests); ask with a tensor on the device you train on.
+
+    Raises:
+        TypeError: ``x`` is neither a tensor nor ``None``.
     """
+    if x is not None and not isinstance(x, Tensor):
+        raise TypeError(f"available_backends: x must be a tensor or None, got {type(x).__name__}: {_brief(x)}")
     names = []
     for name, b in _BACKENDS.items():
         if b.unavailable_hint() is not None:
@@ -127,10 +132,24 @@ def resolve_backend(backend: str, x: Tensor) -> str:
     warning once per device type when a fast backend exists but cannot run.
     A backend asked for by name must be usable, else a ``RuntimeError`` says
     why and how to fix it. Meta tensors (shape inference) take the reference.
+
+    Raises:
+        TypeError: ``backend`` is not a string or ``x`` not a tensor. ValueError: an unknown backend name.
+        RuntimeError: a backend asked for by name that cannot run on ``x`` here.
     """
     if not isinstance(backend, str):  # (a list would reach the registry as an unhashable key)
         raise TypeError(f"tap_mix: backend must be 'auto' or a backend name, got {type(backend).__name__}: {backend!r}")
+    if not isinstance(x, Tensor):
+        raise TypeError(f"resolve_backend: x must be a tensor, got {type(x).__name__}: {_brief(x)}")
     return _resolve(backend, x.device.type, x.dtype)
+
+
+def _check_name(backend) -> None:
+    """What :func:`resolve_backend` refuses of ``backend`` by its name alone (no backend is loaded)."""
+    if not isinstance(backend, str):
+        raise TypeError(f"tap_mix: backend must be 'auto' or a backend name, got {type(backend).__name__}: {backend!r}")
+    if backend != "auto" and backend not in _BACKENDS:
+        raise ValueError(f"unknown tap_mix backend {backend!r}; expected one of {sorted(set(_BACKENDS) | {'auto'})}")
 
 
 @torch.compiler.assume_constant_result
@@ -182,26 +201,31 @@ def _why_not(name: str, x: Tensor) -> str | None:
     return None
 
 
-def _check_inputs(x, src, affine, color, weight, padding) -> None:
-    if not isinstance(x, Tensor) or x.dim() != 4:
+def _check_inputs(x, src, affine, color, weight, padding) -> bool:
+    """Refuse bad ``tap_mix`` arguments; returns whether every value of the taps was read here (see below)."""
+    for name, t in (("x", x), ("src", src), ("affine", affine), ("color", color), ("weight", weight)):
+        if not isinstance(t, Tensor) and not (name == "color" and t is None):
+            kind = "a tensor or None" if name == "color" else "a tensor"
+            raise TypeError(f"tap_mix: {name} must be {kind}, got {type(t).__name__}: {_brief(t)}")
+    if x.dim() != 4:
         raise ValueError(f"tap_mix: x must be a (B, Ch, H, W) tensor, got shape {_shape(x)}")
     if not x.is_floating_point():
         raise TypeError(f"tap_mix: x must be a floating-point tensor, got {x.dtype}")
     b, ch = x.shape[:2]
     if any(size == 0 for size in x.shape[1:]):
         raise ValueError(f"tap_mix: x has an empty channel or spatial dimension, shape {tuple(x.shape)}")
-    if not isinstance(src, Tensor) or src.dim() != 2:
+    if src.dim() != 2:
         raise ValueError(f"tap_mix: src must be an (N, K) tensor, got shape {_shape(src)}")
     if src.dtype != torch.int64:
         raise TypeError(f"tap_mix: src must be int64, got {src.dtype}")
     n, k = src.shape
     if k < 1:
         raise ValueError("tap_mix: need at least one tap (K >= 1), got K = 0")
-    if not isinstance(affine, Tensor) or tuple(affine.shape) != (n, k, 2, 3):
+    if tuple(affine.shape) != (n, k, 2, 3):
         raise ValueError(f"tap_mix: affine must have shape {(n, k, 2, 3)}, got {_shape(affine)}")
-    if not isinstance(weight, Tensor) or tuple(weight.shape) != (n, k):
+    if tuple(weight.shape) != (n, k):
         raise ValueError(f"tap_mix: weight must have shape {(n, k)}, got {_shape(weight)}")
-    if color is not None and (not isinstance(color, Tensor) or tuple(color.shape) != (n, k, ch, ch + 1)):
+    if color is not None and tuple(color.shape) != (n, k, ch, ch + 1):
         raise ValueError(f"tap_mix: color must be None or of shape {(n, k, ch, ch + 1)}, got {_shape(color)}")
     allowed = {x.dtype, torch.float32} if x.dtype in LOW_PRECISION else {x.dtype}
     for name, t in (("affine", affine), ("color", color), ("weight", weight)):
@@ -213,19 +237,29 @@ def _check_inputs(x, src, affine, color, weight, padding) -> None:
     if padding not in PADDING_MODES:
         raise ValueError(f"tap_mix: padding must be one of {PADDING_MODES}, got {padding!r}")
     if b == 0 and n > 0:
-        raise ValueError("tap_mix: x is an empty batch but src asks for source rows")
+        raise ValueError(f"tap_mix: x is an empty batch but src asks for source rows (src of shape {(n, k)})")
     # Non-finite warps, colour maps or weights would give NaN in one backend and 0 in another, and a
     # NaN grid crashes grid_sample's backward with border/reflection padding: refuse them first on CPU.
     # On accelerators the check would synchronise: there the backends make each row with a bad tap NaN
     # and flag it on the device, and check_bad_input() raises this error later (see ops/bad_input.py).
+    # Where the values cannot be read here (under torch.compile, vmap's batched tensors), tap_mix guards the
+    # taps in torch ops instead, as on an accelerator: the caller is told by the False returned.
+    read = True
     for name, t in (("affine", affine), ("color", color), ("weight", weight)):
-        if t is not None and t.numel() and host_readable(t) and not bool(torch.isfinite(t).all()):
+        if t is None or not t.numel():
+            continue
+        if not host_readable(t):
+            read = False
+        elif not bool(torch.isfinite(t).all()):
             raise ValueError(f"tap_mix: {name} contains NaN or infinite values")
     # Range check of src: cheap on CPU; on accelerators it would synchronise (see above).
-    if n > 0 and host_readable(src):
+    if n > 0 and not host_readable(src):
+        read = False
+    elif n > 0:
         lo, hi = int(src.min()), int(src.max())
         if lo < 0 or hi >= b:
             raise ValueError(f"tap_mix: src indices must lie in [0, {b - 1}], got values in [{lo}, {hi}]")
+    return read
 
 
 def host_readable(t: Tensor) -> bool:
@@ -260,6 +294,12 @@ def _compiling() -> bool:
 
 def _shape(t) -> str:
     return str(tuple(t.shape)) if isinstance(t, Tensor) else type(t).__name__
+
+
+def _brief(value) -> str:
+    """``repr(value)``, cut to a line (an array's repr runs to many)."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def tap_mix(
@@ -309,9 +349,12 @@ def tap_mix(
         The :math:`(N, Ch, H, W)` mixture, in ``x``'s dtype.
 
     Raises:
-        TypeError, ValueError: inputs of the wrong shape, dtype or device, an unknown ``padding`` or
-            ``backend``, or (on CPU) ``src`` indices out of range or maps and weights that are not finite.
-            On an accelerator such rows come out NaN and :func:`check_bad_input` raises later.
+        TypeError, ValueError: an argument that is not a tensor (``color``: or ``None``), inputs of the wrong
+            shape, dtype or device, an unknown ``padding`` or ``backend`` (also for an empty ``src``), or (on
+            CPU) ``src`` indices out of range or maps and weights that are not finite. On an accelerator such
+            rows come out NaN and :func:`check_bad_input` raises later. Where the CPU cannot read the values
+            without breaking the computation (under ``torch.compile``, ``torch.func.vmap``'s batched tensors)
+            it does as an accelerator, with nothing to report later: those rows NaN, no gradient from them.
         RuntimeError: a backend asked for by name that cannot run here.
 
     Examples:
@@ -324,8 +367,9 @@ def tap_mix(
         >>> torch.allclose(out[2:], x, atol=1e-6)
         True
     """
-    _check_inputs(x, src, affine, color, weight, padding)
+    read = _check_inputs(x, src, affine, color, weight, padding)
     if src.shape[0] == 0:  # no output rows: an empty result that stays in the graph of every input
+        _check_name(backend)  # refused as with rows (no backend is loaded for none)
         touch = sum(t.sum() for t in (x, affine, color, weight) if t is not None)
         return x.new_zeros((0, *x.shape[1:])) + 0 * touch
     # float16 / bfloat16: coordinates, sampling and the mixture in float32, only the result rounded;
@@ -335,9 +379,10 @@ def tap_mix(
             affine, color, weight = (None if t is None else t.to(dtype) for t in (affine, color, weight))
         y = x.to(dtype)
         name = resolve_backend(backend, y) if not _functorch_active() else _functorch_backend(backend)
-        if y.device.type == "cpu" or name in _SELF_CHECKING:
+        if (y.device.type == "cpu" and read) or name in _SELF_CHECKING:  # taps refused above, or checked in-kernel
             return _BACKENDS[name].fn(y, src, affine, color, weight, padding).to(x.dtype)
-        # An accelerator and a backend that does not check its taps: the same contract in torch ops.
+        # An accelerator, or a CPU whose taps could not be read (torch.compile, vmap), and a backend that does
+        # not check its taps: the same contract in torch ops (bad rows NaN).
         src, affine, color, weight, bad_row = guard_reference(y, src, affine, color, weight)
         out = _BACKENDS[name].fn(y, src, affine, color, weight, padding)
         return torch.where(bad_row[:, None, None, None], torch.nan, out).to(x.dtype)
