@@ -35,6 +35,7 @@ from augnet._stack import caller_stacklevel
 from augnet.layers import AugmentationLayer
 from augnet.magnitudes import inward_clamp, widened
 from augnet.ops.dispatch import host_readable
+from augnet.policy import check_size
 from augnet.transforms.base import Transform
 
 __all__ = [
@@ -452,8 +453,9 @@ class ConditionedAugmentationLayer(AugmentationLayer):
         running statistics here in either mode).
 
         Args:
-            x: a batch :math:`(B, ...)`, or (as for :meth:`augnet.AugmentationLayer.policy`) a spatial size or ``None``.
-            size: spatial size for pixel units (default: that of ``x``).
+            x: a batch :math:`(B, ...)`, or (as for :meth:`augnet.AugmentationLayer.policy`) a spatial size or ``None``
+                (a 1-D integer tensor is a size: a batch is floating point).
+            size: spatial size for pixel units (positive ints, checked as a layer's; default: that of ``x``).
 
         Raises:
             ValueError, TypeError: a batch the layer cannot take (see :meth:`check_input`), or one on meta.
@@ -465,9 +467,12 @@ class ConditionedAugmentationLayer(AugmentationLayer):
             global layer's entries (:meth:`augnet.AugmentationLayer.policy`), which
             describe an input on which the conditioner outputs 0.
         """
+        given = type(x).__name__
+        if isinstance(x, Tensor) and x.dim() == 1 and not (x.is_floating_point() or x.is_complex()):
+            x = check_size(x)  # a size as AugmentationModule.policy and AugmentationLayer.policy take it, not a batch
         if not isinstance(x, Tensor):
             if x is not None and size is not None:
-                raise TypeError(f"x must be a batch (a tensor) when size is given, got {type(x).__name__}")
+                raise TypeError(f"x must be a batch (a floating-point tensor) when size is given, got {given}")
             try:
                 return super().policy(x if size is None else size)
             except TypeError as err:
@@ -475,7 +480,7 @@ class ConditionedAugmentationLayer(AugmentationLayer):
         self.check_input(x)
         if x.device.type == "meta" or self.weight_logits.device.type == "meta":
             raise ValueError("a per-sample policy needs values: x or the layer is on meta (shapes only)")
-        size = size if size is not None else (tuple(x.shape[2:]) if x.dim() > 2 else None)
+        size = check_size(size) if size is not None else (tuple(x.shape[2:]) if x.dim() > 2 else None)
         with torch.no_grad(), evaluating(self.conditioner):
             w, mu = self.sample_policy(x)
         rows = []

@@ -117,11 +117,12 @@ class AugmentationLayer(nn.Module):
             if not isinstance(t, Transform):
                 got = f"the class {t.__name__}; pass {t.__name__}()" if isinstance(t, type) else type(t).__name__
                 raise TypeError(f"every transform must be an augnet Transform, got {got}")
-        ranks = {t.input_ndim for t in transforms}
-        if len(ranks) > 1:
-            raise ValueError(
-                f"transforms expect inputs of different ranks {sorted(ranks)}; put them in separate layers"
-            )
+        ranks: dict[int, list[str]] = {}
+        for t in transforms:
+            ranks.setdefault(t.input_ndim, []).append(type(t).__name__)
+        if len(ranks) > 1:  # which transform takes which rank: the ones to move to another layer
+            said = "; ".join(f"{r}-D: {', '.join(names)}" for r, names in sorted(ranks.items()))
+            raise ValueError(f"transforms expect inputs of different ranks ({said}); put them in separate layers")
         q = len(transforms)
         init = initial_magnitudes(init_magnitude, q)
         temperature = number("temperature", temperature)  # a 0-d tensor or array: the number it holds
@@ -268,8 +269,10 @@ class AugmentationLayer(nn.Module):
             given = state_dict.get(key)  # a calibration of any number of points: its shape is the state's
             if isinstance(given, Tensor) and given.dim() == 2 and len(given) == len(self.transforms):
                 if self.calibration is None or self.calibration.shape != given.shape:
-                    like = given if self.calibration is None else self.calibration
-                    self.calibration = torch.empty(given.shape, dtype=like.dtype, device=self.raw_magnitudes.device)
+                    # In the layer's dtype, as torch loads every other tensor (its floating buffers': a float64
+                    # state into a float32 layer gives float32), whether or not the layer was calibrated before.
+                    dtype = (self.effect if self.calibration is None else self.calibration).dtype
+                    self.calibration = torch.empty(given.shape, dtype=dtype, device=self.raw_magnitudes.device)
             elif key not in state_dict and ours:
                 self.calibration = None
             args = (local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
@@ -493,7 +496,8 @@ class AugmentationModule(nn.Module):
     ``B * C`` rows one by one.
 
     Args:
-        layers: the augmentation layers, applied in order.
+        layers: the augmentation layers, applied in order: one layer, or a sequence of them (a list, a tuple,
+            an ``nn.ModuleList`` or an ``nn.Sequential``).
 
     Shape:
         - input: :math:`(B, ...)`
@@ -504,7 +508,7 @@ class AugmentationModule(nn.Module):
         super().__init__()
         if isinstance(layers, AugmentationLayer):
             layers = [layers]
-        if not isinstance(layers, Sequence | nn.ModuleList):
+        if not isinstance(layers, Sequence | nn.ModuleList | nn.Sequential):  # Sequential: in order, as AugNet takes
             raise TypeError(f"layers must be a sequence of AugmentationLayer, got {type(layers).__name__}")
         layers = list(layers)
         if not layers:

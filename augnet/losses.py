@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from augnet._checks import check_bool
+from augnet._labels import host_int64_labels
 from augnet.probes.maps import KINDS, AffineMap, ResidualReLUMap, _check_tensor
 
 __all__ = ["EquivarianceLoss"]
@@ -156,14 +157,18 @@ class EquivarianceLoss(nn.Module):
             head: features -> logits (the rest of the network).
             maps: which map each entry of ``z_t`` goes through, ints (default ``0, ..., J - 1``).
             logits: ``head(z)`` if already computed.
-            return_terms: also return the detached terms ``{"clean", "transformed",
+            return_terms: (a bool) also return the detached terms ``{"clean", "transformed",
                 "equivariance", "invariance", "total"}`` (``transformed``, ``equivariance`` and
                 ``invariance`` before weighting, means over samples and transformations).
+
+        ``y`` may hold the class indices in any integer dtype (int8 to int64, uint8 to uint64: NumPy's labels), read
+        as int64 as :func:`augnet.training.fit` reads them.
 
         Raises:
             ValueError, TypeError: features that are not tensors of the shapes above, no transformed
                 batch, ``maps`` that are not one index (an int, not a bool) of a map per transformed
-                batch, ``y`` not a (B,) tensor of integers, ``head`` not callable.
+                batch, ``y`` not a (B,) tensor of integers (or uint64 labels past int64's range, on the CPU),
+                ``logits`` not a tensor of B rows, ``return_terms`` not a bool, ``head`` not callable.
         """
         _check_tensor("z", z)
         if z.dim() != 2 or z.shape[1] != self.dim:
@@ -186,8 +191,14 @@ class EquivarianceLoss(nn.Module):
             raise ValueError(f"y must be a tensor of shape ({len(z)},), got {shape}")
         if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
             raise TypeError(f"y must hold integer class indices, got dtype {y.dtype}")
+        y = host_int64_labels(y, "y")  # int32 / uint16 labels: cross_entropy takes int64 (a dtype read, no value)
         if not callable(head):
             raise TypeError(f"head must be a callable (features -> logits), got {type(head).__name__}")
+        check_bool("return_terms", return_terms)
+        if logits is not None and not isinstance(logits, Tensor):
+            raise TypeError(f"logits must be head(z), a tensor, got {type(logits).__name__}")
+        if logits is not None and (logits.dim() == 0 or len(logits) != len(z)):
+            raise ValueError(f"logits must be head(z), {len(z)} rows (one per sample), got shape {tuple(logits.shape)}")
         clean = F.cross_entropy(head(z) if logits is None else logits, y)
         if self.transformed_weight == 0.0 and not return_terms:
             return clean

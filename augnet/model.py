@@ -45,8 +45,8 @@ def aggregate(out: Tensor, copies: int, how: str = "log_softmax") -> Tensor:
             (softmax kinds) an ``out`` without a class dimension.
         TypeError: ``out`` not a floating-point tensor, or ``copies`` not an int.
     """
-    if how not in AGGREGATES:
-        raise ValueError(f"aggregate must be one of {AGGREGATES}, got {how!r}")
+    if how not in AGGREGATES:  # named as this function's argument (an AugNet's is its aggregate=, checked there)
+        raise ValueError(f"aggregate: how must be one of {AGGREGATES}, got {how!r}")
     copies = check_copies(copies)
     if not isinstance(out, Tensor):
         raise TypeError(

@@ -387,6 +387,8 @@ def refuse_conditioned(policy, what: str) -> None:
 def layer_specs(policy: Policy | dict | str | os.PathLike) -> list[tuple[list, dict]]:
     """Per layer of a full policy: its transforms (built from the entries) and its settings.
 
+    The settings are copies (as :meth:`Policy.to_json` gives them): editing them leaves the policy as it is.
+
     Raises:
         ValueError: the policy has no layer settings (it was not made by :meth:`augnet.AugmentationModule.policy`),
             or an entry names an unknown transform or has no constructor arguments, or the policy is not one a
@@ -399,7 +401,7 @@ def layer_specs(policy: Policy | dict | str | os.PathLike) -> list[tuple[list, d
         classes = transform_classes()
         return [
             ([_transform_from_entry(e, f"policy layer {i}, entry {q}", classes) for q, e in enumerate(entries)],
-             settings)
+             copy.deepcopy(settings))
             for i, (entries, settings) in enumerate(zip(policy, policy.settings, strict=True))
         ]  # fmt: skip
 

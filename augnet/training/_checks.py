@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from augnet._checks import is_int
+from augnet._checks import is_int, number
 from augnet._stack import caller_stacklevel
 from augnet.augerino import LieAugmentation
 from augnet.layers import AugmentationLayer
@@ -79,6 +79,7 @@ def call_form(x, y, optimizer, epochs, batch_size):
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}: {optimizer!r}")
     if epochs is None:
         raise TypeError("fit() needs the number of epochs: fit(model, loader, optimizer=opt, epochs=...)")
+    epochs = number("epochs", epochs)  # a 0-d integer tensor or array: the int it holds, as every count reads one
     if not is_int(epochs) or epochs < 0:
         raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
     return y, optimizer, int(epochs)  # a numpy integer too
@@ -103,8 +104,9 @@ def check_optimizer(model: torch.nn.Module, optimizer) -> None:
 
 
 def check_accumulate(accumulate) -> int:
-    """``accumulate`` (batches per optimiser step) as an int >= 1: a TypeError for a non-int (a bool, a float), a
-    ValueError for one below 1."""
+    """``accumulate`` (batches per optimiser step) as an int >= 1 (a 0-d integer tensor or array: the int it holds):
+    a TypeError for a non-int (a bool, a float), a ValueError for one below 1."""
+    accumulate = number("accumulate", accumulate)
     if not is_int(accumulate):
         raise TypeError(f"accumulate must be an int (batches per optimizer step), got {type(accumulate).__name__}: "
                         f"{accumulate!r}")  # fmt: skip
@@ -207,8 +209,7 @@ class LamWeights:
 
     @staticmethod
     def _checked(v, where: str) -> float:
-        if isinstance(v, Tensor) and v.dim() == 0 and not v.dtype.is_complex and v.dtype != torch.bool:
-            v = float(v)
+        v = number(where, v)  # a 0-d tensor or NumPy array: the number it holds (a bool or complex one is refused)
         if isinstance(v, bool) or not isinstance(v, numbers.Real):
             raise TypeError(f"{where} must be a number (the regulariser's weight), got {v!r}")
         if not math.isfinite(v) or v < 0:
@@ -227,6 +228,17 @@ class LamWeights:
     def any(self) -> bool:
         """Whether some epoch (of those known) weighs the regulariser."""
         return any(self.known) or (callable(self.lam) and len(self.known) == LAM_AHEAD)
+
+
+def finite_at_least_0(name: str, value):
+    """``value`` (a 0-d tensor or array: the number it holds) if it is a finite number >= 0; else the TypeError or
+    ValueError naming ``name``."""
+    value = number(name, value)
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    if not 0 <= value < math.inf:  # NaN fails too
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return value
 
 
 def check_callables(**named) -> None:
@@ -539,9 +551,11 @@ def resume_point(path: Path, columns: list[str], epoch: int, steps_before: int) 
     except (UnicodeDecodeError, csv.Error):
         header = None
     if header != columns:
+        # None: no whole first line of UTF-8 text to read columns from (an empty file, a binary one, a line cut short)
+        why = " (no header line: the file is empty, not text, or its first line is cut short)" if header is None else ""
         raise ValueError(
-            f"PolicyLogger(resume=True): {path} has the columns {header} and this run {columns} (another model, or "
-            "not a policy log): use another log_dir, or overwrite=True to replace it"
+            f"PolicyLogger(resume=True): {path} has the columns {header}{why} and this run {columns} (another model, "
+            "or not a policy log): use another log_dir, or overwrite=True to replace it"
         )
     at, where = len(lines[0]), (header.index("step"), header.index("epoch"))
     for i, line in enumerate(lines[1:], start=1):

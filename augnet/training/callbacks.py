@@ -51,7 +51,7 @@ from torch import Tensor
 
 from augnet._checks import as_values, folder_problem, is_int, is_real, number
 from augnet.layers import AugmentationLayer
-from augnet.training._checks import resume_point
+from augnet.training._checks import finite_at_least_0, resume_point
 from augnet.transforms._ranges import moving_end
 
 __all__ = ["Callback", "PolicyLogger", "TemperatureAnnealing", "TrainState", "WeightWarmup"]
@@ -531,8 +531,10 @@ class TemperatureAnnealing(Callback):
         self.epochs = None if epochs is None else int(epochs)
 
     def temperature(self, epoch: int, epochs: int) -> float:
-        """The temperature of ``epoch`` (0-based) in a run of ``epochs`` epochs (0-d tensors: their numbers)."""
-        epoch, epochs = number("epoch", epoch), number("epochs", epochs)
+        """The temperature of ``epoch`` (0-based; a number >= 0) in a run of ``epochs`` epochs (0-d tensors: their
+        numbers); a TypeError or ValueError naming either that is not one (a negative epoch went past ``start``)."""
+        check = finite_at_least_0  # a number >= 0 (a 0-d tensor or array: the number it holds)
+        epoch, epochs = check("TemperatureAnnealing: epoch", epoch), check("TemperatureAnnealing: epochs", epochs)
         span = (self.epochs if self.epochs is not None else epochs) - 1
         if span <= 0:
             return self.end
@@ -547,7 +549,7 @@ class TemperatureAnnealing(Callback):
             layer.temperature = t
 
     def __repr__(self) -> str:
-        return f"TemperatureAnnealing(start={self.start:g}, end={self.end:g}, epochs={self.epochs})"
+        return f"TemperatureAnnealing(start={self.start!r}, end={self.end!r}, epochs={self.epochs})"  # exact
 
 
 class WeightWarmup(Callback):
