@@ -380,11 +380,13 @@ def _probe(args: argparse.Namespace) -> int:
     verdict = rep.verdict()
     (out / "verdict.txt").write_text(verdict + "\n")
     saved.append(out / "verdict.txt")
+    for name in ("heatmap.png", "units.png"):  # an earlier run's (said replaced) are not this run's, drawn or not
+        (out / name).unlink(missing_ok=True)
     try:
         saved.append(rep.heatmap(out / "heatmap.png"))
         if rep.units:
             saved.append(rep.units_plot(out / "units.png"))
-    except ImportError as err:
+    except ImportError as err:  # no matplotlib: no figure, and no earlier run's in its place
         print(f"no heatmap: {err}")
     print(f"\n{verdict}\n")
     print(f"saved {', '.join(str(p) for p in saved)}  ({time.perf_counter() - start:.0f} s)")
@@ -482,8 +484,6 @@ def check_args(args: argparse.Namespace) -> str | None:
         return f"--min-time must be > 0 and finite, got {min_time}"
     if args.command == "bench" and getattr(args, "model", None) is not None:
         return None  # the cost on paper: nothing is written
-    if getattr(args, "out", None) is None:
-        return None
     if not args.out.strip():  # e.g. --out "$DIR" with DIR unset: the results would land in the working directory
         return f"--out is empty ({args.out!r}); name a folder (--out . for the working directory)"
     from augnet._checks import folder_problem  # made when the first result is written: a refused run leaves none

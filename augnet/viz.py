@@ -97,7 +97,11 @@ def plot_distributions(
     ylim: tuple[float, float] | None = None,
     zero_line: bool = False,
 ) -> Path:
-    """One box or violin per labelled 1-D distribution (NaN values left out, empty ones skipped).
+    """One box or violin per labelled 1-D distribution (NaN and infinite values left out).
+
+    A distribution with no finite value (all NaN, say a layer whose score is undefined for every unit, or
+    empty) keeps its place and its label, marked ``n/a`` (``inf``, ``-inf`` or ``±inf`` when the values it has
+    are infinite), as the other plots mark a value they cannot draw: it does not vanish from the figure.
 
     Args:
         distributions: ``{label: values}``; values are anything ``torch.as_tensor`` reads.
@@ -113,8 +117,8 @@ def plot_distributions(
 
     Raises:
         TypeError, ValueError: ``distributions`` not a dict, values that are not real numbers (strings, ``None``,
-            complex) or that hold no value (a tensor on meta), naming the label; every distribution empty; an
-            unknown ``kind``; ``ylim`` not two finite numbers; before anything is drawn.
+            complex) or that hold no value (a tensor on meta), naming the label; no distribution with a finite
+            value; an unknown ``kind``; ``ylim`` not two finite numbers; before anything is drawn.
     """
     import torch
 
@@ -124,7 +128,7 @@ def plot_distributions(
         raise TypeError(f"distributions must be a dict {{label: values}}, got {type(distributions).__name__}")
     if ylim is not None:
         _check_limits("ylim", ylim)
-    names, series = [], []
+    names, series, missing = [], [], {}  # missing: {position: mark} of the distributions with no finite value
     for label, values in distributions.items():
         try:
             v = torch.as_tensor(values)
@@ -135,23 +139,30 @@ def plot_distributions(
         if v.device.type == "meta":
             raise ValueError(f"distribution {label!r} is a tensor on meta, which holds no values")
         v = v.detach().to(torch.float64).flatten()
-        v = v[torch.isfinite(v)]  # NaN (undefined scores) and infinities have no place on an axis
-        if v.numel():
-            names.append(str(label))
-            series.append(v.tolist())
+        names.append(str(label))
+        finite = v[torch.isfinite(v)]  # NaN (undefined scores) and infinities have no place on an axis
+        if finite.numel():
+            series.append((len(names), finite.tolist()))
+        else:  # (it vanished from the figure, its label with it, without a word)
+            signs = {x > 0 for x in v[torch.isinf(v)].tolist()}
+            missing[len(names)] = {(): "n/a", (True,): "inf", (False,): "-inf"}.get(tuple(signs), "±inf")
     if not series:
         raise ValueError("every distribution is empty (or all NaN / infinite): nothing to plot")
     plt = require_matplotlib()
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(series) + 2.0), 4.0))
-    positions = list(range(1, len(series) + 1))
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(names) + 2.0), 4.0))
+    drawn, values = [p for p, _ in series], [v for _, v in series]
     if kind == "box":
-        ax.boxplot(series, positions=positions)
+        ax.boxplot(values, positions=drawn)
     else:
-        ax.violinplot(series, positions=positions, showmedians=True)
+        ax.violinplot(values, positions=drawn, showmedians=True)
+    for position, mark in missing.items():  # x in data units, y in the middle of the axes
+        ax.text(position, 0.5, mark, transform=ax.get_xaxis_transform(), ha="center", va="center", color="grey")
     if zero_line:
         ax.axhline(0.0, color="grey", linewidth=0.8, linestyle="--")
+    positions = list(range(1, len(names) + 1))
+    ax.set_xlim(0.5, len(names) + 0.5)
     ax.set_xticks(positions)
-    tilted = len(series) > 4
+    tilted = len(names) > 4
     ax.set_xticklabels(names, rotation=60 if tilted else 0, ha="right" if tilted else "center")
     ax.set_ylabel(ylabel)
     if ylim is not None:

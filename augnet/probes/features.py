@@ -183,11 +183,15 @@ def layer_calls(model: nn.Module, x: Tensor, layers: Sequence[str] | None = None
     Args:
         model: any module (run in evaluation mode, its modes restored).
         x: inputs; only the first two rows are run (checked as a probe checks its images).
-        layers: module names to count (default every named submodule).
+        layers: a module name or names to count (default every named submodule).
         forward_kwargs: passed to the model (an AugNet's ``copies``; any generator is replaced).
 
     Returns:
         ``{name: calls}``; a module called ``k > 1`` times is read as the layers ``name#0`` ... ``name#{k-1}``.
+
+    Raises:
+        TypeError: ``model`` is not a module, ``x`` is not a tensor.
+        ValueError: ``x`` is 0-d or empty, or a name is not one of the model's modules.
 
     Examples:
         >>> relu = nn.ReLU()
@@ -197,11 +201,14 @@ def layer_calls(model: nn.Module, x: Tensor, layers: Sequence[str] | None = None
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
-    if not isinstance(x, Tensor) or x.dim() == 0 or len(x) == 0:
-        raise ValueError(f"x must be a non-empty batch of inputs, got {getattr(x, 'shape', type(x).__name__)}")
+    if not isinstance(x, Tensor):  # an array was "a non-empty batch of inputs, got (3, 2)", which it was
+        raise TypeError(f"x must be a tensor of inputs, got {type(x).__name__}")
+    if x.dim() == 0 or len(x) == 0:
+        raise ValueError(f"x must be a non-empty batch of inputs, got shape {tuple(x.shape)}")
     check_model_input(model, x[:CHECK_ROWS])
     modules = dict(model.named_modules())
-    names = [n for n in modules if n] if layers is None else list(layers)
+    # One name as a string, as features() takes it (list("fc") counted modules "f" and "c").
+    names = [n for n in modules if n] if layers is None else [layers] if isinstance(layers, str) else list(layers)
     unknown = [n for n in names if n not in modules]
     if unknown:
         raise ValueError(f"unknown module(s) {unknown}; the model's modules are {[n for n in modules if n]}")
@@ -245,14 +252,14 @@ def _resolve(model: nn.Module, names: list[str]) -> dict[str, tuple[str, int | N
     return wanted
 
 
-def check_layers(model: nn.Module, x: Tensor, layers: Sequence[str], **forward_kwargs) -> None:
+def check_layers(model: nn.Module, x: Tensor, layers: str | Sequence[str], **forward_kwargs) -> None:
     """Raise the ValueError of a name in ``layers`` that is not one layer of ``model``'s forward pass.
 
     An unknown module, a module never called, the plain name of a module called several times (its calls
     are ``name#0``, ``name#1``, ...) or a call index past the calls, found by one forward pass on ``x[:2]``
     (see :func:`layer_calls`): what the probes would otherwise find in their first pass, after work began.
     """
-    targets = _resolve(model, list(layers))
+    targets = _resolve(model, [layers] if isinstance(layers, str) else list(layers))  # one name, or several
     if targets:
         modules = sorted({m for m, _ in targets.values()})
         _check_calls(targets, layer_calls(model, x, modules, **forward_kwargs))

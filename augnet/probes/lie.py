@@ -51,7 +51,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import check_bool
+from augnet._checks import check_bool, is_int
 from augnet.probes._common import (
     batch_size_of,
     check_model_input,
@@ -111,6 +111,11 @@ def transform_derivative(transform, x: Tensor, size: tuple[int, int] | None = No
     Returns:
         (B, C, H, W) float64.
 
+    Raises:
+        TypeError: ``transform`` is no augnet image transform, ``x`` is not a tensor it takes, ``size`` is not two
+            integers.
+        ValueError: ``transform`` has no continuous family, ``size`` is not positive.
+
     Examples:
         >>> from augnet.transforms import image as T
         >>> ramp = torch.arange(5.0).expand(1, 1, 5, 5)  # the value is the column, 0 outside (zero padding)
@@ -119,9 +124,9 @@ def transform_derivative(transform, x: Tensor, size: tuple[int, int] | None = No
     """
     fam = _family_of(transform)
     transform.check_input(x)
+    size = tuple(x.shape[-2:]) if size is None else _check_size(size)
     x64 = x.detach().double()
     n = len(x64)
-    size = tuple(x.shape[-2:]) if size is None else tuple(size)
     base = transform.sample(x64, torch.tensor(1.0, dtype=torch.float64), generator=torch.Generator().manual_seed(0))
     from augnet.ops.dispatch import tap_mix_reference
     from augnet.ops.taps import concat_taps
@@ -158,6 +163,21 @@ def transform_derivative(transform, x: Tensor, size: tuple[int, int] | None = No
         s1, s2 = ((at(e) + at(-e)) / 2 for e in (KINK_STEP, 2 * KINK_STEP))
         return 2 * s1 - s2
     return at(0.0)
+
+
+def _check_size(size) -> tuple[int, int]:
+    """``size`` as ``(H, W)``: two positive integers, or the error naming it (an int failed in ``tuple()``, a 0
+    divided a translation's derivative into NaN)."""
+    if (
+        isinstance(size, (str, bytes))
+        or not isinstance(size, Sequence)
+        or len(size) != 2
+        or not all(is_int(v) for v in size)
+    ):
+        raise TypeError(f"size must be two integers (H, W), got {size!r}")
+    if min(size) < 1:
+        raise ValueError(f"size must be two positive integers (H, W), got {tuple(size)}")
+    return int(size[0]), int(size[1])
 
 
 class CannotDifferentiate(RuntimeError):

@@ -76,6 +76,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
+from augnet._checks import real
 from augnet.probes.map_evaluation import (
     DEFAULT_HOLDOUT,
     ERRORS,
@@ -157,13 +158,15 @@ class EquivarianceMap:
 
     @torch.no_grad()
     def __call__(self, z: Tensor) -> Tensor:
-        """Map (B, *in_shape) features to (B, *out_shape), in ``z``'s dtype (float64 for integers)."""
+        """Map (B, *in_shape) features (or (B, D) flat ones; B = 0 too) to (B, *out_shape), in ``z``'s dtype
+        (float64 for integers)."""
         if not isinstance(z, Tensor):
             raise TypeError(f"z must be a tensor, got {type(z).__name__}")
         if tuple(z.shape[1:]) != self.in_shape and (z.dim() != 2 or z.shape[1] != math.prod(self.in_shape)):
             raise ValueError(f"expected features of shape (B, *{self.in_shape}), got {tuple(z.shape)}")
         p = next(self.module.parameters())
-        out = self.module(z.reshape(len(z), -1).to(device=p.device, dtype=p.dtype))
+        rows = z.reshape(len(z), math.prod(self.in_shape))  # (not -1: an empty batch has no size to infer)
+        out = self.module(rows.to(device=p.device, dtype=p.dtype))
         dtype = z.dtype if z.is_floating_point() else torch.float64
         return out.reshape(len(z), *self.out_shape).to(device=z.device, dtype=dtype)
 
@@ -261,8 +264,8 @@ def fit_equivariance_map(
         kind: ``"linear"`` or ``"residual_relu"`` (``KINDS``).
         solver: ``"ridge"``, ``"adam_cosine"`` or ``"sgd_paper"`` (``SOLVERS``).
         output: ``"auto"``, ``"relu"`` or ``"identity"`` (``OUTPUTS``).
-        ridge: the relative ridge penalty (>= 0; ``solver="ridge"`` only: another value with an
-            iterative solver is refused).
+        ridge: the relative ridge penalty (a finite number >= 0; ``solver="ridge"`` only: another value with
+            an iterative solver is refused).
         holdout: fraction of rows in [0, 1) held out from the fit (default 0.3,
             drawn with ``generator``), or the held-out rows as a boolean mask or
             indices. ``holdout=0`` fits and evaluates on every row (training errors,
@@ -360,8 +363,10 @@ def _fit(
         raise ValueError(
             "kind='residual_relu' has no closed form; use solver='adam_cosine' or 'sgd_paper', got solver='ridge'"
         )
-    if not ridge >= 0:
-        raise ValueError(f"ridge must be >= 0, got {ridge}")
+    # A string failed in the comparison (a TypeError naming nothing); inf gave a map of NaN (test_error NaN).
+    ridge = real("ridge", ridge, "a finite number >= 0")
+    if not 0 <= ridge < math.inf:
+        raise ValueError(f"ridge must be a finite number >= 0, got {ridge}")
     x = source.detach().reshape(len(source), -1).double()
     y = target.detach().reshape(len(target), -1).double()
     if kind == "residual_relu" and x.shape[1] != y.shape[1]:

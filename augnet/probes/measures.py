@@ -451,8 +451,10 @@ def same_equivariance(z: Tensor, moved: Sequence[Tensor], actions: Sequence, mar
         _check_maps(m, f"moved[{i}]")
         if m.shape != z.shape:
             raise ValueError(f"moved[{i}] must have z's shape {tuple(z.shape)}, got {tuple(m.shape)}")
-    if not bool(torch.isfinite(z).all()) or not all(bool(torch.isfinite(m).all()) for m in moved):
-        raise ValueError("the feature maps must be finite")
+    for name, maps in (("z", z), *((f"moved[{i}]", m) for i, m in enumerate(moved))):  # which, and how many
+        bad = int((~torch.isfinite(maps)).sum())
+        if bad:
+            raise ValueError(f"{name} holds {bad} non-finite values (NaN or inf): the feature maps must be finite")
     ref = z.detach().double()
     sq = torch.zeros(z.shape[1], dtype=torch.float64, device=z.device)
     norm = torch.zeros((), dtype=torch.float64, device=z.device)

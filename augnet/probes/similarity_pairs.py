@@ -16,16 +16,16 @@ works class by class, so every ordered pair of 20,000 inputs in 10 classes
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import is_int
+from augnet._checks import is_int, is_real, number
 from augnet._labels import class_labels
 from augnet.probes._common import (
     Transformed,
+    _items,
     check_draws,
     check_model_input,
     check_seed,
@@ -208,6 +208,26 @@ def _stats(clean: Tensor, change: Tensor) -> dict[str, float]:
     }
 
 
+def _pairs_tensor(pairs) -> Tensor:
+    """``pairs`` as a (P, 2) int64 CPU tensor (from a tensor, a NumPy array or a list of pairs), or the error naming
+    it. A bool tensor is refused: its True and False read as the indices 1 and 0."""
+    if not isinstance(pairs, Tensor):
+        if isinstance(pairs, (str, bytes, Mapping)) or not (
+            type(pairs).__module__ == "numpy" or isinstance(pairs, Sequence)
+        ):
+            raise TypeError(
+                f"pairs must be a (P, 2) tensor, NumPy array or list of index pairs, got {type(pairs).__name__}"
+            )
+        try:
+            pairs = torch.as_tensor(pairs)
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"pairs must be (P, 2) integer index pairs, got {pairs!r:.80}") from None
+    kind_ok = not (pairs.is_floating_point() or pairs.is_complex() or pairs.dtype == torch.bool)
+    if pairs.dim() != 2 or pairs.shape[1] != 2 or pairs.shape[0] < 1 or not kind_ok:
+        raise ValueError(f"pairs must be a non-empty (P, 2) integer tensor, got {tuple(pairs.shape)} {pairs.dtype}")
+    return pairs.long().cpu()
+
+
 def similarity_change(
     z: Tensor,
     z_t: Tensor,
@@ -229,8 +249,8 @@ def similarity_change(
         z: features of the clean inputs.
         z_t: features of the transformed inputs (row ``j`` is ``phi(T x_j)``).
         y: class labels >= 0 ((B,) or (B, 1), any integer dtype, a NumPy array or a list; whole floats too).
-        pairs: (P, 2) same-class index pairs ``(i, j)``; by default drawn by
-            :func:`same_class_pairs` with ``pairs_per_class`` and ``generator``.
+        pairs: (P, 2) same-class index pairs ``(i, j)`` (any integer dtype; a NumPy array or a list of
+            pairs too); by default drawn by :func:`same_class_pairs` with ``pairs_per_class`` and ``generator``.
         pairs_per_class: pairs drawn per class (default
             ``DEFAULT_PAIRS_PER_CLASS``, 1000); ``None`` takes every ordered pair
             (the per-pair outputs then take 56 bytes per pair).
@@ -244,8 +264,10 @@ def similarity_change(
         ``per_class`` has the classes of ``pairs`` only (a class of one sample has no pair).
 
     Raises:
+        TypeError: ``z`` or ``z_t`` is not a tensor of real numbers; ``pairs`` is not a tensor, an array or a list.
         ValueError: if ``z`` or ``z_t`` holds a NaN or infinite value; labels that are not one integer
-            >= 0 per row (TypeError for bool, complex or strings); no class with two samples.
+            >= 0 per row (TypeError for bool, complex or strings); ``pairs`` that are not (P, 2) integers
+            (bool ones among them) indexing two different samples of one class; no class with two samples.
 
     Shape:
         - z, z_t: :math:`(B, ...)`, the same shape
@@ -257,8 +279,9 @@ def similarity_change(
         >>> bool((out["change"] == 0).all()), out["per_class"][1]["boosted"]
         (True, 0.0)
     """
-    if not isinstance(z, Tensor) or not isinstance(z_t, Tensor):
-        raise TypeError("z and z_t must be tensors")
+    for name, value in (("z", z), ("z_t", z_t)):
+        if not isinstance(value, Tensor):  # "z and z_t must be tensors" named neither the one nor what it was
+            raise TypeError(f"{name} must be a tensor of features, got {type(value).__name__}")
     if z.shape != z_t.shape:
         raise ValueError(f"z and z_t must have the same shape, got {tuple(z.shape)} and {tuple(z_t.shape)}")
     if z.dim() < 2 or z.shape[0] < 2:
@@ -269,11 +292,7 @@ def similarity_change(
     if pairs is None:
         pairs = same_class_pairs(y, pairs_per_class, generator)
     else:
-        if not isinstance(pairs, Tensor):
-            raise TypeError(f"pairs must be a (P, 2) tensor, got {type(pairs).__name__}")
-        if pairs.dim() != 2 or pairs.shape[1] != 2 or pairs.shape[0] < 1 or pairs.is_floating_point():
-            raise ValueError(f"pairs must be a non-empty (P, 2) integer tensor, got {tuple(pairs.shape)} {pairs.dtype}")
-        pairs = pairs.long().cpu()
+        pairs = _pairs_tensor(pairs)
         if bool(((pairs < 0) | (pairs >= z.shape[0])).any()):
             raise ValueError(f"pairs index samples outside [0, {z.shape[0]})")
         if bool((pairs[:, 0] == pairs[:, 1]).any()):
@@ -301,23 +320,33 @@ def similarity_change(
 
 
 def _magnitudes_for(magnitudes, names: Sequence[str]) -> dict[str, list[float]]:
+    """``{transform: magnitudes as floats}`` from the magnitudes of every transform, or ``{name: magnitudes}``."""
     if isinstance(magnitudes, Mapping):
         missing = [n for n in names if n not in magnitudes]
         if missing:
             raise ValueError(f"magnitudes has no entry for transform(s) {missing}")
-        table = {n: magnitudes[n] for n in names}
-    else:
-        table = dict.fromkeys(names, magnitudes)
-    out = {}
-    for name, ms in table.items():
-        ms = [ms] if isinstance(ms, numbers.Real) else list(ms)
-        if not ms:
-            raise ValueError(f"transform {name!r} has no magnitude to probe")
-        bad = [m for m in ms if isinstance(m, bool) or not isinstance(m, numbers.Real)]
-        if bad:
-            raise TypeError(f"magnitudes for {name!r} must be numbers, got {bad}")
-        out[name] = [float(m) for m in ms]
-    return out
+        empty = "transform {!r} has no magnitude to probe"
+        return {n: _magnitude_floats(magnitudes[n], f"magnitudes for {n!r}", empty.format(n)) for n in names}
+    shared = _magnitude_floats(magnitudes, "magnitudes", "magnitudes must hold at least one magnitude, got none")
+    return dict.fromkeys(names, shared)  # read once: an iterator is read once
+
+
+def _magnitude_floats(given, name: str, empty: str) -> list[float]:
+    """One number (a 0-d tensor or array too), or a sequence, a 1-D tensor or array of them, as floats, as the
+    other probes take magnitudes (a tensor was refused, a 0-d one and None failed in list(), a string was split
+    into characters, an iterator shared by the transforms gave the second none)."""
+    read = number(name, given)
+    ms = [read] if is_real(read) else _items(read)
+    if ms is None:
+        raise TypeError(
+            f"{name} must be a number or a sequence of numbers (a 1-D tensor or array too), got {given!r:.80}"
+        )
+    if not ms:
+        raise ValueError(empty)
+    bad = [m for m in ms if not is_real(m)]
+    if bad:
+        raise TypeError(f"{name} must be numbers, got {bad}")
+    return [float(m) for m in ms]
 
 
 @torch.no_grad()
@@ -350,7 +379,8 @@ def similarity_search(
         y: their class labels >= 0 ((B,) or (B, 1), any integer dtype, a NumPy array or a list; whole floats too).
         transforms: ``{name: transform}``, each called as ``t(x, magnitude, generator=g)``
             (augnet transforms, or any callable with that signature).
-        magnitudes: magnitudes probed for every transform, or ``{name: magnitudes}``.
+        magnitudes: magnitudes probed for every transform (a number, a sequence, or a 1-D tensor or array of
+            them), or ``{name: magnitudes}``.
         layer: a module name for :func:`~augnet.probes.features`, ``"output"`` or ``"logits"``;
             ``None`` means ``"logits"`` (an AugNet's trunk outputs averaged over its copies,
             any other model's output).

@@ -7,6 +7,7 @@ corrects a layer's p-values for multiple testing (Bonferroni, Benjamini-Hochberg
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import torch
@@ -65,7 +66,7 @@ def f_sf(f: Tensor, dfn: float, dfd: float) -> Tensor:
 
     Raises:
         TypeError: ``f`` is not a tensor.
-        ValueError: a degree of freedom is not positive.
+        ValueError: a degree of freedom is not a positive finite number.
 
     Examples:
         >>> f_sf(torch.tensor([0.0, 1.0, float("inf")]), 2, 2)
@@ -74,8 +75,9 @@ def f_sf(f: Tensor, dfn: float, dfd: float) -> Tensor:
     if not isinstance(f, Tensor):
         raise TypeError(f"f must be a tensor, got {type(f).__name__}")
     for name, v in (("dfn", dfn), ("dfd", dfd)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not v > 0:
-            raise ValueError(f"{name} must be a positive number, got {v!r}")
+        # An infinite one gave 0 (dfn) or NaN (dfd) where F's limit (a chi-squared over its degrees) has a value.
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 < v < math.inf:
+            raise ValueError(f"{name} must be a positive finite number, got {v!r}")
     f = f.double()
     x = dfd / (dfd + dfn * f.clamp_min(0))
     x = torch.where(torch.isinf(f), torch.zeros_like(x), x)
@@ -116,8 +118,14 @@ def p_adjust(p: Tensor, correction: str = "bonferroni") -> Tensor:
         raise ValueError(f"correction must be one of {CORRECTIONS}, got {correction!r}")
     p = p.detach().double()
     finite = ~torch.isnan(p)
-    if p.dim() != 1 or bool(((p[finite] < 0) | (p[finite] > 1)).any()):
+    if p.dim() != 1:
         raise ValueError(f"p must be a 1-D tensor of p-values in [0, 1], got shape {tuple(p.shape)}")
+    outside = p[finite & ((p < 0) | (p > 1))]
+    if len(outside):
+        raise ValueError(
+            f"p must hold p-values in [0, 1] (or NaN), got {len(outside)} outside: {outside[:5].tolist()}"
+            f"{' ...' if len(outside) > 5 else ''}"
+        )
     m = int(finite.sum())
     if correction == "none" or m == 0:
         return p.clone()
