@@ -55,3 +55,22 @@ def pytest_configure(config):
     if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ["OMP_NUM_THREADS"] = "1"
         torch.set_num_threads(1)
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """The figures augnet.viz saves (``save_figure`` patched), kept open for the test to read, closed afterwards."""
+    import matplotlib.pyplot as plt
+
+    import augnet.viz
+
+    saved = []
+
+    def keep(fig, path):
+        saved.append(fig)
+        return augnet.viz.figure_path(path)
+
+    monkeypatch.setattr(augnet.viz, "save_figure", keep)
+    yield saved
+    for fig in saved:
+        plt.close(fig)

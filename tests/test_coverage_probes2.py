@@ -341,25 +341,6 @@ def test_a_callable_that_does_not_return_one_row_per_input_is_named():
 # --------------------------------------------------------------------------- plots
 
 
-@pytest.fixture
-def figures(monkeypatch):
-    """The figures the plots save, kept open for the test to read (closed afterwards)."""
-    import matplotlib.pyplot as plt
-
-    import augnet.viz
-
-    saved = []
-
-    def keep(fig, path):
-        saved.append(fig)
-        return augnet.viz.figure_path(path)
-
-    monkeypatch.setattr(augnet.viz, "save_figure", keep)
-    yield saved
-    for fig in saved:
-        plt.close(fig)
-
-
 def _open_figures():
     import matplotlib.pyplot as plt
 

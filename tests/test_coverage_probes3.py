@@ -51,25 +51,6 @@ class _WithSpare(nn.Module):
         return self.fc(x)
 
 
-@pytest.fixture
-def figures(monkeypatch):
-    """The figures augnet.viz saves, kept open for the test to read (closed afterwards)."""
-    import matplotlib.pyplot as plt
-
-    import augnet.viz
-
-    saved = []
-
-    def keep(fig, path):
-        saved.append(fig)
-        return augnet.viz.figure_path(path)
-
-    monkeypatch.setattr(augnet.viz, "save_figure", keep)
-    yield saved
-    for fig in saved:
-        plt.close(fig)
-
-
 # --------------------------------------------------------------------------- stats
 
 
