@@ -20,6 +20,11 @@ from torchvision.transforms.v2 import functional as F
 
 from augnet._checks import real
 
+try:  # the bound torchvision's own colour kernels take (solarize compares its threshold with it)
+    from torchvision.transforms._functional_tensor import _max_value as _torchvision_max_value
+except ImportError:  # pragma: no cover - a torchvision that moved it: its table (torchvision 0.29)
+    _torchvision_max_value = None
+
 __all__ = ["CheckSize", "RandomSharpnessRange", "RandomSolarizeRange"]
 
 
@@ -40,13 +45,24 @@ def _bounds(low, high, top: float, what: str) -> tuple[float, float]:
     return float(low), float(high)
 
 
+#: torchvision's value bounds of the integer dtypes it has one for (``_max_value``); every other dtype's is 1.
+_BOUNDS = {torch.uint8: 255, torch.int8: 127, torch.int16: 32767, torch.uint16: 65535, torch.int32: 2**31 - 1,
+           torch.int64: 2**63 - 1}  # fmt: skip
+
+
+def _table_max_value(dtype: torch.dtype) -> int:
+    """torchvision's ``_max_value`` as a table (used where that private function cannot be imported)."""
+    return _BOUNDS.get(dtype, 1)
+
+
 def _value_bound(inpt: Any) -> float:
-    """The largest value of the input's range, as torchvision's kernels take it: 1 for floating-point and bool
-    tensors, the dtype's largest value for integer tensors (255 for uint8, 65535 for uint16), 255 for PIL images."""
+    """The largest value of the input's range, as torchvision's kernels take it (its ``_max_value``): 1 for
+    floating-point and bool tensors, the dtype's largest value for the integer tensors it knows (255 for uint8,
+    65535 for uint16, 2**31 - 1 for int32), 1 for the others (uint32, uint64: its solarize cannot invert them, and
+    refuses them for their dtype), 255 for PIL images. The dtype's own largest value, 2**32 - 1 for uint32, made a
+    threshold above torchvision's bound, refused as a threshold no user gave."""
     if isinstance(inpt, torch.Tensor):
-        if inpt.is_floating_point() or inpt.dtype == torch.bool:
-            return 1.0
-        return float(torch.iinfo(inpt.dtype).max)
+        return float((_torchvision_max_value or _table_max_value)(inpt.dtype))
     return 255.0
 
 
@@ -54,8 +70,8 @@ class RandomSolarizeRange(v2.Transform):
     """Solarize with a threshold drawn uniformly in ``[low, high]`` (fractions of the value range) per call.
 
     Args:
-        low, high: the threshold's range, in [0, 1] (scaled by the largest value of integer images: 255 for
-            uint8 and PIL images, 65535 for uint16).
+        low, high: the threshold's range, in [0, 1] (scaled by the largest value of integer images as
+            torchvision's kernels take it: 255 for uint8 and PIL images, 65535 for uint16; see ``_value_bound``).
 
     Raises:
         TypeError: ``low`` or ``high`` is not a real number (a 0-d tensor or array holding one is).

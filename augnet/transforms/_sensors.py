@@ -48,6 +48,7 @@ Examples:
 from __future__ import annotations
 
 import math
+import sys
 
 import torch
 from torch import Tensor
@@ -68,6 +69,13 @@ __all__ = [
 #: Coordinates (u, v, w) per rotation axis, with (u, v, w) right-handed: a
 #: positive rotation turns u towards v and keeps w.
 _AXES = {"x": (1, 2, 0), "y": (2, 0, 1), "z": (0, 1, 2)}
+
+#: How far the rows of an interpolation matrix may sum from 1 (a constant field kept) before the spline system is
+#: taken for singular: 1e-10 for 64 sensors, at most 1e-4 for 256 at random (default order and terms).
+_MAX_DRIFT = 1e-2
+
+#: The log of the largest float: the kernel's coefficients divide by ``(n + 1) ** order``, which overflows past it.
+_LOG_FLOAT_MAX = math.log(sys.float_info.max)
 
 
 # ------------------------------------------------------------------ the maths
@@ -149,16 +157,37 @@ def spherical_spline_kernel(cos_gamma: Tensor, order: int = 4, n_terms: int = 50
 
     Args:
         cos_gamma: cosines of the angles between pairs of unit vectors; any
-            shape and floating dtype (float64 recommended).
+            shape and floating dtype (float64 recommended). A number, an array
+            or an integer tensor is read as float64.
         order: the spline order ``m`` (>= 2; 4 as in Perrin et al.).
         n_terms: the number ``N`` of Legendre terms.
 
     Returns:
-        ``g`` with the shape and dtype of ``cos_gamma``. The gradient is exact
-        (first order only: the derivative itself is not differentiable).
+        ``g`` with the shape and dtype of ``cos_gamma`` (float64 for what is
+        read as float64). The gradient is exact (first order only: the
+        derivative itself is not differentiable).
+
+    Raises:
+        TypeError: ``cos_gamma`` not real numbers (bool or complex), or ``order`` / ``n_terms`` not numbers.
+        ValueError: ``order`` below 2 or ``n_terms`` below 1 (or not ints), or ``(n_terms + 1) ** order`` past
+            the largest float (the coefficients overflow).
     """
     order, n_terms = _check_spline_config(order, n_terms)
-    return _SplineKernel.apply(cos_gamma, order, n_terms)
+    return _SplineKernel.apply(_real_tensor("cos_gamma", cos_gamma), order, n_terms)
+
+
+def _real_tensor(name: str, value) -> Tensor:
+    """``value`` as a floating tensor: a floating tensor as it is, numbers, arrays and integer tensors in float64;
+    the TypeError naming ``name`` for anything else (bool, complex, text)."""
+    if isinstance(value, Tensor) and value.is_floating_point():
+        return value
+    try:
+        t = torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise TypeError(f"{name} must be real numbers (a tensor, an array or a number), got {value!r}") from e
+    if t.is_complex() or t.dtype == torch.bool:
+        raise TypeError(f"{name} must hold real numbers, got dtype {t.dtype}")
+    return t.to(torch.float64)
 
 
 def rotation_matrix(axis: str, angle: Tensor) -> Tensor:
@@ -167,12 +196,23 @@ def rotation_matrix(axis: str, angle: Tensor) -> Tensor:
     A positive angle about z turns +x towards +y (about x: +y towards +z, about
     y: +z towards +x).
 
+    Args:
+        axis: ``"x"``, ``"y"`` or ``"z"``.
+        angle: in radians: a tensor (the output takes its dtype), or a number or an array (read as float64).
+
     Shape:
         - angle: :math:`(...)` in radians.
         - output: :math:`(..., 3, 3)`, applied to column vectors.
+
+    Raises:
+        TypeError: ``axis`` not a string, or ``angle`` not real numbers.
+        ValueError: ``axis`` not one of the three.
     """
+    if not isinstance(axis, str):
+        raise TypeError(f"axis must be one of {sorted(_AXES)} (a string), got {axis!r}")
     if axis not in _AXES:
         raise ValueError(f"axis must be one of {sorted(_AXES)}, got {axis!r}")
+    angle = angle if isinstance(angle, Tensor) else _real_tensor("angle", angle)
     iu, iv, iw = _AXES[axis]
     c, s = torch.cos(angle), torch.sin(angle)
     one, zero = torch.ones_like(c), torch.zeros_like(c)
@@ -195,27 +235,63 @@ def spline_interpolation_matrix(
         - positions_from: :math:`(P, 3)`, ``P >= 4`` distinct directions.
         - positions_to: :math:`(..., Q, 3)`.
         - output: :math:`(..., Q, P)`.
+
+    Both may be tensors or arrays (the output is on ``positions_from``'s device, the CPU for an array).
+
+    Raises:
+        TypeError: positions that are not real numbers (or a dict).
+        ValueError: positions of another shape, not finite or at the origin, ``positions_from`` with fewer
+            than 4 sensors or two of them in one direction; a bad ``order`` or ``n_terms`` (see
+            :func:`spherical_spline_kernel`); a spline system singular for these positions.
     """
     order, n_terms = _check_spline_config(order, n_terms)
+    _sensor_positions(positions_from, "positions_from")  # checked (P >= 4 distinct finite directions) on the CPU
+    positions_from = _real_tensor("positions_from", positions_from)
+    positions_to = _real_tensor("positions_to", positions_to)
+    _check_directions("positions_to", positions_to)
     p = _unit(positions_from.to(torch.float64))
-    q = _unit(positions_to.to(torch.float64))
+    q = _unit(positions_to.to(device=p.device, dtype=torch.float64))
     z = _augmented_inverse_columns(spherical_spline_kernel(p @ p.T, order, n_terms))
     g_qp = spherical_spline_kernel(q @ p.T, order, n_terms)
-    return torch.cat([g_qp, torch.ones_like(g_qp[..., :1])], -1) @ z
+    m = torch.cat([g_qp, torch.ones_like(g_qp[..., :1])], -1) @ z
+    # A system singular to rounding solves to finite nonsense; its rows would not sum to 1 (as the transforms check).
+    drift = float((m.detach().sum(-1) - 1).abs().max()) if m.numel() else 0.0
+    if not drift <= _MAX_DRIFT:
+        raise ValueError(f"positions_from ({p.shape[0]} sensors) with order={order} and n_terms={n_terms} give a "
+                         f"numerically singular spline system: the interpolation matrix's rows sum to 1 off by up to "
+                         f"{drift:.3g} (a constant field is not kept); use more n_terms or a lower order")  # fmt: skip
+    return m
 
 
 def _unit(p: Tensor) -> Tensor:
     return p / torch.linalg.vector_norm(p, dim=-1, keepdim=True)
 
 
+def _check_directions(name: str, q: Tensor) -> None:
+    """The ValueError of positions ``q`` (..., 3) that are not finite directions (a zero vector has none)."""
+    if q.dim() < 1 or q.shape[-1] != 3:
+        raise ValueError(f"{name} must have shape (..., 3), got shape {tuple(q.shape)}")
+    bad = ~torch.isfinite(q).all(-1) | (torch.linalg.vector_norm(q.detach().to(torch.float64), dim=-1) == 0)
+    if bool(bad.any()):
+        raise ValueError(f"{name} must be finite and away from the origin, got {q[bad][0].tolist()}")
+
+
 def _augmented_inverse_columns(g_pp: Tensor) -> Tensor:
-    """``Z``: the first ``Ch`` columns of ``[[G_PP, 1], [1^T, 0]]^{-1}``, shape (Ch + 1, Ch)."""
+    """``Z``: the first ``Ch`` columns of ``[[G_PP, 1], [1^T, 0]]^{-1}``, shape (Ch + 1, Ch), or the ValueError of a
+    singular system (sensors too close together for the kernel)."""
     ch = g_pp.shape[-1]
     a = g_pp.new_zeros(ch + 1, ch + 1)
     a[:ch, :ch] = g_pp
     a[:ch, ch] = 1.0
     a[ch, :ch] = 1.0
-    return torch.linalg.solve(a, torch.eye(ch + 1, ch, dtype=a.dtype, device=a.device))
+    try:
+        z = torch.linalg.solve(a, torch.eye(ch + 1, ch, dtype=a.dtype, device=a.device))
+    except torch.linalg.LinAlgError:
+        z = None
+    if z is None or not bool(torch.isfinite(z).all()):
+        raise ValueError(f"the positions of these {ch} sensors give a singular spline system (sensors too close "
+                         "together for the kernel's order and terms)")  # fmt: skip
+    return z
 
 
 def _check_spline_config(order: int, n_terms: int) -> tuple[int, int]:
@@ -226,16 +302,19 @@ def _check_spline_config(order: int, n_terms: int) -> tuple[int, int]:
         raise ValueError(f"order must be an int >= 2, got {order!r}")
     if not is_int(n_terms) or n_terms < 1:
         raise ValueError(f"n_terms must be a positive int, got {n_terms!r}")
+    if order * math.log(n_terms + 1) >= _LOG_FLOAT_MAX:  # float(n + 1) ** order: Python's OverflowError
+        raise ValueError(f"order={order!r} is too high for n_terms={n_terms!r}: the coefficients divide by "
+                         f"(n + 1) ** order, past the largest float for n = {n_terms}; use a lower order")  # fmt: skip
     return int(order), int(n_terms)
 
 
-def _sensor_positions(positions) -> Tensor:
-    """Validate (Ch, 3) sensor positions and project them onto the unit sphere (float64, CPU)."""
+def _sensor_positions(positions, name: str = "sensor_positions") -> Tensor:
+    """Validate (Ch, 3) sensor positions and project them onto the unit sphere (float64, CPU); errors name ``name``."""
     if isinstance(positions, Tensor):
         p = positions.detach()
     elif isinstance(positions, dict):  # MNE's montage.get_positions()["ch_pos"]: names to positions, in its own order
         raise TypeError(
-            "sensor_positions must be a (Ch, 3) tensor or array in the channel order of the inputs, got a dict of "
+            f"{name} must be a (Ch, 3) tensor or array in the channel order of the inputs, got a dict of "
             f"{len(positions)} entries: stack its positions in that order, e.g. np.stack([ch_pos[name] for name in "
             "ch_names])"
         )
@@ -245,34 +324,34 @@ def _sensor_positions(positions) -> Tensor:
             if p.is_floating_point():  # numbers given as Python floats keep their double precision
                 p = torch.as_tensor(positions, dtype=torch.float64)
         except (TypeError, ValueError, RuntimeError) as e:
-            raise TypeError(f"sensor_positions must be a (Ch, 3) tensor or array of numbers, got {positions!r}") from e
+            raise TypeError(f"{name} must be a (Ch, 3) tensor or array of numbers, got {positions!r}") from e
     if p.is_complex() or p.dtype == torch.bool:
-        raise TypeError(f"sensor_positions must hold real numbers, got dtype {p.dtype}")
+        raise TypeError(f"{name} must hold real numbers, got dtype {p.dtype}")
     p = p.to("cpu", torch.float64)
     if p.dim() != 2 or p.shape[1] != 3:
         flipped = p.dim() == 2 and p.shape[0] == 3  # braindecode's (3, Ch) matrix
         raise ValueError(
-            f"sensor_positions must have shape (Ch, 3), got shape {tuple(p.shape)}"
-            + (": one row per sensor; transpose a (3, Ch) matrix (sensor_positions.T)" if flipped else "")
+            f"{name} must have shape (Ch, 3), got shape {tuple(p.shape)}"
+            + (f": one row per sensor; transpose a (3, Ch) matrix ({name}.T)" if flipped else "")
         )
     ch = p.shape[0]
     if ch < 4:
-        raise ValueError(f"sensor_positions must hold at least 4 sensors for spherical splines, got {ch}")
+        raise ValueError(f"{name} must hold at least 4 sensors for spherical splines, got {ch}")
     bad = (~torch.isfinite(p)).any(1).nonzero().flatten()
     if bad.numel():
         i = int(bad[0])
-        raise ValueError(f"sensor_positions must be finite, got {p[i].tolist()} for sensor {i}")
+        raise ValueError(f"{name} must be finite, got {p[i].tolist()} for sensor {i}")
     norm = torch.linalg.vector_norm(p, dim=1)
     small = (norm <= 1e-9 * norm.max()).nonzero().flatten()
     if small.numel():
         i = int(small[0])
-        raise ValueError(f"sensor_positions must not lie at the origin (zero norm), got {p[i].tolist()} for sensor {i}")
+        raise ValueError(f"{name} must not lie at the origin (zero norm), got {p[i].tolist()} for sensor {i}")
     p = p / norm[:, None]
     dist = torch.cdist(p, p) + 3.0 * torch.eye(ch, dtype=p.dtype)
     if dist.min() < 1e-6:
         i, j = divmod(int(dist.argmin()), ch)
         raise ValueError(
-            f"sensor_positions of sensors {i} and {j} coincide on the unit sphere "
+            f"{name} of sensors {i} and {j} coincide on the unit sphere "
             f"({p[i].tolist()} and {p[j].tolist()}): the spline system would be singular"
         )
     return p
@@ -305,16 +384,14 @@ class _SensorsRotation(SignalTransform):
         for name, value in geometry.items():
             self.register_buffer(name, value, persistent=False)
         g_pp = self._kernel_at(torch.zeros(1, dtype=torch.float64))[0]
-        z = _augmented_inverse_columns(g_pp)
-        if not torch.isfinite(z).all():
-            raise ValueError("sensor_positions give a singular spline system (sensors too close together)")
+        z = _augmented_inverse_columns(g_pp)  # the ValueError of a singular system
         self.register_buffer("g_pp", g_pp, persistent=False)
         self.register_buffer("weights", z[:-1].contiguous(), persistent=False)
         # A system singular to rounding solves to finite nonsense (few terms or a high order for the sensors: the
         # kernel's rank falls below Ch + 1): the rows of M must sum to 1, checked at the largest angle drawn.
         largest = min(self.max_angle, math.pi)
         drift = float(self._update({"angle": p.new_tensor([largest])}).sum(-1).abs().max())  # rows of I + update
-        if not drift <= 1e-2:  # 1e-10 for 64 sensors, at most 1e-4 for 256 at random (default order and terms)
+        if not drift <= _MAX_DRIFT:
             raise ValueError(
                 f"sensor_positions ({ch} sensors) with order={order} and n_terms={n_terms} give a numerically "
                 f"singular spline system: a rotation would not keep a constant field (the interpolation matrix's "
@@ -419,7 +496,8 @@ class SensorsRotationZ(_SensorsRotation):
     Raises:
         ValueError: ``sensor_positions`` that are not at least 4 distinct finite (Ch, 3) positions, a
             ``max_angle`` that is not a positive number within float32's range, an ``order`` below 2 or
-            ``n_terms`` below 1 (or not ints), or a spline system singular for these sensors.
+            ``n_terms`` below 1 (or not ints), an ``order`` so high that ``(n_terms + 1) ** order`` overflows a
+            float, or a spline system singular for these sensors.
         TypeError: ``sensor_positions`` that are not real numbers, or a dict of names to positions (stack its
             positions in the inputs' channel order).
 

@@ -106,10 +106,12 @@ class _Filter(SignalTransform):
         return self.sample_rate / 2
 
     def _coefficients(self, params: dict[str, Tensor], active: Tensor) -> tuple[Tensor, Tensor]:
-        raise NotImplementedError
+        """The biquads ``(b, a)``, each (N, 3), of the rows (the identity's limit where not ``active``)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _coefficients()")
 
     def _active(self, params: dict[str, Tensor]) -> Tensor:
-        raise NotImplementedError
+        """(N,) bool: the rows whose filter is not the identity."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _active()")
 
     def apply_transform(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         """Filter each row with its own biquad; rows whose filter is the identity are bypassed exactly.

@@ -28,7 +28,6 @@ of them, for all copies, in one fused call.
 from __future__ import annotations
 
 import inspect
-import math
 import threading
 from typing import NamedTuple
 
@@ -37,10 +36,12 @@ import torch
 from torch import Tensor, nn
 
 from augnet._checks import NotANumberError, is_real, positive
-from augnet.magnitudes import widened
 from augnet.ops.dispatch import tap_mix
 from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps
+from augnet.transforms._base_checks import check_temperature as check_temperature
+from augnet.transforms._base_checks import check_unit_interval, jsonable, param_dtype, tensor_magnitude
+from augnet.transforms._base_checks import in_float32 as in_float32
 from augnet.transforms._checks_copies import check_copies
 from augnet.transforms._shapes import rank_hint
 
@@ -62,15 +63,6 @@ class Range(NamedTuple):
         if self.low == -self.high:
             return f"±{self.high:.3g}{unit}"
         return f"[{self.low:.3g}, {self.high:.3g}]{unit}"
-
-
-def _jsonable(value):
-    """A constructor argument as JSON data: tensors and tuples become lists."""
-    if isinstance(value, Tensor):
-        return value.detach().cpu().tolist()
-    if isinstance(value, (tuple, list)):
-        return [_jsonable(v) for v in value]
-    return value
 
 
 class Transform(nn.Module):
@@ -112,7 +104,7 @@ class Transform(nn.Module):
         Returns:
             ``{name: tensor}``, each tensor with a first dimension of N (copy-major rows).
         """
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement sample()")
 
     def taps(self, params: dict[str, Tensor]) -> Taps:
         """The transform as taps of ``tap_mix``; only for tap-capable transforms."""
@@ -129,6 +121,8 @@ class Transform(nn.Module):
         if not self.has_taps():
             raise NotImplementedError(f"{type(self).__name__} must implement apply_transform()")
         n = _rows(params, type(self).__name__)
+        if n != x.shape[0] and (x.shape[0] == 0 or n % x.shape[0]):  # a tap reads x[n % B]: the rows' sources
+            raise ValueError(_foreign_rows(n, x.shape[0], type(self).__name__))
         taps = self.taps(params)
         if taps.affine is None and taps.src is None:  # colour maps alone: per pixel, nothing resampled
             return _apply_colors(x, taps, n)
@@ -188,6 +182,8 @@ class Transform(nn.Module):
                 f"{type(self).__name__}: params are for {_rows(params)} rows, "
                 f"but x has {x.shape[0]} rows and copies={copies}"
             )
+        elif x.shape[0] == 0:  # an empty batch replayed: nothing to transform (an FFT of no rows is an error)
+            return x[:0].clone()
         # float16 / bfloat16 are transformed in float32 (FFTs, coordinates), as a layer does.
         with full_precision(x) as dtype:
             try:
@@ -266,7 +262,7 @@ class Transform(nn.Module):
                 raise NotImplementedError(
                     f"{type(self).__name__} does not keep its argument {name!r} as an attribute: override config()"
                 )
-            out[name] = _jsonable(getattr(self, name))
+            out[name] = jsonable(getattr(self, name))
         return out
 
     def __prepare_scriptable__(self):  # torch.jit.script calls it on every submodule of what it is given
@@ -307,29 +303,17 @@ class Transform(nn.Module):
 
     def check_magnitude(self, magnitude: Tensor | float, x: Tensor, rows: int | None = None) -> Tensor:
         """Validate ``magnitude``; return it as a tensor on ``x``'s device (a number or 0-d tensor: 0-d; with ``rows``,
-        an (rows,) tensor of per-row magnitudes too, kept 1-D; float16 / bfloat16 widened to float32, the draws' dtype).
-        Any other type or shape, a value outside [0, 1] (checked on CPU only) or a tensor on an accelerator other than
-        ``x``'s raises a TypeError or ValueError; what is neither a number nor a tensor (``"0.5"``, ``None``, ``True``)
-        the ``NotANumberError`` of every argument that takes a number (both)."""
+        an (rows,) tensor of per-row magnitudes too, kept 1-D; float16 / bfloat16 widened to float32, the draws' dtype;
+        an integer tensor, ``torch.tensor(1)`` as the int ``1``, in the parameters' dtype). Any other type, dtype (bool,
+        complex) or shape, a value outside [0, 1] (checked on CPU only) or a tensor on an accelerator other than ``x``'s
+        raises a TypeError or ValueError; what is neither a number nor a tensor (``"0.5"``, ``None``, ``True``) the
+        ``NotANumberError`` of every argument that takes a number (both)."""
         name = type(self).__name__
         if not (is_real(magnitude) or isinstance(magnitude, Tensor)):
             raise NotANumberError(f"{name}: magnitude must be a float or a tensor, got {type(magnitude).__name__}")
         if isinstance(magnitude, Tensor):
-            if magnitude.dim() != 0 and (rows is None or tuple(magnitude.shape) != (rows,)):
-                allowed = "a scalar" if rows is None else f"a scalar or one per output row, shape ({rows},)"
-                raise ValueError(f"{name}: magnitude must be {allowed}, got shape {tuple(magnitude.shape)}")
-            if not magnitude.is_floating_point():
-                raise TypeError(f"{name}: magnitude must be floating point, got {magnitude.dtype}")
-            # A value check on an accelerator would synchronise; it is done on CPU only.
-            if magnitude.device.type == "cpu" and not torch.compiler.is_compiling():
-                values = magnitude.detach().reshape(-1)
-                bad = ~(torch.isfinite(values) & (values >= 0) & (values <= 1))
-                if bool(bad.any()):
-                    _check_unit_interval(name, float(values[bad][0]))
-            elif magnitude.device != x.device:
-                raise ValueError(f"{name}: magnitude is on {magnitude.device} but x is on {x.device}")
-            return widened(magnitude).to(x.device)
-        _check_unit_interval(name, float(magnitude))
+            return tensor_magnitude(name, magnitude, x, rows)
+        check_unit_interval(name, float(magnitude))
         return torch.tensor(float(magnitude), dtype=param_dtype(x), device=x.device)
 
 
@@ -343,8 +327,8 @@ class SignalTransform(Transform):
     input_ndim = 3
 
     def _rows(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
-        """``x`` repeated to the rows the params were drawn for."""
-        return repeat_rows(x, next(iter(params.values())).shape[0])
+        """``x`` repeated to the rows the params were drawn for (the ValueError of params that are none)."""
+        return repeat_rows(x, _rows(params, type(self).__name__))
 
 
 #: The step of the one-sided finite difference taken at a kink (a magnitude of exactly 0).
@@ -415,33 +399,6 @@ def per_row(magnitude: Tensor | float, ndim: int) -> Tensor | float:
     if not isinstance(magnitude, Tensor) or magnitude.dim() == 0:
         return magnitude
     return magnitude.reshape(-1, *[1] * (ndim - 1))
-
-
-def in_float32(name: str, value: float, why: str = "the parameters are drawn in float32") -> float:
-    """``value``, or the ValueError naming ``name`` where float32 cannot hold it (draws from it were 0, NaN or inf)."""
-    f32 = torch.finfo(torch.float32)
-    if not f32.tiny <= value <= f32.max:
-        raise ValueError(f"{name} ({value:g}) is beyond float32's range ({f32.tiny:.3g} to {f32.max:.3g}): {why}")
-    return value
-
-
-def check_temperature(name: str, value: float) -> float:
-    """A relaxation's temperature as a float: :func:`positive`, and large enough that ``1 / value`` is finite in
-    float32 (the relaxed gates divide by it in the parameters' dtype: below that, the magnitude's gradient is NaN)."""
-    value = positive(name, value)
-    if value < 1.0 / torch.finfo(torch.float32).max:
-        raise ValueError(f"{name} {value!r} is too small: 1 / {name} overflows float32 (the gradient would be NaN)")
-    return value
-
-
-def _check_unit_interval(name: str, value: float) -> None:
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name}: magnitude must lie in [0, 1], got {value}")
-
-
-def param_dtype(x: Tensor) -> torch.dtype:
-    """dtype of sampled parameters: float64 for float64 inputs, else float32."""
-    return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
 def _apply_colors(x: Tensor, taps: Taps, n: int) -> Tensor:
@@ -522,7 +479,7 @@ class stratified_copies:
         >>> x = torch.zeros(2, 1, 8, 8)
         >>> with stratified_copies(4):
         ...     params = T.Rotate().draw_params(x, 1.0, generator=torch.Generator().manual_seed(0), copies=4)
-        >>> strata = ((params["angle"] / math.pi + 1) * 2).floor().reshape(4, 2)  # (copies, samples)
+        >>> strata = ((params["angle"] / torch.pi + 1) * 2).floor().reshape(4, 2)  # (copies, samples)
         >>> strata.sort(0).values.T.tolist()  # each sample: one copy in each quarter of ±180 degrees
         [[0.0, 1.0, 2.0, 3.0], [0.0, 1.0, 2.0, 3.0]]
     """
@@ -588,5 +545,11 @@ def repeat_rows(x: Tensor, n: int) -> Tensor:
     if n == b:
         return x
     if b == 0 or n % b:
-        raise ValueError(f"cannot make {n} rows from a batch of {b}")
+        raise ValueError(_foreign_rows(n, b))
     return einops.repeat(x, "b ... -> (c b) ...", c=n // b)  # c copies, b samples: row c * B + b
+
+
+def _foreign_rows(n: int, b: int, name: str = "") -> str:
+    """Why params drawn for ``n`` rows cannot be applied to a batch of ``b`` (``n`` not a multiple of ``b``)."""
+    return (f"{name + ': ' if name else ''}params are for {n} rows, not a multiple of the batch's {b} rows: apply "
+            "params to the batch they were drawn for (B * copies rows, copy-major)")  # fmt: skip

@@ -231,9 +231,8 @@ def _analytic(x: Tensor) -> Tensor:
     # Slices, not h[0] = 1: one element of a CUDA tensor set from a number is copied from the host, which waits.
     h = torch.zeros(n_fft, dtype=x.dtype, device=x.device)
     h[:1] = 1
-    h[1 : (n_fft + 1) // 2] = 2
-    if n_fft % 2 == 0:
-        h[n_fft // 2 : n_fft // 2 + 1] = 1
+    h[1 : n_fft // 2] = 2
+    h[n_fft // 2 : n_fft // 2 + 1] = 1  # n_fft is a power of two, at least 2: even, with a Nyquist bin
     return torch.fft.ifft(spectrum * h, dim=-1)[..., :t]
 
 

@@ -149,7 +149,14 @@ class Posterize(_ImageTransform):
         Examples:
             >>> Posterize(max_bits=4).bits_distribution(0.25)  # r ~ U(0, 1)
             {0: 0.5, 1: 0.5}
+
+        Raises:
+            TypeError: ``magnitude`` not a number (a 0-d tensor or array holding one is).
+            ValueError: ``magnitude`` outside [0, 1] (or NaN).
         """
+        magnitude = real("magnitude", magnitude)
+        if not 0.0 <= magnitude <= 1.0:
+            raise ValueError(f"Posterize.bits_distribution: magnitude must lie in [0, 1], got {magnitude!r}")
 
         def below(t: float) -> float:  # the integral of max(0, 1 - |s|) over s < t
             if t <= -1.0:

@@ -227,7 +227,7 @@ class _GatedColor(_ImageTransform):
 
     def _color_map(self, params: dict[str, Tensor]) -> Tensor:
         """The (N, Ch, Ch + 1) colour maps ``[M | b]`` of the mapped tap."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement _color_map()")
 
     def taps(self, params):
         g = params["gate"]

@@ -197,7 +197,8 @@ class Scale(_ImageTransform):
             (default), ``"border"`` or ``"reflection"``.
 
     Raises:
-        ValueError: a ``max_zoom`` that is not a finite number > 1, or an unknown ``padding``.
+        ValueError: a ``max_zoom`` that is not a finite number > 1 within float32's range (the zoom is drawn in
+            float32), or an unknown ``padding``.
     """
 
     kink_at_zero = True
@@ -208,6 +209,11 @@ class Scale(_ImageTransform):
         if positive("max_zoom", max_zoom) <= 1.0:
             raise ValueError(f"max_zoom must be > 1, got {max_zoom}")
         self.max_zoom = float(max_zoom)
+        # The zoom max_zoom ** (mu * u) is drawn in float32 (exp of the log): past float32's range, rows zoomed by
+        # inf read the centre pixel alone, and by 1e300 every call failed in tap_mix.
+        if not math.isfinite(float(torch.exp(torch.tensor(math.log(self.max_zoom), dtype=torch.float32)))):
+            raise ValueError(f"max_zoom ({max_zoom!r}) is beyond float32's range (below about 3.4e38): the zoom "
+                             "max_zoom ** (mu * u) is drawn in float32")  # fmt: skip
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies
