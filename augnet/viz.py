@@ -88,6 +88,23 @@ def _check_limits(name: str, limits) -> None:
         raise ValueError(f"{name} must be two finite numbers (low, high), got {limits!r}")
 
 
+def real_values(values, name: str):
+    """``values`` (a tensor, an array, nested lists of numbers) as a float64 tensor on the CPU, or the error naming
+    ``name``: a TypeError for what holds no real numbers (strings, complex numbers), a ValueError for a tensor on
+    meta (it holds no values)."""
+    import torch
+
+    if isinstance(values, torch.Tensor) and values.device.type == "meta":
+        raise ValueError(f"{name} is a tensor on meta, which holds no values")
+    try:
+        v = torch.as_tensor(values)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{name} must hold real numbers, got {values!r:.80}") from None
+    if v.is_complex():
+        raise TypeError(f"{name} must hold real numbers, got dtype {v.dtype}")
+    return v.detach().to("cpu", torch.float64)
+
+
 def plot_distributions(
     distributions: dict,
     path: str | Path,
@@ -130,15 +147,7 @@ def plot_distributions(
         _check_limits("ylim", ylim)
     names, series, missing = [], [], {}  # missing: {position: mark} of the distributions with no finite value
     for label, values in distributions.items():
-        try:
-            v = torch.as_tensor(values)
-        except (TypeError, ValueError, RuntimeError):
-            raise TypeError(f"distribution {label!r} must hold real numbers, got {values!r:.80}") from None
-        if v.is_complex():
-            raise TypeError(f"distribution {label!r} must hold real numbers, got dtype {v.dtype}")
-        if v.device.type == "meta":
-            raise ValueError(f"distribution {label!r} is a tensor on meta, which holds no values")
-        v = v.detach().to(torch.float64).flatten()
+        v = real_values(values, f"distribution {label!r}").flatten()
         names.append(str(label))
         finite = v[torch.isfinite(v)]  # NaN (undefined scores) and infinities have no place on an axis
         if finite.numel():

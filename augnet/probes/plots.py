@@ -287,17 +287,11 @@ def _what(value) -> str:
 
 
 def _real_values(values, name: str) -> torch.Tensor:
-    """``values`` as a float64 tensor on the CPU, or the error naming ``name``: TypeError for strings or complex
-    numbers, ValueError for a tensor on meta (as :func:`augnet.viz.plot_distributions` refuses them)."""
-    if isinstance(values, torch.Tensor) and values.device.type == "meta":
-        raise ValueError(f"{name} is a tensor on meta, which holds no values")
-    try:
-        v = torch.as_tensor(values)
-    except (TypeError, ValueError, RuntimeError):
-        raise TypeError(f"{name} must hold real numbers, got {values!r:.80}") from None
-    if v.is_complex():
-        raise TypeError(f"{name} must hold real numbers, got dtype {v.dtype}")
-    return v.detach().to("cpu", torch.float64)
+    """``values`` as a float64 tensor on the CPU, or the error naming ``name`` (as :func:`augnet.viz.plot_distributions`
+    refuses them: :func:`augnet.viz.real_values`)."""
+    from augnet.viz import real_values
+
+    return real_values(values, name)
 
 
 def _heat_cells(grid: torch.Tensor, invariant: str) -> tuple[torch.Tensor, list[list[str]], float, float, bool]:
