@@ -11,10 +11,10 @@ from typing import Any
 
 from torch import nn
 
-from augnet._checks import as_values, is_int, number
 from augnet._policy_checks import naming_source
 from augnet._stack import caller_stacklevel
 from augnet.policy import Policy, _transform_from_entry, check_policy, refuse_conditioned, transform_classes
+from augnet.policy import check_size as check_spatial_size
 from augnet.transforms import image as T
 from augnet.transforms.base import Transform
 
@@ -80,27 +80,28 @@ IMAGE_NAMES = frozenset(n for n in T.__all__ if isinstance(getattr(T, n), type))
 #: A builder: ``(class name, transform, magnitude > 0) -> _Export`` in one library.
 Builder = Callable[[str, Transform, float], _Export]
 
-
 # ----------------------------------------------------------------------- policies
 
 
 def check_size(size) -> tuple[int, int] | None:
     """``size`` as ``(H, W)``: ``None``, or two ints as a policy's ``size`` takes them (a tuple, a list, a
     ``torch.Size``, a 1-D integer tensor or NumPy array; an item may be a 0-d integer tensor or array, read as the
-    int it holds); the TypeError / ValueError naming it otherwise."""
+    int it holds); the TypeError / ValueError naming it otherwise. Read by :func:`augnet.policy.check_size`, which
+    every spatial size goes through; an exporter's size has exactly two items."""
     if size is None:
         return None
-    if hasattr(size, "tolist") and hasattr(size, "shape"):  # a tensor or an array: its values, when 1-D integers
-        dtype = str(getattr(size, "dtype", ""))
-        if len(size.shape) != 1 or not any(k in dtype for k in ("int", "long", "short")) or "bool" in dtype:
-            raise TypeError(f"size must be None or a pair of ints (H, W), got {size!r}")
-        size = as_values(size, "size")
-    read = [number("size", s) for s in size] if isinstance(size, (tuple, list)) else None  # 0-d tensors: their ints
-    if read is None or len(read) != 2 or not all(is_int(s) for s in read):
-        raise TypeError(f"size must be None or a pair of ints (H, W), got {size!r}")
-    if min(read) < 1:
-        raise ValueError(f"size must be positive, got {size!r}")
-    return int(read[0]), int(read[1])
+    pair = f"size must be None or a pair of ints (H, W), got {size!r}"
+    try:
+        read = check_spatial_size(size)
+    except TypeError:
+        raise TypeError(pair) from None
+    except ValueError:  # empty, or an item < 1: a pair with an item < 1 is not positive, anything else not a pair
+        if len(size) != 2:
+            raise TypeError(pair) from None
+        raise ValueError(f"size must be positive, got {size!r}") from None
+    if len(read) != 2:
+        raise TypeError(pair)
+    return read
 
 
 def _entries(policy) -> list[list[dict]]:
