@@ -58,6 +58,12 @@ def _sfreq(value) -> float:
     return drawn_range("sfreq", value, "the times and frequencies are computed in float32")
 
 
+def _no_rows(x: Tensor, param: Tensor) -> Tensor:
+    """The output for a batch of no rows (an FFT of no rows is an error): empty, like ``x``, still in the graph of
+    ``x`` and ``param`` (a zero gradient, as the other transforms give)."""
+    return x * param.reshape(0, *[1] * (x.dim() - 1)).to(x.dtype)
+
+
 def _probability_apply(x: Tensor, gate: Tensor, changed: Tensor) -> Tensor:
     g = gate.to(x.dtype).reshape(-1, *[1] * (x.dim() - 1))
     return g * changed + (1 - g) * x
@@ -154,7 +160,8 @@ class GaussianNoise(SignalTransform):
     def sample(self, x, magnitude, generator=None, copies=1):
         b = x.shape[0]
         dtype = param_dtype(x)
-        scale = x.to(dtype).flatten(1).std(1, correction=0).repeat(copies)
+        flat = x.to(dtype).flatten(1)  # no rows: no std to take (torch warns of its degrees of freedom)
+        scale = (flat.std(1, correction=0) if b else flat.sum(1)).repeat(copies)
         z = draw(torch.randn, (b * copies, *x.shape[1:]), generator=generator, device=x.device, dtype=dtype)
         return {"noise": per_row(magnitude, 3) * self.max_std * scale[:, None, None] * z}
 
@@ -209,6 +216,8 @@ class FTSurrogate(SignalTransform):
 
     def apply_transform(self, x, params):
         x = self._rows(x, params)
+        if x.shape[0] == 0:
+            return _no_rows(x, params["phase"])
         spectrum = torch.fft.rfft(x, dim=-1)
         rotation = torch.polar(torch.ones_like(params["phase"]), params["phase"]).to(spectrum.dtype)
         return torch.fft.irfft(spectrum * rotation, n=x.shape[-1], dim=-1).to(x.dtype)
@@ -267,6 +276,8 @@ class FrequencyShift(SignalTransform):
     def apply_transform(self, x, params):
         x = self._rows(x, params)
         shift = params["shift"]
+        if x.shape[0] == 0:
+            return _no_rows(x, shift)
         t = torch.arange(x.shape[-1], device=x.device, dtype=shift.dtype) / self.sfreq
         phase = 2 * math.pi * shift[:, None] * t  # (N, T)
         carrier = torch.polar(torch.ones_like(phase), phase)[:, None, :]
@@ -325,6 +336,8 @@ class BandStop(SignalTransform):
 
     def apply_transform(self, x, params):
         x = self._rows(x, params)
+        if x.shape[0] == 0:
+            return _no_rows(x, params["centre"] + params["width"])
         t = x.shape[-1]
         dtype = params["centre"].dtype
         freqs = torch.fft.rfftfreq(t, d=1.0 / self.sfreq, device=x.device, dtype=dtype)
