@@ -93,12 +93,12 @@ def check_size(size) -> tuple[int, int] | None:
     pair = f"size must be None or a pair of ints (H, W), got {size!r}"
     try:
         read = check_spatial_size(size)
-    except TypeError:
-        raise TypeError(pair) from None
-    except ValueError:  # empty, or an item < 1: a pair with an item < 1 is not positive, anything else not a pair
-        if len(size) != 2:
+    except (TypeError, ValueError) as e:  # the reader's own refusals get an exporter's words; an item's (a meta
+        if not str(e).startswith(("size must be a spatial size", "size must be a non-empty spatial size")):
+            raise  # tensor, a huge value) are the item's, as they were
+        if isinstance(e, TypeError) or len(size) != 2:  # empty, or not two items: not a pair
             raise TypeError(pair) from None
-        raise ValueError(f"size must be positive, got {size!r}") from None
+        raise ValueError(f"size must be positive, got {size!r}") from None  # an item < 1
     if len(read) != 2:
         raise TypeError(pair)
     return read
