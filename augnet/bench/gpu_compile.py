@@ -37,6 +37,8 @@ from pathlib import Path
 
 import torch
 
+from augnet._checks import is_int, number
+
 __all__ = ["ARCHS", "TritonCase", "compile_all", "compile_triton", "cuda_resources", "quick_cases", "triton_cases"]
 
 #: Compute capabilities compiled for: A100 (sm_80), H100 and H200 (sm_90).
@@ -330,12 +332,18 @@ def compile_all(cases: list[TritonCase], archs: tuple[int, ...] = ARCHS, workers
     """:func:`compile_triton` of every case for every arch, in that order, over ``workers`` processes.
 
     Each compile runs Triton's pipeline and ptxas on one core, and the cases are independent: ``None``
-    uses every core (:func:`os.cpu_count`), ``1`` compiles in this process.
+    uses every core (:func:`os.cpu_count`), ``1`` compiles in this process (an int >= 1: a 0-d integer tensor or
+    array too; a TypeError or ValueError naming ``workers`` otherwise).
     """
+    if workers is not None:  # a 0-d integer tensor or array: the int it holds
+        read = number("workers", workers)
+        if not is_int(read):
+            raise TypeError(f"workers must be an int or None, got {type(workers).__name__}: {workers!r}")
+        if read < 1:
+            raise ValueError(f"workers must be >= 1, got {read}")
+        workers = int(read)
     jobs = [(case, arch) for case in cases for arch in archs]
     workers = min(len(jobs), os.cpu_count() or 1) if workers is None else workers
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
     if workers == 1 or len(jobs) < 2:
         return [compile_triton(case, arch) for case, arch in jobs]
     import multiprocessing

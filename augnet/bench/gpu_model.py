@@ -133,7 +133,7 @@ def _resources(spec: GpuSpec, kernel: str, b: int, size: int) -> dict | None:
 
 def on_paper(model: str = "h100") -> list[dict]:
     """One row per (batch, image size, mode) of the model described above, for GPU ``model`` (:data:`DEVICES`)."""
-    if model not in DEVICES:
+    if not isinstance(model, str) or model not in DEVICES:  # a list: no key to look up
         raise ValueError(f"model must be one of {sorted(DEVICES)}, got {model!r}")
     from augnet.ops._triton import gpu_block_p
 

@@ -130,7 +130,8 @@ class BenchConfig:
             if isinstance(value, (str, bytes)) or not allowed:
                 raise TypeError(f"{name} must be a sequence (a tuple or a list), got {type(value).__name__}: {value!r}")
         sizes = [number("sizes", s) for s in self.sizes]  # a tensor's elements: the ints they hold
-        sizes = [s.item() if hasattr(s, "item") else s for s in sizes]  # a NumPy scalar's too: said as 8, not repr
+        # a NumPy scalar's too, said as 8, not repr; a tensor or an array of values (1-D or more) is no size: refused
+        sizes = [s.item() if getattr(s, "ndim", None) == 0 else s for s in sizes]
         if not all(is_int(s) for s in sizes):
             raise TypeError(f"sizes must be integers, got {sizes}")
         if not sizes or any(s < 1 for s in sizes):
@@ -155,7 +156,7 @@ class BenchConfig:
         if not 0.0 <= value["init_magnitude"] <= 1.0:
             raise ValueError(f"init_magnitude must lie in [0, 1], got {value['init_magnitude']}")
         bad = [m for m in self.modes if m not in MODES]
-        if bad or not self.modes:
+        if bad or not len(self.modes):  # an array of modes has no truth value
             raise ValueError(f"modes must be among {MODES}, got {list(self.modes)}")
         if self.providers is not None and not len(self.providers):  # not the default's every provider
             raise ValueError("providers must name at least one provider (None: eager and every usable backend), "
@@ -284,6 +285,7 @@ def cpu_peak_bytes(fn: Callable[[], object]) -> tuple[int, int]:
         ``(peak, final)`` in bytes.
 
     Raises:
+        TypeError: ``fn`` is not callable.
         RuntimeError: the profiler gives no readable memory events (a torch without them, or an ``fn`` that
             allocates nothing on the CPU).
 
@@ -292,6 +294,8 @@ def cpu_peak_bytes(fn: Callable[[], object]) -> tuple[int, int]:
         >>> peak >= 1 << 20 and final >= 1 << 20
         True
     """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}: {fn!r}")
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
@@ -389,9 +393,12 @@ def run_benchmark(cfg: BenchConfig, log: Callable[[str], None] | None = print) -
     Python numbers they hold (``cfg`` itself is left as it is).
 
     Raises:
-        ValueError, TypeError: settings :meth:`BenchConfig.validate` refuses, or providers that are unknown or
-            cannot run on the device, before anything is timed.
+        ValueError, TypeError: settings :meth:`BenchConfig.validate` refuses (a ``cfg`` that is not a
+            :class:`BenchConfig`: a TypeError), or providers that are unknown or cannot run on the device, before
+            anything is timed.
     """
+    if not isinstance(cfg, BenchConfig):
+        raise TypeError(f"cfg must be a BenchConfig, got {type(cfg).__name__}: {cfg!r}")
     cfg.validate()
     cfg = cfg._plain()
     threads = torch.get_num_threads()

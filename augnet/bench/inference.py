@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
-from augnet._checks import is_int, is_real
+from augnet._checks import as_values, is_int, is_real, number
 from augnet.bench.harness import _sync, benchmark_classes, geometric_layer
 from augnet.bench.machine import _loadavg, machine_info
 from augnet.experiments.trunks import resnet18
@@ -44,7 +44,8 @@ def inference_cost(
     adds: ``1 + overhead`` is the ratio for a trunk that scales linearly).
 
     Args:
-        copies: the copies C to time (default 1, 4, 10 and 20); one given twice is timed once.
+        copies: the copies C to time (default 1, 4, 10 and 20; a 1-D NumPy array or tensor of them too); one given
+            twice is timed once.
         batch: the batch size B (default 16).
         size: the images' height and width (default 32).
         width: the ResNet-18's base width (default 64).
@@ -53,6 +54,9 @@ def inference_cost(
         min_run_time: seconds each timing runs at least (default 1.0).
         seed: seeds the models and the inputs (default 0).
         log: called with each progress line (default ``print``; ``None``: silent).
+
+    The numbers may be NumPy scalars or 0-d tensors or arrays: the Python numbers they hold are run on and
+    recorded.
 
     Returns:
         ``{"trunk_ms": ..., "records": [{"copies", "augnet_ms", "trunk_ms", "ratio", "trunk_rows_ms",
@@ -64,7 +68,8 @@ def inference_cost(
             built. The caller's random generator is left as it was (the models are made from ``seed`` in a forked
             one).
     """
-    copies, batch, size, width, device, seed = _check_args(copies, batch, size, width, device, min_run_time, seed)
+    checked = _check_args(copies, batch, size, width, device, min_run_time, seed)
+    copies, batch, size, width, device, min_run_time, seed = checked
     if log is not None and not callable(log):
         raise TypeError(f"log must be a callable or None, got {type(log).__name__}: {log!r}")
     # The models and the draws from ``seed``, in a forked generator: the caller's is left as it was.
@@ -127,14 +132,25 @@ def _measure(copies, batch, size, width, device, min_run_time, seed, log) -> dic
     }
 
 
-def _check_args(copies, batch, size, width, device, min_run_time, seed) -> tuple[list[int], int, int, int, str, int]:
+def _check_args(
+    copies, batch, size, width, device, min_run_time, seed
+) -> tuple[list[int], int, int, int, str, float, int]:
     """Refuse settings that cannot run before anything is built or timed (``TypeError`` / ``ValueError``); returns
-    ``(copies, batch, size, width, device, seed)`` as Python ints and the device as a string (a NumPy integer seed
-    is no seed to torch's generators, a ``torch.device`` no JSON)."""
+    ``(copies, batch, size, width, device, min_run_time, seed)`` as Python ints, the device as a string and
+    ``min_run_time`` as a float (a NumPy integer seed is no seed to torch's generators, a ``torch.device`` no JSON).
+
+    The numbers may be NumPy scalars or 0-d tensors or arrays, ``copies`` a 1-D NumPy array or tensor (or a
+    sequence of 0-d ones): the Python numbers they hold are run on."""
+    given = copies
+    if hasattr(copies, "shape") and len(copies.shape) == 1:  # a 1-D NumPy array or tensor: its values (meta refused)
+        copies = as_values(copies, "copies")
     if isinstance(copies, (str, bytes)) or not isinstance(copies, Sequence):
-        raise TypeError(f"copies must be a sequence of ints, got {type(copies).__name__}: {copies!r}")
+        raise TypeError(f"copies must be a sequence of ints, got {type(given).__name__}: {given!r}")
+    copies = [number("copies", c) for c in copies]  # 0-d tensors or arrays among them: the ints they hold
     if not copies or not all(is_int(c) for c in copies) or min(copies) < 1:
         raise ValueError(f"copies must be a non-empty sequence of ints >= 1, got {list(copies)}")
+    batch, size, width = number("batch", batch), number("size", size), number("width", width)
+    seed, min_run_time = number("seed", seed), number("min_run_time", min_run_time)
     for name, value in (("batch", batch), ("size", size), ("width", width), ("seed", seed)):
         if not is_int(value):
             raise TypeError(f"{name} must be an int, got {type(value).__name__}: {value!r}")
@@ -148,7 +164,7 @@ def _check_args(copies, batch, size, width, device, min_run_time, seed) -> tuple
         raise TypeError(f"device must be a string such as 'cpu' or 'cuda', got {type(device).__name__}: {device!r}")
     resolve_device(str(device))  # a ValueError for a device this machine lacks
     copies = list(dict.fromkeys(int(c) for c in copies))  # a C given twice: timed once
-    return copies, int(batch), int(size), int(width), str(torch.device(device)), int(seed)
+    return copies, int(batch), int(size), int(width), str(torch.device(device)), float(min_run_time), int(seed)
 
 
 def format_inference(result: dict) -> str:

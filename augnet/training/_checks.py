@@ -48,14 +48,7 @@ def call_form(x, y, optimizer, epochs, batch_size):
     mean ``fit(model, loader, None, opt, epochs)``: with a loader the third
     positional argument may be the optimiser (an optimiser is never targets).
     """
-    for name, value in (("x", x), ("y", y)):
-        if hasattr(value, "__array__") and not isinstance(value, Tensor):  # a NumPy array (or like one)
-            kind = f"{type(value).__module__.split('.')[0]}.{type(value).__name__}"
-            raise TypeError(
-                f"{name} must be a tensor (x may be a data loader), got a {kind}; convert it with "
-                f"torch.as_tensor({name}), as the model's dtype (usually float32) for the inputs and int64 "
-                "class indices for the targets"
-            )
+    check_not_arrays(x, y)
     if isinstance(x, Tensor) and is_optimizer(y):
         raise TypeError(f"with tensor inputs, y must be a tensor of targets, got {type(y).__name__} (an optimizer)")
     if not isinstance(x, Tensor) and is_optimizer(y):
@@ -83,6 +76,18 @@ def call_form(x, y, optimizer, epochs, batch_size):
     if not is_int(epochs) or epochs < 0:
         raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
     return y, optimizer, int(epochs)  # a numpy integer too
+
+
+def check_not_arrays(x, y) -> None:
+    """The TypeError of inputs or targets given as a NumPy array (or like one), saying how to convert them."""
+    for name, value in (("x", x), ("y", y)):
+        if hasattr(value, "__array__") and not isinstance(value, Tensor):  # a NumPy array (or like one)
+            kind = f"{type(value).__module__.split('.')[0]}.{type(value).__name__}"
+            raise TypeError(
+                f"{name} must be a tensor (x may be a data loader), got a {kind}; convert it with "
+                f"torch.as_tensor({name}), as the model's dtype (usually float32) for the inputs and int64 "
+                "class indices for the targets"
+            )
 
 
 def is_optimizer(obj) -> bool:
@@ -115,12 +120,14 @@ def check_accumulate(accumulate) -> int:
     return int(accumulate)  # a numpy integer too
 
 
-def check_start_epoch(start_epoch, epochs: int) -> None:
-    """``start_epoch`` must be an int in ``[0, epochs]``."""
-    if not is_int(start_epoch):
+def check_start_epoch(start_epoch, epochs: int) -> int:
+    """``start_epoch`` as an int in ``[0, epochs]`` (a 0-d integer tensor or array: the int it holds)."""
+    read = number("start_epoch", start_epoch)
+    if not is_int(read):
         raise TypeError(f"start_epoch must be an int, got {type(start_epoch).__name__}: {start_epoch!r}")
-    if not 0 <= start_epoch <= epochs:
-        raise ValueError(f"start_epoch must lie in [0, epochs] = [0, {epochs}], got {start_epoch}")
+    if not 0 <= read <= epochs:
+        raise ValueError(f"start_epoch must lie in [0, epochs] = [0, {epochs}], got {read}")
+    return int(read)  # a numpy integer too
 
 
 def check_trains_policy(model: torch.nn.Module, optimizer, reg) -> None:
@@ -241,19 +248,25 @@ def finite_at_least_0(name: str, value):
     return value
 
 
-def check_callables(**named) -> None:
+def check_callables(loss_fn, **named) -> None:
+    """``loss_fn`` must be callable; each of ``named`` callable or None."""
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}: {loss_fn!r}")
     for name, value in named.items():
         if value is not None and not callable(value):
             raise TypeError(f"{name} must be callable (or None), got {type(value).__name__}: {value!r}")
 
 
-def check_record_every(record_every) -> None:
-    if not is_int(record_every) or record_every < 1:
+def check_record_every(record_every) -> int:
+    """``record_every`` as an int >= 1 (a 0-d integer tensor or array: the int it holds)."""
+    read = number("record_every", record_every)
+    if not is_int(read) or read < 1:
         raise ValueError(f"record_every must be an int >= 1, got {record_every!r}")
+    return int(read)  # a numpy integer too
 
 
 def check_scheduler(scheduler, optimizer, interval: str) -> None:
-    if interval not in ("epoch", "step"):
+    if not isinstance(interval, str) or interval not in ("epoch", "step"):  # an array: no truth value to test
         raise ValueError(f"scheduler_interval must be 'epoch' or 'step', got {interval!r}")
     if scheduler is None:
         return
@@ -279,7 +292,11 @@ def check_device(model: torch.nn.Module, device) -> torch.device:
     """
     check_not_partly_meta(model)
     if model_device(model).type == "meta":
-        if device is None or torch.device(device).type == "meta":
+        try:
+            meta = device is None or torch.device(device).type == "meta"
+        except (RuntimeError, TypeError) as err:  # as resolve_device says it
+            raise ValueError(f"not a device: {device!r} ({str(err).strip().splitlines()[0]})") from None
+        if meta:
             return torch.device("meta")
         raise ValueError("the model's parameters are on meta, which holds no values: nothing to move to " + str(device))
     return resolve_device(device) if device is not None else model_device(model)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from augnet._checks import is_int
+from augnet._checks import is_int, number
 
 __all__ = ["amp_dtype", "check_not_partly_meta", "model_device", "rank_generator", "resolve_device", "training_device"]
 
@@ -89,7 +89,7 @@ def amp_dtype(amp, device: torch.device) -> torch.dtype | None:
         return None
     if amp is True:
         return torch.float16 if device.type == "cuda" else torch.bfloat16
-    if amp not in (torch.float16, torch.bfloat16):
+    if not isinstance(amp, torch.dtype) or amp not in (torch.float16, torch.bfloat16):  # an array: no truth value
         raise ValueError(f"amp must be True, False, torch.float16 or torch.bfloat16, got {amp!r}")
     return amp
 
@@ -104,7 +104,7 @@ def rank_generator(seed: int, device: torch.device | str | None = None) -> torch
     distributed run (or before ``init_process_group``) the rank is 0.
 
     Args:
-        seed: the run's seed, the same on every rank.
+        seed: the run's seed, the same on every rank (an int; a 0-d integer tensor or array too).
         device: where the augmentations are drawn (the inputs' device).
 
     Raises:
@@ -114,10 +114,12 @@ def rank_generator(seed: int, device: torch.device | str | None = None) -> torch
         >>> rank_generator(7).initial_seed()
         7
     """
-    if not is_int(seed) or seed < 0:
+    read = number("seed", seed)  # a 0-d integer tensor or array: the int it holds
+    if not is_int(read) or read < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    seed = int(read)  # a numpy integer too
     dist = torch.distributed
     rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-    if int(seed) + rank >= 2**64:
+    if seed + rank >= 2**64:
         raise ValueError(f"seed {seed!r} + rank {rank} is past torch's largest seed, 2**64 - 1")
-    return torch.Generator(device=device if device is not None else "cpu").manual_seed(int(seed) + rank)
+    return torch.Generator(device=device if device is not None else "cpu").manual_seed(seed + rank)

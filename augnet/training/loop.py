@@ -10,14 +10,14 @@ from __future__ import annotations
 import contextlib
 import itertools
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from augnet._calibration import evaluating
-from augnet._checks import check_bool, is_int
+from augnet._checks import check_bool, is_int, number
 from augnet._labels import INTEGER_DTYPES, host_int64_labels
 from augnet.layers import AugmentationLayer
 from augnet.ops.bad_input import check_bad_input, raise_bad_input
@@ -72,7 +72,9 @@ def fit(
     loss refuses: a column, floats, one-hot rows, classes out of range) raises
     there, and the model is put back as it was given: its buffers (the effects
     and the pass count its first forward pass measured, batch-norm
-    statistics), modes and gradients.
+    statistics), modes and gradients. A count (``epochs``, ``batch_size``,
+    ``record_every``, ``start_epoch``, ``accumulate``) is an int: a Python or
+    NumPy one, or a 0-d integer tensor or array (the int it holds).
 
     Args:
         model: the model to train (put in training mode): an AugNet, an
@@ -107,7 +109,8 @@ def fit(
         record: called at every record step; each key of the dict it returns
             gets a list in the history (e.g. an Augerino's widths). A key of fit's own history
             (``step``, ``loss``, ``total_loss``, ``weights``, ``magnitudes``) is refused with a
-            ValueError at the first record step, after that step's update.
+            ValueError at the first record step, after that step's update (a return that is not a dict,
+            with a TypeError).
         augment_batch: a fixed augmentation ``augment_batch(x_batch, generator)``
             applied to each batch before the model (e.g. an oracle's true
             transformation for a plain model); it draws from ``generator``.
@@ -169,12 +172,12 @@ def fit(
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     y, optimizer, epochs = _checks.call_form(x, y, optimizer, epochs, batch_size)
-    _checks.check_start_epoch(start_epoch, epochs)
+    start_epoch = _checks.check_start_epoch(start_epoch, epochs)
     accumulate = _checks.check_accumulate(accumulate)
     lams = _checks.LamWeights(lam, epochs)
     reg = _checks.check_regularizer(model, regularizer, lams)
     callbacks = check_callbacks(callbacks)
-    _checks.check_record_every(record_every)
+    record_every = _checks.check_record_every(record_every)
     _checks.check_callables(loss_fn=loss_fn, record=record, augment_batch=augment_batch)
     check_bool("shuffle", shuffle)
     check_bool("progress", progress)
@@ -291,7 +294,7 @@ def fit(
                             if layers:
                                 history["weights"].append(read_weights)
                                 history["magnitudes"].append(read_magnitudes)
-                            for key, value in (record() if record is not None else {}).items():
+                            for key, value in _recorded(record).items():
                                 if key in own_keys:
                                     raise ValueError(
                                         f"record() returned the key {key!r}, which fit's history holds itself "
@@ -332,6 +335,14 @@ def fit(
         raise
     _checks.check_finite_parameters(model, state.step, history)
     return history
+
+
+def _recorded(record: Callable[[], dict] | None) -> Mapping:
+    """What ``record()`` returned, if a dict (a mapping); the TypeError naming ``record`` otherwise."""
+    got = record() if record is not None else {}
+    if not isinstance(got, Mapping):
+        raise TypeError(f"record() must return a dict of values to record, got {type(got).__name__}: {got!r}")
+    return got
 
 
 def _groups(batches: Iterable, k: int) -> Iterable[list]:
@@ -402,11 +413,15 @@ def _batches(x, y, batch_size, shuffle):
     if isinstance(x, Tensor):
         if not isinstance(y, Tensor):
             raise TypeError(f"with tensor inputs, y must be a tensor of targets, got {type(y).__name__}")
+        for name, t in (("x", x), ("y", y)):
+            if t.dim() == 0:
+                raise ValueError(f"{name} is a 0-d tensor, with no samples to batch: give (N, ...) {name}")
         if len(x) != len(y):
             raise ValueError(f"x and y must have the same length, got {len(x)} and {len(y)}")
-        if not is_int(batch_size) or batch_size < 1:
+        read = number("batch_size", batch_size)  # a 0-d integer tensor or array: the int it holds
+        if not is_int(read) or read < 1:
             raise ValueError(f"batch_size must be an int >= 1 for tensor inputs, got {batch_size!r}")
-        batch_size = int(batch_size)  # a numpy integer too
+        batch_size = int(read)  # a numpy integer too
         n = len(x)
         y = host_int64_labels(y, "y")  # widened once, as each batch would be: torch 2.4 cannot index uint16-64 tensors
 
@@ -454,17 +469,21 @@ def accuracy(
         model: a classifier returning :math:`(B, \\text{classes})` scores (an AugNet: aggregated log-probabilities).
         x, y: inputs :math:`(N, ...)` and class indices :math:`(N,)` (any integer dtype, read as int64 as fit reads
             them); or ``x`` a data loader of ``(inputs, targets)`` batches and ``y=None``.
-        batch_size: for tensors, the batch size (default 500).
+        batch_size: for tensors, the batch size (default 500; a 0-d integer tensor or array too).
         generator: an AugNet's source of randomness (default ``None``: torch's global generator).
 
     Returns:
         The fraction of samples whose highest score is their class, a float in [0, 1].
 
     Raises:
-        TypeError: the model's output is not a tensor (a tuple, a dict).
-        ValueError: no samples, or outputs that are not :math:`(B, \\text{classes})` for :math:`(B,)` targets; a
-            model (wholly or partly) on meta.
+        TypeError: ``model`` is not a module, ``x`` or ``y`` a NumPy array, or the model's output is not a tensor
+            (a tuple, a dict).
+        ValueError: no samples (or 0-d tensors), or outputs that are not :math:`(B, \\text{classes})` for
+            :math:`(B,)` targets; a model (wholly or partly) on meta.
     """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    _checks.check_not_arrays(x, y)
     batches, _ = _batches(x, y, batch_size if isinstance(x, Tensor) else None, shuffle=False)
     device = _checks.check_device(model, None)  # a model partly on meta: a ValueError naming those parts
     if device.type == "meta":
