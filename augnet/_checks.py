@@ -6,12 +6,13 @@ import math
 import numbers
 import os
 import sys
+from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = [
-    "MAX_THREADS", "NotANumberError", "as_values", "check_bool", "folder_problem", "is_int", "is_real",
-    "loading_or_kept", "number", "positive", "real",
+    "MAX_THREADS", "NotANumberError", "array_number", "as_values", "check_bool", "folder_problem", "is_int",
+    "is_real", "loading_or_kept", "number", "positive", "real", "sizes",
 ]  # fmt: skip
 
 
@@ -77,6 +78,51 @@ def number(name: str, value):
     if np is not None and isinstance(value, np.ndarray) and value.ndim == 0:
         return value.item()
     return value
+
+
+def array_number(value):
+    """``value`` with a 0-d NumPy array read as the Python number it holds (``.item()``); anything else as given.
+
+    :func:`number` without its reading of tensors: for arguments that take a tensor as a tensor (a transform's
+    magnitude keeps its gradient) and a 0-d array as the number it holds, as a NumPy scalar is (a 0-d float32
+    array gives the Python float ``float(np.float32(v))`` gives). A 0-d bool, complex or string array gives a
+    ``bool``, a ``complex`` or a ``str``, for the caller's :func:`is_real` to refuse.
+    """
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, np.ndarray) and value.ndim == 0:
+        return value.item()
+    return value
+
+
+def sizes(name: str, value, what: str | None = None) -> tuple[int, ...]:
+    """``value``, sizes, as a tuple of Python ints >= 1: a sequence of ints (a tuple, a list, a ``torch.Size``) or
+    a 1-D integer tensor or NumPy array; an item may be a 0-d integer tensor or array, read as the int it holds
+    (:func:`number`). An empty sequence gives ``()``: the caller checks how many sizes it needs. ``what`` names
+    the kind of sizes in the messages (``"a spatial size"``: ":func:`augnet.policy.check_size`'s words).
+
+    Raises:
+        TypeError: not such a sequence (a string, a number, a mapping, a float or bool tensor, a 2-D one), or an
+            item that is not an int (a bool, a float), naming ``name`` and the value.
+        ValueError: an item below 1, or a tensor on ``meta`` (which holds no values).
+    """
+    seq = "a sequence of ints" if what is None else f"{what} (a sequence of ints)"
+    items = value
+    if hasattr(value, "tolist") and hasattr(value, "shape"):  # a tensor or an array: its values, when 1-D integers
+        dtype = str(getattr(value, "dtype", ""))
+        if len(value.shape) != 1 or "int" not in dtype:  # (torch.int64, uint8, np.int32...; not bool, float)
+            kind = "a sequence of ints (a 1-D integer tensor or array)" if what is None else f"{what} (1-D integers)"
+            raise TypeError(f"{name} must be {kind}, got a {type(value).__name__} of shape {tuple(value.shape)} "
+                            f"and dtype {dtype}")  # fmt: skip
+        items = as_values(value, name)
+    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+        raise TypeError(f"{name} must be {seq}, got {type(value).__name__}: {value!r}")
+    read = [number(name, item) for item in items]  # (torch.tensor(32), 32): the ints they hold
+    if not all(is_int(item) for item in read):
+        raise TypeError(f"{name} must be {seq}, got {value!r}")
+    if any(item < 1 for item in read):
+        below = "hold sizes >= 1" if what is None else f"be a non-empty {what.removeprefix('a ')} of ints >= 1"
+        raise ValueError(f"{name} must {below}, got {value!r}")
+    return tuple(int(item) for item in read)
 
 
 def real(name: str, value, what: str = "a number"):

@@ -32,11 +32,11 @@ from __future__ import annotations
 import copy
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from augnet._checks import as_values, is_int, number
+from augnet._checks import sizes
 from augnet._policy_checks import (
     ATOL,  # noqa: F401 (augnet.policy.ATOL and RTOL, as before)
     RTOL,  # noqa: F401
@@ -506,18 +506,9 @@ def check_size(size) -> tuple[int, ...]:
     """``size`` (a spatial size: a sequence of ints >= 1, or a 1-D integer tensor or NumPy array) as a tuple, or the
     TypeError / ValueError naming it. An item may be a 0-d integer tensor or array, read as the int it holds
     (:func:`~augnet._checks.number`, as every number argument reads one); a bool, a float or a negative is refused
-    as the Python value is."""
-    if hasattr(size, "tolist") and hasattr(size, "shape"):  # a tensor or an array: its values, when 1-D integers
-        dtype = str(getattr(size, "dtype", ""))
-        if len(size.shape) != 1 or not any(k in dtype for k in ("int", "long", "short")) or "bool" in dtype:
-            raise TypeError(f"size must be a spatial size (1-D integers), got a {type(size).__name__} of shape "
-                            f"{tuple(size.shape)} and dtype {dtype}")  # fmt: skip
-        size = as_values(size, "size")
-    if isinstance(size, (str, bytes)) or not isinstance(size, Sequence):
-        raise TypeError(f"size must be a spatial size (a sequence of ints), got {type(size).__name__}: {size!r}")
-    read = [number("size", s) for s in size]  # (torch.tensor(32), 32): the ints they hold
-    if not all(is_int(s) for s in read):
-        raise TypeError(f"size must be a spatial size (a sequence of ints), got {size!r}")
-    if not read or any(s < 1 for s in read):
+    as the Python value is. Read by :func:`~augnet._checks.sizes`, as a transform's ``natural_range`` reads its
+    size."""
+    read = sizes("size", size, "a spatial size")
+    if not read:
         raise ValueError(f"size must be a non-empty spatial size of ints >= 1, got {size!r}")
-    return tuple(int(s) for s in read)
+    return read

@@ -6,15 +6,19 @@ from there.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 from torch import Tensor
 
-from augnet._checks import positive
+from augnet._checks import NotANumberError, is_real, number, positive, sizes
 from augnet.magnitudes import widened
 
-__all__ = ["check_temperature", "in_float32", "jsonable", "param_dtype", "tensor_magnitude"]
+__all__ = [
+    "check_temperature", "checked_natural_range", "in_float32", "jsonable", "param_dtype", "range_magnitude",
+    "range_size", "shown_number", "tensor_magnitude",
+]  # fmt: skip
 
 
 def param_dtype(x: Tensor) -> torch.dtype:
@@ -67,6 +71,91 @@ def tensor_magnitude(name: str, magnitude: Tensor, x: Tensor, rows: int | None) 
     elif magnitude.device != x.device:
         raise ValueError(f"{name}: magnitude is on {magnitude.device} but x is on {x.device}")
     return widened(magnitude).to(x.device)
+
+
+def range_magnitude(name: str, magnitude) -> float:
+    """``natural_range``'s ``magnitude`` as a Python float, or the error naming ``name`` and the value.
+
+    A number in [0, 1]: a Python or NumPy int or float, a 0-d (or one-element) tensor or a 0-d array, read as the
+    number it holds (``float(magnitude)``, as every transform's ``natural_range`` read it). A magnitude tensor of
+    several values (per-row magnitudes) has no one range.
+
+    Raises:
+        NotANumberError: not a number (a string, a bool, ``None``, a list, a bool or complex tensor, a tensor of
+            several values), a TypeError and a ValueError.
+        ValueError: NaN, infinite or outside [0, 1]; a tensor on ``meta``.
+    """
+    value = magnitude
+    if isinstance(value, Tensor):
+        if value.numel() != 1:
+            raise NotANumberError(f"{name}: magnitude must be one number in [0, 1] (a 0-d tensor), got a tensor of "
+                                  f"shape {tuple(value.shape)}")  # fmt: skip
+        value = value.reshape(())
+    value = number(f"{name}: magnitude", value)  # a 0-d tensor or array: the number it holds
+    if not is_real(value):
+        raise NotANumberError(f"{name}: magnitude must be a number in [0, 1] (a float, a 0-d tensor or array), "
+                              f"got {magnitude!r}")  # fmt: skip
+    if not 0 <= value <= 1:  # (NaN too; compared before float(): an int of 400 digits is no OverflowError)
+        raise ValueError(f"{name}: magnitude must lie in [0, 1], got {shown_number(value)}")
+    return float(value)
+
+
+def shown_number(value) -> str:
+    """A real number for a message: ``str(value)``, but an int that float() cannot hold (whose ``str()`` may be
+    thousands of digits, or refused past Python's limit) as its size in bits."""
+    if isinstance(value, int):
+        try:
+            float(value)
+        except OverflowError:
+            return f"an int of {value.bit_length()} bits"
+    return str(value)
+
+
+def range_size(name: str, size, transform) -> tuple[int, ...] | None:
+    """``natural_range``'s ``size`` as a tuple of ints (``None`` as given), or the error naming ``name`` and it.
+
+    The input's sizes after its first two dimensions (an image's ``(H, W)``, a signal's ``(T,)``; see
+    :func:`~augnet._checks.sizes` for the types taken): at least ``transform.input_ndim - 2`` of them (the
+    image transforms read the last two, a pixel range the height or the width), more allowed (a larger
+    size's last ones are read).
+    """
+    if size is None:
+        return None
+    read = sizes(f"{name}: size", size)
+    need = max(transform.input_ndim - 2, 0)
+    if len(read) < need:
+        dims = transform._shape_doc().partition(")")[0].strip("(").split(", ")  # "(B, Ch, H, W)": H, W
+        named = f" ({', '.join(dims[2:])}{',' * (need == 1)})" if len(dims) == transform.input_ndim else ""
+        what = "size" if need == 1 else f"{need} sizes"
+        raise ValueError(f"{name}: size must hold the input's last {what}{named}, got {size!r}")
+    return read
+
+
+#: ``size`` not given to ``natural_range``: the subclass's own default is left to apply.
+_NOT_GIVEN = object()
+
+
+def checked_natural_range(fn):
+    """A transform's ``natural_range(self, magnitude, size=None)`` that checks its arguments first.
+
+    ``Transform.__init_subclass__`` wraps each subclass's own with it: ``fn`` gets ``magnitude`` as a float
+    (:func:`range_magnitude`) and ``size``, when given, as a tuple of ints (:func:`range_size`), so a string, a
+    bool, NaN or a magnitude outside [0, 1], or a size without the sizes the transform reads, is an error naming
+    the argument, where it gave a range or a raw ``TypeError`` / ``IndexError``.
+    """
+    if getattr(fn, "_checks_arguments", False):
+        return fn
+
+    @functools.wraps(fn)
+    def natural_range(self, magnitude, size=_NOT_GIVEN):
+        name = f"{type(self).__name__}.natural_range"
+        value = range_magnitude(name, magnitude)
+        if size is _NOT_GIVEN:
+            return fn(self, value)
+        return fn(self, value, range_size(name, size, self))
+
+    natural_range._checks_arguments = True
+    return natural_range
 
 
 def jsonable(value):

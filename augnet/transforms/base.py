@@ -35,12 +35,19 @@ import einops
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import NotANumberError, is_real, positive
+from augnet._checks import NotANumberError, array_number, is_real, positive
 from augnet.ops.dispatch import tap_mix
 from augnet.ops.precision import full_precision
 from augnet.ops.taps import Taps, concat_taps
 from augnet.transforms._base_checks import check_temperature as check_temperature
-from augnet.transforms._base_checks import check_unit_interval, jsonable, param_dtype, tensor_magnitude
+from augnet.transforms._base_checks import (
+    check_unit_interval,
+    checked_natural_range,
+    jsonable,
+    param_dtype,
+    shown_number,
+    tensor_magnitude,
+)
 from augnet.transforms._base_checks import in_float32 as in_float32
 from augnet.transforms._checks_copies import check_copies
 from augnet.transforms._shapes import rank_hint
@@ -231,16 +238,33 @@ class Transform(nn.Module):
 
     def _draw_at(self, x, number, magnitude: Tensor, generator, copies: int) -> dict[str, Tensor]:
         # A number is drawn with as a number, as sample(x, magnitude) draws: replaying those params is exact.
+        number = array_number(number)  # a 0-d array: the number it holds, as a NumPy scalar
         drawn_at = float(number) if is_real(number) else magnitude
         return self.sample(x, drawn_at, generator=generator, copies=copies)
 
+    @checked_natural_range
     def natural_range(self, magnitude: float, size: tuple[int, ...] | None = None) -> Range:
         """Range of the transform at ``magnitude`` in natural units.
 
-        ``size`` is the spatial (or temporal) size of the input, for
-        transforms whose natural unit depends on it (pixels).
+        ``magnitude`` is a number in [0, 1] (a Python or NumPy number, a 0-d or one-element tensor, a 0-d array).
+        ``size`` is the spatial (or temporal) size of the input, for transforms whose natural unit depends on it
+        (pixels): ``None``, or the input's sizes after (B, Ch) (``(H, W)`` for images, ``(T,)`` for signals; a
+        sequence of ints >= 1, a 1-D integer tensor or array; a longer size's last ones are read).
+
+        Every subclass's own ``natural_range`` is wrapped to check these first (see ``__init_subclass__``):
+        it receives ``magnitude`` as a float and ``size`` as a tuple of ints.
+
+        Raises:
+            TypeError, ValueError: a magnitude that is not a number in [0, 1] (a string, a bool, NaN, a tensor
+                of several values), a size that is not ints >= 1 or has fewer than the transform reads.
         """
         return Range(0.0, float(magnitude), "")
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("natural_range")
+        if callable(own):  # its arguments checked before it runs (checked_natural_range), once
+            cls.natural_range = checked_natural_range(own)
 
     def config(self) -> dict:
         """The constructor arguments of this transform, JSON-ready: ``type(t)(**t.config())`` rebuilds it.
@@ -302,19 +326,25 @@ class Transform(nn.Module):
         return "(B, Ch, H, W)" if self.input_ndim == 4 else "(B, Ch, T)"
 
     def check_magnitude(self, magnitude: Tensor | float, x: Tensor, rows: int | None = None) -> Tensor:
-        """Validate ``magnitude``; return it as a tensor on ``x``'s device (a number or 0-d tensor: 0-d; with ``rows``,
+        """Validate ``magnitude``; return it as a tensor on ``x``'s device (a number, a 0-d array or a 0-d tensor: 0-d,
+        a 0-d array read as the number it holds, as a NumPy scalar is; with ``rows``,
         an (rows,) tensor of per-row magnitudes too, kept 1-D; float16 / bfloat16 widened to float32, the draws' dtype;
         an integer tensor, ``torch.tensor(1)`` as the int ``1``, in the parameters' dtype). Any other type, dtype (bool,
         complex) or shape, a value outside [0, 1] (checked on CPU only) or a tensor on an accelerator other than ``x``'s
         raises a TypeError or ValueError; what is neither a number nor a tensor (``"0.5"``, ``None``, ``True``) the
         ``NotANumberError`` of every argument that takes a number (both)."""
-        name = type(self).__name__
+        name, given = type(self).__name__, magnitude
+        magnitude = array_number(magnitude)  # a 0-d array: the number it holds, as float(np.float32(v)) reads one
         if not (is_real(magnitude) or isinstance(magnitude, Tensor)):
-            raise NotANumberError(f"{name}: magnitude must be a float or a tensor, got {type(magnitude).__name__}")
+            raise NotANumberError(f"{name}: magnitude must be a float or a tensor, got {type(given).__name__}")
         if isinstance(magnitude, Tensor):
             return tensor_magnitude(name, magnitude, x, rows)
-        check_unit_interval(name, float(magnitude))
-        return torch.tensor(float(magnitude), dtype=param_dtype(x), device=x.device)
+        try:
+            value = float(magnitude)
+        except OverflowError:  # an int float() cannot hold: outside [0, 1]
+            raise ValueError(f"{name}: magnitude must lie in [0, 1], got {shown_number(magnitude)}") from None
+        check_unit_interval(name, value)
+        return torch.tensor(value, dtype=param_dtype(x), device=x.device)
 
 
 class SignalTransform(Transform):
