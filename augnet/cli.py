@@ -95,7 +95,8 @@ def _demo(args: argparse.Namespace) -> int:
         png = plot_policy_history(result.history, result.names, out / "policy.png", title=title)
         print(f"saved {png} and {out / 'demo.json'}")
     except ImportError as err:
-        print(f"saved {out / 'demo.json'}; no plot: {err}")
+        print(f"augnet demo: no plot: {err}", file=sys.stderr)
+        print(f"saved {out / 'demo.json'}")
     return 0
 
 
@@ -115,7 +116,7 @@ def _bench(args: argparse.Namespace) -> int:
                                         ("--out", args.out != "benchmarks/results")) if on]  # fmt: skip
         if given:
             print(f"augnet bench: --model prints the cost on paper of augnet bench's layer at its own batch sizes, "
-                  f"images and C = 4; not used: {' '.join(given)}")  # fmt: skip
+                  f"images and C = 4; not used: {' '.join(given)}", file=sys.stderr)  # fmt: skip
         return gpu_model.main(["--model", args.model])
     from augnet.bench import run_from_args
 
@@ -387,7 +388,7 @@ def _probe(args: argparse.Namespace) -> int:
         if rep.units:
             saved.append(rep.units_plot(out / "units.png"))
     except ImportError as err:  # no matplotlib: no figure, and no earlier run's in its place
-        print(f"no heatmap: {err}")
+        print(f"augnet probe: no heatmap{' nor units plot' if rep.units else ''}: {err}", file=sys.stderr)
     print(f"\n{verdict}\n")
     print(f"saved {', '.join(str(p) for p in saved)}  ({time.perf_counter() - start:.0f} s)")
     return 0

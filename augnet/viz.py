@@ -36,6 +36,7 @@ def figure_path(path: str | Path) -> Path:
     Raises:
         ValueError: ``path`` (or the file with ``.png`` added) is an existing directory, or its suffix is no
             format matplotlib writes (``.png``, ``.pdf``, ``.svg``, ...), naming it.
+        ImportError: no matplotlib, saying how to install it (as :func:`require_matplotlib` does).
     """
     given = Path(path)
     if given.is_dir():
@@ -43,7 +44,10 @@ def figure_path(path: str | Path) -> Path:
     path = given if given.suffix else given.with_name(given.name + ".png")
     if path.is_dir():
         raise ValueError(f"the figure path {path} is an existing directory")
-    from matplotlib.figure import Figure
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as err:  # it was "No module named 'matplotlib'", without the way to install it
+        raise ImportError('plotting needs matplotlib: pip install "augnet[viz]"') from err
 
     formats = Figure().canvas.get_supported_filetypes()
     if path.suffix[1:].lower() not in formats:
@@ -114,11 +118,14 @@ def plot_distributions(
     ylim: tuple[float, float] | None = None,
     zero_line: bool = False,
 ) -> Path:
-    """One box or violin per labelled 1-D distribution (NaN and infinite values left out).
+    """One box or violin per labelled 1-D distribution of its finite values (NaN values left out).
 
     A distribution with no finite value (all NaN, say a layer whose score is undefined for every unit, or
     empty) keeps its place and its label, marked ``n/a`` (``inf``, ``-inf`` or ``±inf`` when the values it has
     are infinite), as the other plots mark a value they cannot draw: it does not vanish from the figure.
+    Infinite values among finite ones have no place on the axis either, and are not dropped without a word:
+    their count is written at the top (``+inf ×k``) or the bottom (``-inf ×k``) of their distribution's place,
+    and the box or violin is of its finite values.
 
     Args:
         distributions: ``{label: values}``; values are anything ``torch.as_tensor`` reads.
@@ -146,12 +153,15 @@ def plot_distributions(
     if ylim is not None:
         _check_limits("ylim", ylim)
     names, series, missing = [], [], {}  # missing: {position: mark} of the distributions with no finite value
+    marks = {}  # {(position, sign): text}: the infinite values among finite ones, counted at the top or bottom
     for label, values in distributions.items():
         v = real_values(values, f"distribution {label!r}").flatten()
         names.append(str(label))
         finite = v[torch.isfinite(v)]  # NaN (undefined scores) and infinities have no place on an axis
         if finite.numel():
             series.append((len(names), finite.tolist()))
+            ends = [(int((v == sign * math.inf).sum()), sign) for sign in (1, -1)]
+            marks.update({(len(names), sign): f"{'+' if sign > 0 else '-'}inf ×{k}" for k, sign in ends if k})
         else:  # (it vanished from the figure, its label with it, without a word)
             signs = {x > 0 for x in v[torch.isinf(v)].tolist()}
             missing[len(names)] = {(): "n/a", (True,): "inf", (False,): "-inf"}.get(tuple(signs), "±inf")
@@ -166,6 +176,9 @@ def plot_distributions(
         ax.violinplot(values, positions=drawn, showmedians=True)
     for position, mark in missing.items():  # x in data units, y in the middle of the axes
         ax.text(position, 0.5, mark, transform=ax.get_xaxis_transform(), ha="center", va="center", color="grey")
+    for (position, sign), mark in marks.items():  # inside the axes, at the end of the infinities' sign
+        y, align = (0.98, "top") if sign > 0 else (0.02, "bottom")
+        ax.text(position, y, mark, transform=ax.get_xaxis_transform(), ha="center", va=align, color="grey")
     if zero_line:
         ax.axhline(0.0, color="grey", linewidth=0.8, linestyle="--")
     positions = list(range(1, len(names) + 1))

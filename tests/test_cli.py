@@ -209,10 +209,10 @@ def test_probe_list_options_refuse_bad_values_in_one_line(capsys, tmp_path):
 
 def test_bench_model_says_which_options_it_does_not_use(capsys, tmp_path):
     assert main(["bench", "--model", "h200", "--batch", "256", "--copies", "8", "--out", str(tmp_path / "x")]) == 0
-    out = capsys.readouterr().out
-    assert "not used: --batch --copies --out" in out and not (tmp_path / "x").exists()
+    err = capsys.readouterr().err
+    assert "not used: --batch --copies --out" in err and not (tmp_path / "x").exists()
     assert main(["bench", "--model", "h200"]) == 0
-    assert "not used" not in capsys.readouterr().out
+    assert "not used" not in capsys.readouterr().err
 
 
 def test_ctrl_c_in_reproduce_says_what_is_kept_and_exits_130(tmp_path, capsys, monkeypatch):

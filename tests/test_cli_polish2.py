@@ -224,10 +224,10 @@ def test_a_refused_batch_size_names_the_flag_as_typed_in_one_line(flag, monkeypa
 def test_bench_model_names_the_batch_flag_as_typed_among_those_it_does_not_use(capsys):
     assert main(["bench", "--model", "h200", "--batch-size", "256"]) == 0
     captured = capsys.readouterr()
-    assert "not used: --batch-size" in captured.out and "deprecated" not in captured.err
+    assert "not used: --batch-size" in captured.err and "deprecated" not in captured.err
     assert main(["bench", "--model", "h200", "--batch", "256"]) == 0
     captured = capsys.readouterr()
-    assert "not used: --batch\n" in captured.out and "use --batch-size" in captured.err
+    assert "not used: --batch\n" in captured.err and "use --batch-size" in captured.err
 
 
 # ------------------------------------------------------------------------------- errors a user meets

@@ -559,7 +559,7 @@ def test_probe_without_matplotlib_writes_no_heatmap_and_leaves_no_earlier_one(tm
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
     assert main([*argv, "--out", str(out)]) == 0
     captured = capsys.readouterr()
-    assert "no heatmap: plotting needs matplotlib" in captured.out
+    assert "no heatmap: plotting needs matplotlib" in captured.err
     assert "replacing the results of an earlier run" in captured.err and "heatmap.png" in captured.err
     assert sorted(p.name for p in out.iterdir()) == ["probe.csv", "probe.json", "verdict.txt"]
 

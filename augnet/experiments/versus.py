@@ -20,6 +20,7 @@ over worker processes, each on one torch thread.
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import time
@@ -261,8 +262,14 @@ def summarise(records: dict[str, dict], seeds) -> dict:
     return out
 
 
+def _cell(mean: float, std: float) -> str:
+    """One table cell, mean ± std; ``n/a`` for a NaN mean (a measure undefined in some seed's run, e.g. the
+    invariance of a model whose logits are not finite), as the probes' tables mark it."""
+    return "n/a" if math.isnan(mean) else f"{mean:.3f} ± {std:.3f}"
+
+
 def table_markdown(summary: dict, title: str) -> str:
-    """The summary as one markdown table per task and regime."""
+    """The summary as one markdown table per task and regime (``–``: a measure the task has not, ``n/a``: NaN)."""
     lines = [f"## {title}", ""]
     head = "| method | accuracy | with TTA (4) | one copy | shifted | invariance | train CPU s |"
     for task, regimes in summary.items():
@@ -272,7 +279,7 @@ def table_markdown(summary: dict, title: str) -> str:
                 if method not in methods:
                     continue
                 c = methods[method]
-                cells = [f"{c[m][0]:.3f} ± {c[m][1]:.3f}" if m in c else "–" for m in _MEASURES[:-1]]
+                cells = [_cell(*c[m][:2]) if m in c else "–" for m in _MEASURES[:-1]]
                 lines.append(f"| {method} | {' | '.join(cells)} | {c['train_cpu_seconds'][0]:.1f} |")
             lines.append("")
     return "\n".join(lines)

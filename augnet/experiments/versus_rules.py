@@ -19,6 +19,8 @@ Read on the reported seeds (5-9) only (:data:`augnet.experiments.versus.REPORTED
 
 from __future__ import annotations
 
+import math
+
 from augnet.experiments.versus_tasks import TASKS
 
 __all__ = ["LABEL_PRESERVING", "check_rules", "committed"]
@@ -45,8 +47,10 @@ def committed(task: str, policy: dict | None) -> tuple[bool, str]:
     if unit == "px":  # a policy states shifts in pixels; the table bounds them in % of the image's size
         bound, unit = 100 * bound / TASKS[task].size, "%"
     allowed = LABEL_PRESERVING[task]
-    ok = top["weight"] >= 0.5 and top["transform"] in allowed and (
-        allowed[top["transform"]] is None or bound <= allowed[top["transform"]]
+    ok = (
+        top["weight"] >= 0.5
+        and top["transform"] in allowed
+        and (allowed[top["transform"]] is None or bound <= allowed[top["transform"]])
     )
     return ok, f"{top['transform']} w {top['weight']:.2f} ±{bound:.3g}{' %' if unit == '%' else ''}"
 
@@ -80,10 +84,17 @@ def check_rules(summary: dict, records: dict | None = None, seeds=None) -> str:
             others = {m: c["invariance"][0] for m, c in cell.items() if m not in ("augnet", "instance")}
             if not others:
                 continue
-            best = max(others, key=others.get)
+            undefined = sorted(m for m, v in others.items() if math.isnan(v))  # max() kept a NaN it met first
+            others = {m: v for m, v in others.items() if m not in undefined}
+            skipped = f" (skipped, invariance NaN: {', '.join(undefined)})" if undefined else ""
             a = cell["augnet"]["invariance"][0]
+            if math.isnan(a) or not others:
+                what = "AugNet's invariance is NaN" if math.isnan(a) else "no other method's invariance is defined"
+                lines.append(f"3 {task} {regime}: NOT MET, {what}{skipped}")
+                continue
+            best = max(others, key=others.get)
             lines.append(f"3 {task} {regime}: AugNet's invariance {a:.3f} vs next {best} {others[best]:.3f}: "
-                         f"{'MET' if a >= others[best] else 'NOT MET'} ({a - others[best]:+.4f})")  # fmt: skip
+                         f"{'MET' if a >= others[best] else 'NOT MET'} ({a - others[best]:+.4f}){skipped}")  # fmt: skip
     if records is not None:
         for task in summary:
             runs = [r for r in records.values() if (r["kind"], r["method"], r["task"], r["regime"])

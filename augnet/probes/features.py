@@ -40,8 +40,8 @@ __all__ = [
 REDUCTIONS = ("none", "mean", "tokens", "flatten")
 #: The model's own output (for an AugNet: its aggregate, by default the mean of log-softmax over the copies).
 OUTPUT = "output"
-#: The activations before the final softmax (the AugNet paper's eq. 4 footnote): for an AugNet, its trunk's
-#: outputs averaged over the C copies; for any other model, its output.
+#: For an AugNet, its trunk's outputs averaged over the C copies: the scores before its final softmax (the AugNet
+#: paper's eq. 4 footnote); for any other model, its output as it is (as :data:`OUTPUT`), whatever that holds.
 LOGITS = "logits"
 #: Separates a module's name from the index of one of its calls: ``"layer1.0.relu#1"`` is the second call.
 CALL = "#"
@@ -418,11 +418,17 @@ def features(
 
     Forward hooks record each named layer's output (the model is not edited,
     the hooks are removed afterwards). Two names are special: ``"output"``
-    (``OUTPUT``) is the model's own output, and ``"logits"``
-    (``LOGITS``) the activations before the final softmax: for an
-    :class:`~augnet.AugNet` its trunk's outputs averaged over the copies, for
-    any other model its output. A module called several times per forward pass
-    is several layers, ``"name#0"``, ``"name#1"``, ... (see the module docstring).
+    (``OUTPUT``) is the model's own output, whatever it is (for an
+    :class:`~augnet.AugNet`, its aggregate over the copies), and ``"logits"``
+    (``LOGITS``) is, for a model that is an :class:`~augnet.AugNet`, its
+    trunk's outputs averaged over the copies (the scores before the AugNet's
+    final softmax); for any other model (one that holds an AugNet inside it
+    too) it is the same as ``"output"``: scores before a softmax only if that
+    is what the model returns (probabilities or any other output are read as
+    they are). An output, or a layer's, that is not a tensor is read at a named
+    tuple's ``logits`` field, a tuple's first item or a mapping's ``"logits"``.
+    A module called several times per forward pass is several layers,
+    ``"name#0"``, ``"name#1"``, ... (see the module docstring).
 
     Inside an AugNet, whose trunk sees ``B * C`` rows (copy-major), the
     activations of a module of that AugNet with ``B * C`` rows are averaged
@@ -450,8 +456,8 @@ def features(
     Raises:
         TypeError, ValueError: before the model runs: inputs that are not a batch, on meta or on
             another device than the model's parameters, an unknown layer; in the first pass, a 0-d
-            output. (Their dtype and values are the model's to take: it may cast them; the probes
-            that measure check those too.)
+            output or one with no tensor to read. (Their dtype and values are the model's to take: it
+            may cast them; the probes that measure check those too.)
 
     Examples:
         >>> net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.LazyLinear(2))

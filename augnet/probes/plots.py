@@ -174,7 +174,8 @@ def plot_similarity_change_distributions(
 
     Args:
         distributions: from :func:`similarity_change_distributions`, or any
-            ``{label: values}`` with 1-D values (NaN values are left out).
+            ``{label: values}`` with 1-D values (NaN values are left out; infinite ones are counted on the
+            figure, as :func:`augnet.viz.plot_distributions` marks them).
         path: where to write the PNG.
         statistic: the axis label (the statistic the values hold).
         title: optional figure title.
