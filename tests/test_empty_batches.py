@@ -107,3 +107,17 @@ def test_the_fft_transforms_replay_an_empty_batch_in_the_graph(make):
     assert out.requires_grad
     g_mu, g_x = torch.autograd.grad(out.sum(), (mu, x))
     assert g_mu == 0 and g_x.shape == x.shape
+
+
+@pytest.mark.parametrize("replay", [False, True], ids=["drawn", "replayed"])
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_a_forward_of_no_rows_keeps_the_magnitude_in_the_graph(case, replay):
+    # t(x[:0], mu).sum().backward() raised "element 0 of tensors does not require grad": the empty output was cut
+    # off from the magnitude (a layer's was not). Now its gradient is 0, as for rows that do not read it.
+    t, x = case.build(), _empty(case, torch.float64)
+    mu = torch.tensor(0.5, dtype=torch.float64, requires_grad=True)
+    params = t.draw_params(x, 0.5, copies=2) if replay else None
+    out = t(x, mu, params=params, copies=2)
+    _check_empty(out, x)
+    out.sum().backward()
+    assert mu.grad is not None and mu.grad.item() == 0.0

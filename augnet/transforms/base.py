@@ -72,6 +72,12 @@ class Range(NamedTuple):
         return f"[{self.low:.3g}, {self.high:.3g}]{unit}"
 
 
+def _no_rows(x: Tensor, magnitude: Tensor) -> Tensor:
+    """The output for a batch of no rows: empty, in the graph of ``x`` and of ``magnitude`` (a zero gradient in
+    both, where a bare ``x[:0]`` left the magnitude out of the graph and its ``backward()`` failed)."""
+    return x[:0].clone() + 0 * magnitude.sum().to(x.dtype)
+
+
 class Transform(nn.Module):
     """Base class of augnet transforms. Subclasses implement :meth:`sample` and either :meth:`taps` (image
     warps and colour maps, then :meth:`apply_transform` is provided) or :meth:`apply_transform`.
@@ -171,8 +177,8 @@ class Transform(nn.Module):
         self._check_generator(generator)
         replay = params is not None
         if params is None:
-            if x.shape[0] == 0:  # an empty batch: nothing to draw, nothing to transform
-                return x[:0].clone()
+            if x.shape[0] == 0:  # an empty batch: nothing to draw, nothing to transform (in the graph of the
+                return _no_rows(x, magnitude)  # magnitude too: a zero gradient, as a layer gives)
             if self.kink_at_zero and wants_kink_gradient(magnitude):
                 # At exactly 0: the identity, with the one-sided derivative (see kink_gate). No branch on the
                 # value, so the same code runs on every device without reading the magnitude back.
@@ -190,7 +196,7 @@ class Transform(nn.Module):
                 f"but x has {x.shape[0]} rows and copies={copies}"
             )
         elif x.shape[0] == 0:  # an empty batch replayed: nothing to transform (an FFT of no rows is an error)
-            return x[:0].clone()
+            return _no_rows(x, magnitude)
         # float16 / bfloat16 are transformed in float32 (FFTs, coordinates), as a layer does.
         with full_precision(x) as dtype:
             try:
