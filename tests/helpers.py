@@ -102,3 +102,22 @@ class Listed(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         return self.items[i]
+
+
+def probe_model_file(tmp_path, monkeypatch, name, forward="return self.net(x)"):
+    """A module ``name`` in ``tmp_path`` (on ``sys.path``) defining a small image CNN ``Net`` whose forward runs
+    ``forward``; returns the arguments of a quick ``augnet probe`` of it (two layers, no plots of its own)."""
+    (tmp_path / f"{name}.py").write_text(
+        "import torch\nfrom torch import nn\n\n\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        torch.manual_seed(0)\n"
+        "        self.net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),\n"
+        "                                 nn.Flatten(), nn.Linear(4, 2))\n\n"
+        "    def forward(self, x):\n"
+        f"        {forward}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return ["probe", "--model", f"{name}:Net", "--fake", "--n", "8", "--size", "8", "--transforms", "Rotate",
+            "--magnitudes", "1", "--no-lie", "--no-progress", "--layers", "net.1", "logits"]  # fmt: skip

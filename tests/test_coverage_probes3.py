@@ -12,7 +12,7 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 import torch
-from helpers import gen
+from helpers import gen, probe_model_file
 from torch import nn
 
 import augnet
@@ -518,23 +518,6 @@ def test_plot_distributions_marks_a_layer_with_no_finite_value_na(figures, tmp_p
 # --------------------------------------------------------------------------- the command line
 
 
-def _model_file(tmp_path, monkeypatch, name, forward="return self.net(x)"):
-    (tmp_path / f"{name}.py").write_text(
-        "import torch\nfrom torch import nn\n\n\n"
-        "class Net(nn.Module):\n"
-        "    def __init__(self):\n"
-        "        super().__init__()\n"
-        "        torch.manual_seed(0)\n"
-        "        self.net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),\n"
-        "                                 nn.Flatten(), nn.Linear(4, 2))\n\n"
-        "    def forward(self, x):\n"
-        f"        {forward}\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return ["probe", "--model", f"{name}:Net", "--fake", "--n", "8", "--size", "8", "--transforms", "Rotate",
-            "--magnitudes", "1", "--no-lie", "--no-progress", "--layers", "net.1", "logits"]  # fmt: skip
-
-
 @pytest.fixture
 def threads():
     """torch's thread count, put back after the test."""
@@ -544,7 +527,7 @@ def threads():
 
 
 def test_probe_threads_sets_torchs_threads(tmp_path, monkeypatch, threads):
-    argv = _model_file(tmp_path, monkeypatch, "cov3_threads_net")
+    argv = probe_model_file(tmp_path, monkeypatch, "cov3_threads_net")
     want = 2 if threads != 2 else 1
     assert main([*argv, "--threads", str(want), "--out", str(tmp_path / "out")]) == 0
     assert torch.get_num_threads() == want
@@ -552,7 +535,7 @@ def test_probe_threads_sets_torchs_threads(tmp_path, monkeypatch, threads):
 
 def test_probe_without_matplotlib_writes_no_heatmap_and_leaves_no_earlier_one(tmp_path, monkeypatch, capsys):
     """Mended: an earlier run's heatmap.png stayed beside this run's tables, which the run had said it replaced."""
-    argv = _model_file(tmp_path, monkeypatch, "cov3_noplot_net")
+    argv = probe_model_file(tmp_path, monkeypatch, "cov3_noplot_net")
     out = tmp_path / "out"
     out.mkdir()
     (out / "heatmap.png").write_bytes(b"an earlier run's")
@@ -587,7 +570,7 @@ def test_reproduce_threads_and_a_setup_error_of_the_run_are_one_line(tmp_path, m
 def test_a_models_own_runtime_error_is_not_swallowed(tmp_path, monkeypatch):
     """A RuntimeError that is no allocation failure: the model's own, after the checking pass (of two images)."""
     forward = 'if len(x) > 2:\n            raise RuntimeError("boom in forward")\n        return self.net(x)'
-    argv = _model_file(tmp_path, monkeypatch, "cov3_broken_net", forward=forward)
+    argv = probe_model_file(tmp_path, monkeypatch, "cov3_broken_net", forward=forward)
     with pytest.raises(RuntimeError, match=r"^boom in forward$"):
         main([*argv, "--out", str(tmp_path / "out")])
 
@@ -625,7 +608,7 @@ def test_run_exits_with_mains_code(monkeypatch, capsys):
 
 def test_run_ends_an_interrupted_command_as_interrupted(tmp_path, monkeypatch, capsys):
     """Ctrl-C (here, in the model's forward pass): one line, then a KeyboardInterrupt whose traceback is silenced."""
-    argv = _model_file(tmp_path, monkeypatch, "cov3_interrupted_net", forward="raise KeyboardInterrupt")
+    argv = probe_model_file(tmp_path, monkeypatch, "cov3_interrupted_net", forward="raise KeyboardInterrupt")
     monkeypatch.setattr(sys, "stdout", sys.stdout)
     monkeypatch.setattr(sys, "stderr", sys.stderr)
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)

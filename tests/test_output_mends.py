@@ -8,6 +8,7 @@ import types
 
 import pytest
 import torch
+from helpers import probe_model_file
 from torch import nn
 
 import augnet.cli
@@ -67,23 +68,6 @@ def test_similarity_change_plots_count_infinite_changes_too(figures, tmp_path):
 # --------------------------------------------------------------------------- the command line: stderr
 
 
-def _model_file(tmp_path, monkeypatch, name):
-    (tmp_path / f"{name}.py").write_text(
-        "import torch\nfrom torch import nn\n\n\n"
-        "class Net(nn.Module):\n"
-        "    def __init__(self):\n"
-        "        super().__init__()\n"
-        "        torch.manual_seed(0)\n"
-        "        self.net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),\n"
-        "                                 nn.Flatten(), nn.Linear(4, 2))\n\n"
-        "    def forward(self, x):\n"
-        "        return self.net(x)\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return ["probe", "--model", f"{name}:Net", "--fake", "--n", "8", "--size", "8", "--transforms", "Rotate",
-            "--magnitudes", "1", "--no-lie", "--no-progress", "--layers", "net.1", "logits"]  # fmt: skip
-
-
 def _no_matplotlib(monkeypatch):
     """``import matplotlib`` (and of its submodules, loaded or not by earlier tests) raises ImportError."""
     for name in ["matplotlib", *(m for m in sys.modules if m.startswith("matplotlib."))]:
@@ -103,7 +87,7 @@ def test_figure_path_without_matplotlib_says_how_to_install_it(monkeypatch, tmp_
 @pytest.mark.parametrize("per_unit", [False, True])
 def test_probe_without_matplotlib_says_so_on_stderr(tmp_path, monkeypatch, capsys, per_unit):
     """Mended: "no heatmap: ..." went to stdout, among the results (and said nothing of units.png)."""
-    argv = _model_file(tmp_path, monkeypatch, f"output_mends_noplot_{int(per_unit)}")
+    argv = probe_model_file(tmp_path, monkeypatch, f"output_mends_noplot_{int(per_unit)}")
     _no_matplotlib(monkeypatch)
     assert main([*argv, "--out", str(tmp_path / "out"), *(["--per-unit"] if per_unit else [])]) == 0
     captured = capsys.readouterr()
