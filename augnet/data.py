@@ -33,7 +33,7 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
-from augnet._checks import check_bool, is_int
+from augnet._checks import as_values, check_bool, is_int, number, real
 
 __all__ = [
     "GLYPHS",
@@ -60,33 +60,56 @@ GLYPHS: tuple[tuple[tuple[tuple[float, float], tuple[float, float]], ...], ...] 
 )
 
 
-def _check_render(index: Tensor, angle: Tensor, count: int, size, what: str) -> None:
-    """Refuse what ``render_glyphs`` / ``render_sprites`` cannot draw, naming it (``what``: the index's name)."""
-    if not isinstance(index, Tensor) or index.dim() != 1 or index.is_floating_point() or index.dtype == torch.bool:
+def _check_render(index: Tensor, angle: Tensor, count: int, size, what: str) -> tuple[Tensor, int]:
+    """Refuse what ``render_glyphs`` / ``render_sprites`` cannot draw, naming it (``what``: the index's name); else
+    ``index`` as int64 (a uint8 one was read as a mask, drawing other figures) and ``size`` (a 0-d one: its int)."""
+    if (not isinstance(index, Tensor) or index.dim() != 1 or index.is_floating_point() or index.is_complex()
+            or index.dtype == torch.bool):  # fmt: skip
         raise TypeError(f"{what} must be a (B,) integer tensor, got {getattr(index, 'shape', type(index).__name__)}")
-    if len(index) and (int(index.min()) < 0 or int(index.max()) >= count):
-        raise ValueError(f"{what} must hold indices in [0, {count}), got {index.tolist()[:10]}")
     if not isinstance(angle, Tensor) or angle.shape != index.shape or not angle.is_floating_point():
         shape = tuple(angle.shape) if isinstance(angle, Tensor) else type(angle).__name__
         raise ValueError(f"angle must be a (B,) float tensor of radians, one per {what}, got {shape} for {len(index)}")
+    if index.device.type == "meta" or angle.device.type == "meta":
+        raise ValueError(f"{what} and angle must hold values (the images are drawn from them), got tensors on meta")
+    index = index if index.dtype == torch.int64 else index.long()  # uint64 past int64 wraps below 0: refused below
+    if len(index) and (int(index.min()) < 0 or int(index.max()) >= count):
+        raise ValueError(f"{what} must hold indices in [0, {count}), got {index.tolist()[:10]}")
+    if len(angle) and not bool(torch.isfinite(angle).all()):  # NaN drew NaN (glyphs) or black (sprites) images
+        raise ValueError(f"angle must hold finite radians, got {angle[~torch.isfinite(angle)][:5].tolist()}")
+    size = number("size", size)
     if not is_int(size) or size < 1:
         raise ValueError(f"size must be an int >= 1, got {size!r}")
+    return index, size
+
+
+def _check_scale(name: str, value, low: str):
+    """``value`` (a 0-d tensor or array: its number) if finite and ``>= 0`` or ``> 0`` (``low``), else the error naming
+    ``name`` (a negative extent drew mirrored figures, 0 or NaN blank or NaN images)."""
+    value = real(name, value, f"a finite number {low}")
+    if not math.isfinite(value) or value < 0 or (low == "> 0" and value == 0):
+        raise ValueError(f"{name} must be a finite number {low}, got {value!r}")
+    return value
 
 
 def render_glyphs(glyph: Tensor, angle: Tensor, size: int = 28, width: float = 0.09, extent: float = 0.42) -> Tensor:
     """Render glyphs rotated by ``angle`` (counter-clockwise on screen).
 
     Args:
-        glyph: (B,) int64 glyph index into :data:`GLYPHS`.
-        angle: (B,) rotation angles in radians.
-        size: image height and width in pixels.
-        width: stroke half-width, in glyph units (the glyph box is [-1, 1]).
-        extent: half the glyph box, as a fraction of the image size.
+        glyph: (B,) glyph index into :data:`GLYPHS`, a tensor of any integer dtype.
+        angle: (B,) finite rotation angles in radians, a floating-point tensor.
+        size: image height and width in pixels, an int >= 1.
+        width: stroke half-width, in glyph units (the glyph box is [-1, 1]), finite and >= 0.
+        extent: half the glyph box, as a fraction of the image size, finite and > 0.
 
     Returns:
-        (B, 1, size, size) float32 images in [0, 1].
+        (B, 1, size, size) images in [0, 1]: float32, float64 for float64 angles.
+
+    Raises:
+        TypeError, ValueError: an index that is not a (B,) integer tensor or out of range, angles that are not
+            (B,) finite floats, tensors on meta, a ``size``, ``width`` or ``extent`` out of range.
     """
-    _check_render(glyph, angle, len(GLYPHS), size, "glyph")
+    glyph, size = _check_render(glyph, angle, len(GLYPHS), size, "glyph")
+    width, extent = _check_scale("width", width, ">= 0"), _check_scale("extent", extent, "> 0")
     nseg = max(len(g) for g in GLYPHS)
     segs = torch.zeros(len(GLYPHS), nseg, 2, 2)
     valid = torch.zeros(len(GLYPHS), nseg, dtype=torch.bool)
@@ -162,6 +185,7 @@ def _rotation_labels(n, size, seed: int, generator: torch.Generator | None) -> t
 
     Label // 2 says "down": the angle is uniform in [-pi/4, pi/4], plus pi for "down".
     """
+    n, size = number("n", n), number("size", size)  # a 0-d integer tensor or array: the int it holds
     if not is_int(n) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
     if not is_int(size) or size < 8:
@@ -262,6 +286,7 @@ def _generator(generator, seed) -> torch.Generator:
 
 def _seed(seed) -> int:
     """A generator seed: any int (one beyond torch's 64-bit range is reduced modulo 2^64)."""
+    seed = number("seed", seed)  # a 0-d integer tensor or array: the int it holds
     if not is_int(seed):
         raise TypeError(f"seed must be an int, got {seed!r}")
     seed = int(seed)
@@ -286,6 +311,7 @@ def make_sprite_pair(pair: int = 0) -> tuple[Tensor, Tensor]:
         >>> cells.shape, palettes.shape, bool((cells[0] != cells[1]).any())
         (torch.Size([2, 12, 12]), torch.Size([2, 6, 3]), True)
     """
+    pair = number("pair", pair)  # a 0-d integer tensor or array: the int it holds
     if not is_int(pair) or pair < 0:
         raise ValueError(f"pair must be a non-negative int, got {pair!r}")
     pair = int(pair)
@@ -326,17 +352,24 @@ def render_sprites(
     cell under the inverse rotation (black outside the sprite).
 
     Args:
-        sprite: (B,) int64 index into ``cells``.
-        angle: (B,) angles in radians.
-        cells, palettes: from :func:`make_sprite_pair`.
-        size: image height and width in pixels.
-        extent: half the sprite's side as a fraction of the image size (the
+        sprite: (B,) index into ``cells``, a tensor of any integer dtype.
+        angle: (B,) finite angles in radians, a floating-point tensor.
+        cells, palettes: from :func:`make_sprite_pair`: (K, G, G) integer cells, (K, C, 3) float palettes.
+        size: image height and width in pixels, an int >= 1.
+        extent: half the sprite's side as a fraction of the image size, finite and > 0 (the
             default keeps every rotation inside the image).
 
     Returns:
         (B, 3, size, size) float32 images in [0, 1].
+
+    Raises:
+        TypeError, ValueError: an index that is not a (B,) integer tensor or out of range, angles that are not
+            (B,) finite floats, ``cells`` or ``palettes`` not of those shapes (a cell past its palette), tensors
+            on meta, a ``size`` or ``extent`` out of range.
     """
-    _check_render(sprite, angle, len(cells), size, "sprite")
+    cells, palettes = _check_sprites(cells, palettes)
+    sprite, size = _check_render(sprite, angle, len(cells), size, "sprite")
+    extent = _check_scale("extent", extent, "> 0")
     grid = cells.shape[-1]
     sub = 4
     offsets = (torch.arange(sub, dtype=torch.float32) + 0.5) / sub
@@ -359,6 +392,31 @@ def render_sprites(
         rgb = rgb.reshape(len(s), size, sub, size, sub, 3).mean((2, 4))
         out[start : start + 256] = rgb.permute(0, 3, 1, 2)
     return out
+
+
+def _check_sprites(cells, palettes) -> tuple[Tensor, Tensor]:
+    """``cells`` (as int64) and ``palettes`` of :func:`make_sprite_pair`'s shapes, or the error naming which is not
+    (a list was an AttributeError, float cells or a palette short of a colour an IndexError, a uint8 cell grid
+    read as a mask)."""
+    for name, value in (("cells", cells), ("palettes", palettes)):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"{name} must be a tensor (from make_sprite_pair), got {type(value).__name__}")
+        if value.device.type == "meta":
+            raise ValueError(f"{name} must hold values (the images are drawn from them), got a tensor on meta")
+    if cells.dim() != 3 or cells.shape[1] != cells.shape[2] or cells.shape[1] < 1:
+        raise ValueError(f"cells must have shape (K, G, G), K sprites of G x G cells, got {tuple(cells.shape)}")
+    if cells.is_floating_point() or cells.is_complex() or cells.dtype == torch.bool:
+        raise TypeError(f"cells must hold integer colour indices, got dtype {cells.dtype}")
+    if palettes.dim() != 3 or palettes.shape[2] != 3 or len(palettes) != len(cells) or not palettes.is_floating_point():
+        raise ValueError(
+            f"palettes must be a float tensor of shape ({len(cells)}, C, 3), one RGB palette per sprite of cells, "
+            f"got {tuple(palettes.shape)} of {palettes.dtype}"
+        )
+    cells = cells if cells.dtype == torch.int64 else cells.long()
+    if cells.numel() and (int(cells.min()) < 0 or int(cells.max()) >= palettes.shape[1]):
+        raise ValueError(f"cells must hold colour indices in [0, {palettes.shape[1]}) (the palettes' colours), "
+                         f"got {int(cells.min())} to {int(cells.max())}")  # fmt: skip
+    return cells, palettes
 
 
 def rotated_sprites(
@@ -439,9 +497,13 @@ def sinusoids(
         >>> x.shape, int(y.max()) <= 3
         (torch.Size([8, 1, 1000]), True)
     """
+    n = number("n", n)  # a 0-d integer tensor or array: the int it holds
     if not is_int(n) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
     n = int(n)
+    # A 0-d tensor or array: the number it holds (a 0-d array was refused, a tensor on meta a RuntimeError).
+    sfreq, duration, jitter, noise = (number(k, v) for k, v in (("sfreq", sfreq), ("duration", duration),
+                                                                 ("jitter", jitter), ("noise", noise)))  # fmt: skip
     for name, value, positive in (("sfreq", sfreq, True), ("duration", duration, True), ("jitter", jitter, False),
                                   ("noise", noise, False)):  # fmt: skip
         if not _is_number(value):
@@ -454,7 +516,7 @@ def sinusoids(
         raise TypeError(f"freqs must be a sequence of frequencies in Hz, got {freqs!r}")
     if isinstance(freqs, (set, frozenset)):
         raise TypeError(f"freqs must be an ordered sequence (class k is freqs[k]), got the set {freqs!r}")
-    freqs = list(freqs)
+    freqs = [number("freqs", f) for f in as_values(freqs, "freqs")]  # 0-d tensors among them: their numbers
     if not freqs:
         raise ValueError("freqs must hold at least one frequency (one class each)")
     if not all(_is_number(f) for f in freqs):
@@ -520,6 +582,7 @@ def digits(size: int = 16) -> tuple[Tensor, Tensor]:
         >>> x.shape, y.bincount().tolist()[:3]
         (torch.Size([1797, 1, 16, 16]), [178, 182, 177])
     """
+    size = number("size", size)  # a 0-d integer tensor or array: the int it holds
     if not is_int(size) or size < 8:
         raise ValueError(f"size must be an int >= 8, got {size!r}")
     size = int(size)

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from augnet._checks import check_bool
+from augnet._checks import array_number, check_bool
 from augnet._labels import host_int64_labels
 from augnet.probes.maps import KINDS, AffineMap, ResidualReLUMap, _check_tensor
 
@@ -111,6 +111,7 @@ class EquivarianceLoss(nn.Module):
             ("invariance_weight", invariance_weight),
             ("transformed_weight", transformed_weight),
         ]:
+            w = array_number(w)  # a 0-d NumPy array: the number it holds (was refused as "not a number")
             if isinstance(w, Tensor) and w.dim() == 0 and w.dtype != torch.bool and not w.is_complex():
                 if w.device.type == "meta":
                     raise ValueError(f"{name} is a tensor on meta, which holds no value: give a number")
@@ -168,7 +169,8 @@ class EquivarianceLoss(nn.Module):
             ValueError, TypeError: features that are not tensors of the shapes above, no transformed
                 batch, ``maps`` that are not one index (an int, not a bool) of a map per transformed
                 batch, ``y`` not a (B,) tensor of integers (or uint64 labels past int64's range, on the CPU),
-                ``logits`` not a tensor of B rows, ``return_terms`` not a bool, ``head`` not callable.
+                ``logits`` not a tensor of B rows (or, where ``head`` runs, not shaped as its outputs: other classes),
+                ``return_terms`` not a bool, ``head`` not callable.
         """
         _check_tensor("z", z)
         if z.dim() != 2 or z.shape[1] != self.dim:
@@ -195,6 +197,8 @@ class EquivarianceLoss(nn.Module):
         if not callable(head):
             raise TypeError(f"head must be a callable (features -> logits), got {type(head).__name__}")
         check_bool("return_terms", return_terms)
+        if return_terms and z.device.type == "meta":  # float() of a term raised torch's RuntimeError
+            raise ValueError("return_terms=True reads the terms' values, which tensors on meta do not hold")
         if logits is not None and not isinstance(logits, Tensor):
             raise TypeError(f"logits must be head(z), a tensor, got {type(logits).__name__}")
         if logits is not None and (logits.dim() == 0 or len(logits) != len(z)):
@@ -205,7 +209,13 @@ class EquivarianceLoss(nn.Module):
         ce, eq, inv = [], [], []
         for j, zk in zip(idx, zs):
             m = self.map(j, zk)
-            ce.append(F.cross_entropy(head(m), y))
+            out = head(m)
+            if logits is not None and out.shape[1:] != logits.shape[1:]:  # its classes were read as head's
+                raise ValueError(
+                    f"logits must be head(z), shaped as head's outputs {tuple(out.shape)}, got shape "
+                    f"{tuple(logits.shape)}"
+                )
+            ce.append(F.cross_entropy(out, y))
             eq.append((m - z).square().mean(1).mean())
             inv.append((zk - z).square().mean(1).mean())
         ce_t, eq_t, inv_t = torch.stack(ce).mean(), torch.stack(eq).mean(), torch.stack(inv).mean()
@@ -231,7 +241,7 @@ class EquivarianceLoss(nn.Module):
 
 def _indices(maps) -> list[int]:
     """``maps`` as a list of ints, or the TypeError naming it (``1.7`` and ``True`` were read as map 1)."""
-    if isinstance(maps, (str, bytes)) or not isinstance(maps, Iterable):
+    if isinstance(maps, (str, bytes)) or not isinstance(maps, Iterable) or getattr(maps, "ndim", 1) == 0:
         raise TypeError(f"maps must be a sequence of map indices (ints), got {maps!r}")
     out = []
     for j in maps:

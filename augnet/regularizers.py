@@ -207,7 +207,7 @@ def selective_regularizer(
     if units not in UNITS:
         raise ValueError(f"units must be one of {UNITS}, got {units!r}")
     if not isinstance(diverse, bool):
-        raise TypeError(f"diverse must be a bool, got {type(diverse).__name__}")
+        raise TypeError(f"diverse must be a bool, got {type(diverse).__name__}: {diverse!r}")  # np.True_: not "bool"
     if saturation is not None:
         saturation = number("saturation", saturation)  # a 0-d tensor or array: the number it holds
         if not _is_number(saturation):
