@@ -43,6 +43,11 @@ def _measured(measure: Callable[[Tensor], Tensor], x: Tensor, dtype: torch.dtype
     out = measure(x)
     if not isinstance(out, Tensor):
         raise TypeError(f"calibrate: features must return a tensor, got {type(out).__name__}")
+    if out.is_complex():  # its imaginary part was dropped (a cast to real), and the change measured on the rest
+        raise TypeError(f"calibrate: features must return real values, got a {out.dtype} tensor (measure on "
+                        "torch.view_as_real of it, or its abs())")  # fmt: skip
+    if out.numel() == 0:  # its mean square is NaN: this read as features that are all zero
+        raise ValueError(f"calibrate: features returned an empty tensor (shape {tuple(out.shape)}): nothing to measure")
     if shape is not None and out.shape != shape:
         raise ValueError(
             f"calibrate: features returned shape {tuple(out.shape)} for a transformed batch and {tuple(shape)} "

@@ -45,11 +45,15 @@ def decode(state, temperature: float, transforms) -> tuple[float, tuple[int, ...
     """``(temperature, size)`` from a saved state; ``temperature`` (the layer's) where the state has none.
 
     Raises:
-        TypeError: ``state`` is not a 1-D real tensor.
-        ValueError: the saved temperature or size is not valid, or the state was saved from other transforms.
+        TypeError: ``state`` is not a 1-D real tensor (a bool one: ``[True, True]`` read as the size (1, 1)).
+        ValueError: the saved temperature or size is not valid, the state was saved from other transforms, or it
+            is on ``meta`` (no values to read; torch's RuntimeError before).
     """
-    if not isinstance(state, Tensor) or state.dim() != 1 or state.is_complex():
+    if not isinstance(state, Tensor) or state.dim() != 1 or state.is_complex() or state.dtype == torch.bool:
         raise TypeError(f"an AugmentationLayer's saved temperature and size must be 1-D ints, got {state!r}")
+    if state.device.type == "meta":
+        raise ValueError("an AugmentationLayer's saved temperature and size are on meta, which holds no values: "
+                         "load a state saved from a layer with values")  # fmt: skip
     if state.is_floating_point():  # a float [temperature, *size], saved for a while before the int form
         temperature, values = (state.tolist() or [math.nan])[0], state[1:]
         # Whole positive sizes that int64 holds exactly; a -1 or -2 there is a bad size, not an int form's mark.

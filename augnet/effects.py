@@ -38,7 +38,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet._calibration import evaluating
-from augnet._checks import is_int, is_real
+from augnet._checks import is_int, is_real, number
 
 __all__ = ["MIN_MAGNITUDE", "effect_of_layer", "measure_effects", "update_effect"]
 
@@ -87,10 +87,20 @@ def update_effect(layer: nn.Module, effect: Tensor, momentum: float) -> None:
     the host (no device synchronisation).
 
     Raises:
-        TypeError, ValueError: a ``momentum`` that is not a number in [0, 1] (a NaN one made the effects NaN).
+        TypeError, ValueError: a ``momentum`` that is not a number in [0, 1] (a NaN one made the effects NaN), an
+            ``effect`` that is not a tensor of one value per transform (a shorter one was broadcast over them).
     """
     momentum = _momentum(momentum)
     old, measured = layer.effect, layer.effect_measured
+    if not isinstance(effect, Tensor):
+        raise TypeError(
+            f"update_effect: effect must be a tensor of one value per transform, got {type(effect).__name__}"
+        )
+    if effect.shape != old.shape:  # a (1,) effect was broadcast over every transform, a (Q, Q) one failed in torch
+        raise ValueError(
+            f"update_effect: effect must have shape {tuple(old.shape)}, one value per transform of the layer, got "
+            f"{tuple(effect.shape)}"
+        )
     if effect.device != old.device and "meta" in (effect.device.type, old.device.type):
         return  # shapes only on one side: nothing to measure into the layer
     with torch.no_grad():
@@ -105,13 +115,29 @@ def update_effect(layer: nn.Module, effect: Tensor, momentum: float) -> None:
 
 def _momentum(momentum) -> float:
     """``momentum`` as a float, or the TypeError / ValueError naming it unless it is a number in [0, 1]."""
-    if isinstance(momentum, Tensor) and momentum.dim() == 0 and momentum.is_floating_point():
-        momentum = momentum.item()  # a 0-d tensor, as from a schedule (a host read outside any step)
+    # A 0-d tensor (as from a schedule: a host read outside any step) or a 0-d array: the number it holds.
+    momentum = number("momentum", momentum)
     if not is_real(momentum):
         raise TypeError(f"momentum must be a number in [0, 1], got {momentum!r}")
     if not 0.0 <= momentum <= 1.0:  # NaN fails too
         raise ValueError(f"momentum must be a number in [0, 1], got {momentum!r}")
     return float(momentum)
+
+
+def _layers(layers) -> list:
+    """``layers`` as a list of augmentation layers, or the TypeError naming it (one layer not in a list raised
+    "not iterable" after the trunk ran, a module that is no layer an AttributeError)."""
+    try:
+        layers = list(layers)
+    except TypeError:
+        one = ": pass [layer]" if hasattr(layers, "effect") else ""
+        raise TypeError(
+            f"measure_effects: layers must be a list of augmentation layers, got {type(layers).__name__}{one}"
+        ) from None
+    for layer in layers:
+        if not all(hasattr(layer, name) for name in ("effect", "effect_measured", "transform_magnitude_of")):
+            raise TypeError(f"measure_effects: layers must hold augmentation layers, got {type(layer).__name__}")
+    return layers
 
 
 @torch.no_grad()
@@ -135,16 +161,16 @@ def measure_effects(
         trunk: the model the layers feed.
         layers: the :class:`~augnet.AugmentationLayer` instances to measure.
         x: a batch of clean inputs :math:`(B, ...)`.
-        rows: how many rows of ``x`` to use (``None``: every row; fewer than 2 measure nothing).
+        rows: how many rows of ``x`` to use (an int, or a 0-d integer tensor or array; ``None``: every row;
+            fewer than 2 measure nothing).
         momentum: weight of the new measurement in the moving average.
         generator: draws the transforms' parameters (default: one seeded with 0 on x's device).
 
     Raises:
         TypeError, ValueError: ``rows`` not ``None`` or an int >= 0, ``momentum`` not a number in [0, 1], ``x`` not a
-            tensor; before anything changes.
+            tensor, ``layers`` not a list of augmentation layers; before anything changes.
     """
-    if isinstance(rows, Tensor) and rows.dim() == 0 and not rows.is_floating_point() and rows.dtype != torch.bool:
-        rows = rows.item()
+    rows = number("rows", rows)  # a 0-d integer tensor or array: the int it holds (a float or bool one is refused)
     if rows is not None and not is_int(rows):
         raise TypeError(f"measure_effects: rows must be None or an int >= 0, got {rows!r}")
     if rows is not None and rows < 0:  # rows=-1 measured on all rows but the last
@@ -152,6 +178,7 @@ def measure_effects(
     momentum = _momentum(momentum)
     if not isinstance(x, Tensor):
         raise TypeError(f"measure_effects: x must be a tensor of inputs, got {type(x).__name__}")
+    layers = _layers(layers)
     # A copy: the trunk runs on these clean rows (in training it sees only augmented ones), and one that works in
     # place on its input would write the caller's batch.
     x = x[: None if rows is None else int(rows)].detach().clone()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import math
 import numbers
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,13 +98,15 @@ class PolicySummary:
         :meth:`policy` asks to summarise the model again.
 
         Raises:
-            ValueError: ``data`` is not a dict with the keys :meth:`to_json` writes, or its ``classes`` do not map
-                integer labels to entries (dicts).
+            ValueError: ``data`` is not a dict with the keys :meth:`to_json` writes, its ``classes`` do not map
+                integer labels to entries (dicts), or a field is not what :meth:`to_json` writes there (a string
+                for the list of ``transforms`` was read as one transform per letter).
         """
         keys = ("transforms", "units", "quantiles", "classes")
         if not isinstance(data, dict) or not all(k in data for k in keys):
             got = sorted(data) if isinstance(data, dict) else type(data).__name__
             raise ValueError(f"not a policy summary's JSON: expected a dict with keys {list(keys)}, got {got}")
+        _check_summary_fields(data)
         try:
             classes = {int(k): _read_floats(v) for k, v in data["classes"].items()}
             if not all(isinstance(v, dict) for v in classes.values()):
@@ -156,6 +159,39 @@ class PolicySummary:
             ]
             lines.append(f"class {label} ({c['count']}): " + "; ".join(parts))
         return "\n".join(lines)
+
+
+def _check_summary_fields(data: dict) -> None:
+    """The ValueError naming the first field of a summary's JSON that is not of the form :meth:`PolicySummary.to_json`
+    writes (lists where a string was read letter by letter, a size that is not a list, ...)."""
+
+    def is_list(value, item) -> bool:
+        return isinstance(value, list) and all(item(v) for v in value)
+
+    def is_level(v) -> bool:
+        return isinstance(v, numbers.Real) and not isinstance(v, bool) and 0.0 <= v <= 1.0
+
+    def is_size(v) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+    q = len(data["transforms"]) if isinstance(data["transforms"], list) else None
+    fields = (
+        ("transforms", data["transforms"], is_list(data["transforms"], lambda v: isinstance(v, str)),
+         "a list of transform names"),
+        ("units", data["units"], is_list(data["units"], lambda v: isinstance(v, str)) and len(data["units"]) == q,
+         "a list of one unit (a string) per transform"),
+        ("quantiles", data["quantiles"], is_list(data["quantiles"], is_level) and len(data["quantiles"]) > 0,
+         "a list of levels in [0, 1]"),
+        ("size", data.get("size"), data.get("size") is None or is_list(data.get("size"), is_size),
+         "null or a list of sizes >= 1"),
+        ("one_sided", data.get("one_sided", []), is_list(data.get("one_sided", []), lambda v: isinstance(v, bool))
+         and len(data.get("one_sided", [])) in (0, q), "a list of one bool per transform"),
+        ("range_end", data.get("range_end", []), is_list(data.get("range_end", []), lambda v: v in ("high", "low"))
+         and len(data.get("range_end", [])) in (0, q), "a list of one 'high' or 'low' per transform"),
+    )  # fmt: skip
+    for name, value, good, what in fields:
+        if not good:
+            raise ValueError(f"a summary's {name!r} must be {what}, got {value!r:.80}")
 
 
 def _shown(entry: dict, q: int) -> str:
@@ -239,11 +275,16 @@ def _first_conditioned(model: nn.Module) -> ConditionedAugmentationLayer:
 
 def _batches(data) -> Iterable:
     """One ``(x, y)`` pair (a tensor of inputs and its labels) as a loader of one batch; a loader as it is."""
-    if isinstance(data, (tuple, list)) and len(data) == 2 and isinstance(data[0], Tensor):
-        return [data]
+    if isinstance(data, (tuple, list)) and len(data) == 2 and (isinstance(data[0], Tensor) or _is_array(data[0])):
+        return [data]  # an (x, y) pair; a NumPy x too, refused below as an x (it read as a loader of 2 bad batches)
     if not (hasattr(type(data), "__iter__") or hasattr(type(data), "__getitem__")):  # no iter(): a loader's workers
         raise TypeError(f"loader must be an iterable of (x, y) batches or one (x, y) pair, got {data!r:.80}")
     return data
+
+
+def _is_array(value) -> bool:
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, np.ndarray)
 
 
 def _quantile_levels(quantiles) -> tuple[float, ...]:
@@ -405,11 +446,15 @@ def plot_policy_summary(summary: PolicySummary, path: str | Path, names: dict[in
     width = 0.8 / q
     lower = [end == "low" for end in summary.range_end] or [False] * q
     ranges = "range (the end that moves)" if any(lower) else "range (upper end)"
+    # The outer quantiles: the lowest and the highest level, in whatever order they were asked for (the first and
+    # the last, (0.9, 0.1) drew the bar from 0.9 to 0.1: none below the mean and the title's levels reversed).
+    levels = list(summary.quantiles)
+    lowest, highest = levels.index(min(levels)), levels.index(max(levels))
     for j, (key, title) in enumerate((("weight", "weight"), ("range", ranges))):
         ax = axes[j]
         stats = [[[summary.classes[k][f"{key}_mean"][t] for k in labels],
-                  [summary.classes[k][f"{key}_quantiles"][0][t] for k in labels],
-                  [summary.classes[k][f"{key}_quantiles"][-1][t] for k in labels]] for t in range(q)]  # fmt: skip
+                  [summary.classes[k][f"{key}_quantiles"][lowest][t] for k in labels],
+                  [summary.classes[k][f"{key}_quantiles"][highest][t] for k in labels]] for t in range(q)]  # fmt: skip
         clip, ends = _clipping([v for per_t in stats for row in per_t for v in row])
         for t, (means, lo, hi) in enumerate(stats):
             xs = [i + (t - (q - 1) / 2) * width for i in range(len(labels))]
@@ -435,7 +480,7 @@ def plot_policy_summary(summary: PolicySummary, path: str | Path, names: dict[in
                     ha="left", va="top", fontsize=7)  # fmt: skip
         ax.set_xticks(range(len(labels)), [(names or {}).get(k, str(k)) for k in labels])
         ax.set_xlabel("class")
-        ax.set_title(f"{title}, mean and {summary.quantiles[0]:g}-{summary.quantiles[-1]:g} quantiles")
+        ax.set_title(f"{title}, mean and {levels[lowest]:g}-{levels[highest]:g} quantiles")
         ax.legend(fontsize=7)
     return save_figure(fig, path)
 

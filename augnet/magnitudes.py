@@ -43,7 +43,14 @@ class _InwardClamp(torch.autograd.Function):
 
 
 def inward_clamp(raw: Tensor) -> Tensor:
-    """Clamp ``raw`` to [0, 1], keeping the gradient that points back inside."""
+    """Clamp ``raw`` to [0, 1], keeping the gradient that points back inside.
+
+    Raises:
+        TypeError: ``raw`` is not a floating-point tensor.
+    """
+    if not isinstance(raw, Tensor) or not raw.is_floating_point():
+        got = f"a {raw.dtype} tensor" if isinstance(raw, Tensor) else type(raw).__name__
+        raise TypeError(f"inward_clamp: raw must be a floating-point tensor, got {got}")
     return _InwardClamp.apply(raw)
 
 
@@ -56,13 +63,19 @@ def invert_change(curves: Tensor, change: Tensor) -> Tensor:
     identity; the derivative at a change of 0 is 0 there, as on every curve, from the clamp to [0, 1]); a change
     just above it gives the stretch's end.
 
+    Raises:
+        TypeError, ValueError: ``curves`` not a floating-point (Q, K) tensor with K >= 2, ``change`` not a
+            floating-point (Q,) tensor (torch's IndexError or RuntimeError before).
+
     Examples:
         >>> curves = torch.tensor([[0.0, 0.0, 0.5, 1.0]])  # flat from 0 to 1/3
         >>> invert_change(curves, torch.tensor([0.0])), invert_change(curves, torch.tensor([0.25]))
         (tensor([0.]), tensor([0.5000]))
     """
+    _check_curves(curves, change)
     k = curves.shape[1]
-    grid, at = curves.detach().contiguous(), change.detach()[:, None]
+    # contiguous: a column of a matrix as change made searchsorted warn (the values are the same)
+    grid, at = curves.detach().contiguous(), change.detach()[:, None].contiguous()
     idx = torch.searchsorted(grid, at, right=True).clamp(1, k - 1)
     y0, y1 = curves.gather(1, idx - 1).squeeze(1), curves.gather(1, idx).squeeze(1)
     step = 1.0 / (k - 1)
@@ -74,6 +87,20 @@ def invert_change(curves: Tensor, change: Tensor) -> Tensor:
     hit = (grid.gather(1, first) == at).squeeze(1)
     out = torch.where(hit, first.squeeze(1).to(change.dtype) * step + (out - out.detach()), out)
     return out.clamp(0.0, 1.0)
+
+
+def _check_curves(curves, change) -> None:
+    """The TypeError / ValueError naming ``curves`` or ``change`` unless they are (Q, K >= 2) and (Q,) float tensors."""
+    for name, value in (("curves", curves), ("change", change)):
+        if not isinstance(value, Tensor) or not value.is_floating_point():
+            got = f"a {value.dtype} tensor" if isinstance(value, Tensor) else type(value).__name__
+            raise TypeError(f"invert_change: {name} must be a floating-point tensor, got {got}")
+    if curves.dim() != 2 or curves.shape[1] < 2:
+        raise ValueError(f"invert_change: curves must have shape (Q, K) with K >= 2 magnitudes, got "
+                         f"{tuple(curves.shape)}")  # fmt: skip
+    if change.shape != curves.shape[:1]:
+        raise ValueError(f"invert_change: change must have shape ({len(curves)},), one value per curve, got "
+                         f"{tuple(change.shape)}")  # fmt: skip
 
 
 def widened(t: Tensor) -> Tensor:
