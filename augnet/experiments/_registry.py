@@ -43,16 +43,19 @@ def read_runs(path: Path) -> dict[str, dict]:
     """The records of a ``runs.jsonl`` file by their ``"key"`` (none when it does not exist).
 
     An experiment that resumes appends one JSON line per finished run; a torn last line, from an interruption, is
-    ignored here and cut off by :func:`cut_torn_line` before the next record is appended.
+    ignored here and cut off by :func:`cut_torn_line` before the next record is appended. So is any other line
+    that is not a record (a JSON object with a ``"key"`` string): an empty line, bytes that are not UTF-8, ``null``
+    or a list; its run, if it had one, is not there and is trained again.
     """
     done = {}
     if path.exists():
-        for line in path.read_text().splitlines():
+        for line in path.read_bytes().splitlines():
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
+                record = json.loads(line.decode())
+            except (UnicodeDecodeError, json.JSONDecodeError):
                 continue
-            done[record["key"]] = record
+            if isinstance(record, dict) and isinstance(record.get("key"), str):
+                done[record["key"]] = record
     return done
 
 
@@ -221,7 +224,8 @@ def reproduce(
 
     Raises:
         SetupError: settings the experiment refuses (:func:`check_settings`), or an ``out`` that cannot hold
-            the results (a file), before anything is written.
+            the results (a file; a ``runs.jsonl`` there that is a folder or cannot be appended to), before
+            anything is written.
         TypeError: ``quick`` or ``progress`` that is not a bool, ``out`` that is not a path.
     """
     from augnet.bench.machine import machine_info  # here: augnet.bench imports augnet.experiments
@@ -234,6 +238,8 @@ def reproduce(
     except TypeError:
         raise TypeError(f"out must be a path, got {type(out).__name__}: {out!r}") from None
     problem = folder_problem(out / name, "out", "output folder")  # before the run, not when it first writes
+    if problem is None:
+        problem = _runs_file_problem(out / name / "runs.jsonl")
     if problem is not None:
         raise SetupError(problem)
     seed = int(seed)  # a NumPy integer too: the experiments seed generators with it
@@ -249,6 +255,23 @@ def reproduce(
     (out_dir / f"{name}.json").write_text(strict_json(payload, _jsonable))
     (out_dir / "verdict.txt").write_text(report.verdict + "\n")
     return report
+
+
+def _runs_file_problem(path: Path) -> str | None:
+    """Why the runs file ``path`` of an experiment that resumes cannot take the records of the runs that finish
+    (``None`` when it can, or does not exist): a folder there, or a file that cannot be appended to (a read-only
+    one). Checked before the run: found where the first record was written (or a torn line cut off), it was a
+    traceback, after that run's work."""
+    if not path.exists():
+        return None
+    if not path.is_file():
+        return f"{path} is not a file: the runs that finish are kept there (move it away, or give another folder)"
+    try:
+        with path.open("ab"):  # opened to append, nothing written: the file is left as it is
+            pass
+    except OSError as err:
+        return f"{path} cannot be appended to ({err.strerror}): the runs that finish are kept there"
+    return None
 
 
 def _jsonable(value):
