@@ -41,16 +41,18 @@ Examples:
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from augnet._checks import as_values, folder_problem, is_int, is_real, number
+from augnet._checks import as_values, is_int, number
 from augnet.layers import AugmentationLayer
+from augnet.training._callback_checks import as_at_step, callback_list, step_point
+from augnet.training._callback_checks import lie_augmentations as _lie_augmentations
+from augnet.training._callback_checks import positive as _positive
+from augnet.training._callback_checks import usable_log_dir as _usable_log_dir
 from augnet.training._checks import finite_at_least_0, resume_point
 from augnet.transforms._ranges import moving_end
 
@@ -171,7 +173,8 @@ class PolicyLogger(Callback):
     (``fit(..., start_epoch=k)`` from a checkpoint) goes on with the earlier process's ``policy.csv``
     given ``resume=True`` (below); a file written after construction (another logger's) is refused when
     the run starts. A run that stops with an error keeps the rows of the steps
-    that completed, its last one included; if it wrote none, it leaves no trace:
+    that completed, its last one included (as that step left it: its epoch, ``lambda`` and the layers'
+    temperatures, also when the run stopped as the next epoch began); if it wrote none, it leaves no trace:
     what it made (the CSV file, the folders) is removed, an earlier run's
     ``policy.csv`` is kept, and TensorBoard's event file is made at the first
     row only. A ``log_dir`` that cannot hold the files (a file, a folder that
@@ -271,6 +274,7 @@ class PolicyLogger(Callback):
         self._offset = 0  # steps of the earlier fit() runs of this logger (training continued)
         self._steps = 0  # steps seen so far, all runs
         self._lrs: dict[int, list] = {}  # step -> the learning rates it used (read before the optimiser's step)
+        self._point: tuple | None = None  # the last step this logger saw end: its epoch, lam, temperatures
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter  # noqa: F401
@@ -309,7 +313,7 @@ class PolicyLogger(Callback):
 
     def on_train_start(self, state: TrainState) -> None:
         # This run's: a refused run must not remove an earlier run's file or folders.
-        self._created, self._rows, self._made, self._lrs = False, 0, [], {}
+        self._created, self._rows, self._made, self._lrs, self._point = False, 0, [], {}, None
         columns = list(self.values(state))
         if self._columns is not None and columns != self._columns:
             raise ValueError(
@@ -373,6 +377,7 @@ class PolicyLogger(Callback):
         self._lrs[state.step + 1] = now
 
     def on_step_end(self, state: TrainState) -> None:
+        self._point = step_point(state)  # what the run's last row reads if the run moves on to an epoch and stops
         self._steps = self._offset + state.step  # the log's step: rows at the same steps as one uninterrupted run's
         if self._steps == 1 or self._steps % self.every == 0:
             self._write(state)
@@ -438,7 +443,8 @@ class PolicyLogger(Callback):
             self._writer = None
 
     def _write(self, state: TrainState) -> None:
-        values = self.values(state)
+        with as_at_step(state, self._point) as at_step:  # a run stopped between epochs: its last step's epoch
+            values = self.values(at_step)
         step = self._offset + state.step
         values["step"] = int(step)
         self._last_written = state.step
@@ -460,44 +466,9 @@ class PolicyLogger(Callback):
         self._rows += 1
 
 
-def _lie_augmentations(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The model's Augerino augmentations (:class:`~augnet.augerino.LieAugmentation`)."""
-    from augnet.augerino import LieAugmentation
-
-    return [m for m in model.modules() if isinstance(m, LieAugmentation)]
-
-
-def _usable_log_dir(log_dir) -> Path:
-    """``log_dir`` as a Path, refused (ValueError) when it cannot be a folder for the logs; nothing is created."""
-    try:
-        folder = Path(log_dir)
-    except TypeError:
-        raise TypeError(f"log_dir must be a path, got {type(log_dir).__name__}: {log_dir!r}") from None
-    problem = folder_problem(folder, "log_dir", "log folder")
-    if problem is not None:
-        raise ValueError(f"PolicyLogger: {problem}")
-    return folder
-
-
 def check_callbacks(callbacks) -> list[Callback]:
-    if callbacks is None:
-        return []
-    if isinstance(callbacks, Callback) or not isinstance(callbacks, Sequence):
-        callbacks = [callbacks]
-    bad = [type(c).__name__ for c in callbacks if not isinstance(c, Callback)]
-    if bad:
-        raise TypeError(f"callbacks must be augnet.training.Callback instances, got {bad}")
-    return list(callbacks)
-
-
-def _positive(name: str, value) -> float:
-    value = number(name, value)  # a 0-d tensor or array: the number it holds
-    if not is_real(value):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}: {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be positive and finite, got {value}")
-    return value
+    """fit's ``callbacks``: one Callback or an ordered iterable of them (each once), as a list."""
+    return callback_list(callbacks, Callback)
 
 
 class TemperatureAnnealing(Callback):
