@@ -30,7 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet._calibration import evaluating
-from augnet._checks import is_int, is_real, number
+from augnet._checks import NotANumberError, is_int, is_real, number
 from augnet._stack import caller_stacklevel
 from augnet.layers import AugmentationLayer
 from augnet.magnitudes import inward_clamp, widened
@@ -181,6 +181,11 @@ class TinyConditioner(nn.Module):
 
     Each count and size may also be a 0-d integer tensor or NumPy array (``momentum`` a 0-d tensor or array).
 
+    Raises:
+        TypeError: a count, ``ndim`` or ``kernel_size`` of the wrong type (a str, a bool, a float count), naming it
+            (a ValueError too, as before).
+        ValueError: one out of range, naming it.
+
     Shape:
         - input: :math:`(B, Ch, H, W)` or :math:`(B, Ch, T)`
         - output: :math:`(B, outputs)`
@@ -202,13 +207,17 @@ class TinyConditioner(nn.Module):
         channels, outputs, hidden, ndim, kernel_size = (  # 0-d integer tensors or arrays: the ints they hold
             number(name, value) for name, value in (("channels", channels), ("outputs", outputs), ("hidden", hidden),
                                                     ("ndim", ndim), ("kernel_size", kernel_size)))  # fmt: skip
+        # A value of the wrong type (a str, a bool, a float count) is a TypeError, and a ValueError as before.
         for name, value in (("channels", channels), ("outputs", outputs), ("hidden", hidden)):
             if not is_int(value) or value < 1:
-                raise ValueError(f"TinyConditioner: {name} must be an int >= 1, got {value!r}")
+                error = ValueError if is_int(value) else NotANumberError
+                raise error(f"TinyConditioner: {name} must be an int >= 1, got {value!r}")
         if not is_real(ndim) or ndim not in (3, 4):
-            raise ValueError(f"TinyConditioner: ndim must be 3 (signals) or 4 (images), got {ndim!r}")
+            error = ValueError if is_real(ndim) else NotANumberError
+            raise error(f"TinyConditioner: ndim must be 3 (signals) or 4 (images), got {ndim!r}")
         if not is_int(kernel_size) or kernel_size not in (1, 3):
-            raise ValueError(f"TinyConditioner: kernel_size must be 3 or 1 (pointwise), got {kernel_size!r}")
+            error = ValueError if is_int(kernel_size) else NotANumberError
+            raise error(f"TinyConditioner: kernel_size must be 3 or 1 (pointwise), got {kernel_size!r}")
         channels, outputs, hidden, ndim, kernel_size = (int(v) for v in (channels, outputs, hidden, ndim, kernel_size))
         conv = nn.Conv2d if ndim == 4 else nn.Conv1d
         stride = 1 if kernel_size == 1 else 2

@@ -225,7 +225,10 @@ class AugNet(nn.Module):
 
         Raises:
             TypeError, ValueError: an ``x`` the augmentation cannot take, bad ``copies``, or a trunk
-                that does not return one row per augmented row (then the model's state is left as it was).
+                that does not return one row per augmented row. Then augnet's own state is left as it was (the
+                pass count, the sizes the layers saw, measured effects, a per-instance layer's latest policy and
+                its conditioner's statistics); the trunk has run, so its own buffers (batch norm's running
+                statistics) have moved, as in any call of it.
         """
         if not isinstance(x, Tensor):
             raise TypeError(f"AugNet expects a tensor input, got {type(x).__name__}")
@@ -233,8 +236,9 @@ class AugNet(nn.Module):
         c = check_copies(c)
         if torch.compiler.is_compiling():
             return self._forward(x, c, generator)
-        # A call the trunk refuses (wrong rows, a shape error) changes nothing: the pass count, the sizes the
-        # layers saw (policy()'s pixel ranges) and the effects a measuring pass wrote are put back.
+        # A call the trunk refuses (wrong rows, a shape error) changes none of augnet's state: the pass count, the
+        # sizes the layers saw (policy()'s pixel ranges) and the effects a measuring pass wrote are put back (the
+        # trunk's own buffers have moved by its run).
         passes, layers = self.passes, [m for m in self.augment.modules() if hasattr(m, "last_size")]
         sizes = [m.last_size for m in layers]
         measures = self.training and self.effect_every and passes % self.effect_every == 0
