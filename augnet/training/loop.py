@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -51,7 +51,7 @@ def fit(
     desc: str = "training",
     record: Callable[[], dict] | None = None,
     augment_batch: Callable[[Tensor, torch.Generator | None], Tensor] | None = None,
-    callbacks: Callback | Sequence[Callback] | None = None,
+    callbacks: Callback | Iterable[Callback] | None = None,
     device: torch.device | str | None = None,
     amp: bool | torch.dtype = False,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
@@ -114,9 +114,9 @@ def fit(
         augment_batch: a fixed augmentation ``augment_batch(x_batch, generator)``
             applied to each batch before the model (e.g. an oracle's true
             transformation for a plain model); it draws from ``generator``.
-        callbacks: :class:`Callback` instances called at the start and end of
-            training, of every epoch and of every step (e.g. the selection
-            schedules of :mod:`augnet.training.callbacks`, or :class:`PolicyLogger`).
+        callbacks: a :class:`Callback`, or a list, tuple or generator of them (each once), called at the
+            start and end of training, of every epoch and of every step (e.g. the selection schedules of
+            :mod:`augnet.training.callbacks`, or :class:`PolicyLogger`).
         device: where to train: the batches are moved there (default: where
             the model's parameters are).
         amp: mixed precision: ``True`` (bfloat16 on CPU, float16 on CUDA, with
