@@ -212,6 +212,8 @@ def rotation_matrix(axis: str, angle: Tensor) -> Tensor:
         raise TypeError(f"axis must be one of {sorted(_AXES)} (a string), got {axis!r}")
     if axis not in _AXES:
         raise ValueError(f"axis must be one of {sorted(_AXES)}, got {axis!r}")
+    if isinstance(angle, Tensor) and (angle.is_complex() or angle.dtype == torch.bool):  # True turned by 1 rad
+        raise TypeError(f"angle must hold real numbers (radians), got dtype {angle.dtype}")
     angle = angle if isinstance(angle, Tensor) else _real_tensor("angle", angle)
     iu, iv, iw = _AXES[axis]
     c, s = torch.cos(angle), torch.sin(angle)

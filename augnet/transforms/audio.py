@@ -91,6 +91,18 @@ def _frequency_range(kind: str, low, high, nyquist: float) -> tuple[float, float
     return low, high
 
 
+def _channel_norm(x: Tensor) -> Tensor:
+    """``||x||`` over time, (N, Ch, 1). Where its sum of squares leaves the float range (a float32 signal beyond
+    about 1e18 overflowed to an infinite norm, below 1e-22 it lost digits and then underflowed to 0: an infinite
+    SNR or no noise at all), the norm of ``x`` over its peak, times the peak; elsewhere the plain norm."""
+    norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+    tiny = torch.finfo(torch.float64 if x.dtype == torch.float64 else torch.float32).tiny  # what the sum is taken in
+    peak = x.detach().abs().amax(-1, keepdim=True)
+    off = (torch.isinf(norm) | (norm < math.sqrt(tiny * x.shape[-1]))) & torch.isfinite(peak) & (peak > 0)
+    peak = torch.where(off, peak, torch.ones_like(peak))
+    return torch.where(off, torch.linalg.vector_norm(x / peak, dim=-1, keepdim=True) * peak, norm)
+
+
 # ---------------------------------------------------------------------- biquads
 
 
@@ -364,7 +376,7 @@ class AddNoise(SignalTransform):
         x = self._rows(x, params)
         noise = params["noise"].to(x.dtype)
         ratio = params["noise_ratio"].to(x.dtype)[:, None, None]  # (N, 1, 1)
-        norm_x = torch.linalg.vector_norm(x, dim=-1, keepdim=True)  # (N, Ch, 1)
+        norm_x = _channel_norm(x)  # (N, Ch, 1)
         norm_n = torch.linalg.vector_norm(noise, dim=-1, keepdim=True)
         # A silent channel (norm 0) stays silent; an all-zero noise row (never drawn) adds nothing.
         scale = torch.where(norm_n > 0, norm_x / torch.where(norm_n > 0, norm_n, torch.ones_like(norm_n)), 0.0)

@@ -98,8 +98,9 @@ class Transform(nn.Module):
     kink_at_zero: bool = False
     #: True for tap transforms that read pixels through a warp or from another sample (``tap_mix`` with an
     #: affine map or sources): an identity warp is exact only to the rounding of its float32 sampling
-    #: coordinates (exact at power-of-two sizes, up to about 3e-5 on a 224 x 224 image), so a call at
-    #: magnitude 0 returns the input itself for those rows (see ``forward``).
+    #: coordinates (exact at power-of-two sizes, up to about 3e-5 on a 224 x 224 image); and for the FFT
+    #: transforms of :mod:`augnet.transforms.signal`, whose round trip is the identity only to rounding. A call
+    #: at magnitude 0 returns the input itself for those rows (see ``forward``).
     resamples: bool = False
 
     # ----------------------------------------------------------------- API
@@ -163,8 +164,7 @@ class Transform(nn.Module):
 
         Returns:
             Tensor of shape :math:`(B \\cdot copies, ...)`. Rows at magnitude exactly 0 are the
-            input's (with the derivative in the magnitude kept): bit for bit for finite inputs, but for the
-            FFT round trip of ``FTSurrogate``, ``FrequencyShift`` and ``BandStop`` (within 1e-6); a NaN or
+            input's (with the derivative in the magnitude kept): bit for bit for finite inputs; a NaN or
             infinite value may reach the values that read it (a colour map's other channels), as at any magnitude.
 
         Raises:
