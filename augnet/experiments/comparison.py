@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import is_int, is_real
+from augnet._checks import check_bool, folder_problem, is_int, is_real
 from augnet._json import dumps as strict_json
 from augnet._labels import INTEGER_DTYPES, int64_labels, labels_in_range
 from augnet.experiments.versus import _mean_std as versus_mean_std
@@ -68,7 +68,11 @@ class Comparison:
     def summary(self) -> dict[str, dict[str, tuple[float, float, int]]]:
         """``{method: {measure: (mean, standard deviation, runs)}}`` over the seeds, in the methods' order."""
         out: dict = {}
-        for r in self.records:
+        for i, r in enumerate(self.records):
+            missing = [m for m in ("method", *_MEASURES) if m not in r]
+            if missing:  # a record compare did not make (a foreign file read by load): named, not a KeyError
+                raise ValueError(f"record {i} ({r.get('method', '?')!r}) lacks {missing}: every record of compare "
+                                 f"holds {['method', 'seed', *_MEASURES]}")  # fmt: skip
             cell = out.setdefault(r["method"], {})
             for m in _MEASURES:
                 cell.setdefault(m, []).append(r[m])
@@ -93,6 +97,8 @@ class Comparison:
     def save(self, path) -> Path:
         """Write the records to ``path`` as strict JSON (a NaN, an invariance not measured, as ``null``); the path.
 
+        Its folder is made if needed; a ``path`` that is an existing directory (or under a file) is a ValueError.
+
         Examples:
             >>> import tempfile, pathlib
             >>> result = Comparison([{"method": "none", "seed": 0, "accuracy": 0.5, "invariance": math.nan}])
@@ -100,8 +106,18 @@ class Comparison:
             >>> Comparison.load(path).records[0]["invariance"]
             nan
         """
-        path = Path(path)
+        try:
+            path = Path(path)
+        except TypeError:
+            raise TypeError(f"save: path must be a str or path-like, got {type(path).__name__}: {path!r}") from None
+        if path.is_dir():
+            raise ValueError(f"cannot save to {path}: it is an existing directory (name a file in it, e.g. "
+                             f"{path / 'comparison.json'})")  # fmt: skip
+        problem = folder_problem(path.parent, "folder", "output")
+        if problem:
+            raise ValueError(f"cannot save to {path}: {problem}")
         text = strict_json({"comparison": self.records})
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text + "\n")
         return path
 
@@ -111,6 +127,10 @@ class Comparison:
         data = json.loads(Path(path).read_text())
         if not isinstance(data, dict) or not isinstance(data.get("comparison"), list):
             raise ValueError(f"{path} is not a saved Comparison (a JSON object with a 'comparison' list of records)")
+        bad = next((i for i, r in enumerate(data["comparison"]) if not isinstance(r, dict) or "method" not in r), None)
+        if bad is not None:
+            raise ValueError(f"{path} is not a saved Comparison: record {bad} is not an object with a 'method', got "
+                             f"{data['comparison'][bad]!r:.80}")  # fmt: skip
         nan = lambda k, v: math.nan if k in _MEASURES and v is None else v  # noqa: E731
         return cls([{k: nan(k, v) for k, v in r.items()} for r in data["comparison"]])
 
@@ -133,9 +153,15 @@ def _stacked(name: str, data: torch.utils.data.Dataset) -> tuple[Tensor, Tensor]
             if isinstance(item, Mapping):  # e.g. {"image": ..., "label": ...}: the hint below would be wrong
                 raise TypeError(f"{name}: item {i} of the data set is a dict with keys {list(item)[:8]}; compare "
                                 "reads (input tensor, label) pairs: wrap the data set to return them")  # fmt: skip
-            if not isinstance(item, (tuple, list)) or len(item) != 2 or not isinstance(item[0], Tensor):
+            if isinstance(item, (tuple, list)) and len(item) != 2:  # TensorDataset(x, y, w): the hint below is wrong
+                raise TypeError(f"{name}: item {i} of the data set must be an (input tensor, label) pair, got a "
+                                f"{type(item).__name__} of {len(item)} items: wrap the data set to return "
+                                "two")  # fmt: skip
+            if not isinstance(item, (tuple, list)) or not isinstance(item[0], Tensor):
+                pair = isinstance(item, (tuple, list))
+                got = f"({type(item[0]).__name__}, ...)" if pair else type(item).__name__
                 raise TypeError(f"{name}: item {i} of the data set must be an (input tensor, label) pair, got "
-                                f"{type(item).__name__} (give the data set a transform to tensors, e.g. "
+                                f"{got} (give the data set a transform to tensors, e.g. "
                                 "v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]))")  # fmt: skip
             label = item[1]
             if isinstance(label, Tensor) and label.numel() == 1 and not label.is_floating_point():
@@ -161,11 +187,13 @@ def _pair(name: str, pair) -> tuple[Tensor, Tensor]:
                         f"{type(pair).__name__}")  # fmt: skip
     x, y = pair
     if not isinstance(x, Tensor) or not isinstance(y, Tensor):
+        hint = " (NumPy arrays: torch.from_numpy each)" * any(type(t).__module__ == "numpy" for t in (x, y))
         raise TypeError(f"{name} must be an (inputs, labels) pair of tensors, got ({type(x).__name__}, "
-                        f"{type(y).__name__})")  # fmt: skip
+                        f"{type(y).__name__}){hint}")  # fmt: skip
     if not x.is_floating_point() or x.dim() not in (3, 4):
+        hint = " (8-bit images: x.float() / 255, images in [0, 1])" * (x.dtype == torch.uint8)
         raise ValueError(f"{name}: inputs must be float (N, C, H, W) images or (N, C, T) signals, got {x.dtype} "
-                         f"of shape {tuple(x.shape)}")  # fmt: skip
+                         f"of shape {tuple(x.shape)}{hint}")  # fmt: skip
     if len(x) == 0:
         raise ValueError(f"{name}: no inputs (shape {tuple(x.shape)})")
     if y.dtype not in INTEGER_DTYPES or y.dim() != 1 or len(y) != len(x):
@@ -198,6 +226,7 @@ def _methods(methods, image: bool, x: Tensor) -> list[str]:
     if not methods or unknown or len(set(methods)) != len(methods):
         why = "fixed needs a grid search on a validation split (augnet reproduce versus); " * ("fixed" in unknown)
         raise ValueError(f"methods must be distinct names from {COMPARE_METHODS}; {why}got {methods}")
+    methods = [str(m) for m in methods]  # a NumPy string as the records' plain str
     if not image and any(m in _IMAGE_ONLY for m in methods):
         raise ValueError(f"{[m for m in methods if m in _IMAGE_ONLY]} need images (N, C, H, W); inputs of shape "
                          f"{tuple(x.shape)} are taken as (N, C, T) signals, for which choose from ['none', 'augnet', "
@@ -206,7 +235,8 @@ def _methods(methods, image: bool, x: Tensor) -> list[str]:
         raise ValueError(f"torchvision's policies give float32 images, and the inputs are {x.dtype}: pass x.float() "
                          "with a float32 trunk")  # fmt: skip
     if any(m in HAND_DESIGNED for m in methods) and x.shape[1] not in (1, 3):
-        raise ValueError(f"torchvision's policies need images of 1 or 3 channels, got {x.shape[1]}")
+        raise ValueError(f"{[m for m in methods if m in HAND_DESIGNED]}: torchvision's policies need images of 1 or 3 "
+                         f"channels, got {x.shape[1]} (inputs of shape {tuple(x.shape)})")  # fmt: skip
     if any(m in ("crop", *HAND_DESIGNED) for m in methods):
         try:
             import torchvision.transforms.v2  # noqa: F401
@@ -227,7 +257,12 @@ def _check_trunk(trunk, x: Tensor, classes: int, batch_size: int) -> None:
     """A dry run of a model ``trunk()`` makes: a new one each call, its dtype, its output's shape, something to
     train, batch norm on a batch of one (torch's random state and ``x`` as they were)."""
     with torch.random.fork_rng(devices=[]):
-        model, other = trunk(), trunk()
+        try:
+            model = trunk()
+        except TypeError as err:  # e.g. a class whose constructor needs arguments (nn.Linear)
+            raise TypeError(f"trunk() raised TypeError: {err} (trunk is called with no arguments and must make a "
+                            "fresh model, e.g. lambda: MyNet(64, 10))") from err  # fmt: skip
+        other = trunk()
         if not isinstance(model, nn.Module):
             raise TypeError(f"trunk() must return an nn.Module, got {type(model).__name__}")
         if model is other:
@@ -259,6 +294,13 @@ def _check_trunk(trunk, x: Tensor, classes: int, batch_size: int) -> None:
     if len(x) % batch_size == 1 and any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
         raise ValueError(f"the last batch of every epoch would hold one input ({len(x)} inputs, batch_size "
                          f"{batch_size}), on which batch norm cannot train: choose another batch_size")  # fmt: skip
+    if batch_size == 1 and any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+        try:  # every batch holds one input: a batch norm over (N, C) cannot train on it, one over (N, C, H, W) can
+            with torch.random.fork_rng(devices=[]), torch.no_grad():
+                model.train()(x[:1].clone())
+        except ValueError as err:
+            raise ValueError(f"batch_size 1: every batch holds one input, on which trunk()'s batch norm cannot "
+                             f"train ({err}): choose a batch_size of at least 2") from err  # fmt: skip
 
 
 def _check_transforms(transforms, x: Tensor) -> None:
@@ -311,14 +353,17 @@ def compare(
         trunk: makes a fresh model mapping a batch to logits (N, classes), called once per run (after the
             run's seed is set, so every method of a seed starts from the same weights), and twice before the
             runs to check it (a new model each call, sharing no parameter or buffer with the last, its dtype the
-            inputs', its output (N, classes) covering the labels).
+            inputs', its output (N, classes) covering the labels, its batch norm on a batch of one where a batch
+            holds one).
         train_data, test_data: ``(x, y)``: float images (N, C, H, W) in [0, 1] (C = 1 or 3 for torchvision's
-            policies), or signals (N, C, T); integer class indices (N,) of any integer dtype (int64, int32,
+            policies), or signals (N, C, T), float32, float64 or bfloat16 (Adam
+            cannot train float16); integer class indices (N,) of any integer dtype (int64, int32,
             int16, int8, uint8, uint16, uint32, uint64: read as int64, as :func:`~augnet.training.fit` and the
             probes read them). CPU tensors.
             Or a data set of ``(input, label)`` items of one shape (a torchvision data set with a transform to
             tensors and one size), indexed and read whole into memory.
-        methods: from :data:`COMPARE_METHODS`: ``none``, ``crop`` (a random crop of the image padded by 1/8),
+        methods: from :data:`COMPARE_METHODS`: ``none``, ``crop`` (a random crop of the image padded by 1/8 of
+            its shorter side, at least one pixel),
             torchvision v2's ``randaugment``, ``trivialaugment``, ``autoaugment`` (CIFAR-10 policy) and
             ``augmix`` (per sample, in a DataLoader), ``augerino``, ``augnet`` (the README's first model: one
             :class:`~augnet.AugmentationLayer` of ``transforms()`` in :class:`~augnet.AugNet`, Adam over
@@ -336,7 +381,7 @@ def compare(
             for images, the median of :func:`augnet.probes.invariance_curve` for signals) on 256 test inputs
             drawn by the seed (all of them if fewer; at least 8), e.g. ``(Rotate(), 30 / 180)`` for rotations
             within ±30°.
-        progress: print a line per run.
+        progress: print a line per run (True or False).
 
     Returns:
         A :class:`Comparison` (``print`` it for the table), at the end of the last run (nothing is kept of an
@@ -352,6 +397,10 @@ def compare(
     if x.shape[1:] != x_test.shape[1:] or x.dtype != x_test.dtype:
         raise ValueError(f"train and test inputs differ: {x.dtype} {tuple(x.shape[1:])} and {x_test.dtype} "
                          f"{tuple(x_test.shape[1:])}")  # fmt: skip
+    if x.dtype == torch.float16:  # Adam's eps, 1e-8, is 0 in float16: its first steps divide by zero (NaN weights)
+        raise ValueError("inputs are torch.float16: Adam, compare's optimiser, cannot train float16 parameters (its "
+                         "eps, 1e-8, rounds to 0 there); pass float32 (x.float() with a float32 trunk) or bfloat16")
+    check_bool("progress", progress)
     image = x.dim() == 4
     methods = _methods(methods, image, x)
     if image and (float(x.min()) < 0 or float(x.max()) > 1 or float(x_test.min()) < 0 or float(x_test.max()) > 1):

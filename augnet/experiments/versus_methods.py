@@ -4,7 +4,7 @@ Every method trains the task's trunk with Adam at the task's learning rate, batc
 (:mod:`augnet.experiments.versus_tasks`); they differ only in the augmentation:
 
 - ``none``: no augmentation;
-- ``crop``: a random crop of the image padded by 1/8 of its size on every side (the flip of
+- ``crop``: a random crop of the image padded by 1/8 of its size (at least one pixel) on every side (the flip of
   "crop + flip" applies to none of the tasks: a flipped digit, sprite or glyph is another class);
 - ``randaugment``, ``trivialaugment``, ``autoaugment`` (CIFAR-10 policy), ``augmix``: torchvision
   v2's policies at their defaults, applied per sample to uint8 images in the DataLoader;
@@ -83,7 +83,8 @@ def _torchvision_policy(method: str, size: int):
     from torchvision.transforms import v2
 
     if method == "crop":  # size: a side, or (H, W)
-        return v2.RandomCrop(size, padding=(size if isinstance(size, int) else min(size)) // 8)
+        side = size if isinstance(size, int) else min(size)  # under 8 pixels, 1/8 is 0: no crop at all
+        return v2.RandomCrop(size, padding=max(1, side // 8))
     return {
         "randaugment": v2.RandAugment,
         "trivialaugment": v2.TrivialAugmentWide,
