@@ -12,7 +12,10 @@ Examples:
     >>> loss = loss + 0.5 * augnet.selective_regularizer(model)
 """
 
-from augnet import export  # noqa: F401 (registers Policy.to_kornia / to_torchvision; kornia loads on use)
+from augnet import (
+    _interrupt,  # first: a Ctrl-C while `python -m augnet` imports torch is one line
+    export,  # noqa: F401 (registers Policy.to_kornia / to_torchvision; kornia loads on use)
+)
 from augnet.augerino import Augerino
 from augnet.instance import ConditionedAugmentationLayer
 from augnet.layers import AugmentationLayer, AugmentationModule
@@ -53,3 +56,5 @@ __all__ = [
     "selective_regularizer",
     "tap_mix",
 ]
+
+_interrupt.restore()  # the package is imported: a later error or Ctrl-C is its program's own

@@ -1,6 +1,27 @@
-"""``python -m augnet``: the same as the ``augnet`` command."""
+"""``python -m augnet``: the same as the ``augnet`` command.
 
-from augnet.cli import run
+A Ctrl-C while the command line loads is one line, as the command's launcher (``_augnet_launch``) makes it, and
+the program ends as :func:`augnet.cli.run` ends an interrupted command. (Python imports the ``augnet`` package,
+and torch with it, before this module runs: a Ctrl-C in those seconds is caught by neither.)
+"""
+
+import sys
+
+
+def _quiet_interrupt(kind, value, traceback) -> None:
+    if not issubclass(kind, KeyboardInterrupt):
+        sys.__excepthook__(kind, value, traceback)
+
+
+def _main() -> None:
+    try:
+        from augnet.cli import run
+    except KeyboardInterrupt:
+        print("\naugnet: interrupted", file=sys.stderr)
+        sys.excepthook = _quiet_interrupt
+        raise
+    run()
+
 
 if __name__ == "__main__":
-    run()
+    _main()

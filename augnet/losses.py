@@ -170,7 +170,9 @@ class EquivarianceLoss(nn.Module):
                 batch, ``maps`` that are not one index (an int, not a bool) of a map per transformed
                 batch, ``y`` not a (B,) tensor of integers (or uint64 labels past int64's range, on the CPU),
                 ``logits`` not a tensor of B rows (or, where ``head`` runs, not shaped as its outputs: other classes),
-                ``return_terms`` not a bool, ``head`` not callable.
+                ``return_terms`` not a bool, ``head`` not callable; a ``z_t`` entry of another dtype than its
+                map's parameters (float64 features for float32 maps: a TypeError naming both dtypes, where the
+                maps run, outside autocast, which casts them).
         """
         _check_tensor("z", z)
         if z.dim() != 2 or z.shape[1] != self.dim:
@@ -203,6 +205,8 @@ class EquivarianceLoss(nn.Module):
             raise TypeError(f"logits must be head(z), a tensor, got {type(logits).__name__}")
         if logits is not None and (logits.dim() == 0 or len(logits) != len(z)):
             raise ValueError(f"logits must be head(z), {len(z)} rows (one per sample), got shape {tuple(logits.shape)}")
+        if self.transformed_weight != 0.0 or return_terms:  # the maps run: each on its features' dtype
+            self._check_map_dtypes(idx, zs)
         clean = F.cross_entropy(head(z) if logits is None else logits, y)
         if self.transformed_weight == 0.0 and not return_terms:
             return clean
@@ -232,6 +236,17 @@ class EquivarianceLoss(nn.Module):
         }
         return total, terms
 
+    def _check_map_dtypes(self, idx: list[int], zs: list[Tensor]) -> None:
+        """The TypeError for transformed features of another dtype than their map's parameters (torch's matmul
+        takes one dtype; its error named neither), outside autocast, which casts them to one."""
+        for k, (j, zk) in enumerate(zip(idx, zs, strict=True)):
+            p = next(self.maps[j].parameters(), None)
+            if p is not None and zk.dtype != p.dtype and not _autocast_on(zk.device.type):
+                raise TypeError(
+                    f"z_t[{k}] has dtype {zk.dtype} and its map ({j}) has parameters of dtype {p.dtype}: give "
+                    f"features of the maps' dtype, or cast the loss to theirs (loss.to({zk.dtype}))"
+                )
+
     def extra_repr(self) -> str:
         return (
             f"dim={self.dim}, kind={self.kind!r}, lambda_1={self.equivariance_weight}, "
@@ -253,3 +268,11 @@ def _indices(maps) -> list[int]:
         if out[-1] is None:
             raise TypeError(f"maps must be map indices (ints), got {j!r} in {list(maps)!r}")
     return out
+
+
+def _autocast_on(device_type: str) -> bool:
+    """Whether autocast is on for ``device_type`` (no device type autocast knows, ``meta``: off)."""
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except RuntimeError:
+        return False

@@ -188,7 +188,9 @@ def selective_regularizer(
 
     Raises:
         TypeError, ValueError: an unknown ``units``, a ``diverse`` that is not a bool, a ``saturation`` that is
-            not ``None`` or a positive finite number, or a ``module`` holding no augmentation layer.
+            not ``None`` or a positive finite number, or one the magnitudes' dtype cannot hold as a normal number
+            (below 1.2e-38 in float32, 2.2e-308 in float64, or above float32's 3.4e38: see :func:`saturate`), or
+            a ``module`` holding no augmentation layer.
 
     Examples:
         >>> from augnet.transforms import image as T
@@ -262,8 +264,37 @@ def saturate(mu: Tensor, saturation: float = SATURATION) -> Tensor:
     """The saturating magnitude of :func:`selective_regularizer`, :math:`\\phi(\\mu) = s \\log(1 + \\mu / s)`.
 
     Equal to :math:`\\mu` to first order at 0, below it after (elementwise; any shape).
+
+    Raises:
+        ValueError: a ``saturation`` (a number) that ``mu``'s floating dtype does not hold as a normal number:
+            below its smallest normal number (``torch.finfo(dtype).tiny``: 1.2e-38 in float32, 2.2e-308 in
+            float64; 0, a negative or NaN too), where it loses precision and, from about 1 / the largest finite
+            number on, ``mu / saturation`` overflows to infinity, or above its largest finite number (float32's
+            3.4e38), which the dtype holds as infinity; either way the value would be NaN. (:math:`\\phi(\\mu)
+            \\to 0` as :math:`s \\to 0`, and :math:`\\phi(\\mu) \\to \\mu` as :math:`s \\to \\infty`:
+            ``saturation=None`` in :func:`selective_regularizer`.)
     """
+    _check_saturation_fits(saturation, mu)
     return saturation * torch.log1p(mu / saturation)
+
+
+def _check_saturation_fits(saturation, mu: Tensor) -> None:
+    """The ValueError of :func:`saturate` for a number ``saturation`` outside ``mu``'s dtype's normal numbers."""
+    if not is_real(saturation) or not isinstance(mu, Tensor) or not mu.is_floating_point():
+        return  # a tensor saturation, or integer magnitudes: as torch computes them
+    info = torch.finfo(mu.dtype)
+    if not saturation >= info.tiny:  # NaN too
+        raise ValueError(
+            f"saturation must be >= {info.tiny!r}, the smallest normal number of the magnitudes' dtype "
+            f"{mu.dtype}, got {saturation!r}: below it the saturation loses precision, and mu / saturation "
+            "overflows (the regulariser NaN) from about 1 / its largest finite number"
+        )
+    if saturation > info.max:
+        raise ValueError(
+            f"saturation must be <= {info.max!r}, the largest finite number of the magnitudes' dtype {mu.dtype}, "
+            f"got {saturation!r}: the dtype holds it as infinity and the regulariser would be NaN (saturation=None "
+            "is the linear pull)"
+        )
 
 
 def augerino_regularizer(module: nn.Module) -> Tensor:

@@ -240,7 +240,10 @@ def summarise(records: dict[str, dict], seeds) -> dict:
     """``{task: {regime: {method: {measure: [mean, std, n]}}}}`` over ``seeds`` (runs only, not the grid).
 
     ``seeds``: a collection of seeds (a tuple, a range); a measure a run did not record (the signals' shifted
-    accuracy) is left out of that cell.
+    accuracy) is left out of that cell. A record that cannot be placed in the table (no ``kind``, or a run's
+    without its ``task``, ``regime``, ``method`` or ``seed``: a hand-edited or older ``runs.jsonl``) is left out,
+    with a warning naming its key and what it misses, as reading ``runs.jsonl`` leaves out a line that is not a
+    record.
 
     Raises:
         TypeError: ``seeds`` that is one seed or a string, not a collection of them.
@@ -248,13 +251,24 @@ def summarise(records: dict[str, dict], seeds) -> dict:
     if is_int(seeds) or isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__contains__"):
         raise TypeError(f"seeds must be a collection of seeds (e.g. (5, 6, 7)), got {seeds!r}")
     out: dict = {}
-    for r in records.values():
-        if r["kind"] != "run" or r["seed"] not in seeds:
+    unusable = []
+    for key, r in records.items():
+        if r.get("kind", "run") != "run" or (r.get("seed") is not None and r["seed"] not in seeds):
+            continue  # the grid's, or another seed's
+        missing = [f for f in ("kind", "task", "regime", "method", "seed") if r.get(f) is None]
+        if missing:
+            unusable.append(f"{key!r} (no {', '.join(missing)})")
             continue
         cell = out.setdefault(r["task"], {}).setdefault(r["regime"], {}).setdefault(r["method"], {})
         for m in _MEASURES:
             if r.get(m) is not None:  # signals have no shifted test set
                 cell.setdefault(m, []).append(r[m])
+    if unusable:
+        import warnings
+
+        more = f" and {len(unusable) - 5} more" if len(unusable) > 5 else ""
+        warnings.warn(f"summarise: left out {len(unusable)} run record(s) that cannot be placed in the table: "
+                      f"{'; '.join(unusable[:5])}{more}", UserWarning, stacklevel=2)  # fmt: skip
     for task in out.values():
         for regime in task.values():
             for method, cell in regime.items():

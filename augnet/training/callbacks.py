@@ -47,8 +47,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from augnet._checks import as_values, is_int, number
+from augnet._checks import NotANumberError, is_int, number
 from augnet.layers import AugmentationLayer
+from augnet.policy import check_size
 from augnet.training._callback_checks import as_at_step, callback_list, step_point
 from augnet.training._callback_checks import lie_augmentations as _lie_augmentations
 from augnet.training._callback_checks import positive as _positive
@@ -228,9 +229,6 @@ class PolicyLogger(Callback):
         resume: bool = False,
     ) -> None:
         every = number("every", every)  # a 0-d integer tensor or array: the int it holds
-        if size is not None:  # a 1-D integer tensor or array, or 0-d ones in a tuple: the ints they hold
-            size = as_values(size, "size")
-            size = [number("size", s) for s in size] if isinstance(size, (tuple, list)) else size
         if not is_int(every) or every < 1:
             raise ValueError(f"every must be an int >= 1, got {every!r}")
         every = int(every)  # a numpy integer too
@@ -242,13 +240,11 @@ class PolicyLogger(Callback):
         if overwrite and resume:
             raise ValueError("PolicyLogger: overwrite=True replaces an earlier log and resume=True goes on with it: "
                              "pass one of them")  # fmt: skip
-        if size is not None and (
-            not isinstance(size, (tuple, list))
-            or not size
-            or not all(is_int(s) and s >= 1 for s in size)
-        ):
-            raise ValueError(f"PolicyLogger: size must be None or a tuple of positive ints (H, W), got {size!r}")
-        size = None if size is None else tuple(int(s) for s in size)
+        if size is not None:  # a spatial size as the layers' policy() reads it, refused with its words
+            try:
+                size = check_size(size)
+            except TypeError as err:  # a float or a string: a ValueError too, as the logger raised before
+                raise NotANumberError(str(err)) from None
         self.log_dir = _usable_log_dir(log_dir)
         if csv:
             path = self.log_dir / "policy.csv"
