@@ -2,7 +2,7 @@
 
 A Ctrl-C while the command line loads is one line, as the command's launcher (``_augnet_launch``) makes it, and
 the program ends as :func:`augnet.cli.run` ends an interrupted command. (Python imports the ``augnet`` package,
-and torch with it, before this module runs: a Ctrl-C in those seconds is caught by neither.)
+and torch with it, before this module runs: :mod:`augnet._interrupt` quiets a Ctrl-C in those seconds.)
 """
 
 import sys
