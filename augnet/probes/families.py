@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from augnet._checks import is_int
+from augnet._checks import is_int, is_real, number
 
 __all__ = ["RANK_PARAMS", "Family", "family", "grid_params", "grid_values", "rank_param"]
 
@@ -157,7 +157,8 @@ def grid_values(transform, magnitude: float, points: int, size: tuple[int, int])
     gate's two values, 0 (not applied) and 1 (applied), whatever the magnitude.
 
     Raises:
-        ValueError: ``transform`` has neither a family nor a gate, or ``points`` < 2.
+        ValueError: ``transform`` has neither a family nor a gate, ``points`` < 2, or a magnitude that is not
+            finite (a TypeError for one that is not a number, or a ``size`` that is not (H, W)).
 
     Examples:
         >>> from augnet.transforms import image as T
@@ -171,7 +172,12 @@ def grid_values(transform, magnitude: float, points: int, size: tuple[int, int])
     points = int(points)
     reach = _lookup(transform, _REACH)
     if reach is not None:
-        top = float(magnitude) * float(reach(transform, size))
+        magnitude = _finite("magnitude", magnitude)  # "a" failed in float() naming nothing; NaN gave a NaN grid
+        try:
+            span = float(reach(transform, size))
+        except (TypeError, IndexError):  # an int or an empty size, read as size[-1]
+            raise TypeError(f"size must be the inputs' spatial size (H, W), got {size!r}") from None
+        top = magnitude * span
         return [top * (-1 + 2 * i / (points - 1)) for i in range(points)]
     if rank_param(transform) == "gate":
         return [0.0, 1.0]
@@ -181,14 +187,35 @@ def grid_values(transform, magnitude: float, points: int, size: tuple[int, int])
     )
 
 
+def _finite(name: str, value) -> float:
+    """``value`` (a number, a 0-d tensor or array) as a finite float, else the error naming ``name``."""
+    read = number(name, value)
+    if not is_real(read):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}: {value!r:.60}")
+    if not math.isfinite(read):
+        raise ValueError(f"{name} must be a finite number, got {read!r}")
+    return float(read)
+
+
 def grid_params(transform, base: dict[str, Tensor], value: float, size: tuple[int, int]) -> dict[str, Tensor]:
     """``base``, a draw of ``transform``'s parameters, with every row at the grid ``value`` (:func:`grid_values`).
 
     The family's parameter becomes its value at ``t = value`` (a gate becomes ``value``); the other
     parameters of the draw (a rotation's aspect, a contrast's mean) are kept.
+
+    Raises:
+        TypeError, ValueError: ``value`` is not a finite number; ``transform`` has neither a family nor a gate,
+            or ``base`` lacks its parameter.
     """
+    value = _finite("value", value)
     params = dict(base)
     fam = family(transform)
+    param = fam.param if fam is not None else "gate" if rank_param(transform) == "gate" else None
+    if param is None:  # torch's KeyError of a missing 'gate' named neither the transform nor the argument
+        raise ValueError(f"{type(transform).__name__} has no grid of parameters (a continuous family or a gate)")
+    if not isinstance(base.get(param), Tensor):
+        name = type(transform).__name__
+        raise ValueError(f"base must hold {name}'s parameter {param!r} (a draw of its parameters), got {sorted(base)}")
     if fam is not None:
         like = base[fam.param]
         t = torch.full((like.shape[0],), float(value), dtype=like.dtype, device=like.device)

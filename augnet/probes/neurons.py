@@ -79,6 +79,7 @@ from augnet.probes.tau_selection import (
     DEFAULT_TAUS,
     SCORES,
     _check_batch_size,
+    _check_moved,
     _check_transform_inputs,
     _seen_mask,
     select_tau,
@@ -194,6 +195,8 @@ def layerwise_invariance(
     seed = check_seed(seed)  # before anything runs: an int in [0, 2**63 - 3], a NumPy one too
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    if not isinstance(layers, (str, Iterable)):  # list(3) raised a TypeError naming no argument
+        raise TypeError(f"layers must be a module name or a list of them, got {type(layers).__name__}: {layers!r}")
     names = [layers] if isinstance(layers, str) else list(layers)
     if not names or not all(isinstance(n, str) for n in names):
         raise ValueError(f"layers must name one or more modules, got {layers!r}")
@@ -219,8 +222,7 @@ def layerwise_invariance(
         y = check_labels(x, y)
     step = _check_batch_size(batch_size, len(x))
     xt = _check_transform_inputs(x, transform, magnitude, x_t, seed, "layerwise_invariance")
-    if isinstance(xt, Tensor):
-        check_model_input(model, xt)  # the transformed inputs given as x_t
+    _check_moved(model, xt, "x_t" if x_t is not None else "transform(x, magnitude)")
     # Two passes over the inputs, batch by batch: each unit's maximum over clean and transformed
     # activity, then the scores; only per-unit sums are kept (and per-input scores with per_input).
     accs = {(group, name): UnitInvariance(taus[name], units, len(x), per_input) for group in groups for name in names}

@@ -46,9 +46,15 @@ def pairwise_rank_loss(s_hi: Tensor, s_lo: Tensor, sign: Tensor | None = None, r
     Computed as ``softplus``, stable for large score gaps.
 
     Args:
-        s_hi, s_lo: scores of the two copies of each pair.
-        sign: optional per-pair order in {-1, 0, +1}, broadcastable to the scores.
+        s_hi, s_lo: scores of the two copies of each pair (floating point).
+        sign: optional per-pair order in {-1, 0, +1}, broadcastable to the scores (a tensor, or anything
+            ``torch.as_tensor`` takes).
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+
+    Raises:
+        TypeError: scores that are not floating-point tensors; a ``sign`` that is not numbers.
+        ValueError: scores of different shapes; a ``sign`` not in {-1, 0, +1} or not broadcastable to the
+            scores' shape; an unknown ``reduction``.
 
     Shape:
         - s_hi, s_lo: :math:`(P,)` (any shape, the same for both)
@@ -66,9 +72,23 @@ def pairwise_rank_loss(s_hi: Tensor, s_lo: Tensor, sign: Tensor | None = None, r
         raise ValueError(f"s_hi and s_lo must have the same shape, got {tuple(s_hi.shape)} and {tuple(s_lo.shape)}")
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    for name, t in (("s_hi", s_hi), ("s_lo", s_lo)):
+        if not t.is_floating_point():  # softplus of integer scores was torch's NotImplementedError
+            raise TypeError(f"{name} must hold floating-point scores, got dtype {t.dtype}")
     gap = s_hi - s_lo
     if sign is not None:
-        sign = torch.as_tensor(sign, dtype=gap.dtype, device=gap.device)
+        try:
+            sign = torch.as_tensor(sign, dtype=gap.dtype, device=gap.device)
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"sign must be a tensor or sequence of -1, 0 and +1, got {sign!r:.60}") from None
+        try:  # a larger sign broadcast the scores up to its shape; a mismatched one was torch's RuntimeError
+            fits = torch.broadcast_shapes(sign.shape, gap.shape) == gap.shape
+        except RuntimeError:
+            fits = False
+        if not fits:
+            raise ValueError(
+                f"sign must be broadcastable to the scores' shape {tuple(gap.shape)}, got {tuple(sign.shape)}"
+            )
         if not bool(((sign == -1) | (sign == 0) | (sign == 1)).all()):
             raise ValueError("sign must hold -1, 0 or +1 only")
         gap = sign * gap
@@ -116,6 +136,8 @@ def layer_importance(
         raise ValueError(
             f"weight and std must be 1-D of the same length, got {tuple(weight.shape)} and {tuple(std.shape)}"
         )
+    if not isinstance(sizes, Mapping):  # a list failed in sizes.items() (AttributeError)
+        raise TypeError(f"sizes must be a {{layer: channels}} dict, got {type(sizes).__name__}")
     if not sizes:
         raise ValueError("sizes must name at least one layer")
     bad = {k: v for k, v in sizes.items() if not is_int(v) or v < 1}
@@ -182,10 +204,22 @@ def _as_magnitudes(m, n: int, name: str) -> Tensor:
         raise TypeError(f"{name} must be a tensor, got {type(m).__name__}")
     if m.dim() != 1 or m.shape[0] != n:
         raise ValueError(f"{name} must have shape ({n},), one magnitude per pair, got {tuple(m.shape)}")
+    if m.is_complex():  # its imaginary part was dropped (with a warning), ranking by the real part alone
+        raise TypeError(f"{name} must hold real magnitudes, got dtype {m.dtype}")
     m = m.detach().double().cpu()
     if bool(torch.isnan(m).any()):
         raise ValueError(f"{name} holds NaN")
+    if bool(torch.isinf(m).any()):  # two infinite magnitudes made a NaN order: the fit's weights went NaN
+        raise ValueError(f"{name} holds infinite magnitudes")
     return m
+
+
+def _check_generator(generator) -> None:
+    """``None`` or a CPU ``torch.Generator`` (the split is drawn on the CPU), else the error naming it."""
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    if generator is not None and generator.device.type != "cpu":
+        raise ValueError(f"generator must be a CPU generator (the split is drawn on the CPU), got {generator.device}")
 
 
 def _fit(d: Tensor, l2: float, max_iter: int) -> tuple[Tensor, float]:
@@ -236,11 +270,11 @@ def ranking_probe(
             ``{layer: (P, Ch) or (P, Ch, ...)}`` (feature maps are globally
             average pooled; layers are concatenated in the order of ``z_a``), of any floating or
             integer dtype (bool and complex features are refused).
-        m_a, m_b: the augmentation magnitudes of the two copies.
+        m_a, m_b: the augmentation magnitudes of the two copies, (P,) tensors of finite real numbers.
         test_fraction: the share of pairs held out, in (0, 1).
-        l2: L2 penalty on the weights of the standardised features.
+        l2: L2 penalty on the weights of the standardised features, a finite number >= 0.
         aggregate: ``"mean"`` or ``"max"``, for :func:`layer_importance`.
-        generator: draws the train / test split.
+        generator: draws the train / test split (a CPU ``torch.Generator``, or ``None``).
         max_iter: L-BFGS iterations.
 
     Returns:
@@ -283,8 +317,11 @@ def ranking_probe(
         raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction!r}")
     if isinstance(l2, bool) or not isinstance(l2, numbers.Real) or l2 < 0:
         raise ValueError(f"l2 must be a non-negative number, got {l2!r}")
+    if not math.isfinite(l2):  # went through to the fit, whose NaN weights were refused as layer_importance's
+        raise ValueError(f"l2 must be a finite number, got {l2!r}")
     if not is_int(max_iter) or max_iter < 1:
         raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+    _check_generator(generator)  # torch.randperm's own error named no argument
 
     sizes = {layer: a.shape[1] for layer, a in la.items()}
     za, zb = torch.cat(list(la.values()), 1), torch.cat(list(lb.values()), 1)

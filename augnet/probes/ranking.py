@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -249,6 +249,10 @@ def _layer_values(result, value: str, task) -> dict[str, float]:
     )
 
 
+#: The per-layer numbers :func:`ranking_table` reads.
+_VALUES = ("accuracy", "train_accuracy", "importance")
+
+
 def ranking_table(results: Mapping[str, Mapping], value: str = "accuracy", layers: Sequence[str] | None = None) -> dict:
     """A tasks x layers table of per-layer ranking results (Yan & Huang, Table II and Fig. 5).
 
@@ -276,10 +280,14 @@ def ranking_table(results: Mapping[str, Mapping], value: str = "accuracy", layer
         raise ValueError("results must be a non-empty {task: result} dict")
     if not isinstance(value, str):
         raise TypeError(f"value must be a string, got {type(value).__name__}")
+    if value not in _VALUES:  # a misspelt one read every plain {layer: number} dict as it was, silently
+        raise ValueError(f"value must be one of {_VALUES}, got {value!r}")
     rows = {str(task): _layer_values(result, value, task) for task, result in results.items()}
     if layers is None:
         columns = list(dict.fromkeys(layer for row in rows.values() for layer in row))
     else:
+        if not isinstance(layers, (str, Iterable)):  # iterating an int raised a TypeError naming nothing
+            raise TypeError(f"layers must be a layer name or a list of them, got {type(layers).__name__}")
         columns = [layers] if isinstance(layers, str) else [str(layer) for layer in layers]
         if not columns:
             raise ValueError("layers must name at least one layer")

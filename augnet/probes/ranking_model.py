@@ -8,11 +8,13 @@ and :func:`ranking_probe_model`, which runs :func:`ranking_probe` on them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 from torch import Tensor, nn
 
+from augnet._checks import is_real, number
 from augnet.probes._common import (
     Transformed,
     apply_paired,
@@ -24,6 +26,7 @@ from augnet.probes._common import (
 )
 from augnet.probes.features import _features, check_rows
 from augnet.probes.pairwise_ranking import ranking_probe
+from augnet.probes.tau_selection import _check_moved
 
 __all__ = ["Sampler", "ranking_probe_model"]
 
@@ -32,7 +35,10 @@ Sampler = Callable[[int, "torch.Generator | None"], Tensor]
 
 
 def _uniform_sampler(bounds) -> Sampler:
-    low, high = (float(b) for b in bounds)
+    read = [number("sampler", b) for b in bounds]
+    if not all(is_real(b) and math.isfinite(b) for b in read):  # float("a") named nothing; inf drew NaN features
+        raise ValueError(f"a (low, high) sampler needs two finite numbers, got {tuple(bounds)!r}")
+    low, high = (float(b) for b in read)
     if not low < high:
         raise ValueError(f"a (low, high) sampler needs low < high, got {bounds}")
 
@@ -64,6 +70,9 @@ def _augment(x: Tensor, transform, param: str | None, sampler: Sampler | None, m
         if not isinstance(m, Tensor) or m.shape != (n,):
             got = tuple(m.shape) if isinstance(m, Tensor) else type(m).__name__
             raise ValueError(f"the sampler must return a ({n},) tensor of magnitudes, got {got}")
+        if m.is_complex() or not bool(torch.isfinite(m).all()):
+            # NaN or inf magnitudes were refused later as NaN features, naming the layer and not the sampler
+            raise ValueError(f"the sampler must return finite real magnitudes, got {m.dtype} {m[:8].tolist()}")
         if param is None:  # a plain callable transform(x, m)
             return transform(x, m.to(x.device, x.dtype if x.is_floating_point() else m.dtype)), m.double().cpu()
         transform.check_input(x)
@@ -111,9 +120,13 @@ def _model_pairs(model, x, transform, layers, param, sampler, magnitude, copies,
             f"got {type(transform).__name__}"
         )
     check_draws(draws)
+    if not isinstance(layers, (str, Iterable)):  # iterating an int raised a TypeError naming nothing
+        raise TypeError(f"layers must be a module name or a list of them, got {type(layers).__name__}: {layers!r}")
     g = seeded(seed + 1, x.device)
     xa, m_a = _augment(x, transform, param, sampler, magnitude, g)
     xb, m_b = _augment(x, transform, param, sampler, magnitude, g)
+    for copy in (xa, xb):  # a callable's float64 output was torch's RuntimeError in the first pass
+        _check_moved(model, copy, "transform(x, m)" if param is None else "the augmented copies")
     za = _features(
         model, xa, layers, reduce="mean", batch_size=batch_size, **forward_kwargs(model, copies, seed, x.device, draws)
     )

@@ -117,12 +117,13 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import Tensor
 
-from augnet._checks import is_int
+from augnet._checks import check_bool, is_int, is_real, number
 from augnet.probes._common import summary
 from augnet.probes.plots import plot_similarity_change_distributions
 from augnet.probes.similarity_pairs import (
     STATISTICS,
     _check_finite,
+    _check_generator,
     same_class_pairs,
     similarity_change,
     similarity_search,
@@ -173,17 +174,27 @@ def top_transforms_per_class(table: Sequence[Mapping], k: int = 5, by: str = "we
         raise TypeError(f"table must be a list of rows (dicts), got {type(table).__name__}")
     if not table:
         raise ValueError("table is empty")
-    groups: dict[int, list[dict]] = {}
+    groups: dict[int, list[tuple[float, dict]]] = {}
     for row in table:
         if not isinstance(row, Mapping) or "label" not in row or by not in row:
             raise ValueError(f"every row needs 'label' and {by!r}, got {row!r}")
-        groups.setdefault(row["label"], []).append(dict(row))
+        # A 0-d tensor label hashed by identity (a group per row); a string value failed in float() naming nothing.
+        label, value = number("label", row["label"]), number(by, row[by])
+        if isinstance(label, Tensor) or getattr(label, "ndim", 0):  # several values: no one label
+            raise TypeError(f"every row's 'label' must be one class label, got {row['label']!r:.60}")
+        if not is_real(value):
+            raise TypeError(f"every row's {by!r} must be a number, got {type(row[by]).__name__} in {row!r:.200}")
+        groups.setdefault(label, []).append((float(value), dict(row)))
 
-    def key(row):
-        v = float(row[by])
+    def key(item):
+        v = item[0]
         return (math.isnan(v), -v if not math.isnan(v) else 0.0)
 
-    return {label: sorted(rows, key=key)[:k] for label, rows in sorted(groups.items())}
+    try:
+        ordered = sorted(groups.items(), key=lambda item: item[0])
+    except TypeError:
+        raise TypeError(f"the rows' labels must be comparable, got {list(groups)[:8]}") from None
+    return {label: [row for _, row in sorted(rows, key=key)[:k]] for label, rows in ordered}
 
 
 def similarity_change_distributions(
@@ -221,6 +232,7 @@ def similarity_change_distributions(
     """
     if statistic not in STATISTICS:
         raise ValueError(f"statistic must be one of {STATISTICS}, got {statistic!r}")
+    check_bool("by_magnitude", by_magnitude)  # "no" was truthy: one distribution per magnitude
     if isinstance(table, Mapping) or not isinstance(table, Sequence):
         raise TypeError(f"table must be a list of rows (dicts), got {type(table).__name__}")
     if not table:
@@ -229,6 +241,10 @@ def similarity_change_distributions(
     for row in table:
         if not isinstance(row, Mapping) or any(k not in row for k in ("transform", "magnitude", "label", statistic)):
             raise ValueError(f"every row needs 'transform', 'magnitude', 'label' and {statistic!r}, got {row!r}")
+        for field in ("magnitude", statistic):  # a string failed in float(), naming neither the row nor the key
+            if not is_real(number(field, row[field])):
+                got = f"{type(row[field]).__name__} in {row!r:.200}"
+                raise TypeError(f"every row's {field!r} must be a number, got {got}")
         key = (row["transform"], float(row["magnitude"])) if by_magnitude else row["transform"]
         g = groups.setdefault(key, {"labels": [], "magnitudes": [], "values": []})
         g["labels"].append(row["label"])
@@ -327,6 +343,7 @@ def equivariance_alignment(
     _check_finite(z_t, "z_t")
     if not is_int(shuffles) or shuffles < 1:
         raise ValueError(f"shuffles must be a positive integer, got {shuffles!r}")
+    _check_generator(generator)  # torch.rand's own error named no argument
     d = _moved(z.detach(), z_t.detach())
     per_sample = _alignment(d, reference)
     score = float(per_sample.mean())

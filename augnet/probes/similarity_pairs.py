@@ -34,6 +34,7 @@ from augnet.probes._common import (
     seeded,
 )
 from augnet.probes.features import LOGITS, _features, check_rows
+from augnet.probes.tau_selection import _check_moved
 
 __all__ = [
     "DEFAULT_PAIRS_PER_CLASS",
@@ -99,6 +100,16 @@ def _pairs_from_index(members: Tensor, index: Tensor) -> Tensor:
     return torch.stack([members[i], members[j]], 1)
 
 
+def _check_generator(generator) -> None:
+    """``None`` or a CPU ``torch.Generator`` (the pairs and shuffles are drawn on the CPU), else the TypeError
+    naming it: torch's own error named no argument, and where no draw was needed a bad one passed unseen."""
+    if generator is not None and not isinstance(generator, torch.Generator):
+        got = f"{type(generator).__name__}: {generator!r:.60}"
+        raise TypeError(f"generator must be a torch.Generator or None, got {got}")
+    if generator is not None and generator.device.type != "cpu":
+        raise ValueError(f"generator must be a CPU generator (the draws are made on the CPU), got {generator.device}")
+
+
 def _check_pairs_per_class(pairs_per_class) -> None:
     if pairs_per_class is not None and (
         not is_int(pairs_per_class) or pairs_per_class < 1
@@ -130,6 +141,7 @@ def same_class_pairs(y: Tensor, pairs_per_class: int | None = None, generator: t
     """
     y = class_labels(y)
     _check_pairs_per_class(pairs_per_class)
+    _check_generator(generator)
     chunks = []
     for c in torch.unique(y):
         members = torch.nonzero(y == c).flatten()
@@ -289,6 +301,8 @@ def similarity_change(
     y = class_labels(y, z.shape[0])
     _check_finite(z, "z")
     _check_finite(z_t, "z_t")
+    _check_generator(generator)
+    z, z_t = z.detach(), z_t.detach()  # features that require grad gave per-pair outputs holding a graph
     if pairs is None:
         pairs = same_class_pairs(y, pairs_per_class, generator)
     else:
@@ -423,6 +437,8 @@ def similarity_search(
         check_transform(transform, x, per_transform[t_name])
     check_draws(draws)
     _check_pairs_per_class(pairs_per_class)
+    if layer is not None and not isinstance(layer, str):  # a list or an int raised a TypeError naming nothing
+        raise TypeError(f"layer must be a module name (str) or None, got {type(layer).__name__}: {layer!r}")
     # Each class's pairs, drawn once (in increasing label order, as same_class_pairs does); every
     # ordered pair of a class is listed afresh when needed rather than kept.
     g = seeded(seed)
@@ -446,6 +462,7 @@ def similarity_search(
     for t_name, transform in transforms.items():
         for m in per_transform[t_name]:
             xt = Transformed(transform, x, m, seeded(seed + 1, x.device))
+            _check_moved(model, xt, f"transforms[{t_name!r}](x, {m})")
             index += 1
             kwargs = forward_kwargs(model, copies, seed, x.device, draws, index)
             moved = _features(model, xt, name, reduce=reduce, batch_size=batch_size, **kwargs)[name]

@@ -62,10 +62,10 @@ def f_sf(f: Tensor, dfn: float, dfd: float) -> Tensor:
     (computed here in float64 by its continued fraction, so that no scipy is needed). NaN stays NaN.
 
     Shape:
-        - f: any; output: the same, float64.
+        - f: any; output: the same, float64 (no gradient: a p-value, not a loss).
 
     Raises:
-        TypeError: ``f`` is not a tensor.
+        TypeError: ``f`` is not a tensor of real numbers (bool and complex are refused).
         ValueError: a degree of freedom is not a positive finite number.
 
     Examples:
@@ -74,11 +74,13 @@ def f_sf(f: Tensor, dfn: float, dfd: float) -> Tensor:
     """
     if not isinstance(f, Tensor):
         raise TypeError(f"f must be a tensor, got {type(f).__name__}")
+    if f.is_complex() or f.dtype == torch.bool:  # a complex f lost its imaginary part (with a warning only)
+        raise TypeError(f"f must hold real F statistics, got dtype {f.dtype}")
     for name, v in (("dfn", dfn), ("dfd", dfd)):
         # An infinite one gave 0 (dfn) or NaN (dfd) where F's limit (a chi-squared over its degrees) has a value.
         if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 < v < math.inf:
             raise ValueError(f"{name} must be a positive finite number, got {v!r}")
-    f = f.double()
+    f = f.detach().double()  # a graph through up to 5,000 steps of the continued fraction was kept otherwise
     x = dfd / (dfd + dfn * f.clamp_min(0))
     x = torch.where(torch.isinf(f), torch.zeros_like(x), x)
     out = _betainc(
@@ -105,7 +107,7 @@ def p_adjust(p: Tensor, correction: str = "bonferroni") -> Tensor:
         - p: (M,); output: (M,), float64.
 
     Raises:
-        TypeError: ``p`` is not a tensor.
+        TypeError: ``p`` is not a tensor of real numbers (bool and complex are refused).
         ValueError: ``p`` is not 1-D, holds values outside [0, 1], or ``correction`` is unknown.
 
     Examples:
@@ -116,6 +118,8 @@ def p_adjust(p: Tensor, correction: str = "bonferroni") -> Tensor:
         raise TypeError(f"p must be a tensor of p-values, got {type(p).__name__}")
     if correction not in CORRECTIONS:
         raise ValueError(f"correction must be one of {CORRECTIONS}, got {correction!r}")
+    if p.is_complex() or p.dtype == torch.bool:  # complex lost its imaginary part; bools read as p = 0 or 1
+        raise TypeError(f"p must hold real p-values, got dtype {p.dtype}")
     p = p.detach().double()
     finite = ~torch.isnan(p)
     if p.dim() != 1:

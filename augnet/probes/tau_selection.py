@@ -109,6 +109,22 @@ def _check_transform_inputs(x: Tensor, transform, magnitude, x_t, seed: int, who
     return x_t.to(x.device)
 
 
+def _check_moved(model: nn.Module, xt, name: str) -> None:
+    """:func:`~augnet.probes._common.check_model_input` on transformed inputs held whole: ``x_t`` as given, or a
+    plain callable's output (a :class:`~augnet.probes._common.Transformed` computed at once), its messages naming
+    ``name``. An augnet transform's rows, made batch by batch, keep the inputs' dtype and device."""
+    moved = xt._whole if isinstance(xt, Transformed) else xt
+    if moved is None:
+        return
+    try:
+        check_model_input(model, moved)
+    except (TypeError, ValueError) as err:  # a callable's float64 output was torch's RuntimeError in the first pass
+        msg = str(err)
+        if msg.startswith("x "):
+            msg = f"{name} {msg[2:]}".replace("pass x.", f"pass {name}.")
+        raise type(err)(msg) from None
+
+
 def _seen_mask(y: Tensor, seen_classes) -> Tensor:
     if seen_classes is None:
         return torch.ones(len(y), dtype=torch.bool, device=y.device)
@@ -120,6 +136,8 @@ def _seen_mask(y: Tensor, seen_classes) -> Tensor:
     for c in seen_classes:
         if not is_int(c):
             raise TypeError(f"seen_classes must hold integer class indices, got {c!r}")
+        if not 0 <= c < 2**63:  # a negative class matched no label; past int64 torch's overflow named nothing
+            raise ValueError(f"seen_classes must hold class indices >= 0 (within int64), got {c!r}")
         seen.append(int(c))
     return torch.isin(y, torch.tensor(seen, dtype=y.dtype, device=y.device))
 
@@ -236,8 +254,7 @@ def select_tau(
         raise ValueError("seen_classes only applies to score='within' (within-category accuracy)")
     step = _check_batch_size(batch_size, len(x))
     xt = _check_transform_inputs(x, transform, magnitude, x_t, seed, "select_tau")
-    if isinstance(xt, Tensor):
-        check_model_input(model, xt)  # the transformed inputs given as x_t
+    _check_moved(model, xt, "x_t" if x_t is not None else "transform(x, magnitude)")
     targets = _resolve(model, [layer])
     n = len(x)
     scored = torch.ones(2 * n, dtype=torch.bool)

@@ -13,7 +13,7 @@ import numbers
 import torch
 from torch import Tensor
 
-from augnet._checks import check_bool, number
+from augnet._checks import check_bool, is_int, number
 from augnet.probes._common import summary
 
 __all__ = [
@@ -66,7 +66,8 @@ def layer_units(a: Tensor, units: str = "element") -> Tensor:
 
     Raises:
         TypeError: ``a`` is not a tensor, or holds bools or complex numbers (no activity the measures read).
-        ValueError: ``a`` has fewer than 2 dimensions, or an unknown ``units``.
+        ValueError: ``a`` has fewer than 2 dimensions, an unknown ``units``, or with ``"channel"`` channels
+            of no position (an axis of size 0 after the channels: no mean).
 
     Examples:
         >>> a = torch.arange(8.0).reshape(1, 2, 2, 2)
@@ -79,6 +80,8 @@ def layer_units(a: Tensor, units: str = "element") -> Tensor:
     if a.dim() < 2:
         raise ValueError(f"a must have shape (B, units) or (B, C, ...), got {tuple(a.shape)}")
     _check_real(a, "a")
+    if units == "channel" and a.dim() > 2 and a.shape[2:].numel() == 0:  # torch's mean of no position was NaN
+        raise ValueError(f"a has channels of no position (shape {tuple(a.shape)}): a channel's mean needs one")
     if units == "channel" and a.dim() > 2 and not a.is_floating_point():
         a = a.double()  # an integer mean (torch refuses one) read in float64, as the measures read activity
     return _pool(a, units)
@@ -180,7 +183,10 @@ class UnitInvariance:
     """
 
     def __init__(self, tau: float, units: str = "element", n_rows: int | None = None, per_input: bool = False):
-        self.tau, self.units, self.n_rows = _check_tau(tau), _check_units(units), n_rows
+        if n_rows is not None and (not is_int(n_rows) or n_rows < 1):  # a negative one failed in the first score
+            raise ValueError(f"n_rows must be an int >= 1 (the number of inputs) or None, got {n_rows!r}")
+        self.tau, self.units = _check_tau(tau), _check_units(units)
+        self.n_rows = None if n_rows is None else int(n_rows)
         self.per_input = check_bool("per_input", per_input)
         if self.per_input and n_rows is None:
             raise ValueError("per_input needs n_rows, the number of inputs")
@@ -212,11 +218,16 @@ class UnitInvariance:
         Raises:
             RuntimeError: no batch was observed (pass 1) yet.
             TypeError, ValueError: ``a`` and ``a_t`` as :meth:`observe` refuses them, or ``rows`` not a (b,)
-                bool tensor (a (1,) mask was broadcast over the batch).
+                bool tensor (a (1,) mask was broadcast over the batch); ``start`` not an int >= 0, or the
+                batch past ``n_rows``.
         """
         if self.scale is None:
             raise RuntimeError("observe every batch (pass 1) before scoring any")
         _check_pair(a, a_t, rows)
+        if not is_int(start) or start < 0 or (self.n_rows is not None and start + len(a) > self.n_rows):
+            # past n_rows torch raised a RuntimeError; a negative start wrote its counts to the wrong rows
+            within = "" if self.n_rows is None else f" with start + len(a) <= n_rows ({self.n_rows})"
+            raise ValueError(f"start must be an int >= 0{within}, got start={start!r} for {len(a)} inputs")
         live = self.scale > 0
         div = torch.where(live, self.scale, torch.ones_like(self.scale))
         step = _row_step(div.numel())
