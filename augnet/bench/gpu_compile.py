@@ -32,6 +32,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -64,6 +65,24 @@ class TritonCase:
     copies: int = 4
     k: int = 6
     aligned: bool = True  # x's address a multiple of 16 bytes
+
+    def __post_init__(self):
+        # A kernel other than "forward" was compiled as the backward, silently; an unknown dtype or padding was a
+        # KeyError from inside the launcher, no channels or images a record of a launch that cannot be.
+        for name, known in (("kernel", KERNELS), ("padding", PADDINGS), ("dtype", tuple(_DTYPES))):
+            if not isinstance(getattr(self, name), str) or getattr(self, name) not in known:
+                raise ValueError(f"{name} must be one of {', '.join(known)}, got {getattr(self, name)!r}")
+        for name in ("color", "aligned"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be a bool, got {type(getattr(self, name)).__name__}: "
+                                f"{getattr(self, name)!r}")  # fmt: skip
+        for name in ("channels", "b", "size", "copies", "k"):
+            value = getattr(self, name)
+            if not is_int(value):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__}: {value!r}")
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+            object.__setattr__(self, name, int(value))  # a NumPy integer: the int it holds (the record is JSON)
 
     @property
     def name(self) -> str:
@@ -188,7 +207,15 @@ def compile_triton(case: TritonCase, arch: int) -> dict:
     1 KiB the hardware reserves per block), ``stack`` and ``local`` (bytes of
     stack frame and of local memory per thread: a register spill shows there)
     and ``spills`` (``stack + local > 0``).
+
+    Raises:
+        TypeError, ValueError: ``case`` is not a :class:`TritonCase`, or ``arch`` not a positive int (a compute
+            capability, e.g. 90), before anything is compiled.
     """
+    if not isinstance(case, TritonCase):
+        raise TypeError(f"case must be a TritonCase, got {type(case).__name__}: {case!r}")
+    arch = number("arch", arch)  # a 0-d tensor or array: the int it holds
+    _check_arch(arch)
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -224,6 +251,28 @@ def compile_triton(case: TritonCase, arch: int) -> dict:
     }
 
 
+def _check_arch(arch, name: str = "arch") -> None:
+    """The TypeError or ValueError of an ``arch`` that is no compute capability (an int such as 80 or 90)."""
+    if not is_int(arch):
+        raise TypeError(f"{name} must be an int compute capability such as 90, got {type(arch).__name__}: {arch!r}")
+    if arch < 1:
+        raise ValueError(f"{name} must be a positive compute capability such as 90, got {arch}")
+
+
+def _check_archs(archs, empty: bool = False) -> tuple[int, ...]:
+    """``archs`` as a tuple of ints (any iterable of them: a generator is read once, here), or the TypeError or
+    ValueError of archs that are no compute capabilities; none is an error unless ``empty``."""
+    if isinstance(archs, (str, bytes)) or not isinstance(archs, Iterable):
+        raise TypeError(f"archs must be a tuple or list of ints such as (80, 90), got {type(archs).__name__}: "
+                        f"{archs!r}")  # fmt: skip
+    read = [number("archs", a) for a in archs]
+    if not read and not empty:
+        raise ValueError("archs must name at least one compute capability, e.g. (80, 90), got none")
+    for arch in read:
+        _check_arch(arch, f"archs {read}: each")
+    return tuple(int(a) for a in read)
+
+
 def _cpp_extension():
     from augnet.ops._cpp import quiet_cpp_extension_log
 
@@ -248,8 +297,10 @@ def cuda_resources(archs: tuple[int, ...] = ARCHS) -> list[dict]:
     Each record: ``kernel`` (forward, backward, backward_finish), ``dtype``,
     ``arch``, ``registers``, ``shared``, ``stack``, ``spill_stores``,
     ``spill_loads`` and ``spills``. Raises ``RuntimeError`` when no complete CUDA
-    toolkit is found, or with nvcc's message when the source does not compile.
+    toolkit is found, or with nvcc's message when the source does not compile; ``TypeError`` / ``ValueError``
+    for ``archs`` that are not a non-empty tuple or list of ints (none given, nvcc would compile its own default).
     """
+    archs = _check_archs(archs)
     from augnet.ops._cpp import find_cuda_toolkit
 
     cpp_extension = _cpp_extension()
@@ -333,7 +384,9 @@ def compile_all(cases: list[TritonCase], archs: tuple[int, ...] = ARCHS, workers
 
     Each compile runs Triton's pipeline and ptxas on one core, and the cases are independent: ``None``
     uses every core (:func:`os.cpu_count`), ``1`` compiles in this process (an int >= 1: a 0-d integer tensor or
-    array too; a TypeError or ValueError naming ``workers`` otherwise).
+    array too; a TypeError or ValueError naming ``workers`` otherwise). ``cases`` and ``archs`` may be any iterables
+    (read once); what is not a :class:`TritonCase`, or an arch that is no positive int: a TypeError or ValueError
+    before anything is compiled.
     """
     if workers is not None:  # a 0-d integer tensor or array: the int it holds
         read = number("workers", workers)
@@ -342,6 +395,13 @@ def compile_all(cases: list[TritonCase], archs: tuple[int, ...] = ARCHS, workers
         if read < 1:
             raise ValueError(f"workers must be >= 1, got {read}")
         workers = int(read)
+    archs = _check_archs(archs, empty=True)  # none compiles nothing, as no cases does
+    if isinstance(cases, (str, bytes)) or not isinstance(cases, Iterable):
+        raise TypeError(f"cases must be a list of TritonCase, got {type(cases).__name__}: {cases!r}")
+    cases = list(cases)  # a generator: read once, not once per arch
+    odd = [c for c in cases if not isinstance(c, TritonCase)]
+    if odd:
+        raise TypeError(f"cases must be TritonCase, got {type(odd[0]).__name__}: {odd[0]!r}")
     jobs = [(case, arch) for case in cases for arch in archs]
     workers = min(len(jobs), os.cpu_count() or 1) if workers is None else workers
     if workers == 1 or len(jobs) < 2:
@@ -384,7 +444,18 @@ def main(out_dir: str = "benchmarks/results", full: bool = True) -> int:
     return 1 if bad else 0
 
 
-if __name__ == "__main__":
-    import sys
+def _command(argv: list[str] | None = None) -> int:
+    """``python -m augnet.bench.gpu_compile [--quick]``: :func:`main` with its arguments read by argparse, so that
+    ``--help`` says what it does and a misspelt option is refused (exit status 2), not taken for a full run."""
+    import argparse
 
-    sys.exit(main(full="--quick" not in sys.argv))
+    parser = argparse.ArgumentParser(
+        prog="python -m augnet.bench.gpu_compile", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--quick", action="store_true", help="a few cases (quick_cases) instead of the full set")
+    args = parser.parse_args(argv)
+    return main(full=not args.quick)
+
+
+if __name__ == "__main__":
+    sys.exit(_command())

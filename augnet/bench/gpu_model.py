@@ -47,6 +47,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from augnet._checks import is_int
+
 __all__ = ["DEVICES", "GpuSpec", "format_on_paper", "occupancy", "on_paper"]
 
 
@@ -81,7 +83,18 @@ def occupancy(spec: GpuSpec, registers: int, shared: int, warps: int) -> tuple[i
     """``(programs per SM, warps per SM)`` for a kernel of ``registers`` per thread, ``shared`` bytes and ``warps``.
 
     Registers are allocated per warp in units of 256; shared memory as asked.
+
+    Raises:
+        TypeError: ``spec`` is not a :class:`GpuSpec`, or a count is not an int.
+        ValueError: ``registers`` or ``shared`` is negative, or ``warps`` below 1.
     """
+    if not isinstance(spec, GpuSpec):
+        raise TypeError(f"spec must be a GpuSpec (e.g. DEVICES['h100']), got {type(spec).__name__}: {spec!r}")
+    for name, value, least in (("registers", registers, 0), ("shared", shared, 0), ("warps", warps, 1)):
+        if not is_int(value):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__}: {value!r}")
+        if value < least:
+            raise ValueError(f"{name} must be >= {least}, got {value}")
     per_warp = math.ceil(registers * 32 / 256) * 256
     by_registers = (spec.registers_per_sm // per_warp) // warps if per_warp else spec.max_blocks_per_sm
     by_shared = spec.shared_per_sm // shared if shared else spec.max_blocks_per_sm
@@ -226,12 +239,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="h100", choices=sorted(DEVICES))
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = parser.parse_args(argv)
-    if args.json:  # checked before the model runs and prints: not a table followed by a traceback
+    if args.json is not None:  # checked before the model runs and prints: not a table followed by a traceback
         from augnet._checks import folder_problem
 
         target = Path(args.json)
         problem = folder_problem(target.parent, "--json")
-        if target.is_dir():
+        if not args.json.strip():  # e.g. --json "$FILE" with FILE unset: no file would be written, silently
+            problem = f"--json is empty ({args.json!r}); name a file"
+        elif target.is_dir():
             problem = f"--json {args.json} is a folder, not a file"
         if problem is not None:
             print(f"{parser.prog}: error: {problem}", file=sys.stderr)
@@ -243,8 +258,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{spec.l2 // 2**20} MiB L2, {spec.sms} SMs; layer of augnet bench: C = {COPIES}, K = {TAPS}, float32"
     )
     print(format_on_paper(rows))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"model": args.model, "rows": rows}, indent=1))
+    if args.json is not None:
+        from augnet._json import dumps as strict_json  # an unplaceable kernel's infinite waves: "inf", not Infinity
+
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)  # a folder that is not there yet: made
+        Path(args.json).write_text(strict_json({"model": args.model, "rows": rows}, indent=1))
     return 0
 
 

@@ -161,6 +161,9 @@ class BenchConfig:
         if self.providers is not None and not len(self.providers):  # not the default's every provider
             raise ValueError("providers must name at least one provider (None: eager and every usable backend), "
                              f"got {list(self.providers)}")  # fmt: skip
+        odd = [p for p in self.providers or () if not isinstance(p, str)]  # a list among them: no name, unhashable
+        if odd:
+            raise TypeError(f"providers must be names (strings), got {odd[0]!r} in {list(self.providers)}")
         if not isinstance(self.device, (str, torch.device)):
             raise TypeError(f"device must be 'cpu' or 'cuda', got {type(self.device).__name__}: {self.device!r}")
         if str(self.device) not in ("cpu", "cuda"):
@@ -353,7 +356,13 @@ def _peak_memory(fn: Callable[[], object], device: str) -> tuple[int, str]:
 
 
 def default_providers(x: Tensor) -> list[str]:
-    """``eager`` (where kornia is installed) plus the ``tap_mix`` backends usable on ``x`` (registry order)."""
+    """``eager`` (where kornia is installed) plus the ``tap_mix`` backends usable on ``x`` (registry order).
+
+    Raises:
+        TypeError: ``x`` is not a tensor (its device is what is asked about).
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(f"x must be a tensor (on the device to ask about), got {type(x).__name__}: {x!r}")
     slow = SLOW_BY_DEFAULT.get(x.device.type, ())
     return [*([EAGER] if _has_kornia() else []), *(b for b in available_backends(x) if b not in slow)]
 
@@ -395,10 +404,12 @@ def run_benchmark(cfg: BenchConfig, log: Callable[[str], None] | None = print) -
     Raises:
         ValueError, TypeError: settings :meth:`BenchConfig.validate` refuses (a ``cfg`` that is not a
             :class:`BenchConfig`: a TypeError), or providers that are unknown or cannot run on the device, before
-            anything is timed.
+            anything is timed; a ``log`` that is neither callable nor ``None``: a TypeError, before anything too.
     """
     if not isinstance(cfg, BenchConfig):
         raise TypeError(f"cfg must be a BenchConfig, got {type(cfg).__name__}: {cfg!r}")
+    if log is not None and not callable(log):  # else found after the first measurement
+        raise TypeError(f"log must be a callable or None, got {type(log).__name__}: {log!r}")
     cfg.validate()
     cfg = cfg._plain()
     threads = torch.get_num_threads()
