@@ -209,4 +209,16 @@ def test_gpu_compile_command_reads_its_arguments(monkeypatch, capsys):
         gpu_compile._command(["--quik"])
     assert bad_exit.value.code == 2 and "unrecognized arguments: --quik" in capsys.readouterr().err
     assert gpu_compile._command(["--quick"]) == 0 and gpu_compile._command([]) == 0
-    assert seen == [{"full": False}, {"full": True}]
+    assert seen == [{"out_dir": "benchmarks/results", "full": False}, {"out_dir": "benchmarks/results", "full": True}]
+    assert gpu_compile._command(["--quick"], out_dir="elsewhere") == 0 and seen[-1]["out_dir"] == "elsewhere"
+
+
+def test_the_benchmark_script_reads_its_arguments_too():
+    # benchmarks/gpu_compile.py took anything but --quick (--help, a misspelt --quik) for the full compile
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_compile.py"
+    done = subprocess.run([sys.executable, str(script), "--quik"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "unrecognized arguments: --quik" in done.stderr and done.stdout == ""

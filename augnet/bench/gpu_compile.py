@@ -444,17 +444,17 @@ def main(out_dir: str = "benchmarks/results", full: bool = True) -> int:
     return 1 if bad else 0
 
 
-def _command(argv: list[str] | None = None) -> int:
+def _command(
+    argv: list[str] | None = None, out_dir: str = "benchmarks/results", prog: str = "python -m augnet.bench.gpu_compile"
+) -> int:
     """``python -m augnet.bench.gpu_compile [--quick]``: :func:`main` with its arguments read by argparse, so that
     ``--help`` says what it does and a misspelt option is refused (exit status 2), not taken for a full run."""
     import argparse
 
-    parser = argparse.ArgumentParser(
-        prog="python -m augnet.bench.gpu_compile", description=__doc__.splitlines()[0]
-    )
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few cases (quick_cases) instead of the full set")
     args = parser.parse_args(argv)
-    return main(full=not args.quick)
+    return main(out_dir=out_dir, full=not args.quick)
 
 
 if __name__ == "__main__":
