@@ -1,4 +1,5 @@
-"""The field checks of a policy file, and the naming of a policy's file in errors (used by :mod:`augnet.policy`).
+"""The field checks of a policy file, the naming of a policy's file in errors, and the writing of one (used by
+:mod:`augnet.policy`).
 
 Each check raises a ValueError or TypeError naming the layer, the entry and the field. Low level: it imports only
 :mod:`augnet._checks`.
@@ -7,15 +8,27 @@ Each check raises a ValueError or TypeError naming the layer, the entry and the 
 from __future__ import annotations
 
 import contextlib
+import difflib
 import itertools
 import math
+import os
+import secrets
+import shutil
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from augnet._checks import is_real as _is_number
 
 #: How closely an entry must agree with the value its layer's state gives.
 RTOL, ATOL = 1e-5, 1e-6
 _FLOAT32_MAX = 3.4028234663852886e38
+#: The keys of an entry (``transform_magnitude``, ``args`` and ``range`` are optional in memory) and of a layer's
+#: settings (a full policy file's layer: these and ``transforms``). Any other key is refused: a misspelt optional one
+#: (``"train_mod"``, ``"conditoned"``, ``"transform_magnitde"``) was read as absent, its default taken silently.
+ENTRY_KEYS = ("transform", "args", "weight", "magnitude", "transform_magnitude", "range")
+SETTING_KEYS = ("temperature", "eval_mode", "train_mode", "backend", "weight_logits", "raw_magnitudes", "calibration",
+                "effect", "last_size", "range_size", "conditioned")  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -53,11 +66,22 @@ def renamed(err: Exception, message: str) -> Exception:
     return out
 
 
+def check_keys(d: dict, known: tuple[str, ...], where: str) -> None:
+    """The ValueError naming the first key of ``d`` that is not one of ``known`` (and the known key it is closest
+    to: a misspelt optional key was read as absent)."""
+    for key in d:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6) if isinstance(key, str) else []
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"{where}: unknown key {key!r}{hint}; the keys are {list(known)}")
+
+
 def _check_entry(e, where: str, ranges: bool) -> None:
     if not isinstance(e, dict):
         raise ValueError(f"{where}: an entry must be a dict with 'transform', 'weight' and 'magnitude', got {e!r}")
     if not isinstance(e.get("transform"), str):
         raise ValueError(f"{where}: 'transform' must be a transform's name, got {e.get('transform')!r}")
+    check_keys(e, ENTRY_KEYS, f"{where} ({e['transform']})")
     for key in ("weight", "magnitude", "transform_magnitude"):
         if key not in e:
             if key == "transform_magnitude":
@@ -119,6 +143,7 @@ def _vector(value, name: str, q: int, where: str, low: float = -_FLOAT32_MAX) ->
 def _check_settings(settings: dict, q: int, where: str) -> None:
     if not isinstance(settings, dict):
         raise TypeError(f"{where}: the settings must be a dict, got {settings!r}")
+    check_keys(settings, SETTING_KEYS, where)
     for key in ("temperature", "eval_mode", "weight_logits", "raw_magnitudes"):
         if key not in settings:
             raise ValueError(f"{where} has no {key!r} (a full policy file keeps every layer's settings and state)")
@@ -171,6 +196,35 @@ def _check_calibration(curves, q: int, where: str) -> None:
             raise ValueError(f"{where}: a calibration curve must rise above 0 (to be inverted), got {list(c)!r}")
 
 
+def json_ready(value, where: str):
+    """``value`` (a policy file's entry or settings, copied) as strict JSON takes it: NumPy scalars (numbers to
+    every check) as the Python numbers they hold (a dict, list or tuple holding one rebuilt around its items;
+    otherwise ``value`` itself). The TypeError naming ``where`` for a value JSON cannot hold (a tensor, a set); the
+    ValueError for a NaN or infinite float (strict JSON has neither; a range's ends are ``"inf"`` by then)."""
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, np.generic):
+        value = value.item()
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{where} is {value!r}: strict JSON (a policy file) holds no NaN or infinity")
+        return value
+    if isinstance(value, dict):
+        bad = next((k for k in value if not isinstance(k, (str, int, float, bool)) and k is not None), None)
+        if bad is not None:
+            raise TypeError(f"{where}: a key must be a string, got {bad!r}")
+        items = {k: json_ready(v, f"{where}[{k!r}]") for k, v in value.items()}
+        return value if all(items[k] is v for k, v in value.items()) else items  # unchanged: as it was
+    if isinstance(value, (list, tuple)):
+        items = [json_ready(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        if all(a is b for a, b in zip(items, value, strict=True)):
+            return value  # unchanged: as it was (a tuple stays one)
+        return items if isinstance(value, list) else tuple(items)
+    raise TypeError(f"{where} must be JSON data (numbers, strings, lists, dicts), got {type(value).__name__}: "
+                    f"{value!r:.80}")  # fmt: skip
+
+
 def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=RTOL, abs_tol=ATOL)
 
@@ -213,3 +267,40 @@ def weights_hint(entries: list[dict], temperature: float) -> str:
 
 def _listed(values: list[float]) -> str:
     return "[" + ", ".join(f"{v:.9g}" for v in values) + "]"
+
+
+def write_replacing(path: Path, text: str) -> None:
+    """Write ``text`` to the file ``path`` (its folder made if needed), replacing an existing file only once the new
+    one is whole: a temporary file beside it, then ``os.replace`` (a link's target is replaced, its mode kept). A
+    folder where no file can be made (the file itself writable) and a path that is no regular file (a device) are
+    written in place, as before. ``path`` an existing folder, or under a file, is the ValueError naming it (it was an
+    ``IsADirectoryError`` / ``FileExistsError``)."""
+    if path.is_dir():
+        raise ValueError(f"cannot save to {path}: it is an existing folder (name a file in it, e.g. "
+                         f"{path / 'policy.json'})")  # fmt: skip
+    existing = path.parent
+    while not existing.exists() and existing != existing.parent:  # the nearest folder above that exists
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        raise ValueError(f"cannot save to {path}: {existing} is a file, not a folder")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and not path.is_file():  # a device or a pipe (os.devnull, /dev/stdout): written to, as before
+        path.write_text(text)
+        return
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except PermissionError:  # a folder that takes no new file: the file in place
+        target.write_text(text)
+        return
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(text)
+        if target.exists():
+            shutil.copymode(target, temporary)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise

@@ -45,9 +45,11 @@ from augnet._policy_checks import (
     _check_settings,
     _range_json,
     _range_read,
+    json_ready,
     naming_path,
     naming_source,
     weights_hint,
+    write_replacing,
 )
 
 __all__ = [
@@ -209,18 +211,22 @@ class Policy(list):
 
         Raises:
             ValueError, TypeError: the policy is not one a reader would take (no layers, a missing field, a value
-                that is not finite, entries that disagree with the state; see :func:`check_policy`): nothing is
-                written that cannot be read back.
+                that is not finite, entries that disagree with the state; see :func:`check_policy`), or holds a
+                value strict JSON cannot (a tensor, a NaN argument), naming it: nothing is written that cannot be
+                read back. NumPy numbers (``np.float32(0.5)``, numbers to every check) are written as the Python
+                numbers they hold.
         """
         with naming_source(self):  # a policy read from a file: the errors name it
             refuse_conditioned(self, "written as a policy file")
             if not self:  # what from_json refuses: nothing is written that cannot be read back
                 raise ValueError("a policy file's 'layers' must be a non-empty list: this policy has no layers")
             check_policy(self, ranges=True)
-        layers = []
-        for i, entries in enumerate(self.layers_json()):
-            settings = self.settings[i] if self.settings is not None else {}
-            layers.append({"transforms": entries, **copy.deepcopy(settings)})
+            layers = []
+            for i, entries in enumerate(self.layers_json()):
+                settings = self.settings[i] if self.settings is not None else {}
+                where = f"policy layer {i}"  # NumPy numbers as Python's; a value JSON cannot hold named
+                entries = [json_ready(e, f"{where}, entry {q} ({e['transform']})") for q, e in enumerate(entries)]
+                layers.append({"transforms": entries, **json_ready(copy.deepcopy(settings), where)})
         return {"format": POLICY_FORMAT, "version": POLICY_VERSION, "layers": layers}
 
     @classmethod
@@ -272,13 +278,20 @@ class Policy(list):
         read back writes nothing. Read it with :meth:`load` or
         :meth:`augnet.AugmentationModule.from_policy`.
 
+        An existing file is replaced only once the new one is written whole (a write that fails, a full disk,
+        leaves it as it was).
+
         Args:
-            path: the file to write (a str or path-like object); its folder is created if needed.
+            path: the file to write (a str or path-like object; a leading ``~`` is the home folder); its folder is
+                created if needed.
+
+        Raises:
+            TypeError, ValueError: as :meth:`to_json`; ``path`` not a str or path-like object, empty, an existing
+                folder or under a file, naming it (nothing is written).
         """
         path = _file_path(path)
         text = json.dumps(self.to_json(), indent=1, allow_nan=False)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text + "\n")
+        write_replacing(path, text + "\n")
         return path
 
     @classmethod
@@ -289,7 +302,7 @@ class Policy(list):
         writing it) start with the path, as the errors of reading it do.
 
         Args:
-            path: the policy file (a str or path-like object).
+            path: the policy file (a str or path-like object; a leading ``~`` is the home folder).
 
         Raises:
             OSError: no such file, or a folder. ValueError, TypeError (naming the file): it is empty, not JSON
@@ -313,7 +326,9 @@ class Policy(list):
 
 
 def _file_path(path) -> Path:
-    """``path`` (a str or path-like object) as a Path; a TypeError for anything else."""
+    """``path`` (a str or path-like object) as a Path, a leading ``~`` expanded (it wrote a folder named ``~`` in
+    the working directory); a TypeError for anything else, a ValueError for an empty one (it was the working
+    directory, ``.``)."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or a path-like object, got {type(path).__name__}")
     if isinstance(path, str) and path.lstrip().startswith(("{", "[")):
@@ -321,7 +336,12 @@ def _file_path(path) -> Path:
             "got a str of JSON text where a file path belongs (a str is read as a path): pass json.loads(text), "
             "the dict, or Policy.from_json(json.loads(text)) instead"
         )
-    return Path(path)
+    if not os.fspath(path):
+        raise ValueError(f"path must name a file, got {path!r}")
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:  # no home folder known: the path as given
+        return Path(path)
 
 
 def read_policy(policy: Policy | dict | str | os.PathLike) -> Policy:
@@ -450,11 +470,12 @@ def check_policy(policy: Policy, ranges: bool = False) -> list | None:
     (a full policy, made by :meth:`augnet.AugmentationModule.policy`) also needs, per layer, ``temperature``,
     ``eval_mode``, ``weight_logits`` and ``raw_magnitudes`` (one finite float32 per entry), optionally ``train_mode``,
     ``backend``, ``calibration`` (one non-decreasing curve of at least 2 non-negative points per entry, rising above
-    0), ``effect`` (one number >= 0 per entry), ``last_size`` and ``range_size`` (input sizes); every entry's
-    transform must be a concrete augnet transform built from its ``args``; and the entries must agree with the state:
-    the layer rebuilt from the state reports each entry's weight, magnitude, transform magnitude and range (at
-    ``range_size``) within ``rtol=1e-5, atol=1e-6`` (a file written without ``range_size`` has its ranges checked only
-    where their unit does not depend on the size).
+    0), ``effect`` (one number >= 0 per entry), ``last_size``, ``range_size`` (input sizes) and ``conditioned``. Any
+    other key of an entry or of a layer's settings is refused, naming the known key it is closest to (a misspelt
+    optional key was read as absent, its default taken). Every entry's transform must be a concrete augnet transform
+    built from its ``args``; and the entries must agree with the state: the layer rebuilt from the state reports each
+    entry's weight, magnitude, transform magnitude and range (at ``range_size``) within ``rtol=1e-5, atol=1e-6`` (a
+    file written without ``range_size`` has its ranges checked only where their unit does not depend on the size).
 
     Raises:
         ValueError: a missing field or a bad value, naming the layer, the entry and the field.
