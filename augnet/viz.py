@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from augnet._checks import as_values, is_int, is_real
+from augnet._checks import array_number, as_values, folder_problem, is_int, is_real
 
 __all__ = [
     "plot_distributions",
@@ -30,15 +31,17 @@ def require_matplotlib():
 
 
 def figure_path(path: str | Path) -> Path:
-    """The file a figure goes to: ``path``, with ``.png`` added where it has no suffix (what matplotlib would
-    add), checked before anything is drawn; its folder is not created here.
+    """The file a figure goes to: ``path`` (a leading ``~`` the home folder), with ``.png`` added where it has no
+    suffix (what matplotlib would add), checked before anything is drawn; its folder is not created here.
 
     Raises:
-        ValueError: ``path`` (or the file with ``.png`` added) is an existing directory, or its suffix is no
-            format matplotlib writes (``.png``, ``.pdf``, ``.svg``, ...), naming it.
+        TypeError: ``path`` is not a str or a path-like object (``None``), naming it.
+        ValueError: ``path`` (or the file with ``.png`` added) is an existing directory, its suffix is no
+            format matplotlib writes (``.png``, ``.pdf``, ``.svg``, ...), or its folder cannot be made or
+            written (a file stands where it or a folder above it would go), naming it.
         ImportError: no matplotlib, saying how to install it (as :func:`require_matplotlib` does).
     """
-    given = Path(path)
+    given = file_path(path)
     if given.is_dir():
         raise ValueError(f"the figure path {given} is an existing directory; give a file name, e.g. {given / 'x.png'}")
     path = given if given.suffix else given.with_name(given.name + ".png")
@@ -52,26 +55,40 @@ def figure_path(path: str | Path) -> Path:
     formats = Figure().canvas.get_supported_filetypes()
     if path.suffix[1:].lower() not in formats:
         raise ValueError(f"cannot write a figure as {path.suffix!r} ({path}); the formats are {sorted(formats)}")
+    problem = folder_problem(path.parent, "folder", "figure")  # (the drawn figure met a FileExistsError)
+    if problem:
+        raise ValueError(f"cannot write the figure {path}: {problem}")
     return path
+
+
+def file_path(path, name: str = "path") -> Path:
+    """``path`` (a str or a path-like object) as a :class:`~pathlib.Path`, a leading ``~`` the home folder (as
+    ``Policy.save`` reads it; a folder named ``~`` was made in the working directory), else the TypeError naming
+    ``name`` (pathlib's named no argument)."""
+    if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
+        raise TypeError(f"{name} must be a str or a path-like object, got {type(path).__name__}: {path!r:.80}")
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:  # no home folder known: the path as given
+        return Path(path)
 
 
 def save_figure(fig, path: str | Path) -> Path:
     """Lay out ``fig``, write it to ``path`` (creating the folder) and close it; return the file written.
 
     A path without a suffix gets ``.png`` (what matplotlib would add), so the path returned is the file's.
-    Its checks (:func:`figure_path`) come first: a refused path leaves no folder behind.
+    Its checks (:func:`figure_path`) come first: a refused path leaves no folder behind. ``fig`` is closed
+    whatever happens, an error too.
     """
     import matplotlib.pyplot as plt
 
-    try:
+    try:  # closed whatever fails (a bad path, a warning raised as an error, the disk): it was left open in pyplot
         path = figure_path(path)
-    except ValueError:
+        fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=120)
+    finally:
         plt.close(fig)
-        raise
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
     return path
 
 
@@ -90,18 +107,23 @@ def _check_limits(name: str, limits) -> None:
         raise TypeError(f"{name} must be two numbers (low, high), got {limits!r}")
     if not all(is_real(v) and math.isfinite(v) for v in limits):
         raise ValueError(f"{name} must be two finite numbers (low, high), got {limits!r}")
+    if limits[0] == limits[1]:  # (matplotlib warned, with the figure open, and widened them)
+        raise ValueError(f"{name} must be two different numbers (low, high), got {limits!r}")
 
 
 def real_values(values, name: str):
     """``values`` (a tensor, an array, nested lists of numbers) as a float64 tensor on the CPU, or the error naming
     ``name``: a TypeError for what holds no real numbers (strings, complex numbers), a ValueError for a tensor on
-    meta (it holds no values)."""
+    meta (it holds no values). Python floats are read as float64 (torch's default float32 made 1e40 infinite and
+    1e-50 zero); a tensor's or an array's values are exact in float64 whatever their dtype."""
     import torch
 
     if isinstance(values, torch.Tensor) and values.device.type == "meta":
         raise ValueError(f"{name} is a tensor on meta, which holds no values")
     try:
         v = torch.as_tensor(values)
+        if v.is_floating_point() and v.dtype != torch.float64 and not hasattr(values, "dtype"):  # Python floats
+            v = torch.as_tensor(values, dtype=torch.float64)
     except (TypeError, ValueError, RuntimeError):
         raise TypeError(f"{name} must hold real numbers, got {values!r:.80}") from None
     if v.is_complex():
@@ -142,7 +164,7 @@ def plot_distributions(
     Raises:
         TypeError, ValueError: ``distributions`` not a dict, values that are not real numbers (strings, ``None``,
             complex) or that hold no value (a tensor on meta), naming the label; no distribution with a finite
-            value; an unknown ``kind``; ``ylim`` not two finite numbers; before anything is drawn.
+            value; an unknown ``kind``; ``ylim`` not two different finite numbers; before anything is drawn.
     """
     import torch
 
@@ -279,7 +301,8 @@ def plot_invariance_curves(
 
     Raises:
         TypeError, ValueError: ``curves`` not a dict, empty (nothing to plot), or holding something other than an
-            :func:`~augnet.probes.invariance_curve` result with the ``band`` percentiles; before anything is drawn.
+            :func:`~augnet.probes.invariance_curve` result with the ``band`` percentiles; magnitudes, medians or
+            percentiles that are not real numbers (a string, ``None``), naming the curve; before anything is drawn.
     """
     _check_items("curves", curves)
     if isinstance(band, (str, bytes)) or not isinstance(band, (tuple, list)) or len(band) != 2:
@@ -295,6 +318,10 @@ def plot_invariance_curves(
                              f"(missing {missing or ['magnitude']}; its summary has {have})")  # fmt: skip
         if len(curve["magnitude"]) != len(summary):
             raise ValueError(f"curve {label!r} has {len(curve['magnitude'])} magnitudes for {len(summary)} summaries")
+        # (strings were drawn as categories on the axis, without a word)
+        real_values(curve["magnitude"], f"curve {label!r}'s magnitude")
+        for key in ("median", *band):
+            real_values([e[key] for e in summary], f"curve {label!r}'s {key}")
     plt = require_matplotlib()
     fig, ax = plt.subplots(figsize=(6, 4))
     for label, curve in curves.items():
@@ -326,8 +353,8 @@ def plot_layer_importance(importance: dict[str, float], path: str | Path, title:
 
     Raises:
         TypeError, ValueError: ``importance`` not a dict or empty (nothing to plot), a value that is not a real
-            number (or a 0-d tensor of one) or is infinite, naming the layer, or every value NaN (nothing to
-            plot); before anything is drawn. A NaN value is a missing bar.
+            number (or a 0-d tensor or NumPy array of one) or is infinite, naming the layer, or every value NaN
+            (nothing to plot); before anything is drawn. A NaN value is a missing bar.
     """
     _check_items("importance", importance)
     names = list(importance)
@@ -346,9 +373,10 @@ def plot_layer_importance(importance: dict[str, float], path: str | Path, title:
 
 
 def _importance(name, value) -> float:
-    """One layer's importance as a float: a real number or a 0-d real tensor, finite or NaN; else the error."""
+    """One layer's importance as a float: a real number or a 0-d real tensor or array, finite or NaN; else the error."""
     if hasattr(value, "dim") and hasattr(value, "device") and value.dim() == 0 and value.device.type != "meta":
         value = value.detach().tolist()  # a 0-d tensor (one with a gradient too): its number
+    value = array_number(value)  # a 0-d NumPy array (np.array(0.3)): its number, as a 0-d tensor's
     if not is_real(value):
         raise TypeError(f"importance of {name!r} must be a real number, got {value!r:.80}")
     if math.isinf(value):

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import torch
 
+from augnet._checks import is_real
+
 __all__ = [
     "PLOTTED",
     "plot_neuron_invariance",
@@ -120,13 +122,21 @@ def plot_ranking_heatmap(
 
     Returns:
         The path written.
+
+    Raises:
+        TypeError, ValueError: before any figure is made: ``table`` not a :func:`ranking_table`, its tasks or
+            layers a string, values that are not real numbers (strings, complex) or not (tasks, layers),
+            ``vmin`` / ``vmax`` not numbers, an unknown ``cmap``, naming them.
     """
     from augnet.viz import require_matplotlib, save_figure
 
     if not isinstance(table, Mapping) or not {"tasks", "layers", "values"} <= set(table):
         raise ValueError("table must be a dict from ranking_table, with 'tasks', 'layers' and 'values'")
-    tasks, layers = list(table["tasks"]), list(table["layers"])
-    values = torch.as_tensor(table["values"], dtype=torch.float64)
+    tasks, layers = _labels(table["tasks"], "table['tasks']"), _labels(table["layers"], "table['layers']")
+    values = _real_values(table["values"], "table['values']")  # (strings: torch's error; complex: cast to real)
+    for name, limit in (("vmin", vmin), ("vmax", vmax)):  # (matplotlib's error came with the figure open)
+        if limit is not None and not is_real(limit):
+            raise TypeError(f"{name} must be a number or None, got {limit!r}")
     if values.shape != (len(tasks), len(layers)):
         raise ValueError(f"values must be (tasks, layers) = ({len(tasks)}, {len(layers)}), got {tuple(values.shape)}")
     what = str(table.get("value", "value"))
@@ -188,8 +198,8 @@ def plot_similarity_change_distributions(
         raise ValueError(
             f"distributions must be a non-empty dict from similarity_change_distributions, got {_what(distributions)}"
         )
-    values = {
-        f"{key[0]} {key[1]:g}" if isinstance(key, tuple) and len(key) == 2 else str(key): (
+    values = {  # (a key whose second item is no number, ("rot", "x"), met a raw format error)
+        _pair_label(key) if isinstance(key, tuple) and len(key) == 2 else str(key): (
             entry["values"] if isinstance(entry, Mapping) else entry
         )
         for key, entry in distributions.items()
@@ -223,7 +233,8 @@ def plot_report_heatmap(panels: Mapping, layers, transforms, path, title: str | 
     Raises:
         TypeError, ValueError: before any figure is made: ``panels`` empty or not a dict, a panel that is not
             ``(values, paper, invariant value)``, values that are not real numbers or not (layers, transforms),
-            an unknown ``cmap``, naming the panel or the argument.
+            ``layers`` or ``transforms`` a string (not a list of labels), an unknown ``cmap``, naming the panel
+            or the argument.
     """
     from augnet.viz import require_matplotlib, save_figure
 
@@ -231,7 +242,8 @@ def plot_report_heatmap(panels: Mapping, layers, transforms, path, title: str | 
         raise ValueError(
             f"panels must be a non-empty {{title: (values, paper, invariant value)}} dict, got {_what(panels)}"
         )
-    layers, transforms = [str(v) for v in layers], [str(v) for v in transforms]
+    layers = [str(v) for v in _labels(layers, "layers")]
+    transforms = [str(v) for v in _labels(transforms, "transforms")]
     grids = {}  # every panel checked before the figure is made: an error left it open in pyplot
     for name, entry in panels.items():
         if isinstance(entry, (str, bytes)) or not isinstance(entry, Sequence) or len(entry) != 3:
@@ -280,6 +292,25 @@ def _colormap(plt, cmap):
         return plt.get_cmap(cmap)
     except (ValueError, TypeError) as err:
         raise ValueError(f"cmap must be a matplotlib colour map or its name, got {cmap!r}: {err}") from None
+
+
+def _labels(labels, name: str) -> list:
+    """Row or column labels (any iterable; a tensor or array of values too) as a list, else the TypeError naming
+    ``name``: a string is one label, not a list of them (``"ab"`` was read as the labels ``a`` and ``b``)."""
+    if isinstance(labels, (str, bytes)) or not hasattr(labels, "__iter__"):
+        raise TypeError(f"{name} must be a list of labels, got {type(labels).__name__}: {labels!r:.80}")
+    return list(labels)
+
+
+def _pair_label(key: tuple) -> str:
+    """The label of a ``(transform, magnitude)`` key: the magnitude with ``:g`` where it is a number (a real
+    number, a NumPy one, a 0-d real tensor), else as it prints."""
+    name, value = key
+    if isinstance(value, torch.Tensor):
+        number = value.dim() == 0 and value.device.type != "meta" and not value.is_complex()
+    else:
+        number = is_real(value)
+    return f"{name} {value:g}" if number else f"{name} {value}"
 
 
 def _what(value) -> str:

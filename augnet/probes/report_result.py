@@ -15,6 +15,7 @@ from torch import Tensor
 from augnet._checks import folder_problem, is_int, is_real
 from augnet._json import dumps as strict_json
 from augnet.probes.report_measures import _COLUMNS, _SWEPT, INVARIANT_NV, MEASURES, UNIT_MEASURES
+from augnet.viz import file_path
 
 __all__ = ["ProbeReport"]
 
@@ -140,7 +141,8 @@ class ProbeReport:
         return None if cls is None else int(cls)
 
     def save(self, path) -> Path:
-        """Write the records to ``path``: ``.json`` (with ``info``) or ``.csv``.
+        """Write the records to ``path``: ``.json`` (with ``info``) or ``.csv`` (a leading ``~`` is the home folder;
+        missing folders are made).
 
         With per-unit values, they go beside it, to ``<stem>.units.json``: ``{"info", "units": [{"layer",
         "transform", "magnitude", "measure", "class", "values": [U numbers]}]}``. Both files are strict JSON:
@@ -148,10 +150,11 @@ class ProbeReport:
         is 0) as the string ``"inf"`` or ``"-inf"``, as policy files write unbounded ranges.
 
         Raises:
+            TypeError: ``path`` not a str or a path-like object (``None``), naming it.
             ValueError: another suffix, a path (or its ``.units.json``) that is an existing directory, or a folder
                 that cannot be written; checked before any file is written. The table is written first.
         """
-        path = Path(path)
+        path = file_path(path)
         if path.suffix not in (".json", ".csv"):
             raise ValueError(f"save writes .json or .csv, got {path.suffix!r} ({path})")
         beside = path.with_name(f"{path.stem}.units.json")
@@ -187,18 +190,21 @@ class ProbeReport:
 
     @classmethod
     def load(cls, path) -> ProbeReport:
-        """The report that :meth:`save` wrote to a ``.json`` file.
+        """The report that :meth:`save` wrote to a ``.json`` file (a leading ``~`` is the home folder).
 
         Its per-unit values are read where ``<stem>.units.json`` lies beside it: ``ProbeReport.load(p)`` answers
         :meth:`value`, :meth:`table`, :meth:`verdict` and the figures as the saved report did (``null`` read back as
         NaN, ``"inf"`` as an infinity).
 
         Raises:
+            TypeError: ``path`` not a str or a path-like object (``None``), naming it.
             ValueError: a ``.csv`` (it holds the records without the report's layers, transforms and
-                magnitudes: save to ``.json`` to load), another suffix, a missing file, or a JSON file that
-                :meth:`save` did not write (naming what it lacks).
+                magnitudes: save to ``.json`` to load), another suffix, a missing file, or a JSON file (or its
+                ``.units.json``) that :meth:`save` did not write (naming what it lacks: a record or a row that
+                is not a dict of its fields, a value that is not a number, layers that are not names, no
+                magnitude).
         """
-        path = Path(path)
+        path = file_path(path)
         if path.suffix != ".json":
             raise ValueError(
                 f"load reads the .json file that save writes, got {path.suffix!r} ({path})"
@@ -215,11 +221,12 @@ class ProbeReport:
                 f"cannot load {path}: not a report that ProbeReport.save wrote (it needs 'records' and 'info' "
                 f"with the layers, transforms and magnitudes{'; missing ' + ', '.join(missing) if missing else ''})"
             )
-        records = [{**r, "value": _number(r.get("value"))} for r in saved["records"]]
+        _check_saved(path, info, saved["records"])  # (raw KeyErrors, TypeErrors, later ones from value() too)
+        records = [{**r, "value": _number(r["value"]), "class": r.get("class")} for r in saved["records"]]
         units = {}
         beside = path.with_name(f"{path.stem}.units.json")
         if beside.is_file():
-            for row in _read(beside).get("units", []):
+            for row in _unit_rows(beside):
                 key = (row["layer"], row["transform"], row["magnitude"], row["measure"], row["class"])
                 units[key] = torch.tensor([_number(v) for v in row["values"]], dtype=torch.float64)
         mags = [float(m) for m in info["magnitudes"]]
@@ -395,6 +402,55 @@ def _read(path: Path):
         return json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"cannot load {path}: not JSON ({err})") from None
+
+
+def _readable(value) -> bool:
+    """Whether ``value`` is a number as :func:`augnet._json.strict` writes one: a number, ``None``, ``"inf"``."""
+    return value is None or is_real(value) or value in ("inf", "-inf")
+
+
+def _check_saved(path: Path, info: dict, records: list) -> None:
+    """The ValueError naming ``path`` and what is wrong, where its report is not one :meth:`ProbeReport.save` wrote."""
+    problem = None
+    for key in ("layers", "transforms"):
+        names = info[key]
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            problem = problem or f"info's {key} must be a non-empty list of names, got {names!r:.80}"
+    mags = info["magnitudes"]
+    if not isinstance(mags, list) or not mags or not all(is_real(m) for m in mags):
+        problem = problem or f"info's magnitudes must be a non-empty list of numbers, got {mags!r:.80}"
+    fields = [c for c in _COLUMNS if c != "class"]  # (a report saved before by_class has none: every input's)
+    for i, r in enumerate(records):
+        if problem:
+            break
+        if not isinstance(r, dict) or not set(fields) <= set(r):
+            have = sorted(r) if isinstance(r, dict) else type(r).__name__
+            problem = f"record {i} must be a dict of the fields {list(_COLUMNS)}, got {have}"
+        elif not _readable(r["value"]):
+            problem = f"record {i}'s value must be a number, null, 'inf' or '-inf', got {r['value']!r:.80}"
+        elif r["magnitude"] is not None and not is_real(r["magnitude"]):
+            problem = f"record {i}'s magnitude must be a number or null, got {r['magnitude']!r:.80}"
+    if problem:
+        raise ValueError(f"cannot load {path}: not a report that ProbeReport.save wrote ({problem})")
+
+
+def _unit_rows(path: Path) -> list[dict]:
+    """The rows of the per-unit file ``path`` (``<stem>.units.json``), checked, else the ValueError naming it."""
+    saved = _read(path)
+    rows = saved.get("units") if isinstance(saved, dict) else None
+    fields = ("layer", "transform", "magnitude", "measure", "class", "values")
+    problem = None if isinstance(rows, list) else "it needs a list 'units'"
+    for i, row in enumerate(rows if isinstance(rows, list) else []):
+        if not isinstance(row, dict) or not set(fields) <= set(row):
+            have = sorted(row) if isinstance(row, dict) else type(row).__name__
+            problem = f"row {i} must be a dict of the fields {list(fields)}, got {have}"
+        elif not isinstance(row["values"], list) or not all(_readable(v) for v in row["values"]):
+            problem = f"row {i}'s values must be a list of numbers, null, 'inf' or '-inf', got {row['values']!r:.80}"
+        if problem:
+            break
+    if problem:
+        raise ValueError(f"cannot load {path}: not the per-unit values that ProbeReport.save wrote ({problem})")
+    return rows
 
 
 def _number(value) -> float:
