@@ -106,3 +106,19 @@ def as_at_step(state, point: tuple | None) -> Iterator:
     finally:
         for layer, t in zip(state.layers, now, strict=True):
             layer.temperature = t
+
+
+def warn_no_layers(callback, state, what: str) -> None:
+    """Warn that ``callback`` (a selection schedule) changes nothing: the model has no augmentation layers."""
+    if state.layers:
+        return
+    import warnings
+
+    from augnet._stack import caller_stacklevel
+
+    warnings.warn(
+        f"{type(callback).__name__}: {type(state.model).__name__} has no augmentation layers (augnet.AugmentationLayer)"
+        f", so {what}: it changes nothing in this run",
+        UserWarning,
+        stacklevel=caller_stacklevel(("augnet.",)),
+    )

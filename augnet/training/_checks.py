@@ -23,6 +23,7 @@ from augnet._stack import caller_stacklevel
 from augnet.augerino import LieAugmentation
 from augnet.layers import AugmentationLayer
 from augnet.regularizers import get_regularizer
+from augnet.training._step_checks import explains
 from augnet.training.devices import check_not_partly_meta, model_device, resolve_device
 
 __all__ = ["NonFiniteLossError"]
@@ -347,37 +348,6 @@ def first_pass(
     return itertools.chain([first], it), first[0].dtype
 
 
-def dtype_mismatch(model: torch.nn.Module, given: torch.dtype | None, autocast_dtype: torch.dtype | None) -> str | None:
-    """Why a first step that fails may have failed: floating inputs (of dtype ``given``) of another dtype than the
-    model's parameters.
-
-    ``None`` when the dtypes agree, the inputs are not floating point, or the model's floating parameters are not
-    of one dtype (nothing to name). Under autocast (``autocast_dtype``), float32, float16 and bfloat16 inputs are
-    cast as the model's weights are, but float64 inputs never are: then only float64 inputs into a model that is
-    not float64 are named. Reads dtypes only (no value, no synchronisation). ``fit`` does not cast the batches
-    itself: a model may cast its inputs (``x.to(self.weight.dtype)``), and it trains as before.
-    """
-    dtypes = {p.dtype for p in model.parameters() if p.is_floating_point()}
-    if given is None or not given.is_floating_point or len(dtypes) != 1:
-        return None
-    (param,) = dtypes
-    want = torch.float32 if autocast_dtype is not None else param
-    if given == want or (autocast_dtype is not None and (given != torch.float64 or param == torch.float64)):
-        return None
-    name = {torch.float32: "float", torch.float64: "double", torch.float16: "half", torch.bfloat16: "bfloat16"}
-    short = str(given).removeprefix("torch."), str(param).removeprefix("torch."), str(want).removeprefix("torch.")
-    cast = f"x.{name[want]}()" if want in name else f"x.to({want})"
-    said = f"the inputs are {short[0]} and the model's parameters {short[1]}"
-    if autocast_dtype is not None:
-        amp = str(autocast_dtype).removeprefix("torch.")
-        return (f"{said}: autocast (amp) casts float32 inputs to {amp}, never float64 ones; cast the data to float32 "
-                f"with {cast} (in a loader: TensorDataset({cast}, y); NumPy and MNE give float64); fit does not cast "
-                "the batches")
-    model_cast = f"model.{name[given]}()" if given in name else f"model.to({given})"
-    return (f"{said}: cast the data to the model's dtype with {cast} (in a loader: TensorDataset({cast}, y); NumPy "
-            f"and MNE give float64), or the model to the data's with {model_cast}; fit does not cast the batches")
-
-
 def no_batches(what: str) -> ValueError:
     """The ValueError of data that gave no batch: nothing to ``what`` (``"train on"``, ``"measure"``)."""
     return ValueError(
@@ -543,9 +513,10 @@ def undo_a_failed_start(model: torch.nn.Module, state, mismatch: str | None = No
     model's buffers and keeps its parameters' tensors from before the move, until the first step has succeeded
     (``fit`` calls the yielded ``release`` then).
 
-    ``mismatch`` (:func:`dtype_mismatch`): the first batch's inputs are of another floating dtype than the model's
-    parameters; a RuntimeError of the first step (torch's "Input type (double) and bias type (float) should be the
-    same") is then raised as a TypeError that says so and how to cast, from torch's error.
+    ``mismatch`` (:func:`~augnet.training._step_checks.dtype_mismatch`): the first batch's inputs are of another
+    dtype than the model's parameters; a RuntimeError of the first step (torch's "Input type (double) and bias type
+    (float) should be the same"; for integer inputs, one about types) is then raised as a TypeError that says so
+    and how to cast, from torch's error.
     """
     kept = _ModelState(model)
     try:
@@ -554,7 +525,7 @@ def undo_a_failed_start(model: torch.nn.Module, state, mismatch: str | None = No
         if state.step == 0:
             kept.restore()
             failed = isinstance(error, RuntimeError) and not isinstance(error, torch.cuda.OutOfMemoryError)
-            if mismatch is not None and failed:
+            if mismatch is not None and failed and explains(mismatch, error):
                 raise TypeError(f"fit: {mismatch}. The first step failed with: {error}") from error
         raise
 

@@ -50,7 +50,7 @@ from torch import Tensor
 from augnet._checks import NotANumberError, is_int, number
 from augnet.layers import AugmentationLayer
 from augnet.policy import check_size
-from augnet.training._callback_checks import as_at_step, callback_list, step_point
+from augnet.training._callback_checks import as_at_step, callback_list, step_point, warn_no_layers
 from augnet.training._callback_checks import lie_augmentations as _lie_augmentations
 from augnet.training._callback_checks import positive as _positive
 from augnet.training._callback_checks import usable_log_dir as _usable_log_dir
@@ -476,7 +476,8 @@ class TemperatureAnnealing(Callback):
     ``end`` from epoch ``E' - 1`` on (with ``E' = 1``, from the first epoch). It is set
     at the start of each epoch (``on_epoch_start``), before its first step, and
     holds through the epoch. The layers keep the last temperature after training
-    (so evaluation uses it).
+    (so evaluation uses it). A model without augmentation layers (a plain model, an
+    :class:`~augnet.Augerino`) has no temperature to anneal: its run is warned of at its start.
 
     Args:
         start: the temperature of the first epoch (> 0, default 1.0; ``end`` is used when ``E' = 1``).
@@ -510,6 +511,9 @@ class TemperatureAnnealing(Callback):
             return self.end
         return self.start * (self.end / self.start) ** frac
 
+    def on_train_start(self, state: TrainState) -> None:
+        warn_no_layers(self, state, "no softmax temperature to anneal")
+
     def on_epoch_start(self, state: TrainState) -> None:
         t = self.temperature(state.epoch, state.epochs)
         for layer in state.layers:
@@ -531,7 +535,8 @@ class WeightWarmup(Callback):
 
     A per-instance layer (:class:`~augnet.instance.ConditionedAugmentationLayer`) adds its conditioner's
     outputs to the weight logits; the conditioner keeps training (it gives the magnitudes too), so
-    its per-input weights are not held: the run is warned of that at its start.
+    its per-input weights are not held: the run is warned of that at its start, as is a run of a model
+    without augmentation layers (no weights to hold) that starts within the warm-up.
 
     Args:
         epochs: the warm-up's length in epochs (an int >= 0, or a 0-d integer tensor or array; default 3).
@@ -544,6 +549,8 @@ class WeightWarmup(Callback):
         self.epochs = int(epochs)
 
     def on_train_start(self, state: TrainState) -> None:
+        if state.epoch < self.epochs:
+            warn_no_layers(self, state, "no weights to hold still")
         conditioned = [type(layer).__name__ for layer in state.layers if hasattr(layer, "conditioner")]
         if state.epoch < self.epochs and conditioned:  # a run resumed past the warm-up holds nothing
             import warnings

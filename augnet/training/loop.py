@@ -22,7 +22,7 @@ from augnet._labels import INTEGER_DTYPES, host_int64_labels
 from augnet.layers import AugmentationLayer
 from augnet.ops.bad_input import check_bad_input, raise_bad_input
 from augnet.ops.bad_input import flag as bad_input_flag
-from augnet.training import _checks
+from augnet.training import _checks, _step_checks
 from augnet.training._checks import NonFiniteLossError, checked_pair
 from augnet.training.callbacks import Callback, TrainState, check_callbacks
 from augnet.training.devices import amp_dtype, training_device
@@ -74,7 +74,12 @@ def fit(
     and the pass count its first forward pass measured, batch-norm
     statistics), modes and gradients. A count (``epochs``, ``batch_size``,
     ``record_every``, ``start_epoch``, ``accumulate``) is an int: a Python or
-    NumPy one, or a 0-d integer tensor or array (the int it holds).
+    NumPy one, or a 0-d integer tensor or array (the int it holds). Called
+    inside ``torch.no_grad()`` it trains all the same (the caller's mode comes
+    back after); inside ``torch.inference_mode()``, where nothing can train, it
+    raises a RuntimeError before anything changes. The first epoch's first batch
+    is drawn (to be checked) before any callback's hook runs: a sampler set per
+    epoch (``DistributedSampler.set_epoch``) is set for ``start_epoch`` before the call.
 
     Args:
         model: the model to train (put in training mode): an AugNet, an
@@ -93,7 +98,8 @@ def fit(
             (the first 10,000; later ones as they come).
         regularizer: ``"selective"`` (augnet's :func:`~augnet.selective_regularizer`),
             ``"paper"`` (the AugNet paper's), ``"augerino"``, ``"none"``, or a
-            callable ``model -> scalar``.
+            callable ``model -> scalar`` (a one-element tensor or a number; anything else is a TypeError
+            or ValueError naming ``regularizer`` at the step that returns it).
         generator: source of randomness for the augmentations and, for
             tensors, the batches; on ``device`` (a CUDA run needs a CUDA generator).
         loss_fn: task loss of the aggregated output (default ``nll_loss``, for log-probabilities). Targets of any
@@ -101,6 +107,12 @@ def fit(
             int64, which torch's losses take, as the probes and ``compare`` read labels; others as they are.
             uint64 labels of 2**63 and above, which int64 cannot hold, are refused (a ValueError) where they are
             on the host (read once for tensors, per batch from a loader); on a GPU they are widened unread.
+            It must return a floating-point tensor of one element: a Python number, a tuple, an integer tensor
+            (a TypeError) or an unreduced loss (``reduction="none"``: a ValueError) is refused, naming
+            ``loss_fn``, at the step that returns it; a loss without gradient is warned of (once), and is a
+            ValueError when the step's whole loss has none (every parameter frozen). With the default
+            ``nll_loss``, outputs that cannot be log-probabilities (rows whose exponentials sum past 1: a
+            plain model's logits) are warned of at the first batch, on a CPU.
         record_every: record the policy every this many steps (default 5; and at the first). Only these steps read
             values back from the device (one copy each); the steps between them never wait for it.
         progress: show a tqdm progress bar; its task loss (``task_loss``) and leading transform are those of
@@ -123,7 +135,8 @@ def fit(
             a gradient scaler for float16) or a dtype. The augmentation layers
             compute in float32 inside (see docs/guide/training.md, "Mixed precision").
         scheduler: a learning-rate scheduler, stepped after every epoch
-            (``scheduler_interval="epoch"``) or every step (``"step"``).
+            (``scheduler_interval="epoch"``) or every step (``"step"``). A ``OneCycleLR`` with fewer
+            ``total_steps`` left than fit will step it is refused before training (a ValueError).
         scheduler_interval: ``"epoch"`` (default) or ``"step"``.
         shuffle: for tensors, draw the batches by a permutation per epoch (from
             ``generator``); ``False`` takes them in order (as a loader without
@@ -166,11 +179,23 @@ def fit(
             where the loss is read at once, the buffers the step's forward pass updated, such
             as batch-norm statistics, are put back too); the error names the step and holds
             the history so far.
+        ValueError: a batch of one sample that the model's batch norm cannot train on (the last batch
+            of an epoch: 17 samples in batches of 8), naming the step and what to do.
+
+    Any other error of a step (a callback's, a KeyboardInterrupt) is raised as it is, once the
+    callbacks' ``on_train_error`` have run: the model keeps the steps that completed (none: it is put
+    back as it was given), in training mode; on a CPU, the buffers that a step stopped midway had
+    changed are put back, as for a loss that is not finite. The history so far is what the callbacks
+    see as ``state.history``. A warning says when the optimiser's parameters of the model are all
+    frozen (its steps would move nothing).
     """
     from tqdm.auto import tqdm
 
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if torch.is_inference_mode_enabled():
+        raise RuntimeError("fit was called inside torch.inference_mode(), where no tensor records gradients (and "
+                           "none made there can train): call it outside")  # fmt: skip
     y, optimizer, epochs = _checks.call_form(x, y, optimizer, epochs, batch_size)
     start_epoch = _checks.check_start_epoch(start_epoch, epochs)
     accumulate = _checks.check_accumulate(accumulate)
@@ -185,13 +210,15 @@ def fit(
     batches, steps_per_epoch = _batches(x, y, batch_size, shuffle)
     if steps_per_epoch is not None:  # optimiser steps: an epoch's last group of batches steps too
         steps_per_epoch = -(-steps_per_epoch // accumulate)
+    _step_checks.check_scheduler_steps(scheduler, scheduler_interval, steps_per_epoch, epochs - start_epoch)
     target = _checks.check_device(model, device)
     _checks.check_generator(generator, target)
     autocast_dtype = amp_dtype(amp, target)
     _checks.check_optimizer(model, optimizer)
+    _step_checks.warn_frozen(model, optimizer)
     _checks.check_trains_policy(model, optimizer, reg)
     first_epoch, first_dtype = _checks.first_pass(x, batches, generator, epochs - start_epoch, target)  # checked
-    mismatch = _checks.dtype_mismatch(model, first_dtype, autocast_dtype)  # said if the first step fails
+    mismatch = _step_checks.dtype_mismatch(model, first_dtype, autocast_dtype)  # said if the first step fails
     layers = [m for m in model.modules() if isinstance(m, AugmentationLayer)]
     history: dict[str, list] = {"step": [], "loss": [], "total_loss": []}
     if layers:
@@ -208,6 +235,10 @@ def fit(
     bar = tqdm(total=total, disable=not progress, desc=desc, unit="step")
     started: list[Callback] = []  # whose on_train_start was called, and on_train_end: on_train_error goes to the rest
     ended: list[Callback] = []
+    grad_was = torch.is_grad_enabled()  # a call inside torch.no_grad() trains too (the caller's mode comes back)
+    torch.set_grad_enabled(True)
+    xb, warned = None, False  # the last batch (named if batch norm refuses it); a task loss without gradient warned
+    outputs_read = loss_fn is not F.nll_loss or target.type != "cpu"  # nll_loss's are read once: log-probabilities?
     try:
         with _checks.undo_a_failed_start(model, state, mismatch) as started_well:  # a first step that fails: as it was
             # and where it was: the model moves to fit's device inside this guard
@@ -231,39 +262,62 @@ def fit(
                     if undo is not None:
                         undo.keep()  # before the group: a step stopped at once puts back what all its batches changed
                     tasks, losses = [], []
-                    for xb, yb in group:
-                        yb = host_int64_labels(yb, "a batch's labels")  # NumPy int32, uint16...: losses take int64
-                        xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
-                        if augment_batch is not None:
-                            xb = augment_batch(xb, generator)
-                        with autocast(device, autocast_dtype):
-                            out = model(xb, generator=generator) if draws else model(xb)
-                            task = loss_fn(out, yb)
-                            loss = task + weight * reg(model) if weight and reg is not None else task
-                        if not tasks:
-                            optimizer.zero_grad(set_to_none=True)
-                        part = loss if share is None else loss * share
-                        if scaler is not None:
-                            scaler.scale(part).backward()
-                        else:
-                            part.backward()
-                        if device.type == "cpu":  # at once, before the update: the model keeps its last finite state
-                            if not bool(torch.isfinite(loss.detach())):
+                    try:  # an error in the group (a KeyboardInterrupt too): on a CPU, what it changed is put back
+                        for xb, yb in group:
+                            yb = host_int64_labels(yb, "a batch's labels")  # NumPy int32, uint16...: losses take int64
+                            xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
+                            if augment_batch is not None:
+                                xb = augment_batch(xb, generator)
+                            with autocast(device, autocast_dtype):
+                                out = model(xb, generator=generator) if draws else model(xb)
+                                task = loss_fn(out, yb)
+                                if not outputs_read:
+                                    outputs_read = True
+                                    _step_checks.warn_not_log_probabilities(out)
+                                if (problem := _step_checks.bad_task_loss(task)) is not None:
+                                    raise problem
+                                if weight and reg is not None:
+                                    penalty = reg(model)
+                                    if (problem := _step_checks.bad_regularizer_value(penalty)) is not None:
+                                        raise problem
+                                    loss = task + weight * penalty
+                                else:
+                                    loss = task
+                            if not loss.requires_grad:  # backward would fail (every parameter frozen, a detached loss)
+                                raise _step_checks.no_gradient(state.step + 1, epoch, task, model)
+                            if not task.requires_grad and not warned:  # the regulariser alone trains
+                                warned = True
+                                _step_checks.warn_task_without_gradient(state.step + 1)
+                            if not tasks:
                                 optimizer.zero_grad(set_to_none=True)
-                                undo.restore()  # what the forward passes changed: batch-norm statistics, effects
-                                message = _checks.nonfinite_message(
-                                    state.step + 1, epoch, loss.detach(), task.detach(), model
-                                )
-                                raise NonFiniteLossError(message, history)
-                        elif device.type != "meta":  # on an accelerator reading it would wait for the device
-                            bad = ~torch.isfinite(loss.detach())
-                            bad_loss = bad if bad_loss is None else bad_loss | bad
-                        tasks.append(task.detach())
-                        losses.append(loss.detach())
-                    if scaler is not None:
-                        scaler.unscale_(optimizer)
-                    for cb in callbacks:
-                        cb.on_before_optimizer_step(state)
+                            part = loss if share is None else loss * share
+                            if scaler is not None:
+                                scaler.scale(part).backward()
+                            else:
+                                part.backward()
+                            if device.type == "cpu":  # at once, before the update: the model keeps its last finite one
+                                if not bool(torch.isfinite(loss.detach())):
+                                    optimizer.zero_grad(set_to_none=True)
+                                    message = _checks.nonfinite_message(
+                                        state.step + 1, epoch, loss.detach(), task.detach(), model
+                                    )
+                                    raise NonFiniteLossError(message, history)
+                            elif device.type != "meta":  # on an accelerator reading it would wait for the device
+                                bad = ~torch.isfinite(loss.detach())
+                                bad_loss = bad if bad_loss is None else bad_loss | bad
+                            tasks.append(task.detach())
+                            losses.append(loss.detach())
+                        if scaler is not None:
+                            scaler.unscale_(optimizer)
+                        for cb in callbacks:
+                            cb.on_before_optimizer_step(state)
+                    except BaseException as error:
+                        if undo is not None:  # the forward passes' changes: batch-norm statistics, effects, pass count
+                            undo.restore()
+                        where = f"step {state.step + 1} (epoch {epoch})"
+                        if (named := _step_checks.one_sample_error(error, xb, model, where, x, batch_size)) is not None:
+                            raise named from error
+                        raise
                     if scaler is not None:
                         scaler.step(optimizer)
                         scaler.update()
@@ -333,6 +387,8 @@ def fit(
                     stacklevel=2,
                 )
         raise
+    finally:
+        torch.set_grad_enabled(grad_was)
     _checks.check_finite_parameters(model, state.step, history)
     return history
 
@@ -408,7 +464,7 @@ def autocast(device: torch.device, dtype: torch.dtype | None):
     return contextlib.nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
 
 
-def _batches(x, y, batch_size, shuffle):
+def _batches(x, y, batch_size, shuffle, training=True):
     """``(batches(generator) -> iterator of (x, y), steps per epoch or None)`` for tensors or a loader."""
     if isinstance(x, Tensor):
         if not isinstance(y, Tensor):
@@ -440,7 +496,10 @@ def _batches(x, y, batch_size, shuffle):
         what = type(x).__name__
         raise TypeError(f"x must be a tensor or a data loader (an iterable of (inputs, targets)), got {what}")
     if y is not None:
-        raise ValueError("with a data loader, y must be None: the loader yields (inputs, targets)")
+        extra = ("; fit takes no validation data: measure it in a Callback's on_epoch_end, e.g. with "
+                 "accuracy(state.model, val_loader)") if training and not isinstance(y, Tensor) else ""  # fmt: skip
+        raise ValueError(f"with a data loader, y must be None: the loader yields (inputs, targets), got y a "
+                         f"{type(y).__name__}{extra}")  # fmt: skip
     if batch_size is not None:
         raise ValueError("with a data loader, batch_size must be None: the loader makes the batches")
 
@@ -484,7 +543,7 @@ def accuracy(
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     _checks.check_not_arrays(x, y)
-    batches, _ = _batches(x, y, batch_size if isinstance(x, Tensor) else None, shuffle=False)
+    batches, _ = _batches(x, y, batch_size if isinstance(x, Tensor) else None, shuffle=False, training=False)
     device = _checks.check_device(model, None)  # a model partly on meta: a ValueError naming those parts
     if device.type == "meta":
         raise ValueError("the model's parameters are on meta, which holds no values: there is no accuracy to measure")
