@@ -138,7 +138,7 @@ def probe_inputs(args: argparse.Namespace):
     import torch
 
     from augnet.probes._common import check_model_input
-    from augnet.probes.inputs import fake_images, load_images, load_labels, load_model
+    from augnet.probes.inputs import fake_images, load_images, load_model
     from augnet.transforms import image as T
 
     if args.weights is None:  # a model's random initialisation: repeatable with --seed as the rest
@@ -156,7 +156,7 @@ def probe_inputs(args: argparse.Namespace):
         raise type(err)(f"--model {args.model}: {err}") from None
     labels = None
     if args.by_class is not None:
-        labels = load_labels(args.by_class, args.data, args.n)
+        labels = read_labels(args)
         if len(labels) != len(x):
             raise ValueError(f"--by-class {args.by_class} holds {len(labels)} labels for {len(x)} images")
         # (a negative label, of a text or a tensor file: refused by load_labels, naming the file)
@@ -179,6 +179,65 @@ def probe_inputs(args: argparse.Namespace):
             raise ValueError(f"--layers must name distinct layers (or auto), got {' '.join(args.layers) or 'none'}")
         check_layers(model, x, layers)  # unknown layers, calls of a reused module: one pass of two images
     return model, x, labels, layers
+
+
+#: What ``augnet probe --by-class`` reads from a file (:func:`augnet.probes.inputs.load_labels`).
+LABEL_FILES = (
+    "a text file (.txt or .csv) of one integer per line, or a tensor file (torch.save) of (N,) integer labels, "
+    "alone, as 'y' or 'labels' of a dict, or as the second item of (x, y)"
+)
+
+
+def read_labels(args: argparse.Namespace):
+    """The labels of ``--by-class`` (:func:`~augnet.probes.inputs.load_labels`). A file that is neither a text file
+    of labels nor a tensor file torch reads with ``weights_only=True`` is one line naming the formats read; not
+    torch's message, which says to load it with ``weights_only=False``: unsafe for a file of unknown origin (nor
+    the warnings torch gave while failing to read it)."""
+    import warnings
+
+    from augnet.probes.inputs import load_labels
+
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            labels = load_labels(args.by_class, args.data, args.n)
+    except ValueError as err:
+        if args.by_class == "data" or not str(err).startswith("cannot read --by-class "):
+            raise
+        raise ValueError(f"--by-class {args.by_class} {not_labels(Path(args.by_class))}") from None
+    for w in caught:  # read after all: torch's warnings, given as they came
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return labels
+
+
+def not_labels(path: Path) -> str:
+    """Why ``path``, a file torch cannot read as tensors, is no labels file, and what is read instead."""
+    import codecs
+    import zipfile
+
+    try:
+        with path.open("rb") as f:
+            start = f.read(4096)
+    except OSError as err:  # e.g. a file this user may not read
+        return f"cannot be read: {err.strerror or err}"
+    if start.startswith(b"\x93NUMPY"):
+        return (f"is a NumPy .npy file, which augnet probe does not read: give {LABEL_FILES} (numpy.savetxt("
+                f"'labels.txt', y, fmt='%d') writes one)")  # fmt: skip
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except (OSError, zipfile.BadZipFile):  # no zip archive, as torch.save writes
+        names = []
+    if any(name.endswith("data.pkl") for name in names):  # torch.save's archive
+        return (f"is a torch.save file holding more than tensors (e.g. NumPy arrays), or saved with a "
+                f"pickle_protocol other than the default: torch reads neither safely; give {LABEL_FILES} "
+                f"(torch.save(torch.as_tensor(y), 'labels.pt') writes one)")  # fmt: skip
+    try:  # text (a last character cut at 4096 bytes is no matter): labels, but not named so
+        text = b"\0" not in start and bool(codecs.getincrementaldecoder("utf-8")().decode(start, final=False))
+    except UnicodeDecodeError:
+        text = False
+    if text:
+        return f"is read as text only when named .txt or .csv; give {LABEL_FILES}"
+    return f"is not a labels file: give {LABEL_FILES}"
 
 
 def check_dtype(model, x, spec: str) -> None:

@@ -298,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="LABELS",
         help="measure each class apart: 'data' (the labels of --data: its 'y' tensor or its subfolders) or a "
-        "file of labels (a tensor file, or a text file of one integer per line)",
+        "file of labels (a tensor file, or a text file, .txt or .csv, of one integer per line)",
     )
     probe.add_argument(
         "--transformations",

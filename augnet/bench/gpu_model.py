@@ -215,21 +215,49 @@ def _us(s: float) -> str:
 
 
 def format_on_paper(rows: list[dict]) -> str:
-    """The rows of :func:`on_paper` as a markdown table."""
+    """The rows of :func:`on_paper` as a markdown table.
+
+    The ``rows`` of the file ``--json`` writes, read back, give the same table (an infinite ``waves`` saved as
+    ``"inf"``).
+
+    Raises:
+        TypeError: ``rows`` is not a list of dicts (the whole ``--json`` file: pass its ``"rows"``), or a cell
+            holds no number.
+        ValueError: a key the table shows is missing (the rows of another function, or of another version).
+    """
+    from augnet.bench.inference import _cell, _need, _rows, _value
+
+    fn, source = "format_on_paper", "the rows of on_paper (or the 'rows' of the file --json writes, read back)"
+    if isinstance(rows, dict) and "rows" in rows:
+        raise TypeError(f"{fn}: rows must be a list of dicts, got the dict of the --json file: pass its 'rows'")
+    keys = ("B", "image", "mode", "bytes_floor", "bytes_l2_holds", "bytes_l2_does_not", "old_order",
+            "time_floor_s", "time_l2_holds_s", "occupancy")  # fmt: skip
+    rows = _rows(rows, keys, "rows", fn, source)
+    for i, r in enumerate(rows):
+        if not isinstance(r["occupancy"], (list, tuple)):
+            raise TypeError(f"{fn}: rows[{i}]['occupancy'] must be a list (a dict or None per kernel), got "
+                            f"{type(r['occupancy']).__name__}")  # fmt: skip
+        for j, o in enumerate(r["occupancy"]):
+            if o is not None:
+                _need(o, ("registers", "warps_per_sm", "programs", "waves"), f"rows[{i}]['occupancy'][{j}]", fn,
+                      source)  # fmt: skip
     head = (
         "| B | image | mode | floor | Triton, L2 holds | Triton, L2 does not | old order | time at floor "
         "| time, L2 holds | registers / warps per SM (fwd; bwd) | programs / waves (fwd; bwd) |"
     )
     lines = [head, "|" + "---|" * 11]
-    for r in rows:
-        occ = "; ".join(
-            "?" if o is None else f"{o['registers']} / {o['warps_per_sm']}" for o in r["occupancy"]
-        )
-        waves = "; ".join("?" if o is None else f"{o['programs']} / {o['waves']:.1f}" for o in r["occupancy"])
+    for i, r in enumerate(rows):
+        where = f"rows[{i}]"
+        kernels = [(o, f"{where}['occupancy'][{j}]") for j, o in enumerate(r["occupancy"])]
+        occ = "; ".join("?" if o is None else f"{o['registers']} / {o['warps_per_sm']}" for o, _ in kernels)
+        waves = "; ".join("?" if o is None else f"{o['programs']} / {_cell(o, 'waves', '.1f', at, fn)}"
+                          for o, at in kernels)  # fmt: skip
+        floor, held, lost = (_mb(_value(r, k, where, fn)) for k in ("bytes_floor", "bytes_l2_holds",
+                                                                      "bytes_l2_does_not"))  # fmt: skip
+        at_floor, at_held = (_us(_value(r, k, where, fn)) for k in ("time_floor_s", "time_l2_holds_s"))
         lines.append(
-            f"| {r['B']} | {r['image']} | {r['mode']} | {_mb(r['bytes_floor'])} | {_mb(r['bytes_l2_holds'])} | "
-            f"{_mb(r['bytes_l2_does_not'])} | {r['old_order']} | {_us(r['time_floor_s'])} | "
-            f"{_us(r['time_l2_holds_s'])} | {occ} | {waves} |"
+            f"| {r['B']} | {r['image']} | {r['mode']} | {floor} | {held} | {lost} | {r['old_order']} | {at_floor} | "
+            f"{at_held} | {occ} | {waves} |"
         )
     return "\n".join(lines)
 

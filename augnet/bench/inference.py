@@ -168,15 +168,79 @@ def _check_args(
 
 
 def format_inference(result: dict) -> str:
-    """The table of an :func:`inference_cost` result: one line per C (times in ms, ratios to C x trunk)."""
+    """The table of an :func:`inference_cost` result: one line per C (times in ms, ratios to C x trunk).
+
+    Its saved ``inference_<device>.json``, read back, gives the same table (an infinity saved as ``"inf"``,
+    a NaN as ``null``).
+
+    Raises:
+        TypeError: ``result`` or a record of it is not a dict, or a cell holds no number.
+        ValueError: a key the table shows is missing (the result of another function, or of another version).
+    """
+    fn, source = "format_inference", "the result of inference_cost (or its saved inference_<device>.json, read back)"
+    _need(result, ("trunk", "trunk_ms", "records"), "result", fn, source)
+    keys = ("copies", "augnet_ms", "ratio", "trunk_rows_ratio", "overhead")
+    records = _rows(result["records"], keys, "result['records']", fn, source)
+    trunk = _cell(result, "trunk", "", "result", fn, number=False)
     lines = [
-        f"AugNet inference cost, {result['trunk']} (trunk alone {result['trunk_ms']:.2f} ms)",
+        f"AugNet inference cost, {trunk} (trunk alone {_cell(result, 'trunk_ms', '.2f', 'result', fn)} ms)",
         f"{'C':>3} {'AugNet ms':>10} {'/ (C x trunk)':>14} {'trunk on C*B rows / (C x trunk)':>32}"
         f" {'augment + aggregate / (C x trunk)':>34}",
     ]
-    for r in result["records"]:
-        lines.append(
-            f"{r['copies']:>3} {r['augnet_ms']:>10.2f} {r['ratio']:>14.3f} {r['trunk_rows_ratio']:>32.3f} "
-            f"{r['overhead']:>34.4f}"
-        )
+    for i, r in enumerate(records):
+        where = f"result['records'][{i}]"
+        cells = [_cell(r, key, spec, where, fn, number=key != "copies") for key, spec in
+                 (("copies", ">3"), ("augnet_ms", ">10.2f"), ("ratio", ">14.3f"), ("trunk_rows_ratio", ">32.3f"),
+                  ("overhead", ">34.4f"))]  # fmt: skip
+        lines.append(" ".join(cells))
     return "\n".join(lines)
+
+
+def _need(value, keys: tuple[str, ...], where: str, fn: str, source: str) -> dict:
+    """``value``, a dict holding every one of ``keys``; else the TypeError or ValueError of ``fn`` naming ``where``,
+    the key missing and what ``fn`` formats (``source``)."""
+    if not isinstance(value, dict):
+        raise TypeError(f"{fn}: {where} must be a dict ({source}), got {type(value).__name__}")
+    missing = [k for k in keys if k not in value]
+    if missing:
+        raise ValueError(
+            f"{fn}: {where} has no {', '.join(map(repr, missing))} key{'s' if len(missing) > 1 else ''}; "
+            f"{fn} formats {source}"
+        )
+    return value
+
+
+def _rows(rows, keys: tuple[str, ...], where: str, fn: str, source: str) -> list[dict]:
+    """``rows``, a list (or tuple) of dicts each holding every one of ``keys`` (:func:`_need`)."""
+    if not isinstance(rows, (list, tuple)):
+        raise TypeError(f"{fn}: {where} must be a list of dicts ({source}), got {type(rows).__name__}")
+    for i, row in enumerate(rows):
+        _need(row, keys, f"{where}[{i}]", fn, source)
+    return list(rows)
+
+
+def _value(row: dict, key: str, where: str, fn: str):
+    """``row[key]`` as a number: as given if it is one; a NaN for ``None`` and an infinity for ``"inf"`` /
+    ``"-inf"`` (what :func:`augnet._json.strict` saves them as); else a TypeError of ``fn`` naming it."""
+    value = row[key]
+    if is_real(value):
+        return value
+    if value is None:
+        return math.nan
+    if isinstance(value, str) and value in ("inf", "-inf"):
+        return float(value)
+    try:
+        if isinstance(value, (str, bytes)):
+            raise TypeError
+        return float(value)  # a 0-d tensor or NumPy array
+    except (TypeError, ValueError):
+        raise TypeError(f"{fn}: {where}[{key!r}] must be a number, got {type(value).__name__}: {value!r}") from None
+
+
+def _cell(row: dict, key: str, spec: str, where: str, fn: str, number: bool = True) -> str:
+    """``row[key]`` formatted with ``spec`` (a number first read by :func:`_value`), or a TypeError of ``fn``."""
+    value = _value(row, key, where, fn) if number else row[key]
+    try:
+        return format(value, spec)
+    except (TypeError, ValueError):
+        raise TypeError(f"{fn}: {where}[{key!r}] cannot be shown as {spec!r}: {value!r}") from None

@@ -10,7 +10,7 @@ import torch
 
 from augnet._json import dumps as strict_json
 from augnet.bench.harness import BenchConfig, _check_providers, default_providers, run_benchmark
-from augnet.bench.inference import format_inference, inference_cost
+from augnet.bench.inference import _cell, _need, _rows, format_inference, inference_cost
 from augnet.bench.machine import _loadavg
 from augnet.transforms import image as T
 
@@ -18,24 +18,44 @@ __all__ = ["format_table", "plot_results", "run_from_args", "save_results"]
 
 
 def format_table(result: dict) -> str:
-    """The records as a text table (speed-ups: time of eager / reference over the row's)."""
+    """The records as a text table (speed-ups: time of eager / reference over the row's).
 
-    def ratio(v):
-        return "-" if v is None else f"{v:.2f}x"
+    The saved ``tap_mix_<device>.json``, read back, gives the same table (an infinity saved as ``"inf"``, a NaN
+    as ``null``; a speed-up of ``None``, no eager or reference row to compare with, is shown ``-``).
 
-    wide = max([len("mode")] + [len(r["mode"]) for r in result["records"]])  # forward+backward+dx: 19
+    Raises:
+        TypeError: ``result`` or a record of it is not a dict, or a cell holds no number.
+        ValueError: a key the table shows is missing (the result of another function, or of another version).
+    """
+    fn, source = "format_table", "the result of run_benchmark (or its saved tap_mix_<device>.json, read back)"
+    records = _rows(_need(result, ("records",), "result", fn, source)["records"], _TABLE_KEYS, "result['records']",
+                    fn, source)  # fmt: skip
+    for i, r in enumerate(records):
+        if not isinstance(r["mode"], str):
+            raise TypeError(f"{fn}: result['records'][{i}]['mode'] must be a str, got {type(r['mode']).__name__}")
+
+    def ratio(r, key, where):
+        return "-" if r[key] is None else _cell(r, key, ".2f", where, fn) + "x"
+
+    wide = max([len("mode")] + [len(r["mode"]) for r in records])  # forward+backward+dx: 19
     header = (
         f"{'provider':<10} {'size':>7} {'mode':<{wide}} {'median ms':>10} {'images/s':>10} "
         f"{'peak MiB':>9} {'vs eager':>9} {'vs ref':>8}"
     )
     lines = [header, "-" * len(header)]
-    for r in result["records"]:
-        size = f"{r['size']}x{r['size']}"
-        lines.append(
-            f"{r['provider']:<10} {size:>7} {r['mode']:<{wide}} {r['median_ms']:>10.2f} {r['images_per_s']:>10.0f} "
-            f"{r['peak_mib']:>9.1f} {ratio(r['speedup_vs_eager']):>9} {ratio(r['speedup_vs_reference']):>8}"
-        )
+    for i, r in enumerate(records):
+        where = f"result['records'][{i}]"
+        size = f"{_cell(r, 'size', '', where, fn, number=False)}x{r['size']}"
+        cells = [_cell(r, "provider", "<10", where, fn, number=False), f"{size:>7}", f"{r['mode']:<{wide}}"]
+        cells += [_cell(r, key, spec, where, fn) for key, spec in
+                  (("median_ms", ">10.2f"), ("images_per_s", ">10.0f"), ("peak_mib", ">9.1f"))]  # fmt: skip
+        cells += [f"{ratio(r, 'speedup_vs_eager', where):>9}", f"{ratio(r, 'speedup_vs_reference', where):>8}"]
+        lines.append(" ".join(cells))
     return "\n".join(lines)
+
+
+_TABLE_KEYS = ("provider", "size", "mode", "median_ms", "images_per_s", "peak_mib", "speedup_vs_eager",
+               "speedup_vs_reference")  # fmt: skip
 
 
 def plot_results(result: dict, path: str | Path) -> Path:
