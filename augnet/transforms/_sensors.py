@@ -54,6 +54,7 @@ import torch
 from torch import Tensor
 
 from augnet._checks import is_int, real
+from augnet.transforms._base_checks import shown_number
 from augnet.transforms._ranges import angle
 from augnet.transforms.base import Range, SignalTransform, uniform
 
@@ -76,6 +77,9 @@ _MAX_DRIFT = 1e-2
 
 #: The log of the largest float: the kernel's coefficients divide by ``(n + 1) ** order``, which overflows past it.
 _LOG_FLOAT_MAX = math.log(sys.float_info.max)
+
+#: The range of position entries whose squares float64 holds with room for a sum of three (2**-450 to 2**450).
+_SQUARES_LOW, _SQUARES_HIGH = 2.0**-450, 2.0**450
 
 
 # ------------------------------------------------------------------ the maths
@@ -266,14 +270,26 @@ def spline_interpolation_matrix(
 
 
 def _unit(p: Tensor) -> Tensor:
-    return p / torch.linalg.vector_norm(p, dim=-1, keepdim=True)
+    """``p`` (..., 3) over its norm; a row beyond the range the squares of the norm hold is first divided by its
+    largest entry (at 1e200 the norm overflowed and the row read as 0, at 1e-160 it lost its direction)."""
+    big = p.detach().abs().amax(-1, keepdim=True)
+    scaled = p / torch.where(_squares_hold(big), torch.ones_like(big), big)  # (x / 1 is x: other rows as they were)
+    return scaled / torch.linalg.vector_norm(scaled, dim=-1, keepdim=True)
+
+
+def _squares_hold(big: Tensor) -> Tensor:
+    """Where the squares of numbers up to ``big`` neither overflow nor underflow float64 (or ``big`` is 0, or not
+    finite: no scale helps); elsewhere, positions are scaled by their largest entry before a norm is taken."""
+    return ((big >= _SQUARES_LOW) & (big <= _SQUARES_HIGH)) | (big == 0) | ~torch.isfinite(big)
 
 
 def _check_directions(name: str, q: Tensor) -> None:
     """The ValueError of positions ``q`` (..., 3) that are not finite directions (a zero vector has none)."""
     if q.dim() < 1 or q.shape[-1] != 3:
         raise ValueError(f"{name} must have shape (..., 3), got shape {tuple(q.shape)}")
-    bad = ~torch.isfinite(q).all(-1) | (torch.linalg.vector_norm(q.detach().to(torch.float64), dim=-1) == 0)
+    if q.is_meta:
+        raise ValueError(f"{name} is a tensor on meta, which holds no value: give the positions")
+    bad = ~torch.isfinite(q).all(-1) | (q.detach() == 0).all(-1)  # (a norm of 1e-200 read as 0: not the origin)
     if bool(bad.any()):
         raise ValueError(f"{name} must be finite and away from the origin, got {q[bad][0].tolist()}")
 
@@ -304,15 +320,22 @@ def _check_spline_config(order: int, n_terms: int) -> tuple[int, int]:
         raise ValueError(f"order must be an int >= 2, got {order!r}")
     if not is_int(n_terms) or n_terms < 1:
         raise ValueError(f"n_terms must be a positive int, got {n_terms!r}")
-    if order * math.log(n_terms + 1) >= _LOG_FLOAT_MAX:  # float(n + 1) ** order: Python's OverflowError
-        raise ValueError(f"order={order!r} is too high for n_terms={n_terms!r}: the coefficients divide by "
-                         f"(n + 1) ** order, past the largest float for n = {n_terms}; use a lower order")  # fmt: skip
+    try:
+        too_high = order * math.log(n_terms + 1) >= _LOG_FLOAT_MAX
+    except OverflowError:  # an order float() cannot hold (10**400): a raw OverflowError here
+        too_high = True
+    if too_high:  # float(n + 1) ** order: Python's OverflowError
+        raise ValueError(f"order={shown_number(order)} is too high for n_terms={shown_number(n_terms)}: the "
+                         "coefficients divide by (n + 1) ** order, past the largest float for n = "
+                         f"{shown_number(n_terms)}; use a lower order")  # fmt: skip
     return int(order), int(n_terms)
 
 
 def _sensor_positions(positions, name: str = "sensor_positions") -> Tensor:
     """Validate (Ch, 3) sensor positions and project them onto the unit sphere (float64, CPU); errors name ``name``."""
     if isinstance(positions, Tensor):
+        if positions.is_meta:  # (reading it was a raw NotImplementedError)
+            raise ValueError(f"{name} is a tensor on meta, which holds no value: give the positions")
         p = positions.detach()
     elif isinstance(positions, dict):  # MNE's montage.get_positions()["ch_pos"]: names to positions, in its own order
         raise TypeError(
@@ -343,11 +366,14 @@ def _sensor_positions(positions, name: str = "sensor_positions") -> Tensor:
     if bad.numel():
         i = int(bad[0])
         raise ValueError(f"{name} must be finite, got {p[i].tolist()} for sensor {i}")
+    given, big = p, p.abs().max()
+    if not bool(_squares_hold(big)):  # positions beyond 1e154 or below 1e-154: their squares overflowed (underflowed),
+        p = p / big  # and every sensor was refused as at the origin
     norm = torch.linalg.vector_norm(p, dim=1)
     small = (norm <= 1e-9 * norm.max()).nonzero().flatten()
     if small.numel():
         i = int(small[0])
-        raise ValueError(f"{name} must not lie at the origin (zero norm), got {p[i].tolist()} for sensor {i}")
+        raise ValueError(f"{name} must not lie at the origin (zero norm), got {given[i].tolist()} for sensor {i}")
     p = p / norm[:, None]
     dist = torch.cdist(p, p) + 3.0 * torch.eye(ch, dtype=p.dtype)
     if dist.min() < 1e-6:

@@ -15,7 +15,15 @@ from torch import Tensor
 
 from augnet._checks import is_int, real
 from augnet.ops.constants import device_constant
-from augnet.transforms.base import Range, check_temperature, positive, relaxed_bernoulli, repeat_rows, uniform
+from augnet.transforms.base import (
+    Range,
+    check_temperature,
+    in_float32,
+    positive,
+    relaxed_bernoulli,
+    repeat_rows,
+    uniform,
+)
 from augnet.transforms.image._common import _ImageTransform
 
 __all__ = ["Equalize", "Posterize", "Sharpness", "Solarize"]
@@ -79,6 +87,11 @@ class Solarize(_ImageTransform):
 
 #: Slack, in 8-bit levels, under which a value counts as on a level when posterizing (float rounding of k / 255).
 POSTERIZE_SLACK = 1e-3
+
+#: Under this many bits on average (``magnitude * max_bits``), ``Posterize.bits_distribution`` gives its two
+#: probabilities in closed form: the general integral subtracts numbers near 1/2 and lost the range's digits (at
+#: 1e-12 P(0) was 1.0000056, below about 1e-16 every probability was 0, and an export's choice weighed nothing).
+_FEW_BITS = 1e-4
 
 
 def _posterize(x: Tensor, removed: Tensor) -> Tensor:
@@ -170,6 +183,8 @@ class Posterize(_ImageTransform):
         top = float(magnitude) * self.max_bits
         if top <= 0.0:
             return {0: 1.0}
+        if top < _FEW_BITS:  # r under one bit: P(0) = 1 - R / 2, P(1) = R / 2 (below(R) - 1/2 cancels R's digits)
+            return {0: 1.0 - top / 2.0, 1: top / 2.0}
         return {k: (below(top - k) - below(-k)) / top for k in range(math.ceil(top) + 1)}
 
     def apply_transform(self, x, params):
@@ -289,7 +304,8 @@ class Sharpness(_ImageTransform):
         max_delta: the largest change of the factor at magnitude 1 (in (0, 1], default 0.9).
 
     Raises:
-        ValueError: a ``max_delta`` that is not a finite number in (0, 1].
+        ValueError: a ``max_delta`` that is not a finite number in (0, 1] (below float32's smallest normal number,
+            the factor was drawn as 1), as :class:`Contrast`'s.
     """
 
     def __init__(self, max_delta: float = 0.9) -> None:
@@ -297,6 +313,7 @@ class Sharpness(_ImageTransform):
         self.max_delta = positive("max_delta", max_delta)
         if self.max_delta > 1.0:
             raise ValueError(f"max_delta must be at most 1 (a factor below 0 is not a sharpness), got {max_delta!r}")
+        in_float32("max_delta", self.max_delta)  # below float32's smallest normal number, every factor drawn was 1
 
     def sample(self, x, magnitude, generator=None, copies=1):
         n = x.shape[0] * copies

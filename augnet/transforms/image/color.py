@@ -296,7 +296,11 @@ class AutoContrast(_GatedColor):
     minimum and maximum are computed at sampling time from ``x`` (they are
     parameters, and carry a gradient to ``x``), so the map is an affine colour
     map applied as taps. Not clipped: for images in [0, 1] the output is in [0, 1]
-    anyway. Magnitude 1 stretches every image. Any channel count.
+    anyway, to rounding: the map is ``x * scale - min * scale``, so a channel's
+    maximum may come out one unit in the last place above 1 (1.0000001 in
+    float32, 1 + 2.2e-16 in float64), and through a layer's fused warp its
+    minimum a rounding below 0 (-1e-8 in float32). Magnitude 1 stretches every
+    image. Any channel count.
 
     A channel whose range is not finite (a NaN or infinite pixel) is left as it
     is, as a constant channel is: its bad pixels stay, and the fused op gets a
