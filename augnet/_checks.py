@@ -252,3 +252,15 @@ def loading_or_kept(module, strict: bool, missing: list, unexpected: list, error
         raise
     if len(errors) > counts[2] or (strict and (len(missing), len(unexpected)) != counts[:2]):
         put_back()
+
+
+def user_path(path, name: str = "path") -> Path:
+    """``path`` (a str or a path-like object) as a :class:`~pathlib.Path`, a leading ``~`` the home folder (as a
+    shell reads it; pathlib made a folder named ``~`` in the working directory), else the TypeError naming
+    ``name`` (pathlib's named no argument). Every path augnet writes or reads from a user's call goes through it."""
+    if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
+        raise TypeError(f"{name} must be a str or a path-like object, got {type(path).__name__}: {path!r:.80}")
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:  # no home folder known: the path as given
+        return Path(path)

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from augnet._checks import sizes
+from augnet._checks import sizes, user_path
 from augnet._policy_checks import (
     ATOL,  # noqa: F401 (augnet.policy.ATOL and RTOL, as before)
     RTOL,  # noqa: F401
@@ -338,10 +338,7 @@ def _file_path(path) -> Path:
         )
     if not os.fspath(path):
         raise ValueError(f"path must name a file, got {path!r}")
-    try:
-        return Path(path).expanduser()
-    except RuntimeError:  # no home folder known: the path as given
-        return Path(path)
+    return user_path(path)
 
 
 def read_policy(policy: Policy | dict | str | os.PathLike) -> Policy:

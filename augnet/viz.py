@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from augnet._checks import array_number, as_values, folder_problem, is_int, is_real
+from augnet._checks import array_number, as_values, folder_problem, is_int, is_real, user_path
 
 __all__ = [
     "plot_distributions",
@@ -62,15 +61,8 @@ def figure_path(path: str | Path) -> Path:
 
 
 def file_path(path, name: str = "path") -> Path:
-    """``path`` (a str or a path-like object) as a :class:`~pathlib.Path`, a leading ``~`` the home folder (as
-    ``Policy.save`` reads it; a folder named ``~`` was made in the working directory), else the TypeError naming
-    ``name`` (pathlib's named no argument)."""
-    if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
-        raise TypeError(f"{name} must be a str or a path-like object, got {type(path).__name__}: {path!r:.80}")
-    try:
-        return Path(path).expanduser()
-    except RuntimeError:  # no home folder known: the path as given
-        return Path(path)
+    """``path`` as a :class:`~pathlib.Path`, ``~`` the home folder (:func:`augnet._checks.user_path`)."""
+    return user_path(path, name)
 
 
 def save_figure(fig, path: str | Path) -> Path:

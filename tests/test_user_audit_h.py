@@ -142,7 +142,7 @@ def test_save_to_a_directory_or_under_a_file_is_a_valueerror_naming_it(tmp_path)
     (tmp_path / "f").write_text("")
     with pytest.raises(ValueError, match="cannot save to"):
         _result().save(tmp_path / "f" / "c.json")
-    with pytest.raises(TypeError, match="path must be a str or path-like, got NoneType"):
+    with pytest.raises(TypeError, match="path must be a str or a path-like object, got NoneType"):
         _result().save(None)
 
 

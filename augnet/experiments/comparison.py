@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import check_bool, folder_problem, is_int, is_real
+from augnet._checks import check_bool, folder_problem, is_int, is_real, user_path
 from augnet._json import dumps as strict_json
 from augnet._labels import INTEGER_DTYPES, int64_labels, labels_in_range
 from augnet.experiments.versus import _mean_std as versus_mean_std
@@ -106,10 +106,7 @@ class Comparison:
             >>> Comparison.load(path).records[0]["invariance"]
             nan
         """
-        try:
-            path = Path(path)
-        except TypeError:
-            raise TypeError(f"save: path must be a str or path-like, got {type(path).__name__}: {path!r}") from None
+        path = user_path(path)  # "~/..." the home folder
         if path.is_dir():
             raise ValueError(f"cannot save to {path}: it is an existing directory (name a file in it, e.g. "
                              f"{path / 'comparison.json'})")  # fmt: skip
@@ -124,7 +121,8 @@ class Comparison:
     @classmethod
     def load(cls, path) -> Comparison:
         """The comparison :meth:`save` wrote (``null`` measures read back as NaN): its table as the saved one's."""
-        data = json.loads(Path(path).read_text())
+        path = user_path(path)  # "~/..." the home folder
+        data = json.loads(path.read_text())
         if not isinstance(data, dict) or not isinstance(data.get("comparison"), list):
             raise ValueError(f"{path} is not a saved Comparison (a JSON object with a 'comparison' list of records)")
         bad = next((i for i, r in enumerate(data["comparison"]) if not isinstance(r, dict) or "method" not in r), None)

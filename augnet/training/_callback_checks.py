@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from augnet._checks import folder_problem, is_real, number
+from augnet._checks import folder_problem, is_real, number, user_path
 
 
 def callback_list(callbacks, base: type) -> list:
@@ -63,10 +63,7 @@ def positive(name: str, value) -> float:
 
 def usable_log_dir(log_dir) -> Path:
     """``log_dir`` as a Path, refused (ValueError) when it cannot be a folder for the logs; nothing is created."""
-    try:
-        folder = Path(log_dir)
-    except TypeError:
-        raise TypeError(f"log_dir must be a path, got {type(log_dir).__name__}: {log_dir!r}") from None
+    folder = user_path(log_dir, "log_dir")  # "~/runs" the home folder
     problem = folder_problem(folder, "log_dir", "log folder")
     if problem is not None:
         raise ValueError(f"PolicyLogger: {problem}")

@@ -1,0 +1,59 @@
+"""A leading ``~`` in every path a user gives augnet's Python API is the home folder, as a shell reads it.
+
+``Policy.save`` and the probe reports and figures read it so; ``Comparison.save`` / ``load`` and
+``PolicyLogger(log_dir)`` made a folder named ``~`` in the working directory instead.
+"""
+
+import math
+import os
+
+import pytest
+import torch
+
+from augnet import AugmentationLayer, AugNet, param_groups
+from augnet.experiments import Comparison
+from augnet.training import PolicyLogger, fit
+from augnet.transforms import image as T
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    from torch.utils.cpp_extension import get_default_build_root
+
+    # the tap_mix extension's build cache is under the home folder: keep the real one (not a rebuild, a minute)
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    return home, work
+
+
+def test_user_path_reads_a_tilde_as_the_home_folder(home):
+    from augnet._checks import user_path
+
+    assert user_path("~/a/b.json") == home[0] / "a" / "b.json"
+    assert user_path("a/~b") == user_path("a/~b").relative_to(".")  # only a leading ~
+    for bad in (None, 3, b"x.json"):
+        with pytest.raises(TypeError, match="run_dir must be a str or a path-like object"):
+            user_path(bad, "run_dir")
+
+
+def test_comparison_save_and_load_under_the_home_folder(home):
+    result = Comparison([{"method": "none", "seed": 0, "accuracy": 0.5, "invariance": math.nan}])
+    written = result.save("~/results/comparison.json")
+    assert written == home[0] / "results" / "comparison.json" and written.is_file()
+    assert not (home[1] / "~").exists()
+    assert Comparison.load("~/results/comparison.json").records[0]["accuracy"] == 0.5
+
+
+def test_policy_logger_log_dir_under_the_home_folder(home):
+    layer = AugmentationLayer([T.Rotate(), T.TranslateX()])
+    model = AugNet(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 2)), layer)
+    x, y = torch.rand(8, 3, 8, 8, generator=torch.Generator().manual_seed(0)), torch.arange(8) % 2
+    optimizer = torch.optim.Adam(param_groups(model))
+    fit(model, x, y, optimizer, epochs=1, batch_size=4, callbacks=PolicyLogger("~/runs/a", csv=True))
+    assert (home[0] / "runs" / "a" / "policy.csv").is_file()
+    assert not (home[1] / "~").exists()
