@@ -153,7 +153,12 @@ def positive(name: str, value) -> float:
         ValueError: a number that is not positive and finite, naming ``name``.
     """
     read = real(name, value, "a positive finite number")
-    if not math.isfinite(read) or read <= 0:
+    try:
+        finite = math.isfinite(read)
+    except OverflowError:  # an int past float's range (10**400): no float holds it
+        raise ValueError(f"{name} must be a positive finite number, got an int of {read.bit_length()} bits, past "
+                         "a float's range") from None  # fmt: skip
+    if not finite or read <= 0:
         raise ValueError(f"{name} must be a positive finite number, got {read!r}")
     return float(read)
 
