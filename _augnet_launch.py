@@ -4,7 +4,7 @@ Importing ``augnet`` imports torch, which takes seconds; a Ctrl-C in them would 
 console script's own ``from augnet.cli import run``, where no handler of the package can catch it, and print the
 import's traceback. Here the import is inside a handler: the interruption is one line, and the program ends as
 ``augnet.cli.run`` ends an interrupted command (as stopped by SIGINT, after its clean-up). ``python -m augnet``
-imports the package first, so a Ctrl-C there in those seconds still shows Python's traceback.
+runs it too; Python imports the package first there, and ``augnet._interrupt`` quiets a Ctrl-C in those seconds.
 """
 
 import sys
