@@ -2,13 +2,15 @@
 
     python benchmarks/reliability_cost.py [--base-rev REV | --base PATH] [--rounds 7] [--repeats 40] [--quick]
 
-Two cases, CPU, one thread: an AugNet on a small CNN with one image
+Three cases, CPU, one thread: an AugNet on a small CNN with one image
 ``AugmentationLayer`` (Rotate, TranslateX, ShearX, Brightness, HorizontalFlip),
 and the same AugNet with a ``ConditionedAugmentationLayer`` of those
 transforms (its default conditioner). A training step is the forward pass
 (which measures the effects every 10 passes, as in training), the task loss
 plus ``0.5 *`` the selective regulariser, the backward pass and an SGD step:
-B = 32 images of 3 x 32 x 32, one copy.
+B = 32 images of 3 x 32 x 32, one copy; and ``fit`` itself on the comparison's
+smallest step (32 images of 1 x 8 x 8 through an MLP trunk, an epoch of 10
+steps per call, reported per step), where its own checks weigh most.
 
 The tree before is ``git archive REV`` (default: the merge base of ``HEAD``
 and ``main``) unpacked into a temporary folder; the tree after is this
@@ -41,7 +43,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-CASES = ("global", "instance")
+CASES = ("global", "instance", "fit")
 
 
 # ----------------------------------------------------------------------------------------- the worker
@@ -87,7 +89,22 @@ def worker(repeats: int, quick: bool, backend: str) -> dict:
 
         return step
 
-    steps = {"global": step_of(model(False)), "instance": step_of(model(True))}
+    def fit_of(steps: int = 10):
+        """``fit`` on the comparison's smallest step (32 digits-sized images, 1 x 8 x 8, an MLP trunk): an
+        epoch of ``steps`` steps per call, so its checks per step and per call are in the time."""
+        from augnet.training import fit
+
+        torch.manual_seed(0)
+        trunk = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10), nn.LogSoftmax(-1))
+        layer = augnet.AugmentationLayer(transforms(), init_magnitude=0.3, backend=backend)
+        net = augnet.AugNet(trunk, layer, effect_every=10)
+        xs = torch.rand(32 * steps, 1, 8, 8, generator=torch.Generator().manual_seed(3))
+        ys = torch.arange(32 * steps) % 10
+        opt = torch.optim.Adam(augnet.param_groups(net), lr=1e-3)
+        g = torch.Generator().manual_seed(4)
+        return lambda: fit(net, xs, ys, opt, epochs=1, batch_size=32, generator=g, progress=False)
+
+    steps = {"global": step_of(model(False)), "instance": step_of(model(True)), "fit": fit_of()}
     for step in steps.values():  # warm-up: the kernel's first call (a build, if not cached), the allocator
         for _ in range(3):
             step()
@@ -97,7 +114,8 @@ def worker(repeats: int, quick: bool, backend: str) -> dict:
             start = time.perf_counter()
             step()
             times[name].append(time.perf_counter() - start)
-    return {name: 1e3 * statistics.median(t) for name, t in times.items()}
+    per_step = {"fit": 10}  # fit's call is an epoch of 10 steps
+    return {name: 1e3 * statistics.median(t) / per_step.get(name, 1) for name, t in times.items()}
 
 
 # ----------------------------------------------------------------------------------------- the trees
