@@ -99,3 +99,27 @@ def test_inductor_compiles_the_image_model():
         pytest.xfail(f"torch {torch.__version__}'s inductor reorders the draws of a training step (training.md)")
     for training in (True, False):
         torch.testing.assert_close(run(compiled, x, 3, training), run(model, x, 3, training), rtol=1e-4, atol=1e-5)
+
+
+def test_the_dispatch_marks_its_backend_choice_constant_as_torch_does():
+    # augnet marks _resolve without importing torch._dynamo (1.3 s of its import); the mark must be torch's own
+    import torch._dynamo.decorators as dynamo_decorators
+
+    from augnet.ops import dispatch
+
+    def probe():
+        return 0
+
+    assert dynamo_decorators.assume_constant_result(probe) is probe
+    assert probe._dynamo_marked_constant is True  # the attribute torch.compile reads
+    assert dispatch._resolve._dynamo_marked_constant is True
+
+
+def test_importing_augnet_does_not_import_dynamo():
+    import subprocess
+    import sys
+
+    code = "import sys, augnet; print('torch._dynamo' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

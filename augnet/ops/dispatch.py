@@ -18,6 +18,7 @@ tested against.
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -152,7 +153,19 @@ def _check_name(backend) -> None:
         raise ValueError(f"unknown tap_mix backend {backend!r}; expected one of {sorted(set(_BACKENDS) | {'auto'})}")
 
 
-@torch.compiler.assume_constant_result
+def _constant_result(fn: Callable) -> Callable:
+    """``torch.compiler.assume_constant_result(fn)`` without importing ``torch._dynamo`` for it (1.3 s of the
+    3.5 s that ``import augnet`` took: every command, worker process and test run paid it). That decorator only
+    sets the mark below, which torch.compile reads when it traces a call of ``fn``; where dynamo is loaded
+    already, its own decorator is used. ``tests/test_compile.py`` checks that the mark is still torch's (and
+    that the dispatch breaks no graph)."""
+    if "torch._dynamo" in sys.modules:
+        return torch.compiler.assume_constant_result(fn)
+    fn._dynamo_marked_constant = True  # what torch._dynamo.decorators.assume_constant_result sets
+    return fn
+
+
+@_constant_result
 def _resolve(backend: str, device_type: str, dtype: torch.dtype) -> str:
     # Decided once per (backend, device, dtype) and treated as a constant by
     # torch.compile, so the dispatch never breaks a graph.
