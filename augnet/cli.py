@@ -9,6 +9,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from augnet._checks import user_path
 from augnet._cli_args import (
     NamedAs,
     SpaceList,
@@ -492,6 +493,20 @@ def check_args(args: argparse.Namespace) -> str | None:
     return folder_problem(args.out, "--out", "output folder") or results_problem(args) or runs_problem(args)
 
 
+#: the options that name a file or folder
+_PATH_OPTIONS = ("out", "data", "weights", "by_class")
+
+
+def _expand_home(args: argparse.Namespace) -> None:
+    """A leading ``~`` of a path option is the home folder, where the shell left it (``--out=~/x``, a quoted
+    ``"~/x"``): the commands wrote part of their output under a folder named ``~`` in the working directory, and
+    the rest (the reports, which read paths with :func:`augnet._checks.user_path`) under the home folder."""
+    for name in _PATH_OPTIONS:
+        value = getattr(args, name, None)
+        if isinstance(value, str) and value.startswith("~"):
+            setattr(args, name, str(user_path(value)))
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv is None and not sys.warnoptions:
         # Run as the ``augnet`` command: its own deprecations are for the person typing it, so they are shown
@@ -508,6 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     if extra:  # a misspelt option: the command's usage and the options it is close to, not the top level's usage
         refuse_unknown(parser, args.command, extra)
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    _expand_home(args)
     try:
         problem = check_args(args)
         if problem is not None:

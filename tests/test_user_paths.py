@@ -57,3 +57,18 @@ def test_policy_logger_log_dir_under_the_home_folder(home):
     fit(model, x, y, optimizer, epochs=1, batch_size=4, callbacks=PolicyLogger("~/runs/a", csv=True))
     assert (home[0] / "runs" / "a" / "policy.csv").is_file()
     assert not (home[1] / "~").exists()
+
+
+def test_the_command_line_reads_a_tilde_the_shell_left_as_the_home_folder(home):
+    # `--out=~/p` (or a quoted "~/p"): bash leaves the ~; probe wrote probe.json under the home folder, then
+    # failed with a traceback writing verdict.txt under ./~/p; --data=~/d.pt was "not a file"
+    from augnet.cli import main
+
+    g = torch.Generator().manual_seed(0)
+    torch.save((torch.rand(8, 3, 16, 16, generator=g), torch.arange(8) % 4), home[0] / "d.pt")
+    argv = ["probe", "--model", "torchvision.models:resnet18", "--model-args", '{"num_classes": 4}',
+            "--data=~/d.pt", "--transforms", "Rotate", "--magnitudes", "0.5", "--no-lie", "--layers", "logits",
+            "--out=~/p", "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    assert {p.name for p in (home[0] / "p").iterdir()} >= {"probe.json", "verdict.txt"}
+    assert not (home[1] / "~").exists()
