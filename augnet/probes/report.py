@@ -319,9 +319,14 @@ def report(
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
     if not isinstance(x, Tensor):
-        raise TypeError(f"x must be a tensor of images, got {type(x).__name__}")
+        hint = (": gather its inputs into one, torch.cat([xb for xb, _ in loader])"
+                if isinstance(x, (torch.utils.data.DataLoader, torch.utils.data.Dataset)) else "")  # fmt: skip
+        raise TypeError(f"x must be a tensor of images, got {type(x).__name__}{hint}")
     if x.dim() != 4 or not x.is_floating_point() or len(x) < 8:
-        raise ValueError(f"x must be (N, C, H, W) floating-point images with N >= 8, got {x.dtype} {tuple(x.shape)}")
+        hint = ("; signals (N, C, T): measure them with augnet.probes.invariance_curve"
+                if x.dim() == 3 and x.is_floating_point() else "")  # fmt: skip
+        raise ValueError(f"x must be (N, C, H, W) floating-point images with N >= 8, got {x.dtype} "
+                         f"{tuple(x.shape)}{hint}")  # fmt: skip
     named = _transforms(transforms)
     for t in named.values():
         t.check_input(x)
