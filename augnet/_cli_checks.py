@@ -183,8 +183,9 @@ def probe_inputs(args: argparse.Namespace):
 
 #: What ``augnet probe --by-class`` reads from a file (:func:`augnet.probes.inputs.load_labels`).
 LABEL_FILES = (
-    "a text file (.txt or .csv) of one integer per line, or a tensor file (torch.save) of (N,) integer labels, "
-    "alone, as 'y' or 'labels' of a dict, or as the second item of (x, y)"
+    "a text file (.txt or .csv) of one integer per line, a NumPy .npy file (numpy.save) of (N,) integer labels, "
+    "or a tensor file (torch.save) of (N,) integer labels, alone, as 'y' or 'labels' of a dict, or as the second "
+    "item of (x, y)"
 )
 
 
@@ -219,9 +220,8 @@ def not_labels(path: Path) -> str:
             start = f.read(4096)
     except OSError as err:  # e.g. a file this user may not read
         return f"cannot be read: {err.strerror or err}"
-    if start.startswith(b"\x93NUMPY"):
-        return (f"is a NumPy .npy file, which augnet probe does not read: give {LABEL_FILES} (numpy.savetxt("
-                f"'labels.txt', y, fmt='%d') writes one)")  # fmt: skip
+    if start.startswith(b"\x93NUMPY"):  # read by load_labels, which names what it refuses: kept for safety
+        return f"is a NumPy .npy file that cannot be read: give {LABEL_FILES} (numpy.save('labels.npy', y) writes one)"
     try:
         with zipfile.ZipFile(path) as archive:
             names = archive.namelist()

@@ -251,7 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--weights", default=None, metavar="FILE", help="a state_dict file (read with weights_only=True)"
     )
     source = probe.add_mutually_exclusive_group(required=True)
-    source.add_argument("--data", metavar="FILE_OR_FOLDER", help="a tensor file (torch.save) or a folder of images")
+    source.add_argument(
+        "--data", metavar="FILE_OR_FOLDER", help="a tensor file (torch.save, or NumPy .npy) or a folder of images"
+    )
     source.add_argument("--fake", action="store_true", help="random images (--n of them, --size pixels)")
     probe.add_argument(
         "--n", type=int, default=None,
@@ -299,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="LABELS",
         help="measure each class apart: 'data' (the labels of --data: its 'y' tensor or its subfolders) or a "
-        "file of labels (a tensor file, or a text file, .txt or .csv, of one integer per line)",
+        "file of labels (a tensor file, a NumPy .npy file, or a text file, .txt or .csv, of one integer per line)",
     )
     probe.add_argument(
         "--transformations",

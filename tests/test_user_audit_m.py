@@ -46,11 +46,6 @@ def _write(tmp_path: Path, kind: str) -> Path:
     elif kind == "notes":
         path = tmp_path / "notes.md"
         path.write_text("# my labels\nsee the spreadsheet\n")
-    elif kind.startswith("npy"):
-        path = tmp_path / "labels.npy"
-        values = {"npy ints": np.arange(16) % 2, "npy floats": np.arange(16.0), "npy 2-D": np.zeros((16, 2), int),
-                  "npy short": np.arange(5)}[kind]  # fmt: skip
-        np.save(path, values)
     elif kind == "numpy in torch.save":
         path = tmp_path / "labels.pt"
         torch.save(np.arange(16) % 2, path)
@@ -75,10 +70,6 @@ def _write(tmp_path: Path, kind: str) -> Path:
     [
         "text not named .txt",
         "notes",
-        "npy ints",
-        "npy floats",
-        "npy 2-D",
-        "npy short",
         "numpy in torch.save",
         "torch.save, pickle protocol 4",
         "pickle",
@@ -96,8 +87,6 @@ def test_by_class_of_a_file_that_is_no_labels_file_is_one_usage_line_naming_the_
     assert err.startswith(f"augnet probe: error: --by-class {path} ")
     assert ".txt or .csv" in err and "torch.save" in err  # the formats read
     assert "weights_only" not in err  # not torch's advice to load a file of unknown origin with weights_only=False
-    if kind.startswith("npy"):
-        assert "NumPy .npy file" in err and "numpy.savetxt" in err
     if kind in ("text not named .txt", "notes"):
         assert "read as text only when named .txt or .csv" in err
     if "torch.save" in kind:

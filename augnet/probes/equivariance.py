@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import is_int
+from augnet._checks import check_bool, is_int
 from augnet.probes._common import (
     Transformed,
     check_classes,
@@ -48,11 +48,13 @@ from augnet.probes._common import (
     seeded,
     summary,
 )
-from augnet.probes.features import LOGITS, _features, check_rows
+from augnet.probes.features import LOGITS, _features, check_layer, check_rows
 from augnet.probes.map_evaluation import _given_rows
 from augnet.probes.maps import (
     DEFAULT_HOLDOUT,
     DEFAULT_RIDGE,
+    ERRORS,
+    OUTPUTS,
     EquivarianceMap,
     _check_fit_settings,
     _check_pair,
@@ -144,6 +146,8 @@ def equivariance_report(
         raise ValueError(f"z and z_t must have the same shape, got {tuple(z.shape)} and {tuple(z_t.shape)}")
     if (head is None) != (y is None):
         raise ValueError("pass both head and y for classification errors, or neither")
+    _check_fit_keywords(fit_kwargs)  # a misspelt one (epoch=) was ignored silently with fitted=
+    check_bool("per_dimension", per_dimension)
     if y is not None:
         y = check_labels(z, y, "z")  # (B,) integer class indices >= 0; below the head's classes, checked on its output
     if fitted is None:
@@ -331,8 +335,16 @@ def equivariance_curve(
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
     seed = int(seed)
     check_draws(draws)
+    check_layer(layer)
+    check_bool("shared", shared)  # "no" was a truthy flag
+    check_bool("per_dimension", per_dimension)
     _check_fit_keywords(fit_kwargs)
     _check_fit_settings(kind, solver, **fit_kwargs)  # an option the solver would ignore, before any pass
+    if output not in OUTPUTS:  # these three were refused after the clean and the first transformed pass
+        raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
+    if error not in ERRORS:
+        raise ValueError(f"error must be one of {ERRORS}, got {error!r}")
+    _split(len(x), holdout, torch.Generator(), "cpu")  # (a generator of its own: torch's global one is not drawn)
     is_module = isinstance(model_or_features, nn.Module)
     if not is_module and (layer is not None or copies is not None):
         raise ValueError("layer and copies apply to an nn.Module only; a callable returns the features itself")

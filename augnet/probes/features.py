@@ -208,7 +208,7 @@ def layer_calls(model: nn.Module, x: Tensor, layers: Sequence[str] | None = None
     check_model_input(model, x[:CHECK_ROWS])
     modules = dict(model.named_modules())
     # One name as a string, as features() takes it (list("fc") counted modules "f" and "c").
-    names = [n for n in modules if n] if layers is None else [layers] if isinstance(layers, str) else list(layers)
+    names = [n for n in modules if n] if layers is None else layer_names(layers, model)
     unknown = [n for n in names if n not in modules]
     if unknown:
         raise ValueError(f"unknown module(s) {unknown}; the model's modules are {[n for n in modules if n]}")
@@ -229,6 +229,35 @@ def layer_calls(model: nn.Module, x: Tensor, layers: Sequence[str] | None = None
     return counts
 
 
+def _named(model: nn.Module, value) -> str:
+    """`` (the module named 'x': pass its name)`` when ``value`` is a submodule of ``model``, else ``""``."""
+    if isinstance(value, nn.Module) and isinstance(model, nn.Module):
+        for name, module in model.named_modules():
+            if module is value:
+                return f" (the module named {name!r}: pass its name)" if name else " (the model itself: pass 'output')"
+    return ""
+
+
+def layer_names(layers, model: nn.Module | None = None, name: str = "layers") -> list:
+    """``layers`` as a list: one name (a string) or an iterable of them; the TypeError naming ``name`` for
+    anything else (a module, a number, None, bytes, a tensor: they failed in ``list()`` with Python's message,
+    or were read item by item). The items are checked by the caller (:func:`_resolve`)."""
+    if isinstance(layers, str):
+        return [layers]
+    if isinstance(layers, (bytes, Tensor, nn.Module)) or not hasattr(layers, "__iter__"):
+        shown = type(layers).__name__ if isinstance(layers, nn.Module) else f"{type(layers).__name__}: {layers!r:.60}"
+        raise TypeError(f"{name} must be a layer name or a list of them, got {shown}{_named(model, layers)}")
+    return list(layers)
+
+
+def check_layer(layer) -> None:
+    """The TypeError of a ``layer`` that is neither ``None`` nor one layer name (a module, a list of names: they
+    failed inside the probe with Python's message, "'Conv2d' object is not iterable" or "unhashable type")."""
+    if layer is not None and not isinstance(layer, str):
+        shown = type(layer).__name__ if isinstance(layer, nn.Module) else f"{type(layer).__name__}: {layer!r:.60}"
+        raise TypeError(f"layer must be one layer name (a str) or None, got {shown}")
+
+
 def _resolve(model: nn.Module, names: list[str]) -> dict[str, tuple[str, int | None]]:
     """``{layer: (module name, call index or None)}`` for the module layers of ``names`` (not ``"output"``).
 
@@ -241,7 +270,7 @@ def _resolve(model: nn.Module, names: list[str]) -> dict[str, tuple[str, int | N
     wanted: dict[str, tuple[str, int | None]] = {}
     for n in names:
         if not isinstance(n, str):
-            raise TypeError(f"layers must be module names (str), got {n!r}")
+            raise TypeError(f"layers must be module names (str), got {n!r}{_named(model, n)}")
         if n == LOGITS and isinstance(model, AugNet):
             wanted[n] = ("trunk", None)
         elif n not in (OUTPUT, LOGITS):
@@ -259,7 +288,7 @@ def check_layers(model: nn.Module, x: Tensor, layers: str | Sequence[str], **for
     are ``name#0``, ``name#1``, ...) or a call index past the calls, found by one forward pass on ``x[:2]``
     (see :func:`layer_calls`): what the probes would otherwise find in their first pass, after work began.
     """
-    targets = _resolve(model, [layers] if isinstance(layers, str) else list(layers))  # one name, or several
+    targets = _resolve(model, layer_names(layers, model))  # one name, or several
     if targets:
         modules = sorted({m for m, _ in targets.values()})
         _check_calls(targets, layer_calls(model, x, modules, **forward_kwargs))
@@ -347,7 +376,7 @@ def stream_features(
     :class:`~augnet.probes._common.Transformed`, whose rows are transformed batch by batch. Autograd
     is left as the caller set it. Arguments are as in :func:`features`.
     """
-    names = [layers] if isinstance(layers, str) else list(layers)
+    names = layer_names(layers, model)
     if not names:
         raise ValueError("layers must name at least one module")
     if reduce not in REDUCTIONS:
@@ -473,7 +502,7 @@ def features(
 def _features(model, x, layers, reduce="none", batch_size=None, **forward_kwargs) -> dict[str, Tensor]:
     """:func:`features` without its check of ``x``: for the probes, which check their images once, up front
     (not once per batch: the finiteness check reads every value and waits for the device)."""
-    names = [layers] if isinstance(layers, str) else list(layers)
+    names = layer_names(layers, model)
     keep = _Filler(len(x) if isinstance(x, (Tensor, Transformed)) else 0)  # a bad x is refused below
     stream_features(model, x, names, keep, reduce, batch_size, **forward_kwargs)
     out = keep.result()

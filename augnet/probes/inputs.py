@@ -113,6 +113,76 @@ def _load_tensors(path: Path, what: str):
         raise ValueError(f"cannot read {what} {path} with weights_only=True: {_first_line(err)}") from err
 
 
+#: The first bytes of a NumPy ``.npy`` file (``numpy.save``), whatever the file is named.
+NPY_MAGIC = b"\x93NUMPY"
+
+
+def _is_npy(path: Path) -> bool:
+    """Whether ``path`` is a NumPy ``.npy`` file (by its first bytes: a file torch cannot read)."""
+    try:
+        with path.open("rb") as f:
+            return f.read(len(NPY_MAGIC)) == NPY_MAGIC
+    except OSError:  # read by torch.load, which says why
+        return False
+
+
+def _npy_header(path: Path):
+    """The (shape, dtype) a ``.npy`` file's header names, or ``None`` where it cannot be read."""
+    from numpy.lib import format as npy
+
+    try:
+        with path.open("rb") as f:
+            version = npy.read_magic(f)
+            read = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}.get(version)
+            if read is None:
+                return None
+            shape, _, dtype = read(f)
+            return shape, dtype
+    except Exception:  # a header cut short or malformed: np.load's own message is given instead
+        return None
+
+
+def _load_npy(path: Path, what: str):
+    """The array of a ``.npy`` file, read with ``np.load(allow_pickle=False)`` (no code in it runs) and in the
+    machine's byte order; or a one-line ValueError naming ``what`` and the file."""
+    import numpy as np
+
+    if path.stat().st_size == 0:
+        raise ValueError(f"{what} {path} is an empty file")
+    try:
+        array = np.load(path, allow_pickle=False)
+    except Exception as err:  # numpy's errors of every kind (a file cut short, Python objects): one line
+        header = _npy_header(path)
+        if header is not None and header[1].hasobject:
+            raise ValueError(
+                f"{what} {path} is a NumPy .npy file of a {tuple(header[0])} array of Python objects (dtype "
+                f"{header[1]}), which is not read (allow_pickle=False: no code in it runs); save numbers: "
+                f"np.save(path, np.asarray(y, dtype=np.int64))"
+            ) from None
+        raise ValueError(f"{what} {path}: cannot read the NumPy .npy file: {_first_line(err)}") from None
+    if not isinstance(array, np.ndarray):  # pragma: no cover - np.load of a .npy file returns an array
+        raise ValueError(f"{what} {path} holds a {type(array).__name__}, not a NumPy array")
+    if not array.dtype.isnative:  # torch reads arrays in the machine's byte order only
+        array = array.astype(array.dtype.newbyteorder("="))
+    return array
+
+
+def _npy_images(path: Path) -> Tensor:
+    """The images of a ``.npy`` file, (N, C, H, W) or (N, H, W) of floats or uint8, as a tensor."""
+    import numpy as np
+
+    array = _load_npy(path, "--data")
+    if not (array.dtype == np.uint8 or (array.dtype.kind == "f" and array.dtype.itemsize <= 8)):
+        raise ValueError(f"--data {path}: images must be floating point or uint8, got a NumPy array of {array.dtype}")
+    shape = array.shape
+    if len(shape) == 4 and shape[-1] in (1, 3, 4) and shape[1] not in (1, 3, 4):
+        raise ValueError(
+            f"--data {path}: images must be (N, C, H, W), got shape {shape}, channels last: "
+            f"np.save(path, np.ascontiguousarray(x.transpose(0, 3, 1, 2))) writes them channels first"
+        )
+    return torch.from_numpy(array)
+
+
 def spread(total: int, limit: int | None) -> list[int] | None:
     """The rows ``--n`` keeps: ``limit`` of ``total`` spread evenly, in order (the i-th is row
     ``floor(i * total / limit)``), so data stored class by class keep every class; ``None``: all of them."""
@@ -165,7 +235,9 @@ def load_images(path: str | Path, size: int | None = None, limit: int | None = N
 
     Args:
         path: a file saved with ``torch.save`` (a (N, C, H, W) or (N, H, W) tensor, a dict with an
-            ``"x"`` or ``"images"`` tensor, or a tuple ``(x, y)``), read with ``weights_only=True``;
+            ``"x"`` or ``"images"`` tensor, or a tuple ``(x, y)``), read with ``weights_only=True``; a NumPy
+            ``.npy`` file (``numpy.save``) of a (N, C, H, W) or (N, H, W) array of floats or uint8, read with
+            ``allow_pickle=False`` (channels-last (N, H, W, C) arrays are refused, naming the transpose);
             or a folder, whose image files (also in subfolders, e.g. one per class) are read in
             sorted order with Pillow and converted to RGB.
         size: resize every image to ``size x size`` (a folder's images must share a size otherwise).
@@ -190,7 +262,7 @@ def load_images(path: str | Path, size: int | None = None, limit: int | None = N
         return _as_images(torch.stack(images), f"--data {path}")
     if not path.is_file():
         raise ValueError(f"--data {path} is neither a file nor a folder")
-    data = _load_tensors(path, "--data")
+    data = _npy_images(path) if _is_npy(path) else _load_tensors(path, "--data")
     if isinstance(data, dict):
         if "x" not in data and "images" not in data:
             keys = ", ".join(repr(k) for k in list(data)[:10])
@@ -216,15 +288,16 @@ def load_labels(path: str | Path, data: str | Path | None = None, limit: int | N
         path: ``"data"``, the labels of ``data``: the ``"y"`` (or ``"labels"``) tensor of a tensor file,
             the second item of an ``(x, y)`` tuple, or for a folder, the index of each image's subfolder
             (in sorted order, the order :func:`load_images` reads the images in); or a file: a text
-            file (``.txt``, ``.csv``) of one integer per line, or a tensor file holding (N,) or (N, 1) labels
-            of any integer dtype or whole floats (alone, or as ``"y"`` / ``"labels"`` of a dict, or the
-            second item of a tuple).
+            file (``.txt``, ``.csv``) of one integer per line, a NumPy ``.npy`` file (``numpy.save``, read with
+            ``allow_pickle=False``), or a tensor file holding (N,) or (N, 1) labels of any integer dtype or whole
+            floats (a tensor file's alone, or as ``"y"`` / ``"labels"`` of a dict, or the second item of a tuple).
         data: the ``--data`` path, for ``"data"``.
         limit: keep ``limit`` labels spread evenly, as ``--n`` keeps the images (:func:`spread`).
 
     Raises:
         ValueError, TypeError: no labels there, or labels that are not one integer >= 0 per image (read as
-            ``report`` reads ``by_class``: fractions, NaN, negative, bool or one-hot labels are refused).
+            ``report`` reads ``by_class``: fractions, NaN, negative, bool or one-hot labels are refused; so are a
+            ``.npy`` file of Python objects or strings, and ``"data"`` of a ``.npy`` ``--data``, which holds no labels).
     """
     if str(path) == "data":
         if data is None:
@@ -236,6 +309,11 @@ def load_labels(path: str | Path, data: str | Path | None = None, limit: int | N
             index = {folder: i for i, folder in enumerate(folders)}
             labels = torch.tensor([index[f.parent] for f in files], dtype=torch.long)
             return _kept(labels, limit)
+        if _is_npy(source):
+            raise ValueError(
+                f"--by-class data: --data {source} is a NumPy .npy file, one array (the images) without labels; "
+                f"give them in a file: --by-class labels.npy"
+            )
     else:
         source = Path(path)
         if not source.is_file():
@@ -246,6 +324,9 @@ def load_labels(path: str | Path, data: str | Path | None = None, limit: int | N
             except ValueError as err:
                 raise ValueError(f"--by-class {path}: one integer label per line, got {_first_line(err)}") from err
             return _kept(class_labels(values, None, f"--by-class {path}"), limit)  # as report reads by_class
+        if _is_npy(source):
+            array = _load_npy(source, "--by-class")
+            return _kept(class_labels(array, None, f"--by-class {source}"), limit)  # as report reads by_class
     what = "--data" if str(path) == "data" else "--by-class"
     found = _load_tensors(source, what)
     if isinstance(found, dict):

@@ -37,7 +37,7 @@ from augnet.probes._common import (
     seeded,
     summary,
 )
-from augnet.probes.features import LOGITS, OUTPUT, _features, check_rows, describe
+from augnet.probes.features import LOGITS, OUTPUT, _features, check_layer, check_rows, describe
 
 __all__ = ["DISTANCES", "RELATIVE_TOLERANCE", "accuracy_curve", "distance", "invariance_curve", "invariance_score"]
 
@@ -64,7 +64,10 @@ def distance(a: Tensor, b: Tensor, kind: str = "cosine") -> Tensor:
         kind: ``"cosine"`` (default) or ``"l2"`` (Euclidean).
 
     Raises:
-        ValueError: an unknown ``kind``. (Inputs of different shapes fail in torch with its RuntimeError.)
+        TypeError: ``a`` or ``b`` is not a tensor.
+        ValueError: an unknown ``kind``; ``a`` and ``b`` of different shapes (torch broadcast (B, D) against (1, D)
+            or (B, 1) silently, pairing rows that are not each other's transformed view), or 0-d ones. A (B,) tensor
+            is one number per row.
 
     Examples:
         >>> a = torch.tensor([[1.0, 0.0], [0.0, 0.0]])
@@ -73,7 +76,12 @@ def distance(a: Tensor, b: Tensor, kind: str = "cosine") -> Tensor:
     """
     if kind not in DISTANCES:
         raise ValueError(f"distance must be one of {DISTANCES}, got {kind!r}")
-    a, b = a.flatten(1).double(), b.flatten(1).double()
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} must be a tensor of feature rows (B, ...), got {type(t).__name__}")
+    if a.shape != b.shape or a.dim() < 1:
+        raise ValueError(f"a and b must be (B, ...) rows of the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
+    a, b = a.reshape(len(a), -1).double(), b.reshape(len(b), -1).double()  # (B,): one number a row (was an IndexError)
     if kind == "l2":
         return (a - b).norm(dim=1)
     na, nb = a.norm(dim=1, keepdim=True), b.norm(dim=1, keepdim=True)
@@ -156,7 +164,7 @@ def invariance_score(
     if kind == "cosine":
         zero = b <= RELATIVE_TOLERANCE**2 / 2  # 1 - cos(theta) is about theta^2 / 2
     else:
-        flat = ref.flatten(1).double()
+        flat = ref.reshape(len(ref), -1).double()
         size = torch.maximum(flat.norm(dim=1), flat[permutation].norm(dim=1))
         zero = b <= RELATIVE_TOLERANCE * size
     undefined = zero | b.isnan() | d.isnan()
@@ -247,6 +255,11 @@ def invariance_curve(
     """
     seed = check_seed(seed)  # before anything runs: an int in [0, 2**63 - 3], a NumPy one too
     check_draws(draws)
+    check_layer(layer)
+    if distance not in DISTANCES:  # (was refused after the clean and the first transformed pass)
+        raise ValueError(f"distance must be one of {DISTANCES}, got {distance!r}")
+    if baseline not in BASELINES:
+        raise ValueError(f"baseline must be one of {BASELINES}, got {baseline!r}")
     check_model_input(model, x)
     magnitudes = magnitude_list(magnitudes)
     is_augnet = check_transform(transform, x, magnitudes)  # its input's shape, before the clean pass

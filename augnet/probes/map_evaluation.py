@@ -15,7 +15,7 @@ import warnings
 import torch
 from torch import Tensor
 
-from augnet._checks import is_int, is_real
+from augnet._checks import check_bool, is_int, is_real
 from augnet._stack import PROBES, caller_stacklevel
 
 __all__ = [
@@ -62,9 +62,9 @@ def mapping_error(
         (B,) float64; NaN, with a warning, for rows whose target is all zeros.
 
     Raises:
-        TypeError, ValueError: an unknown ``error``; ``pred``, ``target`` or ``reference`` that is not a
-            (B, ...) tensor with rows; ``pred`` and ``target`` of different shapes, or a ``reference`` with
-            another number of features per row.
+        TypeError, ValueError: an unknown ``error``, a ``per_dimension`` that is not True or False; ``pred``,
+            ``target`` or ``reference`` that is not a (B, ...) tensor with rows; ``pred`` and ``target`` of
+            different shapes, or a ``reference`` with another number of features per row.
 
     Shape:
         - pred, target: (B, ...) of the same shape.
@@ -79,6 +79,7 @@ def mapping_error(
     """
     if error not in ERRORS:
         raise ValueError(f"error must be one of {ERRORS}, got {error!r}")
+    check_bool("per_dimension", per_dimension)  # "no" was a truthy flag
     _check_tensor("pred", pred)
     _check_tensor("target", target)
     if pred.shape != target.shape:
@@ -102,7 +103,7 @@ def mapping_error(
         warnings.warn(
             f"mapping_error: {int(zero.sum())} target row(s) are all zeros; their errors are NaN",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=caller_stacklevel(*PROBES),  # the caller's line (2 pointed into the probes' own fits)
         )
     ratio = torch.where(zero, torch.full_like(num, math.nan), num / torch.where(zero, torch.ones_like(den), den))
     return ratio if error == "l2" else ratio.square()

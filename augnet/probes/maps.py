@@ -76,7 +76,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import real
+from augnet._checks import check_bool, real
 from augnet.probes.map_evaluation import (
     DEFAULT_HOLDOUT,
     ERRORS,
@@ -359,6 +359,7 @@ def _fit(
         raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
     if error not in ERRORS:
         raise ValueError(f"error must be one of {ERRORS}, got {error!r}")
+    check_bool("per_dimension", per_dimension)  # "no" was a truthy flag: the scaling it would skip was applied
     if kind == "residual_relu" and solver == "ridge":
         raise ValueError(
             "kind='residual_relu' has no closed form; use solver='adam_cosine' or 'sgd_paper', got solver='ridge'"

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from augnet._checks import is_int
+from augnet._checks import check_bool, is_int
 from augnet.probes.stats import CORRECTIONS, _check_alpha, f_sf, p_adjust
 
 __all__ = [
@@ -353,7 +353,7 @@ def act(z: Tensor, action, inverse: bool = False) -> Tensor:
     Raises:
         TypeError: ``z`` is not a tensor.
         ValueError: ``z`` is not (N, C, H, W) floating, ``action`` is unknown, or a quarter turn of a
-            non-square map.
+            non-square map. TypeError: ``inverse`` is not True or False.
 
     Examples:
         >>> z = torch.arange(4.0).reshape(1, 1, 2, 2)
@@ -361,6 +361,7 @@ def act(z: Tensor, action, inverse: bool = False) -> Tensor:
         ([[1.0, 0.0], [3.0, 2.0]], [[0.0, 0.0], [0.0, 2.0]])
     """
     z = _check_maps(z, "z")
+    check_bool("inverse", inverse)  # "no" was a truthy flag: the inverse was applied
     name, dy, dx = _parse_action(action)
     if name in ("rot90", "rot270", "transpose") and z.shape[-1] != z.shape[-2]:
         raise ValueError(f"action {name!r} needs square maps, got H x W = {tuple(z.shape[-2:])}")
