@@ -25,3 +25,19 @@ def test_signals_are_pointed_to_invariance_curve():
     with pytest.raises(ValueError) as images:  # images of fewer than 8 inputs: no signal hint
         report(_model(), torch.rand(4, 3, 8, 8), transforms=["Rotate"])
     assert "invariance_curve" not in str(images.value)
+
+
+def test_an_augnets_weights_for_its_trunk_alone_are_told_what_to_save(tmp_path):
+    import augnet
+    from augnet.probes.inputs import load_model
+    from augnet.transforms import image as T
+
+    trunk = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 2))
+    model = augnet.AugNet(trunk, augnet.AugmentationLayer([T.Rotate()]))
+    torch.save(model.state_dict(), tmp_path / "w.pt")
+    with pytest.raises(ValueError, match=r"an AugNet's state_dict: save model\.trunk\.state_dict\(\)"):
+        load_model("torch.nn:Sequential", None, tmp_path / "w.pt")
+    torch.save(model.trunk.state_dict(), tmp_path / "trunk.pt")  # what it says to save: other keys, no hint
+    with pytest.raises(ValueError) as other:
+        load_model("torchvision.models:resnet18", {"num_classes": 2}, tmp_path / "trunk.pt")
+    assert "trunk." not in str(other.value).split("do not fit")[1][:60]

@@ -91,6 +91,10 @@ def load_model(spec: str, kwargs: str | dict | None = None, weights: str | Path 
             model.load_state_dict(state)
         except RuntimeError as err:
             detail = " ".join(str(err).split())[:300]
+            own = model.state_dict()
+            if any(k.startswith("trunk.") for k in state) and not any(k.startswith("trunk.") for k in own):
+                detail = ("its keys start with 'trunk.', an AugNet's state_dict: save model.trunk.state_dict() to "
+                          "probe the trunk, or name a function that builds the whole AugNet; " + detail)  # fmt: skip
             raise ValueError(f"--weights {path} do not fit {spec}: {detail}") from err
     return model.eval()
 
