@@ -379,7 +379,7 @@ def test_an_out_that_is_not_a_path_is_a_type_error_before_any_work(tmp_path, mon
     from augnet.experiments import reproduce
 
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(TypeError, match=r"^out must be a path, got int: 3$"):
+    with pytest.raises(TypeError, match=r"^out must be a str or a path-like object, got int: 3$"):
         reproduce("sinusoids", quick=True, out=3, progress=False)
     assert list(tmp_path.iterdir()) == []
 

@@ -72,3 +72,19 @@ def test_the_command_line_reads_a_tilde_the_shell_left_as_the_home_folder(home):
     assert main(argv) == 0
     assert {p.name for p in (home[0] / "p").iterdir()} >= {"probe.json", "verdict.txt"}
     assert not (home[1] / "~").exists()
+
+
+def test_reproduce_reads_out_under_the_home_folder_before_any_work(home, monkeypatch):
+    from augnet.experiments import _registry, reproduce
+
+    seen = {}
+
+    def fake(out_dir, **kw):  # the experiment itself: only where it is told to write
+        seen["out_dir"] = out_dir
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(_registry._REGISTRY, "sinusoids", fake)
+    with pytest.raises(KeyboardInterrupt):
+        reproduce("sinusoids", quick=True, out="~/results", progress=False)
+    assert seen["out_dir"] == home[0] / "results" / "sinusoids"
+    assert not (home[1] / "~").exists()

@@ -3,7 +3,11 @@
 Each experiment is a function registered under a name; it trains what it
 needs, writes its figures (PNG) and numbers (JSON) under ``out/NAME/``, and
 returns a :class:`Report` with a short verdict. ``quick=True`` runs a reduced
-version (the slow tests use it).
+version (the slow tests use it). Called as a function, an experiment takes its
+``out_dir`` as a str or a path (a leading ``~`` the home folder) and refuses
+one it cannot write into before it trains. Their ``run_*`` functions check
+their config before the first model trains and put back torch's thread count
+and global random state after the run.
 
 Experiments: ``rotation``, ``selection``, ``sinusoids``, ``capacity``, ``instance``,
 ``copies``, ``versus`` (see :func:`names`); :func:`compare`, the ``versus`` methods on your own data; and the

@@ -12,7 +12,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from augnet._checks import check_bool, folder_problem, is_int
+from augnet._checks import check_bool, folder_problem, is_int, user_path
 from augnet._json import dumps as strict_json
 
 __all__ = [
@@ -233,10 +233,7 @@ def reproduce(
     check_bool("quick", quick)  # "no" or 1 is not a flag (a full run would be a quick one, or the reverse)
     check_bool("progress", progress)
     check_settings(name, device, seed, quick)
-    try:
-        out = Path(out)
-    except TypeError:
-        raise TypeError(f"out must be a path, got {type(out).__name__}: {out!r}") from None
+    out = user_path(out, "out")  # "~/results" the home folder
     problem = folder_problem(out / name, "out", "output folder")  # before the run, not when it first writes
     if problem is None:
         problem = _runs_file_problem(out / name / "runs.jsonl")

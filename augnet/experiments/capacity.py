@@ -38,15 +38,24 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from augnet._checks import check_bool, number
 from augnet.data import sinusoids
 from augnet.experiments._registry import Report, register
-from augnet.experiments.runner import calibrate_layers, check_counts, check_threads, regularizer_of
+from augnet.experiments.demo import check_seed, kept_global_state, output_folder, with_int_seed
+from augnet.experiments.runner import (
+    CALIBRATIONS,
+    calibrate_layers,
+    check_counts,
+    check_rates,
+    check_threads,
+    regularizer_of,
+)
 from augnet.experiments.sinusoids import SinusoidsConfig, sinusoid_layer
 from augnet.experiments.trunks import MLP
 from augnet.model import AugNet
 from augnet.probes import invariance_curve, summary
 from augnet.probes._common import DRAWS
-from augnet.regularizers import param_groups
+from augnet.regularizers import get_regularizer, param_groups
 from augnet.training import fit, resolve_device
 from augnet.transforms import signal as S
 
@@ -106,6 +115,11 @@ class CapacityConfig:
     draws: str = "independent"  # an AugNet's clean and shifted passes draw their copies independently (Fig. B.4)
     device: str = "cpu"
     threads: int | None = 1  # these models are tiny: a second thread only adds contention (see run_capacity)
+
+    def validate(self) -> None:
+        """Raise a ValueError (a TypeError for a value of the wrong type) naming the first field that cannot work,
+        before any model trains (see :func:`run_capacity`)."""
+        _check(self)
 
 
 @torch.no_grad()
@@ -219,7 +233,8 @@ def train_capacity_model(
     """Train one MLP of ``width`` x ``depth`` by ``method`` (one of :data:`CAPACITY_METHODS`).
 
     The trunk's initial weights depend only on the seed, the width and the
-    depth, so the methods start from the same MLP. It trains on ``x``'s device;
+    depth, so the methods start from the same MLP (it seeds torch's global generator with ``config.seed``;
+    :func:`run_capacity` puts that back after its runs). It trains on ``x``'s device;
     a ``history`` dict receives :func:`augnet.fit`'s history (an AugNet's weights and magnitudes over training).
     """
     config = config or CapacityConfig()
@@ -273,13 +288,18 @@ def check_scoring(owner: str, name: str, copies, repeats, draws, n_test) -> None
 
 
 def _check(config: CapacityConfig) -> None:
-    unknown = [m for m in config.methods if m not in CAPACITY_METHODS]
-    if unknown or isinstance(config.methods, str):
-        raise ValueError(f"unknown methods {unknown or config.methods!r}; choose from {CAPACITY_METHODS}")
-    for name in ("widths", "depths", "methods"):
-        if isinstance(getattr(config, name), str) or not getattr(config, name):
+    if not isinstance(config, CapacityConfig):
+        raise TypeError(f"config must be a CapacityConfig or None, got {type(config).__name__}")
+    for name in ("widths", "depths", "methods"):  # an int or a string was "'int' object is not iterable" or letters
+        value = getattr(config, name)
+        if isinstance(value, str) or not isinstance(value, (tuple, list)):
+            raise TypeError(f"CapacityConfig.{name} must be a tuple, got {type(value).__name__}: {value!r}")
+        if not value:
             raise ValueError(f"CapacityConfig.{name} must not be empty (there would be nothing to train), "
-                             f"got {getattr(config, name)!r}")  # fmt: skip
+                             f"got {value!r}")  # fmt: skip
+    unknown = [m for m in config.methods if m not in CAPACITY_METHODS]
+    if unknown:
+        raise ValueError(f"unknown methods {unknown!r}; choose from {CAPACITY_METHODS}")
     for w in config.widths:
         check_counts("CapacityConfig", width=w)
     for d in config.depths:
@@ -287,8 +307,18 @@ def _check(config: CapacityConfig) -> None:
     check_counts("CapacityConfig", seeds=config.seeds, n_train=config.n_train)
     check_scoring("CapacityConfig", "probe_copies", config.probe_copies, config.accuracy_repeats, config.draws,
                   config.n_test)  # fmt: skip
+    # the seeds seed, seed + 1, ... and their test data (+ 10_000)
+    check_seed("CapacityConfig", config.seed, config.seeds - 1 + max(10_000, 100 + config.accuracy_repeats))
     check_threads("CapacityConfig", config.threads)
+    check_rates("CapacityConfig", False, lr=number("lr", config.lr))  # Adam said "'<=' not supported" for a string
     if any(m.startswith("augnet") for m in config.methods):  # its AugNet, made aside: refused before the baselines
+        # What only the AugNet reads (the baselines train with lam 0, no regulariser, no calibration): refused
+        # after every baseline and oracle model of the first seed had trained.
+        if not callable(config.lam):  # (a schedule is fit's to ask)
+            check_rates("CapacityConfig", False, lam=number("lam", config.lam))
+        get_regularizer(config.regularizer)
+        if config.calibrate not in CALIBRATIONS:
+            raise ValueError(f"CapacityConfig.calibrate must be one of {CALIBRATIONS}, got {config.calibrate!r}")
         with torch.random.fork_rng(devices=[]):
             layer_config = SinusoidsConfig(init_magnitude=config.init_magnitude, train_mode=config.train_mode,
                                            temperature=config.temperature)  # fmt: skip
@@ -296,18 +326,30 @@ def _check(config: CapacityConfig) -> None:
                            config.eval_copies, effect_every=config.effect_every, stratify=config.stratify)  # fmt: skip
             param_groups(model, config.weight_decay, config.aug_weight_decay, config.aug_lr,
                          magnitude_weight_decay=config.magnitude_weight_decay, weight_lr=config.weight_lr)  # fmt: skip
+            regularizer = regularizer_of(config)
+            if not isinstance(regularizer, str):  # the selective one's units, diverse and saturation
+                regularizer(model)
 
 
 def run_capacity(config: CapacityConfig | None = None, progress: bool = False) -> list[dict]:
     """Train and score every (depth, width, method); one record per model.
 
+    A record: ``seed``, ``depth``, ``width``, ``params``, ``method``, ``seconds`` and what :func:`evaluate`
+    returns; an AugNet's also ``copies``, ``policy``, ``history`` (``step`` and ``weights``) and ``by_copies``
+    (``{str(C): evaluate(...)}`` for each of ``probe_copies``). torch's thread count and global random state are
+    as they were after the run.
+
     Raises:
-        ValueError: a field that cannot work (an unknown method; no width, depth, method or seed; scoring
-            copies, repeats, draws or test inputs :func:`evaluate` refuses), before any model trains.
+        TypeError: ``config`` that is not a :class:`CapacityConfig` (or None, the default one).
+        ValueError, TypeError: a field that cannot work (an unknown method; no width, depth, method or seed; a
+            seed, a rate, lambda, regulariser or calibration that cannot work; scoring copies, repeats, draws or
+            test inputs :func:`evaluate` refuses), before any model trains.
     """
-    config = config or CapacityConfig()
+    config = CapacityConfig() if config is None else config
     _check(config)
-    with _threads(config.threads):
+    check_bool("progress", progress)
+    config = with_int_seed(config)
+    with kept_global_state(config.threads):
         return _run_capacity(config, progress)
 
 
@@ -457,6 +499,7 @@ def _spread(values: list[float]) -> str:
 @register("capacity")
 def capacity(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = True, device: str = "cpu") -> Report:
     """Invariance and accuracy against the MLP trunk's size, three (four) ways (paper Fig. 5, B.4)."""
+    out_dir = output_folder(out_dir)  # a str too ('~' the home folder): the figures were written into it last
     config = CapacityConfig(seed=seed, seeds=3, device=device)
     if quick:
         config.widths, config.depths, config.epochs, config.seeds = (4, 64), (1, 3), 25, 1

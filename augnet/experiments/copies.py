@@ -29,9 +29,11 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from augnet._checks import check_bool, number
 from augnet.data import sinusoids
 from augnet.experiments._registry import Report, register
-from augnet.experiments.capacity import _threads, check_scoring, evaluate
+from augnet.experiments.capacity import check_scoring, evaluate
+from augnet.experiments.demo import check_seed, kept_global_state, output_folder, with_int_seed
 from augnet.experiments.runner import check_counts, check_rates, check_threads
 from augnet.experiments.sinusoids import SinusoidsConfig, run_sinusoids
 from augnet.model import AugNet
@@ -91,7 +93,8 @@ def time_copies(
     Returns:
         ``{"copies": [...], "ratio": [...] (median over rounds), "ratio_rounds": [[...] per round],
         "trunk_ratio": [...] (trunk on C * B rows / trunk on B rows, median over rounds),
-        "trunk_seconds": [... per round], "augnet_seconds": [[...] per round], "threads": int}``.
+        "trunk_seconds": [... per round], "augnet_seconds": [[...] per round],
+        "trunk_rows_seconds": [[... the trunk on C * B rows] per round], "threads": int}``.
     """
     was_training = model.training
     model.eval()
@@ -137,11 +140,35 @@ def _linear_fit(xs: list[float], ys: list[float]) -> dict:
 
 
 def run_copies(config: CopiesConfig | None = None, progress: bool = False) -> dict:
-    """Train each variant's AugNet; score it at each C; time it at each C. One entry per variant."""
+    """Train each variant's AugNet; score it at each C; time it at each C. One entry per variant.
+
+    An entry: ``transforms``, ``train_copies``, ``policy``, ``train_seconds``, ``test_accuracy_default``,
+    ``by_copies`` (``{str(C): evaluate(...)}`` without the per-sample scores) and ``timing``
+    (:func:`time_copies`, with ``fit``: the line through its ratios). torch's thread count and global random
+    state come back after the run as they were before it.
+
+    Raises:
+        TypeError: ``config`` that is not a :class:`CopiesConfig` (or None, the default one); ``variants`` that
+            is not a tuple.
+        ValueError: a field that cannot work (an unknown or no variant, scoring or timing copies, a seed, the
+            training's sizes), before any model trains.
+    """
+    if config is not None and not isinstance(config, CopiesConfig):
+        raise TypeError(f"config must be a CopiesConfig or None, got {type(config).__name__}")
     config = config or CopiesConfig()
+    check_bool("progress", progress)
+    if isinstance(config.variants, str) or not isinstance(config.variants, (tuple, list)):
+        raise TypeError(f"CopiesConfig.variants must be a tuple of names (from {sorted(COPIES_VARIANTS)}), got "
+                        f"{type(config.variants).__name__}: {config.variants!r}")  # fmt: skip
+    if not config.variants:  # an empty result, and an error in the figures of the registered run
+        raise ValueError("CopiesConfig.variants must not be empty (there would be nothing to train)")
     unknown = [v for v in config.variants if v not in COPIES_VARIANTS]
-    if unknown or isinstance(config.variants, str):
-        raise ValueError(f"unknown variants {unknown or config.variants!r}; choose from {sorted(COPIES_VARIANTS)}")
+    if unknown:
+        raise ValueError(f"unknown variants {unknown!r}; choose from {sorted(COPIES_VARIANTS)}")
+    # Named here: their errors named SinusoidsConfig (n_train) or the training loop (epochs).
+    check_counts("CopiesConfig", n_train=config.n_train)
+    check_counts("CopiesConfig", 0, epochs=number("epochs", config.epochs))
+    check_seed("CopiesConfig", config.seed)
     # What the scoring and the timing read after training, refused before it.
     check_scoring("CopiesConfig", "copies", config.copies, config.accuracy_repeats, config.draws, config.n_test)
     timing = config.timing_copies
@@ -154,8 +181,9 @@ def run_copies(config: CopiesConfig | None = None, progress: bool = False) -> di
     check_counts("CopiesConfig", rounds=config.rounds)
     check_rates("CopiesConfig", min_run_time=config.min_run_time)
     check_threads("CopiesConfig", config.threads)
+    config = with_int_seed(config)
     out = {}
-    with _threads(config.threads):
+    with kept_global_state(config.threads):
         device = resolve_device(config.device)
         x_test, y_test = (t.to(device) for t in sinusoids(config.n_test, seed=config.seed + 10_000))  # run_sinusoids'
 
@@ -245,6 +273,7 @@ def _plot_time(runs: dict, path: Path) -> Path:
 @register("copies")
 def copies(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = True, device: str = "cpu") -> Report:
     """Invariance, accuracy and forward time of a trained AugNet against its number of copies C."""
+    out_dir = output_folder(out_dir)  # a str too ('~' the home folder): the figures were written into it last
     config = CopiesConfig(seed=seed, device=device)
     if quick:
         config.epochs, config.n_train, config.n_test = 15, 200, 100

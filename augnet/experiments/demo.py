@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from augnet._checks import is_int, is_real
+from augnet._checks import folder_problem, is_int, is_real, number, user_path
 from augnet.data import rotated_glyphs, rotated_sprites
-from augnet.experiments.runner import CALIBRATIONS, ExperimentResult, calibrate_layers, run_experiment
+from augnet.experiments.runner import CALIBRATIONS, ExperimentResult, calibrate_layers, check_rates, run_experiment
 from augnet.experiments.trunks import PaperCNN, SmallCNN
 from augnet.layers import AugmentationLayer
 from augnet.model import AugNet
@@ -156,7 +159,8 @@ class DemoConfig:
         return dataclasses.replace(cls(), **{**PRESETS[name], **overrides})
 
     def validate(self) -> None:
-        """Raise a ValueError naming the first field that cannot work."""
+        """Raise a ValueError (a TypeError for a value of the wrong type) naming the first field that cannot work."""
+        check_seed("DemoConfig", self.seed)
         if self.data not in DATA:
             raise ValueError(f"data must be one of {DATA}, got {self.data!r}")
         if self.trunk not in TRUNKS:
@@ -166,16 +170,63 @@ class DemoConfig:
         unknown = [name for name in self.transforms if not isinstance(getattr(T, name, None), type)]
         if unknown or not self.transforms:
             raise ValueError(f"unknown transforms {unknown or '(none given)'}; see augnet.transforms.image")
-        if isinstance(self.max_translate, bool) or not isinstance(self.max_translate, (int, float)) or not (
-            math.isfinite(self.max_translate) and self.max_translate > 0
-        ):
+        if not is_real(self.max_translate) or not (math.isfinite(self.max_translate) and self.max_translate > 0):
             raise ValueError(f"max_translate must be a positive, finite fraction, got {self.max_translate!r}")
+        check_rates("DemoConfig", False, lr=number("lr", self.lr))  # Adam said "'<=' not supported" for a string
         if self.anneal_to is not None and not (is_real(self.anneal_to) and self.anneal_to > 0):
             raise ValueError(f"anneal_to must be a positive temperature or None, got {self.anneal_to!r}")
         if not is_int(self.warmup_epochs) or self.warmup_epochs < 0:
             raise ValueError(f"warmup_epochs must be an int >= 0, got {self.warmup_epochs!r}")
         if self.calibrate not in CALIBRATIONS:
             raise ValueError(f"calibrate must be one of {CALIBRATIONS}, got {self.calibrate!r}")
+
+
+def check_seed(owner: str, seed, top: int = 10_000) -> int:
+    """``seed`` as a Python int (a NumPy integer too, which torch's generators refuse), if the experiment's
+    generators take it: they are seeded with the seed plus offsets up to ``top``, within torch's seeds
+    ``[-2**63, 2**64)``. Else the TypeError (not an int: a float, a bool, a string, ``None``) or the ValueError
+    naming ``owner.seed``, before any data are made (they were "an integer is required" or "Overflow when
+    unpacking long long" from inside the run)."""
+    if not is_int(seed):
+        raise TypeError(f"{owner}.seed must be an int, got {type(seed).__name__}: {seed!r}")
+    seed, top = int(seed), int(top)  # (NumPy integers overflow past 2**63)
+    if not -(2**63) <= seed <= 2**64 - 1 - top:
+        raise ValueError(f"{owner}.seed must be an int in [-2**63, 2**64 - {top + 1}] (the run seeds generators with "
+                         f"it plus up to {top}), got {seed!r}")  # fmt: skip
+    return seed
+
+
+def with_int_seed(config):
+    """``config`` itself when its ``seed`` is a Python int, else a copy whose seed is (a NumPy integer's)."""
+    return config if type(config.seed) is int else dataclasses.replace(config, seed=int(config.seed))
+
+
+@contextmanager
+def kept_global_state(threads: int | None = None) -> Iterator[None]:
+    """Run with ``threads`` torch threads (None: leave them), then put back torch's thread count and its global
+    random state (the CPU generator's; a CUDA one's too, when CUDA is in use), which a run sets or seeds: after
+    ``run_demo(DemoConfig(threads=1))`` torch stayed on one thread, and every run left ``torch.manual_seed(seed)``
+    behind. A run draws from its own seeds, so its results are the same."""
+    old = torch.get_num_threads()
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices):
+        try:
+            if threads is not None:
+                torch.set_num_threads(threads)
+            yield
+        finally:
+            torch.set_num_threads(old)
+
+
+def output_folder(out_dir) -> Path:
+    """A registered experiment's ``out_dir`` (a str or a path; a leading ``~`` the home folder) as a Path, if files
+    can be written there: else the ValueError saying why (a file, a file above it, a folder that is not writable),
+    before the experiment trains (its files were written after the runs)."""
+    folder = user_path(out_dir, "out_dir")
+    problem = folder_problem(folder, "out_dir", "output folder")
+    if problem is not None:
+        raise ValueError(problem)
+    return folder
 
 
 #: What a demo run produced (the experiments' result type).
@@ -234,15 +285,27 @@ def demo_callbacks(config: DemoConfig) -> list:
 
 
 def run_demo(config: DemoConfig | None = None, progress: bool = True) -> DemoResult:
-    """Train AugNet on the rotation task and record its policy over training."""
+    """Train AugNet on the rotation task and record its policy over training.
+
+    torch's thread count and global random state come back after the run as they were before it
+    (:func:`kept_global_state`).
+
+    Raises:
+        TypeError: ``config`` that is not a :class:`DemoConfig` (or None, the default one).
+        ValueError, TypeError: what :meth:`DemoConfig.validate` refuses, before any data are made.
+    """
+    if config is not None and not isinstance(config, DemoConfig):
+        raise TypeError(f"config must be a DemoConfig or None, got {type(config).__name__}")
     config = config or DemoConfig()
     config.validate()
-    return run_experiment(
-        config,
-        demo_data(config),
-        lambda x_train: build_model(config, x_train),
-        desc="augnet demo",
-        progress=progress,
-        policy_size=(config.size, config.size),
-        callbacks=demo_callbacks(config),
-    )
+    config = with_int_seed(config)
+    with kept_global_state():
+        return run_experiment(
+            config,
+            demo_data(config),
+            lambda x_train: build_model(config, x_train),
+            desc="augnet demo",
+            progress=progress,
+            policy_size=(config.size, config.size),
+            callbacks=demo_callbacks(config),
+        )

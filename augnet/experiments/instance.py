@@ -38,6 +38,7 @@ from augnet._checks import check_bool, is_int
 from augnet._json import dumps as strict_json
 from augnet.data import make_sprite_pair, render_sprites
 from augnet.experiments._registry import Report, register
+from augnet.experiments.demo import kept_global_state, output_folder
 from augnet.experiments.runner import check_counts, check_rates, check_threads
 from augnet.experiments.trunks import PaperCNN
 from augnet.instance import ConditionedAugmentationLayer
@@ -204,6 +205,7 @@ def run_seed(config: InstanceConfig, seed: int) -> dict:
     """Train the three models on one seed; their accuracies, per-class ranges and per-class invariance.
 
     A class with no test image has a NaN range (the per-instance layer's is measured on the test images).
+    torch's thread count and global random state come back after the run as they were before it.
 
     Raises:
         ValueError, TypeError: what :func:`check_config` refuses; a ``seed`` that is not an int in
@@ -211,9 +213,14 @@ def run_seed(config: InstanceConfig, seed: int) -> dict:
     """
     _check_seed("seed", seed)
     seed = int(seed)  # a NumPy integer too: torch.Generator().manual_seed refuses one
+    if not isinstance(config, InstanceConfig):
+        raise TypeError(f"config must be an InstanceConfig, got {type(config).__name__}")
     check_config(config)
-    if config.threads is not None:
-        torch.set_num_threads(config.threads)
+    with kept_global_state(config.threads):  # torch's threads and global random state put back after
+        return _run_seed(config, seed)
+
+
+def _run_seed(config: InstanceConfig, seed: int) -> dict:
     x, y = instance_sprites(config.n_train, config.size, seed)
     x_test, y_test = instance_sprites(config.n_test, config.size, seed + 10_000)
     result: dict = {"seed": seed}
@@ -285,6 +292,7 @@ def run_instance(config: InstanceConfig | None = None, progress: bool = False) -
     """
     if config is not None and not isinstance(config, InstanceConfig):
         raise TypeError(f"config must be an InstanceConfig or None, got {type(config).__name__}")
+    check_bool("progress", progress)
     config = config or InstanceConfig()
     seeds = config.seeds
     if (isinstance(seeds, str) or not isinstance(seeds, (tuple, list)) or not seeds
@@ -383,7 +391,7 @@ def _figures(results: list[dict], out_dir: Path) -> list[Path]:
 @register("instance", cpu_only=True)
 def instance(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = True, device: str = "cpu") -> Report:
     """Per-instance vs global AugNet on two sprite pairs with different rotation invariance (see the module)."""
-    out_dir = Path(out_dir)  # a str too: the files were written into it after every seed had trained
+    out_dir = output_folder(out_dir)  # a str too, '~' the home folder: checked before the seeds train
     config = quick_config() if quick else InstanceConfig()
     if seed:
         config = replace(config, seeds=tuple(seed + s for s in config.seeds))

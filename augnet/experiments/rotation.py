@@ -37,10 +37,19 @@ import torch
 from torch import Tensor, nn
 
 from augnet import probes
-from augnet._checks import is_real
+from augnet._checks import check_bool, is_real
 from augnet.augerino import LIE_GENERATORS, Augerino
 from augnet.experiments._registry import Report, register
-from augnet.experiments.demo import DemoConfig, demo_data, make_trunk, run_demo
+from augnet.experiments.demo import (
+    DemoConfig,
+    check_seed,
+    demo_data,
+    kept_global_state,
+    make_trunk,
+    output_folder,
+    run_demo,
+    with_int_seed,
+)
 from augnet.experiments.runner import check_counts, check_rates, check_threads
 from augnet.regularizers import param_groups
 from augnet.training import accuracy, fit, resolve_device
@@ -140,9 +149,16 @@ class RotationConfig:
     def validate(self) -> None:
         """Raise a ValueError (TypeError) naming the first field that cannot work, before any run trains: the
         Augerino settings, the probe's and the demo's fields were otherwise read after the runs before them."""
+        check_seed("RotationConfig", self.seed, 20_000)  # the probe's inputs: seed + 20_000
+        if isinstance(self.variants, str) or not isinstance(self.variants, (tuple, list)):
+            raise TypeError(f"RotationConfig.variants must be a tuple of names (from {list(VARIANTS)}), got "
+                            f"{type(self.variants).__name__}: {self.variants!r}")  # fmt: skip
         unknown = [v for v in self.variants if v not in VARIANTS]
-        if isinstance(self.variants, str) or unknown:
-            raise ValueError(f"unknown rotation variants {unknown or self.variants!r}; choose from {list(VARIANTS)}")
+        if unknown:
+            raise ValueError(f"unknown rotation variants {unknown!r}; choose from {list(VARIANTS)}")
+        check_bool("RotationConfig.plain", self.plain)
+        if not self.variants and not self.plain:
+            raise ValueError("RotationConfig.variants is empty and plain is False: there would be nothing to train")
         check_rates("RotationConfig", augerino_lr=self.augerino_lr, augerino_init_width=self.augerino_init_width)
         check_rates("RotationConfig", False, augerino_weight_decay=self.augerino_weight_decay,
                     augerino_lam=self.augerino_lam)  # fmt: skip
@@ -235,9 +251,21 @@ def _rotation_history(history: dict, layer) -> list[float]:
     return [record[0][q] * scale for record in history["magnitudes"]]
 
 
+def _check_config(config) -> None:
+    """The TypeError of a ``config`` that is not a :class:`RotationConfig`; what :meth:`RotationConfig.validate`
+    refuses."""
+    if not isinstance(config, RotationConfig):
+        raise TypeError(f"config must be a RotationConfig, got {type(config).__name__}")
+    config.validate()
+
+
 def run_augnet(config: RotationConfig, regularizer: str, progress: bool = False) -> RotationRun:
     """Train the demo's AugNet with ``regularizer`` (``"selective"``, ``"none"`` or ``"augerino"``)."""
-    name = {v: k for k, v in VARIANTS.items() if v is not None}[regularizer]
+    _check_config(config)
+    names = {v: k for k, v in VARIANTS.items() if v is not None}
+    if not isinstance(regularizer, str) or regularizer not in names:
+        raise ValueError(f"regularizer must be one of {list(names)}, got {regularizer!r}")
+    name = names[regularizer]
     result = run_demo(config.demo_config(regularizer), progress=progress)
     history = dict(result.history)
     history["rotation_deg"] = _rotation_history(history, result.model.augment.layers[0])
@@ -254,11 +282,17 @@ def run_augerino(
         lam: the regularisation strength (default ``config.augerino_lam``).
         name: the run's name.
         progress: show a progress bar.
+
+    torch's thread count and global random state come back after the run as they were before it.
     """
-    config.validate()
+    _check_config(config)
+    config = with_int_seed(config)
     lam = config.augerino_lam if lam is None else lam
-    if config.threads is not None:
-        torch.set_num_threads(config.threads)
+    with kept_global_state(config.threads):
+        return _run_augerino(config, lam, name, progress)
+
+
+def _run_augerino(config: RotationConfig, lam: float, name: str, progress: bool) -> RotationRun:
     torch.manual_seed(config.seed)
     demo = config.demo_config()
     device = resolve_device(config.device)
@@ -300,11 +334,16 @@ def run_plain(config: RotationConfig, progress: bool = False) -> RotationRun:
     """Train the trunk alone, without augmentation, with the AugNet trunk's optimiser and schedule.
 
     The model returned outputs log-probabilities (a ``LogSoftmax`` after the
-    CNN), as the averaged models do, so that their probes compare alike.
+    CNN), as the averaged models do, so that their probes compare alike. torch's thread count and global random
+    state come back after the run as they were before it.
     """
-    config.validate()
-    if config.threads is not None:
-        torch.set_num_threads(config.threads)
+    _check_config(config)
+    config = with_int_seed(config)
+    with kept_global_state(config.threads):
+        return _run_plain(config, progress)
+
+
+def _run_plain(config: RotationConfig, progress: bool) -> RotationRun:
     torch.manual_seed(config.seed)
     demo = config.demo_config()
     device = resolve_device(config.device)
@@ -353,14 +392,39 @@ class RotationResult:
     invariance: dict[str, dict]
 
     def invariance_median(self, name: str, magnitude: float = 0.25) -> float:
+        """The median invariance of run ``name`` at a probed ``magnitude`` (one of ``config.probe_magnitudes``).
+
+        Raises:
+            ValueError: a run or a magnitude that was not probed (a ``KeyError``, and ``0.25 is not in list``
+                when the probe magnitudes left 0.25 out).
+        """
+        if name not in self.invariance:
+            raise ValueError(f"no run named {name!r}; the runs: {list(self.invariance)}")
         curve = self.invariance[name]
+        if magnitude not in curve["magnitude"]:
+            raise ValueError(f"magnitude {magnitude!r} was not probed; the probe magnitudes: {curve['magnitude']}")
         return curve["summary"][curve["magnitude"].index(magnitude)]["median"]
 
 
 def run_rotation(config: RotationConfig | None = None, progress: bool = False) -> RotationResult:
-    """Train the variants in ``config.variants`` (and the plain CNN) and probe their rotation invariance."""
-    config = config or RotationConfig()
-    config.validate()
+    """Train the variants in ``config.variants`` (and the plain CNN) and probe their rotation invariance.
+
+    torch's thread count and global random state come back after the run as they were before it (the probes run on
+    ``config.threads`` too).
+
+    Raises:
+        TypeError: ``config`` that is not a :class:`RotationConfig` (or None, the default one).
+        ValueError, TypeError: what :meth:`RotationConfig.validate` refuses, before the first run.
+    """
+    config = RotationConfig() if config is None else config
+    _check_config(config)
+    check_bool("progress", progress)
+    config = with_int_seed(config)
+    with kept_global_state(config.threads):
+        return _run_rotation(config, progress)
+
+
+def _run_rotation(config: RotationConfig, progress: bool) -> RotationResult:
     runs: dict[str, RotationRun] = {}
     for name in config.variants:
         if name == "augerino":
@@ -524,7 +588,7 @@ def rotation(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool =
     these data in most seeds (``augnet reproduce selection``). The verdict
     reports what each run does.
     """
-    out_dir = Path(out_dir)
+    out_dir = output_folder(out_dir)  # a str too, '~' the home folder: checked before the runs train
     config = quick_config(seed) if quick else RotationConfig(seed=seed)
     config.device = device
     result = run_rotation(config, progress=progress)

@@ -36,16 +36,25 @@ import json
 import math
 import os
 import time
+import warnings
 from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from augnet._checks import is_int
-from augnet.experiments._registry import Report, WorkerPool, _jsonable, cut_torn_line, read_runs, register
-from augnet.experiments.demo import PAPER_SELECTION, PRESETS, SIZES, DemoConfig, run_demo
-from augnet.experiments.selection_rules import EARLY_EPOCHS, ORACLE, RULES, selection_report
+from augnet._checks import check_bool, folder_problem, is_int, user_path
+from augnet.experiments._registry import (
+    Report,
+    WorkerPool,
+    _jsonable,
+    _runs_file_problem,
+    cut_torn_line,
+    read_runs,
+    register,
+)
+from augnet.experiments.demo import PAPER_SELECTION, PRESETS, SIZES, DemoConfig, output_folder, run_demo
+from augnet.experiments.selection_rules import EARLY_EPOCHS, ORACLE, RULES, record_problem, selection_report
 
 __all__ = [
     "DEFAULT_SETTING", "README_SETTING", "RULES", "SETTINGS", "TASKS", "SelectionConfig", "readme_model", "run_key",
@@ -133,6 +142,10 @@ HISTORICAL: dict[str, dict] = {
 }
 
 
+#: The fields :meth:`SelectionConfig.task_config` sets for each run from its task and seed, which ``base`` cannot.
+_PER_RUN = frozenset({"seed", "data", "layers", "methods", "seeds"})
+
+
 def task_kind(task: str) -> str:
     """``"image"``, ``"sinusoids"`` or ``"capacity"``."""
     if task in SIZES:
@@ -167,6 +180,13 @@ class SelectionConfig:
         return out
 
     def validate(self) -> None:
+        """Raise a ValueError (a TypeError for a value of the wrong type) naming the first field that cannot work,
+        with every run's config checked (its ``validate``), before the first run trains."""
+        for name in ("tasks", "settings"):  # a string was read letter by letter: each an unknown task
+            value = getattr(self, name)
+            if isinstance(value, str) or not isinstance(value, (tuple, list)):
+                raise TypeError(f"SelectionConfig.{name} must be a tuple of names, got {type(value).__name__}: "
+                                f"{value!r}")  # fmt: skip
         unknown = [t for t in self.tasks if t not in TASKS] + [s for s in self.settings if s not in SETTINGS]
         if unknown:
             raise ValueError(f"unknown tasks or settings {unknown}; see TASKS and SETTINGS")
@@ -174,8 +194,13 @@ class SelectionConfig:
             raise ValueError(f"seeds and workers must be ints >= 1, got {self.seeds!r} and {self.workers!r}")
         if not is_int(self.seed):
             raise ValueError(f"seed must be an int, got {self.seed!r}")
+        check_bool("SelectionConfig.quick", self.quick)  # "no" was a quick run
         if not isinstance(self.base, dict):
             raise TypeError(f"base must be a dict of config overrides, got {self.base!r}")
+        fixed = sorted(set(self.base) & _PER_RUN)
+        if fixed:  # base={"seed": 3} trained every seed of every task on seed 3, recorded as seeds 0 to 4
+            raise ValueError(f"SelectionConfig.base must not set {fixed}: each run's task and seed set them (the "
+                             "seeds: SelectionConfig.seed and seeds)")  # fmt: skip
         for task, setting, seed in self.runs():  # every run's config, checked before the first trains
             run_config = self.task_config(task, setting, seed)
             if hasattr(run_config, "validate"):
@@ -284,17 +309,36 @@ def run_selection(
 ) -> list[dict]:
     """Train every run of ``config`` (in ``config.workers`` processes); one record per run, in order.
 
-    With ``path`` (a ``runs.jsonl`` file), each record is appended there as its run finishes, and the runs
-    already there (same task, setting, seed and settings: :func:`run_key`) are not trained again: an
-    interrupted run goes on where it stopped.
+    With ``path`` (a ``runs.jsonl`` file; a leading ``~`` the home folder), each record is appended there as its
+    run finishes, and the runs already there (same task, setting, seed and settings: :func:`run_key`) are not
+    trained again: an interrupted run goes on where it stopped. A record there that lacks what the report reads
+    (:func:`~augnet.experiments.selection_rules.record_problem`: hand-edited, or of another augnet) is trained
+    again, with a warning.
+
+    Raises:
+        TypeError: ``config`` that is not a :class:`SelectionConfig` (or None), ``progress`` not a bool, ``log``
+            neither callable nor None, ``path`` not a path.
+        ValueError: what :meth:`SelectionConfig.validate` refuses; a ``path`` that is a folder, cannot be
+            appended to, or lies under a file; before the first run.
     """
     from tqdm.auto import tqdm
 
+    if config is not None and not isinstance(config, SelectionConfig):
+        raise TypeError(f"config must be a SelectionConfig or None, got {type(config).__name__}")
+    check_bool("progress", progress)
+    if log is not None and not callable(log):  # called after the first run had trained
+        raise TypeError(f"log must be callable (or None), got {type(log).__name__}: {log!r}")
     config = config or SelectionConfig()
     config.validate()
+    if path is not None:
+        path = user_path(path, "path")
+        problem = folder_problem(path.parent, "path's folder", "folder") or _runs_file_problem(path)
+        if problem is not None:  # the folder was made, or the file read, as an OSError
+            raise ValueError(problem)
     keyed = [(run, run_key(config, *run)) for run in config.runs()]
-    path = None if path is None else Path(path)
     done = read_runs(path) if path is not None else {}
+    for key in [key for _, key in keyed if key in done and record_problem(done[key]) is not None]:
+        warnings.warn(f"{path}: the record of {key} {record_problem(done.pop(key))}: trained again", stacklevel=2)
     todo = [(run, key) for run, key in keyed if key not in done]
     bar = tqdm(total=len(todo), disable=not progress, desc="selection", unit="run")
     if path is not None:
@@ -326,6 +370,7 @@ def run_selection(
 @register("selection")
 def selection(out_dir: Path, quick: bool = False, seed: int = 0, progress: bool = True, device: str = "cpu") -> Report:
     """Selection over every task and setting, against rules written before the runs (see the module docstring)."""
+    out_dir = output_folder(out_dir)  # a str was "unsupported operand type(s) for /"; '~' the home folder
     workers = max(1, min(os.cpu_count() or 1, 2))
     config = SelectionConfig(seed=seed, device=device, workers=workers)
     if quick:

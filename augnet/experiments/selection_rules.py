@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import statistics
 from collections import Counter
 from pathlib import Path
 
 import torch
 
+from augnet._checks import is_real
 from augnet.experiments._registry import Report
 from augnet.probes import summary
 
@@ -42,6 +44,7 @@ __all__ = [
     "check_rules",
     "layer_choice",
     "plot_selection",
+    "record_problem",
     "report_of_rows",
     "selection_report",
     "succeeds",
@@ -56,6 +59,7 @@ RULES = {
 }
 
 HOLD_WEIGHT, HOLD_MAGNITUDE, IDENTITY = 0.5, 0.05, 0.05
+_IMAGE_TASKS = ("sprites", "glyphs")
 #: The report also counts the runs whose first layer holds a weight of at least HOLD_WEIGHT after this many epochs.
 EARLY_EPOCHS = 10
 
@@ -63,8 +67,81 @@ EARLY_EPOCHS = 10
 ORACLE = "oracle (true shifts)"
 
 
+#: What :func:`layer_choice` and the report read of a layer's entry (a record's ``"layers"``: policies as JSON).
+ENTRY_KEYS = ("transform", "weight", "magnitude", "range")
+
+
+def _missing(mapping, keys) -> list[str]:
+    return [k for k in keys if k not in mapping] if isinstance(mapping, dict) else list(keys)
+
+
+def _entries_problem(layers) -> str | None:
+    """Why ``layers`` (a record's or a trunk's ``"layers"``: a list of layers, each a list of entries) cannot be
+    read (``None`` when it can)."""
+    if not isinstance(layers, list):
+        return f"has layers that are not a list: {layers!r:.80}"
+    for i, layer in enumerate(layers):
+        if not isinstance(layer, list) or not layer:
+            return f"has a layer {i} that is not a non-empty list of entries: {layer!r:.80}"
+        for entry in layer:
+            missing = _missing(entry, ENTRY_KEYS)
+            if missing or not all(is_real(entry[k]) for k in ("weight", "magnitude")):
+                lacks = missing or "a numeric weight and magnitude"
+                return f"has an entry of layer {i} without {lacks}: {entry!r:.120}"
+    return None
+
+
+def _early_problem(holder: dict) -> str | None:
+    early = holder.get("early")
+    if early is not None and not (isinstance(early, dict) and isinstance(early.get("weights"), dict)):
+        return f"has an early entry without weights: {early!r:.80}"
+    return None
+
+
+def record_problem(record) -> str | None:
+    """Why ``record`` (a run's, as :func:`~augnet.experiments.selection.run_one` makes it and ``runs.jsonl``
+    keeps it) cannot be read by :func:`summarize` (``None`` when it can): it needs ``task``, ``setting``, a numeric
+    ``accuracy`` and non-empty ``layers`` (every entry with :data:`ENTRY_KEYS`) or, on the capacity task,
+    ``trunks`` (each with ``depth``, ``width``, ``accuracy``, ``scores`` and ``layers``, which may be empty); an
+    ``early`` entry, when there, is ``None`` or holds ``weights``."""
+    if not isinstance(record, dict):
+        return f"is not a dict: {record!r:.80}"
+    capacity = record.get("task") == "capacity"
+    missing = _missing(record, ("task", "setting", "accuracy", "trunks" if capacity else "layers"))
+    if missing:
+        return f"lacks {missing}"
+    if not is_real(record["accuracy"]):
+        return f"has an accuracy that is not a number: {record['accuracy']!r:.80}"
+    if not capacity:
+        return ("has no layers" if record["layers"] == [] else _entries_problem(record["layers"])) or \
+            _early_problem(record)
+    if not isinstance(record["trunks"], list) or not record["trunks"]:
+        return f"has trunks that are not a non-empty list: {record['trunks']!r:.80}"
+    for trunk in record["trunks"]:
+        missing = _missing(trunk, ("depth", "width", "accuracy", "scores", "layers"))
+        if missing:
+            return f"has a trunk without {missing}: {trunk!r:.120}"
+        problem = (_entries_problem(trunk["layers"]) if trunk["layers"] else None) or _early_problem(trunk)
+        if problem is not None:
+            return problem
+    return None
+
+
 def layer_choice(entries: list[dict]) -> str:
-    """The transform a layer holds, ``"identity"``, or ``"none"`` (see the module docstring)."""
+    """The transform a layer holds, ``"identity"``, or ``"none"`` (see the module docstring); ``"none"`` too when
+    a weight is NaN (a run that diverged: which entry came first decided it).
+
+    Raises:
+        ValueError: no entries, or an entry without a ``transform``, ``weight`` or ``magnitude``.
+    """
+    if not isinstance(entries, list) or not entries:
+        raise ValueError(f"a layer must be a non-empty list of entries, got {entries!r:.80}")
+    for entry in entries:
+        missing = _missing(entry, ("transform", "weight", "magnitude"))
+        if missing:
+            raise ValueError(f"a layer's entry lacks {missing}: {entry!r:.120}")
+    if any(math.isnan(e["weight"]) for e in entries):
+        return "none"
     top = max(entries, key=lambda e: e["weight"])
     magnitude = top.get("transform_magnitude", top["magnitude"])
     if top["weight"] >= HOLD_WEIGHT and magnitude >= HOLD_MAGNITUDE:
@@ -79,10 +156,21 @@ def _in(value: float, bounds: tuple[float, float]) -> bool:
 
 
 def succeeds(record: dict) -> bool | None:
-    """Whether an image or sinusoid run meets its task's rule (None for the capacity task)."""
-    task, layers = record["task"], record.get("layers")
+    """Whether an image or sinusoid run meets its task's rule (None for the capacity task, or a run without layers).
+
+    Raises:
+        ValueError: a record without a ``task``, of a task that is none of these (it was judged by the sinusoids'
+            rule), or whose layers cannot be read (:func:`record_problem`).
+    """
+    task = record.get("task") if isinstance(record, dict) else None
+    if task != "capacity" and task not in _IMAGE_TASKS and not (isinstance(task, str) and task.startswith("sinus")):
+        raise ValueError(f"a record's task must be sprites, glyphs, sinusoids-N or capacity, got {task!r}")
+    layers = record.get("layers")
     if task == "capacity" or not layers:
         return None
+    problem = _entries_problem(layers)
+    if problem is not None:
+        raise ValueError(f"the record of {task} {problem}")
     if task in ("sprites", "glyphs"):
         rotate = next((e for e in layers[0] if e["transform"] == "Rotate"), None)
         bounds = RULES["images"]["rotate_range_deg"]
@@ -141,14 +229,25 @@ def _early(layers: list[dict]) -> tuple[int, int, list[str]]:
 
 
 def summarize(records: list[dict]) -> list[dict]:
-    """One row per (task, setting): successes, choices and accuracies (capacity: per-trunk figures)."""
+    """One row per (task, setting): successes, choices and accuracies (capacity: per-trunk figures).
+
+    Raises:
+        ValueError: a record that cannot be read (:func:`record_problem`: a hand-edited one, of another augnet),
+            naming it and what it lacks (it was a KeyError).
+    """
+    for i, r in enumerate(records):
+        problem = record_problem(r)
+        if problem is not None:
+            raise ValueError(f"record {i} ({r.get('task')!r}, {r.get('setting')!r}, seed {r.get('seed')!r}) {problem}"
+                             if isinstance(r, dict) else f"record {i} {problem}")  # fmt: skip
     keys = list(dict.fromkeys((r["task"], r["setting"]) for r in records))
     rows = []
     for task, setting in keys:
         runs = [r for r in records if (r["task"], r["setting"]) == (task, setting)]
         accuracy = [r["accuracy"] for r in runs]
+        lowest = math.nan if any(math.isnan(a) for a in accuracy) else min(accuracy)  # (min's NaN: the order's)
         row = {"task": task, "setting": setting, "runs": len(runs), "accuracy": accuracy,
-               "accuracy_mean": statistics.fmean(accuracy), "accuracy_min": min(accuracy)}  # fmt: skip
+               "accuracy_mean": statistics.fmean(accuracy), "accuracy_min": lowest}  # fmt: skip
         if task == "capacity":
             row["trunks"] = _capacity_summary(runs)
             early = [t.get("early") for r in runs for t in r["trunks"] if t["layers"]]
@@ -164,8 +263,33 @@ def summarize(records: list[dict]) -> list[dict]:
     return rows
 
 
+def _row_problem(row) -> str | None:
+    """Why a summary row cannot be read by :func:`check_rules` (``None`` when it can)."""
+    capacity = isinstance(row, dict) and row.get("task") == "capacity"
+    missing = _missing(row, ("task", "setting", "runs", "accuracy_mean", "trunks" if capacity else "successes"))
+    if missing:
+        return f"lacks {missing}"
+    if capacity and not isinstance(row["trunks"], dict):
+        return "has trunks that are not a dict"
+    for name, trunk in row["trunks"].items() if capacity else ():
+        missing = _missing(trunk, ("width", "invariance_median", "accuracy"))
+        if missing:
+            return f"has a trunk {name} without {missing}"
+    return None
+
+
 def check_rules(rows: list[dict], setting: str, paper: str = "paper", oracle: str | None = None) -> dict:
-    """Each rule's verdict for ``setting``: ``{rule: (passed or None when not run, what was measured)}``."""
+    """Each rule's verdict for ``setting``: ``{rule: (passed or None when not run, what was measured)}``.
+
+    Raises:
+        ValueError: a row (of :func:`summarize`, or a stored table's ``"summary"``) without what the rules read
+            (``task``, ``setting``, ``runs``, ``accuracy_mean``, and ``successes`` or, on the capacity task, ``trunks``
+            each with ``width``, ``invariance_median`` and ``accuracy``), naming it (it was a KeyError).
+    """
+    for i, row in enumerate(rows):
+        problem = _row_problem(row)
+        if problem is not None:
+            raise ValueError(f"row {i} of the summary {problem}: {row!r:.120}")
     mine = {r["task"]: r for r in rows if r["setting"] == setting}
     out: dict[str, tuple[bool | None, str]] = {}
     images = [mine[t] for t in ("sprites", "glyphs") if t in mine]

@@ -10,9 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from augnet._checks import number
 from augnet.data import sinusoids
 from augnet.experiments._registry import Report, register
-from augnet.experiments.runner import ExperimentResult, calibrate_layers, run_experiment
+from augnet.experiments.demo import check_seed, kept_global_state, output_folder, with_int_seed
+from augnet.experiments.runner import (
+    CALIBRATIONS,
+    ExperimentResult,
+    calibrate_layers,
+    check_counts,
+    check_rates,
+    check_threads,
+    run_experiment,
+)
 from augnet.experiments.trunks import Conv1dNet
 from augnet.layers import AugmentationLayer
 from augnet.model import AugNet
@@ -60,6 +70,36 @@ class SinusoidsConfig:
     threads: int | None = None
     device: str = "cpu"
 
+    def validate(self) -> None:
+        """Raise a ValueError (a TypeError for a value of the wrong type) naming the first field that cannot work,
+        before any data are made: the candidates, the layers, the trunk's width and the candidates' ranges were
+        read while the model was built, as Python's errors (``layers=2.0``: "'float' object cannot be interpreted
+        as an integer"; ``transforms="FrequencyShift"``: each letter an unknown candidate) or naming the
+        transforms' arguments (``max_noise=0``: ``max_std``)."""
+        check_seed("SinusoidsConfig", self.seed)
+        if isinstance(self.transforms, str) or not isinstance(self.transforms, (tuple, list)):
+            raise TypeError(f"SinusoidsConfig.transforms must be a tuple of names, got {type(self.transforms).__name__}"
+                            f": {self.transforms!r}")  # fmt: skip
+        if not self.transforms:
+            raise ValueError("SinusoidsConfig.transforms must not be empty: a layer needs at least one candidate")
+        unknown = [name for name in self.transforms if name not in _CANDIDATES]
+        if unknown:
+            raise ValueError(f"unknown sinusoid candidates {unknown}; choose from {sorted(_CANDIDATES)}")
+        # (a 0-d tensor or array: the number it holds, as the transforms, the trunk and Adam read one)
+        read = {name: number(name, getattr(self, name)) for name in ("layers", "width", "max_shift", "max_phase",
+                                                                     "max_noise", "lr")}  # fmt: skip
+        check_counts("SinusoidsConfig", layers=read["layers"], width=read["width"])
+        check_counts("SinusoidsConfig", n_train=self.n_train, n_test=self.n_test)
+        check_threads("SinusoidsConfig", self.threads)
+        check_rates("SinusoidsConfig", **{name: read[name] for name in ("max_shift", "max_phase", "max_noise")})
+        check_rates("SinusoidsConfig", False, lr=read["lr"])
+        if self.calibrate not in CALIBRATIONS:
+            raise ValueError(f"SinusoidsConfig.calibrate must be one of {CALIBRATIONS}, got {self.calibrate!r}")
+
+
+#: The candidates a sinusoid layer can hold (:func:`sinusoid_layer`).
+_CANDIDATES = ("FrequencyShift", "FTSurrogate", "GaussianNoise")
+
 
 def sinusoid_layer(config: SinusoidsConfig, sfreq: float = 100.0) -> AugmentationLayer:
     """One layer of the experiment's candidates (by default the paper's three)."""
@@ -78,18 +118,32 @@ def sinusoid_layer(config: SinusoidsConfig, sfreq: float = 100.0) -> Augmentatio
 
 
 def run_sinusoids(config: SinusoidsConfig | None = None, progress: bool = False) -> ExperimentResult:
-    """Train AugNet on the sinusoid task and record its policy over training."""
+    """Train AugNet on the sinusoid task and record its policy over training.
+
+    torch's thread count and global random state come back after the run as they were before it
+    (:func:`~augnet.experiments.demo.kept_global_state`).
+
+    Raises:
+        TypeError: ``config`` that is not a :class:`SinusoidsConfig` (or None, the default one).
+        ValueError, TypeError: what :meth:`SinusoidsConfig.validate` refuses, before any data are made.
+    """
+    if config is not None and not isinstance(config, SinusoidsConfig):
+        raise TypeError(f"config must be a SinusoidsConfig or None, got {type(config).__name__}")
     config = config or SinusoidsConfig()
+    config.validate()
+    config = with_int_seed(config)
 
     def build(x_train) -> AugNet:
-        layers = [sinusoid_layer(config) for _ in range(config.layers)]
+        layers = [sinusoid_layer(config) for _ in range(int(number("layers", config.layers)))]
         trunk = Conv1dNet(1, 4, config.width)
         model = AugNet(trunk, layers, config.train_copies, config.eval_copies, effect_every=config.effect_every,
                        stratify=config.stratify)  # fmt: skip
         calibrate_layers(model, x_train, config.calibrate)
         return model
 
-    return run_experiment(config, lambda n, seed: sinusoids(n, seed=seed), build, desc="sinusoids", progress=progress)
+    with kept_global_state():
+        return run_experiment(config, lambda n, seed: sinusoids(n, seed=seed), build, desc="sinusoids",
+                              progress=progress)  # fmt: skip
 
 
 @register("sinusoids")
@@ -101,7 +155,7 @@ def stacked_layers(
     Every layer holds the same three candidates. The paper reports that one
     layer keeps a positive magnitude while the others go to the identity.
     """
-    out_dir = Path(out_dir)  # a str too: the figures' paths were made from it after the runs had trained
+    out_dir = output_folder(out_dir)  # a str too, '~' the home folder: checked before the runs train
     counts = (1, 2) if quick else (1, 2, 4)
     numbers: dict = {"runs": []}
     figures, lines = [], []

@@ -7,7 +7,9 @@
 - :func:`resnet18`: 32x32 images (the inference-cost benchmark);
 - :func:`preact_resnet18`: 32x32 images, the pre-activated ResNet-18 of the paper's CIFAR-10 experiment.
 
-Any of them can be the trunk of an :class:`~augnet.AugNet`.
+Any of them can be the trunk of an :class:`~augnet.AugNet`. Their sizes (channels, classes, width, depth, kernel)
+are ints >= 1 (a NumPy int or a 0-d integer tensor too); anything else is a TypeError or a ValueError naming the
+argument, at construction.
 """
 
 from __future__ import annotations
@@ -15,7 +17,22 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from augnet._checks import check_bool, is_int, number
+
 __all__ = ["MLP", "Conv1dNet", "PaperCNN", "SmallCNN", "preact_resnet18", "resnet18"]
+
+
+def _size(owner: str, name: str, value) -> int:
+    """``value`` (a channel count, a width, a depth...) as an int >= 1: a Python or NumPy int, or a 0-d integer
+    tensor or array (:func:`augnet._checks.number`); else the TypeError (a float, a bool, a string, ``None``: torch's
+    own error named no argument, or a float width made a model of fractional channels fail in a layer) or the
+    ValueError (below 1: a negative size was torch's RuntimeError, a 0 one an empty model) naming ``name``."""
+    read = number(name, value)
+    if not is_int(read):
+        raise TypeError(f"{owner}: {name} must be an int >= 1, got {type(value).__name__}: {value!r}")
+    if read < 1:
+        raise ValueError(f"{owner}: {name} must be >= 1, got {value!r}")
+    return int(read)
 
 
 class PaperCNN(nn.Module):
@@ -38,8 +55,8 @@ class PaperCNN(nn.Module):
 
     def __init__(self, in_channels: int = 3, classes: int = 4, width: int = 32) -> None:
         super().__init__()
-        if width < 1:
-            raise ValueError(f"width must be >= 1, got {width}")
+        in_channels, classes = _size("PaperCNN", "in_channels", in_channels), _size("PaperCNN", "classes", classes)
+        width = _size("PaperCNN", "width", width)
 
         def block(i, o, pool):
             layers = [nn.Conv2d(i, o, 3, padding=1, bias=False), nn.BatchNorm2d(o), nn.ReLU()]
@@ -71,6 +88,8 @@ class SmallCNN(nn.Module):
 
     def __init__(self, in_channels: int = 1, classes: int = 4, width: int = 16) -> None:
         super().__init__()
+        in_channels, classes = _size("SmallCNN", "in_channels", in_channels), _size("SmallCNN", "classes", classes)
+        width = _size("SmallCNN", "width", width)
 
         def block(i, o):
             return nn.Sequential(nn.Conv2d(i, o, 3, padding=1, bias=False), nn.BatchNorm2d(o), nn.ReLU())
@@ -100,6 +119,8 @@ class Conv1dNet(nn.Module):
 
     def __init__(self, in_channels: int = 1, classes: int = 4, width: int = 16, kernel: int = 9) -> None:
         super().__init__()
+        in_channels, classes = _size("Conv1dNet", "in_channels", in_channels), _size("Conv1dNet", "classes", classes)
+        width, kernel = _size("Conv1dNet", "width", width), _size("Conv1dNet", "kernel", kernel)
 
         def block(i, o):
             return nn.Sequential(
@@ -129,8 +150,14 @@ class MLP(nn.Module):
 
     def __init__(self, width: int, depth: int, in_features: int = 1000, classes: int = 4) -> None:
         super().__init__()
+        read = number("width", width), number("depth", depth)
+        for name, value, n in zip(("width", "depth"), (width, depth), read, strict=True):
+            if not is_int(n):
+                raise TypeError(f"MLP: {name} must be an int >= 1, got {type(value).__name__}: {value!r}")
+        width, depth = int(read[0]), int(read[1])
         if width < 1 or depth < 1:
             raise ValueError(f"width and depth must be >= 1, got {width} and {depth}")
+        in_features, classes = _size("MLP", "in_features", in_features), _size("MLP", "classes", classes)
         layers: list[nn.Module] = [nn.Flatten()]
         size = in_features
         for _ in range(depth):
@@ -162,6 +189,7 @@ class _BasicBlock(nn.Module):
 
 def resnet18(classes: int = 10, width: int = 64) -> nn.Module:
     """A ResNet-18 for 32x32 images (3x3 stem, four stages of two basic blocks), as trunk of the cost benchmark."""
+    classes, width = _size("resnet18", "classes", classes), _size("resnet18", "width", width)
     layers, cin = [nn.Conv2d(3, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU()], width
     for i, stride in enumerate((1, 2, 2, 2)):
         cout = width * 2**i
@@ -228,6 +256,8 @@ def preact_resnet18(classes: int = 10, width: int = 64, normalize: bool = True) 
         >>> preact_resnet18(classes=10, width=8)(torch.rand(2, 3, 32, 32)).shape
         torch.Size([2, 10])
     """
+    classes, width = _size("preact_resnet18", "classes", classes), _size("preact_resnet18", "width", width)
+    check_bool("normalize", normalize)
     layers: list[nn.Module] = [Normalize(CIFAR_MEAN, CIFAR_STD)] if normalize else []
     layers.append(nn.Conv2d(3, width, 3, 1, 1, bias=False))
     cin = width
