@@ -336,8 +336,8 @@ def run_capacity(config: CapacityConfig | None = None, progress: bool = False) -
 
     A record: ``seed``, ``depth``, ``width``, ``params``, ``method``, ``seconds`` and what :func:`evaluate`
     returns; an AugNet's also ``copies``, ``policy``, ``history`` (``step`` and ``weights``) and ``by_copies``
-    (``{str(C): evaluate(...)}`` for each of ``probe_copies``). torch's thread count and global random state are
-    as they were after the run.
+    (``{str(C): evaluate(...)}`` for each of ``probe_copies``). torch's thread count and global random state come
+    back after the run as they were before it.
 
     Raises:
         TypeError: ``config`` that is not a :class:`CapacityConfig` (or None, the default one).
