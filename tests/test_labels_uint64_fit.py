@@ -58,7 +58,7 @@ def test_uint64_labels_below_two_to_the_63_train_exactly_as_int64_ones():
     histories = []
     for labels in (y, y.long()):
         torch.manual_seed(0)
-        model = nn.Sequential(nn.Flatten(), nn.Linear(4, 3))
+        model = nn.Sequential(nn.Flatten(), nn.Linear(4, 3), nn.LogSoftmax(-1))  # nll_loss's log-probabilities
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         fit(model, x, labels, opt, epochs=2, batch_size=3, progress=False, regularizer="none")
         histories.append(_params(model))
