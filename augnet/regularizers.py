@@ -189,8 +189,8 @@ def selective_regularizer(
     Raises:
         TypeError, ValueError: an unknown ``units``, a ``diverse`` that is not a bool, a ``saturation`` that is
             not ``None`` or a positive finite number, or one the magnitudes' dtype cannot hold as a normal number
-            (below 1.2e-38 in float32, 2.2e-308 in float64, or above float32's 3.4e38: see :func:`saturate`), or
-            a ``module`` holding no augmentation layer.
+            (below 1.2e-38 in float32, 2.2e-308 in float64, or above float32's 3.4e38: see
+            ``augnet.regularizers.saturate``), or a ``module`` holding no augmentation layer.
 
     Examples:
         >>> from augnet.transforms import image as T
