@@ -41,14 +41,17 @@ from torch import Tensor, nn
 from augnet._checks import check_bool, number
 from augnet.data import sinusoids
 from augnet.experiments._registry import Report, register
-from augnet.experiments.demo import check_seed, kept_global_state, output_folder, with_int_seed
 from augnet.experiments.runner import (
     CALIBRATIONS,
     calibrate_layers,
     check_counts,
     check_rates,
+    check_seed,
     check_threads,
+    kept_global_state,
+    output_folder,
     regularizer_of,
+    with_int_seed,
 )
 from augnet.experiments.sinusoids import SinusoidsConfig, sinusoid_layer
 from augnet.experiments.trunks import MLP

@@ -33,8 +33,15 @@ from augnet._checks import check_bool, number
 from augnet.data import sinusoids
 from augnet.experiments._registry import Report, register
 from augnet.experiments.capacity import check_scoring, evaluate
-from augnet.experiments.demo import check_seed, kept_global_state, output_folder, with_int_seed
-from augnet.experiments.runner import check_counts, check_rates, check_threads
+from augnet.experiments.runner import (
+    check_counts,
+    check_rates,
+    check_seed,
+    check_threads,
+    kept_global_state,
+    output_folder,
+    with_int_seed,
+)
 from augnet.experiments.sinusoids import SinusoidsConfig, run_sinusoids
 from augnet.model import AugNet
 from augnet.training import resolve_device

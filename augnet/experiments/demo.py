@@ -19,17 +19,23 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from augnet._checks import folder_problem, is_int, is_real, number, user_path
+from augnet._checks import is_int, is_real, number
 from augnet.data import rotated_glyphs, rotated_sprites
-from augnet.experiments.runner import CALIBRATIONS, ExperimentResult, calibrate_layers, check_rates, run_experiment
+from augnet.experiments.runner import (
+    CALIBRATIONS,
+    ExperimentResult,
+    calibrate_layers,
+    check_rates,
+    check_seed,
+    kept_global_state,
+    run_experiment,
+    with_int_seed,
+)
 from augnet.experiments.trunks import PaperCNN, SmallCNN
 from augnet.layers import AugmentationLayer
 from augnet.model import AugNet
@@ -181,54 +187,6 @@ class DemoConfig:
             raise ValueError(f"calibrate must be one of {CALIBRATIONS}, got {self.calibrate!r}")
 
 
-def check_seed(owner: str, seed, top: int = 10_000) -> int:
-    """``seed`` as a Python int (a NumPy integer too, which torch's generators refuse), if the experiment's
-    generators take it: they are seeded with the seed plus offsets up to ``top``, within torch's seeds
-    ``[-2**63, 2**64)``. Else the TypeError (not an int: a float, a bool, a string, ``None``) or the ValueError
-    naming ``owner.seed``, before any data are made (they were "an integer is required" or "Overflow when
-    unpacking long long" from inside the run)."""
-    if not is_int(seed):
-        raise TypeError(f"{owner}.seed must be an int, got {type(seed).__name__}: {seed!r}")
-    seed, top = int(seed), int(top)  # (NumPy integers overflow past 2**63)
-    if not -(2**63) <= seed <= 2**64 - 1 - top:
-        raise ValueError(f"{owner}.seed must be an int in [-2**63, 2**64 - {top + 1}] (the run seeds generators with "
-                         f"it plus up to {top}), got {seed!r}")  # fmt: skip
-    return seed
-
-
-def with_int_seed(config):
-    """``config`` itself when its ``seed`` is a Python int, else a copy whose seed is (a NumPy integer's)."""
-    return config if type(config.seed) is int else dataclasses.replace(config, seed=int(config.seed))
-
-
-@contextmanager
-def kept_global_state(threads: int | None = None) -> Iterator[None]:
-    """Run with ``threads`` torch threads (None: leave them), then put back torch's thread count and its global
-    random state (the CPU generator's; a CUDA one's too, when CUDA is in use), which a run sets or seeds: after
-    ``run_demo(DemoConfig(threads=1))`` torch stayed on one thread, and every run left ``torch.manual_seed(seed)``
-    behind. A run draws from its own seeds, so its results are the same."""
-    old = torch.get_num_threads()
-    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
-    with torch.random.fork_rng(devices=devices):
-        try:
-            if threads is not None:
-                torch.set_num_threads(threads)
-            yield
-        finally:
-            torch.set_num_threads(old)
-
-
-def output_folder(out_dir) -> Path:
-    """A registered experiment's ``out_dir`` (a str or a path; a leading ``~`` the home folder) as a Path, if files
-    can be written there: else the ValueError saying why (a file, a file above it, a folder that is not writable),
-    before the experiment trains (its files were written after the runs)."""
-    folder = user_path(out_dir, "out_dir")
-    problem = folder_problem(folder, "out_dir", "output folder")
-    if problem is not None:
-        raise ValueError(problem)
-    return folder
-
-
 #: What a demo run produced (the experiments' result type).
 DemoResult = ExperimentResult
 
@@ -288,7 +246,7 @@ def run_demo(config: DemoConfig | None = None, progress: bool = True) -> DemoRes
     """Train AugNet on the rotation task and record its policy over training.
 
     torch's thread count and global random state come back after the run as they were before it
-    (:func:`kept_global_state`).
+    (``augnet.experiments.runner.kept_global_state``).
 
     Raises:
         TypeError: ``config`` that is not a :class:`DemoConfig` (or None, the default one).

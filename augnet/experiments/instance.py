@@ -38,8 +38,7 @@ from augnet._checks import check_bool, is_int
 from augnet._json import dumps as strict_json
 from augnet.data import make_sprite_pair, render_sprites
 from augnet.experiments._registry import Report, register
-from augnet.experiments.demo import kept_global_state, output_folder
-from augnet.experiments.runner import check_counts, check_rates, check_threads
+from augnet.experiments.runner import check_counts, check_rates, check_threads, kept_global_state, output_folder
 from augnet.experiments.trunks import PaperCNN
 from augnet.instance import ConditionedAugmentationLayer
 from augnet.instance_policy import plot_policy_summary, policy_summary

@@ -40,17 +40,16 @@ from augnet import probes
 from augnet._checks import check_bool, is_real
 from augnet.augerino import LIE_GENERATORS, Augerino
 from augnet.experiments._registry import Report, register
-from augnet.experiments.demo import (
-    DemoConfig,
+from augnet.experiments.demo import DemoConfig, demo_data, make_trunk, run_demo
+from augnet.experiments.runner import (
+    check_counts,
+    check_rates,
     check_seed,
-    demo_data,
+    check_threads,
     kept_global_state,
-    make_trunk,
     output_folder,
-    run_demo,
     with_int_seed,
 )
-from augnet.experiments.runner import check_counts, check_rates, check_threads
 from augnet.regularizers import param_groups
 from augnet.training import accuracy, fit, resolve_device
 from augnet.transforms import image as T

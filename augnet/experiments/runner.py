@@ -16,13 +16,15 @@ import dataclasses
 import functools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import MAX_THREADS, is_int, is_real
+from augnet._checks import MAX_THREADS, folder_problem, is_int, is_real, user_path
 from augnet.layers import Policy
 from augnet.model import AugNet
 from augnet.regularizers import SATURATION, WEIGHT_LR, param_groups, selective_regularizer
@@ -195,3 +197,51 @@ def run_experiment(
     seconds = time.perf_counter() - start
     acc = accuracy(model, x_test, y_test, generator=torch.Generator(device).manual_seed(config.seed + 2))
     return ExperimentResult(config, model, model.policy(policy_size), acc, seconds, history)
+
+
+def check_seed(owner: str, seed, top: int = 10_000) -> int:
+    """``seed`` as a Python int (a NumPy integer too, which torch's generators refuse), if the experiment's
+    generators take it: they are seeded with the seed plus offsets up to ``top``, within torch's seeds
+    ``[-2**63, 2**64)``. Else the TypeError (not an int: a float, a bool, a string, ``None``) or the ValueError
+    naming ``owner.seed``, before any data are made (they were "an integer is required" or "Overflow when
+    unpacking long long" from inside the run)."""
+    if not is_int(seed):
+        raise TypeError(f"{owner}.seed must be an int, got {type(seed).__name__}: {seed!r}")
+    seed, top = int(seed), int(top)  # (NumPy integers overflow past 2**63)
+    if not -(2**63) <= seed <= 2**64 - 1 - top:
+        raise ValueError(f"{owner}.seed must be an int in [-2**63, 2**64 - {top + 1}] (the run seeds generators with "
+                         f"it plus up to {top}), got {seed!r}")  # fmt: skip
+    return seed
+
+
+def with_int_seed(config):
+    """``config`` itself when its ``seed`` is a Python int, else a copy whose seed is (a NumPy integer's)."""
+    return config if type(config.seed) is int else dataclasses.replace(config, seed=int(config.seed))
+
+
+@contextmanager
+def kept_global_state(threads: int | None = None) -> Iterator[None]:
+    """Run with ``threads`` torch threads (None: leave them), then put back torch's thread count and its global
+    random state (the CPU generator's; a CUDA one's too, when CUDA is in use), which a run sets or seeds: after
+    ``run_demo(DemoConfig(threads=1))`` torch stayed on one thread, and every run left ``torch.manual_seed(seed)``
+    behind. A run draws from its own seeds, so its results are the same."""
+    old = torch.get_num_threads()
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices):
+        try:
+            if threads is not None:
+                torch.set_num_threads(threads)
+            yield
+        finally:
+            torch.set_num_threads(old)
+
+
+def output_folder(out_dir) -> Path:
+    """A registered experiment's ``out_dir`` (a str or a path; a leading ``~`` the home folder) as a Path, if files
+    can be written there: else the ValueError saying why (a file, a file above it, a folder that is not writable),
+    before the experiment trains (its files were written after the runs)."""
+    folder = user_path(out_dir, "out_dir")
+    problem = folder_problem(folder, "out_dir", "output folder")
+    if problem is not None:
+        raise ValueError(problem)
+    return folder

@@ -53,7 +53,8 @@ from augnet.experiments._registry import (
     read_runs,
     register,
 )
-from augnet.experiments.demo import PAPER_SELECTION, PRESETS, SIZES, DemoConfig, output_folder, run_demo
+from augnet.experiments.demo import PAPER_SELECTION, PRESETS, SIZES, DemoConfig, run_demo
+from augnet.experiments.runner import output_folder
 from augnet.experiments.selection_rules import EARLY_EPOCHS, ORACLE, RULES, record_problem, selection_report
 
 __all__ = [

@@ -13,15 +13,18 @@ from pathlib import Path
 from augnet._checks import number
 from augnet.data import sinusoids
 from augnet.experiments._registry import Report, register
-from augnet.experiments.demo import check_seed, kept_global_state, output_folder, with_int_seed
 from augnet.experiments.runner import (
     CALIBRATIONS,
     ExperimentResult,
     calibrate_layers,
     check_counts,
     check_rates,
+    check_seed,
     check_threads,
+    kept_global_state,
+    output_folder,
     run_experiment,
+    with_int_seed,
 )
 from augnet.experiments.trunks import Conv1dNet
 from augnet.layers import AugmentationLayer
@@ -121,7 +124,7 @@ def run_sinusoids(config: SinusoidsConfig | None = None, progress: bool = False)
     """Train AugNet on the sinusoid task and record its policy over training.
 
     torch's thread count and global random state come back after the run as they were before it
-    (:func:`~augnet.experiments.demo.kept_global_state`).
+    (``augnet.experiments.runner.kept_global_state``).
 
     Raises:
         TypeError: ``config`` that is not a :class:`SinusoidsConfig` (or None, the default one).
