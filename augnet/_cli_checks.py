@@ -184,6 +184,7 @@ def probe_inputs(args: argparse.Namespace):
 #: What ``augnet probe --by-class`` reads from a file (:func:`augnet.probes.inputs.load_labels`).
 LABEL_FILES = (
     "a text file (.txt or .csv) of one integer per line, a NumPy .npy file (numpy.save) of (N,) integer labels, "
+    "a NumPy .npz file (numpy.savez) with them as 'y' or 'labels' or alone, "
     "or a tensor file (torch.save) of (N,) integer labels, alone, as 'y' or 'labels' of a dict, or as the second "
     "item of (x, y)"
 )

@@ -252,7 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     source = probe.add_mutually_exclusive_group(required=True)
     source.add_argument(
-        "--data", metavar="FILE_OR_FOLDER", help="a tensor file (torch.save, or NumPy .npy) or a folder of images"
+        "--data",
+        metavar="FILE_OR_FOLDER",
+        help="a tensor file (torch.save, or NumPy .npy or .npz) or a folder of images",
     )
     source.add_argument("--fake", action="store_true", help="random images (--n of them, --size pixels)")
     probe.add_argument(
@@ -301,7 +303,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="LABELS",
         help="measure each class apart: 'data' (the labels of --data: its 'y' tensor or its subfolders) or a "
-        "file of labels (a tensor file, a NumPy .npy file, or a text file, .txt or .csv, of one integer per line)",
+        "file of labels (a tensor file, a NumPy .npy or .npz file, or a text file, .txt or .csv, of one integer "
+        "per line)",
     )
     probe.add_argument(
         "--transformations",

@@ -171,11 +171,55 @@ def _load_npy(path: Path, what: str):
     return array
 
 
-def _npy_images(path: Path) -> Tensor:
-    """The images of a ``.npy`` file, (N, C, H, W) or (N, H, W) of floats or uint8, as a tensor."""
+def _is_npz(path: Path) -> bool:
+    """Whether ``path`` is a NumPy ``.npz`` archive (``numpy.savez``): a zip of ``.npy`` members only (torch's
+    own zip files hold ``data.pkl``), whatever the file is named."""
+    import zipfile
+
+    try:
+        if not zipfile.is_zipfile(path):
+            return False
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except (OSError, zipfile.BadZipFile):  # read by torch.load, which says why
+        return False
+    return bool(names) and all(n.endswith(".npy") for n in names)
+
+
+def _load_npz(path: Path, what: str) -> dict:
+    """The arrays of a ``.npz`` archive by name, read with ``allow_pickle=False`` and in the machine's byte
+    order; or a one-line ValueError naming ``what`` and the file (an array of Python objects among them)."""
     import numpy as np
 
-    array = _load_npy(path, "--data")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {name: archive[name] for name in archive.files}
+    except Exception as err:  # a member cut short, Python objects (allow_pickle=False): one line
+        raise ValueError(f"{what} {path}: cannot read the NumPy .npz file: {_first_line(err)}") from None
+    return {k: a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("=")) for k, a in arrays.items()}
+
+
+def _npz_entry(path: Path, what: str, keys: tuple[str, str], single: bool):
+    """The array named ``keys[0]`` or ``keys[1]`` of a ``.npz`` archive, or (``single``) its only array; the
+    ValueError naming the archive's arrays otherwise."""
+    arrays = _load_npz(path, what)
+    for key in keys:
+        if key in arrays:
+            return arrays[key]
+    if single and len(arrays) == 1:
+        return next(iter(arrays.values()))
+    names = ", ".join(repr(k) for k in list(arrays)[:10])
+    raise ValueError(f"{what} {path} is a NumPy .npz file without a {keys[0]!r} or {keys[1]!r} array (its arrays: "
+                     f"{names}): np.savez(path, {keys[0]}=...)")  # fmt: skip
+
+
+def _npy_images(path: Path) -> Tensor:
+    """The images of a ``.npy`` file or of a ``.npz`` archive (its ``"x"`` or ``"images"`` array, or its only
+    one), (N, C, H, W) or (N, H, W) of floats or uint8, as a tensor."""
+    import numpy as np
+
+    npz = _is_npz(path)
+    array = _npz_entry(path, "--data", ("x", "images"), single=True) if npz else _load_npy(path, "--data")
     if not (array.dtype == np.uint8 or (array.dtype.kind == "f" and array.dtype.itemsize <= 8)):
         raise ValueError(f"--data {path}: images must be floating point or uint8, got a NumPy array of {array.dtype}")
     shape = array.shape
@@ -241,7 +285,8 @@ def load_images(path: str | Path, size: int | None = None, limit: int | None = N
         path: a file saved with ``torch.save`` (a (N, C, H, W) or (N, H, W) tensor, a dict with an
             ``"x"`` or ``"images"`` tensor, or a tuple ``(x, y)``), read with ``weights_only=True``; a NumPy
             ``.npy`` file (``numpy.save``) of a (N, C, H, W) or (N, H, W) array of floats or uint8, read with
-            ``allow_pickle=False`` (channels-last (N, H, W, C) arrays are refused, naming the transpose);
+            ``allow_pickle=False`` (channels-last (N, H, W, C) arrays are refused, naming the transpose); a
+            NumPy ``.npz`` archive (``numpy.savez``) of such an array, named ``"x"`` or ``"images"`` or alone;
             or a folder, whose image files (also in subfolders, e.g. one per class) are read in
             sorted order with Pillow and converted to RGB.
         size: resize every image to ``size x size`` (a folder's images must share a size otherwise).
@@ -266,7 +311,7 @@ def load_images(path: str | Path, size: int | None = None, limit: int | None = N
         return _as_images(torch.stack(images), f"--data {path}")
     if not path.is_file():
         raise ValueError(f"--data {path} is neither a file nor a folder")
-    data = _npy_images(path) if _is_npy(path) else _load_tensors(path, "--data")
+    data = _npy_images(path) if _is_npy(path) or _is_npz(path) else _load_tensors(path, "--data")
     if isinstance(data, dict):
         if "x" not in data and "images" not in data:
             keys = ", ".join(repr(k) for k in list(data)[:10])
@@ -293,7 +338,9 @@ def load_labels(path: str | Path, data: str | Path | None = None, limit: int | N
             the second item of an ``(x, y)`` tuple, or for a folder, the index of each image's subfolder
             (in sorted order, the order :func:`load_images` reads the images in); or a file: a text
             file (``.txt``, ``.csv``) of one integer per line, a NumPy ``.npy`` file (``numpy.save``, read with
-            ``allow_pickle=False``), or a tensor file holding (N,) or (N, 1) labels of any integer dtype or whole
+            ``allow_pickle=False``), a NumPy ``.npz`` archive (its ``"y"`` or ``"labels"`` array, or its only
+            one; for ``"data"``, the ``"y"`` or ``"labels"`` array of a ``.npz`` ``--data``), or a tensor file
+            holding (N,) or (N, 1) labels of any integer dtype or whole
             floats (a tensor file's alone, or as ``"y"`` / ``"labels"`` of a dict, or the second item of a tuple).
         data: the ``--data`` path, for ``"data"``.
         limit: keep ``limit`` labels spread evenly, as ``--n`` keeps the images (:func:`spread`).
@@ -318,6 +365,9 @@ def load_labels(path: str | Path, data: str | Path | None = None, limit: int | N
                 f"--by-class data: --data {source} is a NumPy .npy file, one array (the images) without labels; "
                 f"give them in a file: --by-class labels.npy"
             )
+        if _is_npz(source):  # its "y" or "labels" array
+            array = _npz_entry(source, "--by-class data: --data", ("y", "labels"), single=False)
+            return _kept(class_labels(array, None, f"--data {source}"), limit)  # as report reads by_class
     else:
         source = Path(path)
         if not source.is_file():
@@ -328,8 +378,9 @@ def load_labels(path: str | Path, data: str | Path | None = None, limit: int | N
             except ValueError as err:
                 raise ValueError(f"--by-class {path}: one integer label per line, got {_first_line(err)}") from err
             return _kept(class_labels(values, None, f"--by-class {path}"), limit)  # as report reads by_class
-        if _is_npy(source):
-            array = _load_npy(source, "--by-class")
+        if _is_npy(source) or _is_npz(source):  # a .npz archive: its "y" or "labels" array, or its only one
+            array = (_load_npy(source, "--by-class") if _is_npy(source)
+                     else _npz_entry(source, "--by-class", ("y", "labels"), single=True))  # fmt: skip
             return _kept(class_labels(array, None, f"--by-class {source}"), limit)  # as report reads by_class
     what = "--data" if str(path) == "data" else "--by-class"
     found = _load_tensors(source, what)

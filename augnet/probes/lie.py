@@ -65,8 +65,10 @@ from augnet.probes.features import (
     LOGITS,
     REDUCTIONS,
     _Filler,
+    _named,
     check_layers,
     check_rows,
+    layer_names,
     reduce_features,
     stream_features,
 )
@@ -83,11 +85,24 @@ DIFFERENCE_STEP = 1e-3
 LIE_BATCH_SIZE = 64
 
 
+def named_transform(transform):
+    """``transform`` itself, or for a name (``"Rotate"``, as :func:`~augnet.probes.report` takes them) the image
+    transform of that class at its defaults; the ValueError naming the continuous ones for another name."""
+    if not isinstance(transform, str):
+        return transform
+    from augnet.transforms import image as T
+
+    if transform not in continuous_names() or transform not in T.__all__:
+        raise ValueError(f"transform {transform!r} names no transform with a continuous family: one of "
+                         f"{continuous_names()}")  # fmt: skip
+    return getattr(T, transform)()
+
+
 def _family_of(transform):
     from augnet.transforms.base import Transform
 
     if not isinstance(transform, Transform):
-        raise TypeError(f"transform must be an augnet image transform, got {type(transform).__name__}")
+        raise TypeError(f"transform must be an augnet image transform or its name, got {type(transform).__name__}")
     fam = family(transform)
     if fam is None:
         raise ValueError(
@@ -104,7 +119,8 @@ def transform_derivative(transform, x: Tensor, size: tuple[int, int] | None = No
     derivative (the mean of the one-sided ones, see the module docstring).
 
     Args:
-        transform: an augnet image transform with a family (Rotate, TranslateX, Brightness, ...).
+        transform: an augnet image transform with a family (Rotate, TranslateX, Brightness, ...), or its
+            class name (the transform at its defaults).
         x: (B, C, H, W) images (or feature maps).
         size: the (H, W) that ``t`` is measured in (a translation's pixels); default ``x``'s.
 
@@ -122,6 +138,7 @@ def transform_derivative(transform, x: Tensor, size: tuple[int, int] | None = No
         >>> [round(v, 9) for v in transform_derivative(T.TranslateX(), ramp)[0, 0, 2].tolist()]  # -1 per px right
         [-0.5, -1.0, -1.0, -1.0, 1.5]
     """
+    transform = named_transform(transform)
     fam = _family_of(transform)
     transform.check_input(x)
     size = tuple(x.shape[-2:]) if size is None else _check_size(size)
@@ -336,9 +353,9 @@ def lie_derivative(
     Args:
         model: any module taking (B, C, H, W) images.
         x: (B, C, H, W) images.
-        transform: an augnet image transform with a continuous family
-            (``augnet.probes.families.family``: Rotate, TranslateX / Y, ShearX / Y, Scale,
-            Brightness, Contrast, Saturation, Hue); its magnitude plays no part (the derivative
+        transform: an augnet image transform with a continuous family, or its class name (``"Rotate"``,
+            the transform at its defaults) (``augnet.probes.families.family``: Rotate, TranslateX / Y,
+            ShearX / Y, Scale, Brightness, Contrast, Saturation, Hue); its magnitude plays no part (the derivative
             is taken at the identity).
         layers: layer names as for :func:`~augnet.probes.features` (default ``"logits"``).
         reduce: ``"none"``, ``"mean"`` (channels averaged over positions), ``"tokens"`` (a
@@ -378,6 +395,7 @@ def lie_derivative(
         >>> lie_derivative(total, x, T.Brightness())["mean"]["logits"]  # a brightness shift adds 3 per unit
         3.0
     """
+    transform = named_transform(transform)
     fam = _family_of(transform)
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
@@ -396,9 +414,11 @@ def lie_derivative(
             f"equivariant=True acts on feature maps with the transform's warp, and {type(transform).__name__} "
             "is a colour map, not a warp: pass equivariant=False (invariance) or 'auto'"
         )
-    if not isinstance(layers, (str, Sequence)):
-        raise TypeError(f"layers must be a layer name or a list of them, got {type(layers).__name__}: {layers!r}")
-    names = [layers] if isinstance(layers, str) else list(layers)
+    names = layer_names(layers, model)  # bytes (read as numbers), a module or a number: the TypeError naming it
+    odd = [n for n in names if not isinstance(n, str)]
+    if odd:
+        raise TypeError(f"layers must be module names (str), got {odd[0]!r:.60} in {names!r:.80}"
+                        f"{_named(model, odd[0])}")  # fmt: skip
     if not names:
         raise ValueError("layers must name at least one layer")
     if len(set(map(str, names))) != len(names):

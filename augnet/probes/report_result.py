@@ -141,8 +141,8 @@ class ProbeReport:
         return None if cls is None else int(cls)
 
     def save(self, path) -> Path:
-        """Write the records to ``path``: ``.json`` (with ``info``) or ``.csv`` (a leading ``~`` is the home folder;
-        missing folders are made).
+        """Write the records to ``path``: ``.json`` (with ``info``) or ``.csv`` (in any case; a leading ``~`` is the
+        home folder; missing folders are made).
 
         With per-unit values, they go beside it, to ``<stem>.units.json``: ``{"info", "units": [{"layer",
         "transform", "magnitude", "measure", "class", "values": [U numbers]}]}``. Both files are strict JSON:
@@ -155,7 +155,7 @@ class ProbeReport:
                 that cannot be written; checked before any file is written. The table is written first.
         """
         path = file_path(path)
-        if path.suffix not in (".json", ".csv"):
+        if path.suffix.lower() not in (".json", ".csv"):  # in any case, as the figures' and the images' suffixes
             raise ValueError(f"save writes .json or .csv, got {path.suffix!r} ({path})")
         beside = path.with_name(f"{path.stem}.units.json")
         for target in (path, beside) if self.units else (path,):  # every check before the first file is written
@@ -165,7 +165,7 @@ class ProbeReport:
         if problem:
             raise ValueError(f"cannot save to {path}: {problem}")
         path.parent.mkdir(parents=True, exist_ok=True)
-        if path.suffix == ".json":
+        if path.suffix.lower() == ".json":
             text = strict_json({"info": self.info, "records": self.records})
             path.write_text(text)
         else:
@@ -205,10 +205,11 @@ class ProbeReport:
                 magnitude).
         """
         path = file_path(path)
-        if path.suffix != ".json":
+        if path.suffix.lower() != ".json":
             raise ValueError(
                 f"load reads the .json file that save writes, got {path.suffix!r} ({path})"
-                + ("; a .csv holds only the records: save the report to .json to load it" if path.suffix == ".csv"
+                + ("; a .csv holds only the records: save the report to .json to load it"
+                   if path.suffix.lower() == ".csv"
                    else "")
             )  # fmt: skip
         if not path.is_file():
