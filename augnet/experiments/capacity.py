@@ -45,6 +45,7 @@ from augnet.experiments.runner import (
     CALIBRATIONS,
     calibrate_layers,
     check_counts,
+    check_distinct,
     check_rates,
     check_seed,
     check_threads,
@@ -300,6 +301,7 @@ def _check(config: CapacityConfig) -> None:
         if not value:
             raise ValueError(f"CapacityConfig.{name} must not be empty (there would be nothing to train), "
                              f"got {value!r}")  # fmt: skip
+        check_distinct("CapacityConfig", name, value)
     unknown = [m for m in config.methods if m not in CAPACITY_METHODS]
     if unknown:
         raise ValueError(f"unknown methods {unknown!r}; choose from {CAPACITY_METHODS}")

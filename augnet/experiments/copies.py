@@ -35,6 +35,7 @@ from augnet.experiments._registry import Report, register
 from augnet.experiments.capacity import check_scoring, evaluate
 from augnet.experiments.runner import (
     check_counts,
+    check_distinct,
     check_rates,
     check_seed,
     check_threads,
@@ -172,6 +173,7 @@ def run_copies(config: CopiesConfig | None = None, progress: bool = False) -> di
     unknown = [v for v in config.variants if v not in COPIES_VARIANTS]
     if unknown:
         raise ValueError(f"unknown variants {unknown!r}; choose from {sorted(COPIES_VARIANTS)}")
+    check_distinct("CopiesConfig", "variants", config.variants)
     # Named here: their errors named SinusoidsConfig (n_train) or the training loop (epochs).
     check_counts("CopiesConfig", n_train=config.n_train)
     check_counts("CopiesConfig", 0, epochs=number("epochs", config.epochs))

@@ -185,6 +185,8 @@ class DemoConfig:
             raise ValueError(f"warmup_epochs must be an int >= 0, got {self.warmup_epochs!r}")
         if self.calibrate not in CALIBRATIONS:
             raise ValueError(f"calibrate must be one of {CALIBRATIONS}, got {self.calibrate!r}")
+        if not isinstance(self.diverse, bool):  # 1 ran as True, 0 failed at the first step
+            raise TypeError(f"DemoConfig.diverse must be a bool, got {type(self.diverse).__name__}: {self.diverse!r}")
 
 
 #: What a demo run produced (the experiments' result type).

@@ -43,6 +43,7 @@ from augnet.experiments._registry import Report, register
 from augnet.experiments.demo import DemoConfig, demo_data, make_trunk, run_demo
 from augnet.experiments.runner import (
     check_counts,
+    check_distinct,
     check_rates,
     check_seed,
     check_threads,
@@ -155,6 +156,7 @@ class RotationConfig:
         unknown = [v for v in self.variants if v not in VARIANTS]
         if unknown:
             raise ValueError(f"unknown rotation variants {unknown!r}; choose from {list(VARIANTS)}")
+        check_distinct("RotationConfig", "variants", self.variants)
         check_bool("RotationConfig.plain", self.plain)
         if not self.variants and not self.plain:
             raise ValueError("RotationConfig.variants is empty and plain is False: there would be nothing to train")

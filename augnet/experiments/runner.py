@@ -57,6 +57,16 @@ def check_rates(owner: str, positive: bool = True, **values) -> None:
             raise ValueError(f"{owner}.{name} must be finite and {'> 0' if positive else '>= 0'}, got {value!r}")
 
 
+def check_distinct(owner: str, name: str, values) -> None:
+    """The ValueError of a config's tuple ``name`` that repeats an item: each item is one run (or one row) of the
+    experiment, and a repeated one trained twice under one record key (the table showed it twice, or once)."""
+    seen: list = []
+    for v in values:
+        if v in seen:
+            raise ValueError(f"{owner}.{name} must be distinct, got {v!r} twice in {tuple(values)!r}")
+        seen.append(v)
+
+
 def check_threads(owner: str, threads) -> None:
     """``threads``: None (torch's setting is left) or an int from 1 (``torch.set_num_threads`` refuses 0 late) to
     :data:`augnet._checks.MAX_THREADS` (a count it takes but cannot start ends the process)."""
@@ -76,6 +86,8 @@ def regularizer_of(config):
     name = config.regularizer
     units, diverse = getattr(config, "units", "effect"), getattr(config, "diverse", True)
     saturation = getattr(config, "saturation", SATURATION)
+    if not isinstance(diverse, bool):  # 1 was read as True (1 == True), 0 refused at the first step
+        raise TypeError(f"{type(config).__name__}.diverse must be a bool, got {type(diverse).__name__}: {diverse!r}")
     if name != "selective" or (units, diverse, saturation) == ("effect", True, SATURATION):
         return name
     return functools.partial(selective_regularizer, units=units, diverse=diverse, saturation=saturation)

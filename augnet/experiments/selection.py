@@ -54,7 +54,7 @@ from augnet.experiments._registry import (
     register,
 )
 from augnet.experiments.demo import PAPER_SELECTION, PRESETS, SIZES, DemoConfig, run_demo
-from augnet.experiments.runner import output_folder
+from augnet.experiments.runner import check_distinct, output_folder
 from augnet.experiments.selection_rules import EARLY_EPOCHS, ORACLE, RULES, record_problem, selection_report
 
 __all__ = [
@@ -191,6 +191,8 @@ class SelectionConfig:
         unknown = [t for t in self.tasks if t not in TASKS] + [s for s in self.settings if s not in SETTINGS]
         if unknown:
             raise ValueError(f"unknown tasks or settings {unknown}; see TASKS and SETTINGS")
+        check_distinct("SelectionConfig", "tasks", self.tasks)
+        check_distinct("SelectionConfig", "settings", self.settings)
         if not (is_int(self.seeds) and is_int(self.workers)) or self.seeds < 1 or self.workers < 1:
             raise ValueError(f"seeds and workers must be ints >= 1, got {self.seeds!r} and {self.workers!r}")
         if not is_int(self.seed):
