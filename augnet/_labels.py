@@ -89,7 +89,20 @@ def _looks_like_names(y) -> bool:
     return isinstance(items, Sequence) and any(isinstance(v, (str, bytes)) for v in items)
 
 
-def _unreadable(y, name: str) -> TypeError:
+def _past_int64(y) -> list[int]:
+    """The Python ints of a list (or (N, 1) column) of labels that int64 cannot hold (torch's ``as_tensor``
+    refused them with a bare overflow, read as labels that are not integers)."""
+    items = [v for row in y for v in (row if isinstance(row, (list, tuple)) else [row])]
+    ints = all(isinstance(v, int) and not isinstance(v, bool) for v in items)
+    return [v for v in items if not -(2**63) <= v < 2**63] if ints else []
+
+
+def _unreadable(y, name: str) -> TypeError | ValueError:
+    if isinstance(y, (list, tuple)) and _past_int64(y):
+        big = _past_int64(y)[0]
+        if big < 0:
+            return ValueError(f"{name} must hold class labels >= 0, got {big}")
+        return ValueError(f"{name} holds labels past int64's range, up to {max(_past_int64(y))}")
     if hasattr(y, "dtype") and hasattr(y, "shape"):
         got = f"an array of {y.dtype}"
     elif isinstance(y, Sequence) and not isinstance(y, (str, bytes)):
@@ -150,6 +163,8 @@ def class_labels(y, n: int | None = None, name: str = "y") -> Tensor:
     if not (len(shape) == 1 or column) or (n is not None and shape[0] != n):
         want = "N" if n is None else n
         hint = " (one-hot rows? pass their argmax(1))" if len(shape) == 2 and not column else ""
+        if len(shape) == 2 and shape[0] == 1 < shape[1] and n in (None, shape[1]):  # labels given as one row
+            hint = f" (one row of labels? pass y.reshape(-1){'' if n else '; one-hot rows? their argmax(1)'})"
         raise ValueError(f"{name} must have shape ({want},) or ({want}, 1), one label per input, got {shape}{hint}")
     if y.device.type == "meta":
         raise ValueError(f"{name} is on meta, which holds no values: class labels need them")

@@ -28,7 +28,8 @@ import hashlib
 import itertools
 import math
 import numbers
-from collections.abc import Iterable
+import warnings
+from collections.abc import Iterable, Mapping
 
 import torch
 from torch import Tensor
@@ -514,8 +515,9 @@ def sinusoids(
             raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
     if isinstance(freqs, (str, bytes)) or not isinstance(freqs, Iterable) or getattr(freqs, "ndim", 1) != 1:
         raise TypeError(f"freqs must be a sequence of frequencies in Hz, got {freqs!r}")
-    if isinstance(freqs, (set, frozenset)):
-        raise TypeError(f"freqs must be an ordered sequence (class k is freqs[k]), got the set {freqs!r}")
+    if isinstance(freqs, (set, frozenset, Mapping)):  # a dict's keys were read: {0: 2.0, 1: 4.0} drew 0 and 1 Hz
+        raise TypeError(f"freqs must be an ordered sequence (class k is freqs[k]), got the {type(freqs).__name__} "
+                        f"{freqs!r}")  # fmt: skip
     freqs = [number("freqs", f) for f in as_values(freqs, "freqs")]  # 0-d tensors among them: their numbers
     if not freqs:
         raise ValueError("freqs must hold at least one frequency (one class each)")
@@ -535,8 +537,6 @@ def sinusoids(
     bands = sorted(abs(f) for f in freqs)
     close = [(a, b) for a, b in itertools.pairwise(bands) if b - a < 2 * jitter]
     if close:  # a task with a Bayes error above 0 may be what is wanted: said, not refused
-        import warnings
-
         warnings.warn(
             f"freqs {close[0][0]:g} and {close[0][1]:g} Hz are closer than 2 x jitter = {2 * jitter:g} Hz: their "
             "classes' frequencies overlap, and a signal there could be either label",

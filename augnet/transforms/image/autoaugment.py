@@ -15,6 +15,7 @@ from torch import Tensor
 
 from augnet._checks import is_int, real
 from augnet.ops.constants import device_constant
+from augnet.ops.precision import compute_dtype
 from augnet.transforms.base import (
     Range,
     check_temperature,
@@ -114,7 +115,10 @@ class Posterize(_ImageTransform):
     and removes ``k`` bits, ``k`` the stochastic rounding of ``r`` (``floor(r) + 1``
     with probability ``r - floor(r)``, so ``E[k] = r``); removing 0 bits is the
     identity, so ``mu = 0`` is. On images that are multiples of 1/255 this is
-    torchvision's posterize of the uint8 image keeping ``8 - k`` bits.
+    torchvision's posterize of the uint8 image keeping ``8 - k`` bits. A float16
+    or bfloat16 image is posterized as its values in float32 (as every transform
+    computes on them): ``k / 255`` rounded to float16 may lie below level ``k``,
+    by up to 0.06 levels, and then loses a step; keep 8-bit images in float32.
 
     Straight-through estimates: the gradient in the magnitude is that of the
     linear interpolation between the images with ``floor(r)`` and
@@ -188,6 +192,10 @@ class Posterize(_ImageTransform):
         return {k: (below(top - k) - below(-k)) / top for k in range(math.ceil(top) + 1)}
 
     def apply_transform(self, x, params):
+        """Posterize each row; a float16 or bfloat16 image is posterized in float32 (as ``forward`` does: in
+        float16, ``255 * x + POSTERIZE_SLACK`` lost the slack) and rounded back to its dtype."""
+        dtype = x.dtype
+        x = x.to(compute_dtype(x))
         r = params["bits"]
         rows = repeat_rows(x, r.shape[0])
         plain = rows.detach()
@@ -196,7 +204,7 @@ class Posterize(_ImageTransform):
         below, above = _posterize(plain, low), _posterize(plain, low + 1.0)
         soft = below + (r - low).to(rows.dtype)[:, None, None, None] * (above - below)
         # The hard value; the gradient of the interpolation in r, and the identity in x.
-        return hard + (rows - plain) + (soft - soft.detach())
+        return (hard + (rows - plain) + (soft - soft.detach())).to(dtype)
 
     def natural_range(self, magnitude, size=None):
         """The range of the continuous bit count ``r``, ``[0, mu * max_bits]`` (the bits removed on average); its
@@ -260,11 +268,14 @@ class Equalize(_ImageTransform):
         return {"gate": relaxed_bernoulli((n,), x, magnitude, self.temperature, generator)}
 
     def apply_transform(self, x, params):
+        """Equalise the gated rows; a float16 or bfloat16 image in float32 (as ``forward`` does: in float16,
+        255.999 is 256 and the top 15 levels were binned one up, in bfloat16 half of them), rounded back."""
+        dtype = x.dtype
         g = params["gate"]
-        rows = repeat_rows(x, g.shape[0])
+        rows = repeat_rows(x.to(compute_dtype(x)), g.shape[0])
         equalized = _equalize(rows) + (rows - rows.detach())  # the equalised value, the identity's gradient
         g = g.to(rows.dtype)[:, None, None, None]
-        return g * equalized + (1.0 - g) * rows
+        return (g * equalized + (1.0 - g) * rows).to(dtype)
 
     def natural_range(self, magnitude, size=None):
         return Range(0.0, float(magnitude), "probability")
