@@ -76,6 +76,13 @@ and draw per sample. torchvision pipelines take one image per call (a tensor,
 ``tv_tensors.Image`` or PIL image, float or uint8): called on a batch tensor,
 torchvision draws one choice and one set of parameters for the whole batch.
 Both draw from torch's global generator (seed with ``torch.manual_seed``).
+torchvision's colour ops (those of ``Brightness``, ``Contrast``, ``Saturation``,
+``Hue``, ``Gray``, ``AutoContrast``, ``Sharpness``) take tensor images of 1 or 3
+channels, kornia's ``Hue`` 3 and ``Saturation`` 1 or 3: a layer holding one raises
+a ``ValueError`` naming it for other channel counts, on every call (not only when
+a sample draws it). An entries-only policy's ``range`` is not what the export
+runs (the entry's ``args`` at its magnitude are): one that disagrees with them is
+refused with a ``ValueError``.
 Both augment whatever their mode, as kornia's and torchvision's own
 augmentations do: ``.eval()`` turns neither off. Apply them to training data
 only (in the training loop, or as the training set's transform).

@@ -11,7 +11,7 @@ from typing import Any
 
 from torch import nn
 
-from augnet._policy_checks import naming_source
+from augnet._policy_checks import _close, _is_end, _range_read, naming_source
 from augnet._stack import caller_stacklevel
 from augnet.policy import Policy, _transform_from_entry, check_policy, refuse_conditioned, transform_classes
 from augnet.policy import check_size as check_spatial_size
@@ -104,8 +104,8 @@ def check_size(size) -> tuple[int, int] | None:
     return read
 
 
-def _entries(policy) -> list[list[dict]]:
-    """The policy's layers of entries, checked.
+def _entries(policy) -> tuple[list[list[dict]], bool]:
+    """The policy's layers of entries, checked, and whether the policy is entries-only (has no layer settings).
 
     A full policy (one with layer settings, as :meth:`augnet.AugmentationModule.policy`
     makes) is checked as :meth:`augnet.AugmentationModule.from_policy` checks it
@@ -145,6 +145,7 @@ def _entries(policy) -> list[list[dict]]:
             )
         sizes = [None if s.get("range_size") is None else tuple(s["range_size"]) for s in policy.settings]
         policy = [layer.policy(size) for layer, size in zip(rebuilt, sizes, strict=True)]
+    entries_only = rebuilt is None
     for i, layer in enumerate(policy):
         for e in layer:
             w, m = e["weight"], e.get("transform_magnitude", e["magnitude"])
@@ -156,7 +157,38 @@ def _entries(policy) -> list[list[dict]]:
         if not math.isfinite(total):
             weights = [e["weight"] for e in layer]
             raise ValueError(f"policy layer {i}: the weights {weights} sum beyond a float's range; scale them down")
-    return policy
+    return policy, entries_only
+
+
+def _check_range(e: dict, t: Transform, m: float, where: str) -> None:
+    """Refuse an entries-only policy's entry whose ``range`` is not the one its transform gives at ``m``.
+
+    The exporters run the transform that the entry's ``args`` build, at its magnitude: a range written beside them
+    (by hand, or edited) that says otherwise was ignored, and the pipeline drew another range than the one written.
+    A range in a unit that depends on the image size (TranslateX in pixels, as ``policy(size)`` writes it) is left
+    unchecked: an entries-only policy does not say at which size it was written (the export's shifts are fractions
+    of each image's size, as augnet's).
+    """
+    if "range" not in e:
+        return
+    r = e["range"]
+    if not (isinstance(r, (list, tuple)) and len(r) == 3 and all(_is_end(v) for v in r[:2]) and isinstance(r[2], str)):
+        raise ValueError(f"{where}: range of {e['transform']} must be [low, high, unit] (numbers, or \"inf\" / "
+                         f"\"-inf\" for an unbounded end; not NaN), got {r!r}")  # fmt: skip
+    low, high, unit = _range_read(r)
+    try:
+        want = t.natural_range(m)
+    except (TypeError, ValueError):  # a transform whose range needs a size: not checkable
+        return
+    if want.unit != unit or (_close(low, want.low) and _close(high, want.high)):
+        return
+    args = e.get("args") or {}
+    raise ValueError(
+        f"{where}: range {[low, high, unit]!r} of {e['transform']} disagrees with the one its args {args!r} give "
+        f"at magnitude {m!r}, {[want.low, want.high, want.unit]!r}: the exporters run the transform that 'args' "
+        "build at the entry's magnitude ('transform_magnitude', else 'magnitude'), not the written range; set "
+        "the args and magnitude that give the range you want, or leave 'range' out"
+    )
 
 
 def build(policy, library: str, builder: Builder) -> list[tuple[list[float], list[Any], list[int]]]:
@@ -164,8 +196,9 @@ def build(policy, library: str, builder: Builder) -> list[tuple[list[float], lis
 
     An entry of weight 0 is never drawn: it gives no op (and no warning, nor an error for a transform with no
     counterpart). A layer with no op left (no entries, or weights all 0) has nothing to apply: it is the identity,
-    one op of probability 1 from no entry (index -1). The errors about a policy read from a file (``Policy.load``)
-    start with the file's path.
+    one op of probability 1 from no entry (index -1). An entries-only policy's entry whose ``range`` disagrees with
+    its ``args`` at its magnitude is refused (:func:`_check_range`). The errors about a
+    policy read from a file (``Policy.load``) start with the file's path.
     """
     with naming_source(policy):
         return _build(policy, library, builder)
@@ -174,7 +207,8 @@ def build(policy, library: str, builder: Builder) -> list[tuple[list[float], lis
 def _build(policy, library: str, builder: Builder) -> list[tuple[list[float], list[Any], list[int]]]:
     classes = transform_classes()
     layers, notes = [], {}
-    for i, layer in enumerate(_entries(policy)):
+    entries, entries_only = _entries(policy)
+    for i, layer in enumerate(entries):
         probs, ops, sources = [], [], []
         for q, e in enumerate(layer):
             name = e["transform"]
@@ -189,6 +223,8 @@ def _build(policy, library: str, builder: Builder) -> list[tuple[list[float], li
                 raise ValueError(f"policy layer {i}: unknown transform {name!r}; augnet has {sorted(classes)}")
             m = float(e.get("transform_magnitude", e["magnitude"]))
             t = _transform_from_entry({**e, "args": e.get("args", {})}, f"policy layer {i}, entry {q}", classes)
+            if entries_only:  # (a full policy's entries are the ones its state gives: their ranges agree)
+                _check_range(e, t, m, f"policy layer {i}, entry {q}")
             if e["weight"] == 0:  # never drawn (its arguments are checked above all the same)
                 continue
             if m == 0.0:  # the identity, whatever the transform

@@ -103,7 +103,9 @@ def to_kornia(policy, size: tuple[int, int] | None = None) -> KorniaPolicy:
 
     Raises:
         ValueError: a transform of weight above 0 has no kornia counterpart at a magnitude above 0,
-            or the policy is malformed.
+            or the policy is malformed; an entries-only policy's entry whose ``range`` is not the one its ``args``
+            give at its magnitude (the pipeline runs the args, not the written range). At a call: images of other
+            than 3 channels for a layer holding ``Hue`` (1 or 3 for ``Saturation``), whichever op a sample draws.
         TypeError, ValueError: an entry's ``args`` its transform's constructor refuses (naming the layer and
             the entry), or ``policy`` is not a policy (a path: read it with :meth:`~augnet.policy.Policy.load` first).
 
@@ -111,8 +113,27 @@ def to_kornia(policy, size: tuple[int, int] | None = None) -> KorniaPolicy:
         UserWarning: once per transform exported approximately, saying how it differs.
     """
     size = check_size(size)
-    layers = [KorniaChoice(ops, probs, sources) for probs, ops, sources in build(policy, "kornia", builder)]
+    names: dict[int, str] = {}  # id(op) -> the transform it comes from
+
+    def named(name: str, t: Transform, m: float) -> _Export:
+        export = builder(name, t, m)
+        names.update((id(op), name) for _, op in export.ops)
+        return export
+
+    layers = []
+    for probs, ops, sources in build(policy, "kornia", named):
+        layer = KorniaChoice(ops, probs, sources)
+        # kornia's hue and saturation ops take images of some channel counts only: the layer checks every batch
+        # (not only the samples that drew them, where kornia's own error came at random, mid-epoch)
+        drawn = {names.get(id(op)) for op in ops}
+        layer.channels = {name: counts for name, counts in _CHANNELS.items() if name in drawn}
+        layers.append(layer)
     return KorniaPolicy(layers, size)
+
+
+#: The exports whose kornia op takes images of these channel counts only (``RandomHue`` RGB, ``ColorJitter``'s
+#: saturation RGB or grey); kornia's other ops take any count.
+_CHANNELS = {"Hue": (3,), "Saturation": (1, 3)}
 
 
 class KorniaChoice(nn.Module):
@@ -140,6 +161,9 @@ class KorniaChoice(nn.Module):
     Attributes:
         last_choice: (B,) the entry each sample of the last batch drew (for inspection and tests; -1 for the
             identity of a layer with nothing to draw).
+        channels: ``{transform name: channel counts}`` that every input's channels (``x.shape[-3]``) must be one
+            of, whichever op a sample draws (set by :func:`to_kornia` for ``Hue``, 3, and ``Saturation``, 1 or 3:
+            kornia's ops take no other); a ValueError names the transform otherwise. Empty by default.
     """
 
     def __init__(self, ops: list[nn.Module], probs: list[float], sources: list[int] | None = None) -> None:
@@ -164,6 +188,7 @@ class KorniaChoice(nn.Module):
         self.register_buffer("probs", (probs_t / probs_t.sum()).float(), persistent=False)
         self.sources = list(range(len(ops))) if sources is None else [int(j) for j in sources]
         self.last_choice: Tensor | None = None
+        self.channels: dict[str, tuple[int, ...]] = {}
 
     def _apply(self, fn, recurse: bool = True):
         # .half(), .to(torch.bfloat16), ... cast floating buffers: the probabilities keep float32 (bfloat16 would
@@ -176,6 +201,15 @@ class KorniaChoice(nn.Module):
         return self
 
     def forward(self, x: Tensor) -> Tensor:
+        got = x.shape[-3] if x.dim() >= 3 else None
+        for name, counts in getattr(self, "channels", {}).items():  # (a module pickled before it had them: none)
+            if got is not None and got not in counts:
+                allowed = " or ".join(str(c) for c in counts)
+                raise ValueError(
+                    f"augnet.export: this kornia layer holds {name}, whose kornia op takes images of {allowed} "
+                    f"channels; got {got} channels (shape {tuple(x.shape)}). Drop {name} from the policy for such "
+                    "images (an entries-only policy without it)"
+                )
         b = x.shape[0]
         drawn = torch.multinomial(self.probs.float(), b, replacement=True) if b else self.probs.new_zeros(0).long()
         drawn = drawn.to(x.device)

@@ -107,6 +107,10 @@ def to_torchvision(policy, size: tuple[int, int] | None = None):
             and audio transforms) at a magnitude above 0, or the policy is malformed.
         TypeError, ValueError: an entry's ``args`` its transform's constructor refuses (naming the layer and
             the entry), or ``policy`` is not a policy (a path: read it with :meth:`~augnet.policy.Policy.load` first).
+        ValueError: an entries-only policy's entry whose ``range`` is not the one its ``args`` give at its
+            magnitude (the pipeline runs the args, not the written range). At a call: a tensor image of other than
+            1 or 3 channels given to a layer that holds a colour op (``Brightness``, ``Contrast``, ``Saturation``,
+            ``Hue``, ``Gray``, ``AutoContrast``, ``Sharpness``: torchvision's take 1 or 3), whichever op it draws.
 
     Warns:
         UserWarning: once per transform exported approximately, saying how it differs.
@@ -117,8 +121,22 @@ def to_torchvision(policy, size: tuple[int, int] | None = None):
 
     size = check_size(size)
     stages = [] if size is None else [_torchvision_ops.CheckSize(size)]
-    for probs, ops, _ in build(policy, "torchvision", builder):
-        stages.append(v2.RandomChoice(ops, p=probs))
+    names: dict[int, str] = {}  # id(op) -> the transform it comes from
+
+    def named(name: str, t: Transform, m: float) -> _Export:
+        export = builder(name, t, m)
+        names.update((id(op), name) for _, op in export.ops)
+        return export
+
+    for i, (probs, ops, _) in enumerate(build(policy, "torchvision", named)):
+        # torchvision's colour ops take images of 1 or 3 channels: a layer holding one checks every image it is
+        # given (not only those that drew it, where torchvision's own error came at random, mid-epoch)
+        colour = [op for op in ops if id(op) in names and isinstance(op, _torchvision_ops.RGB_OR_GREY)]
+        needs = sorted({names[id(op)] for op in colour})
+        if needs:
+            stages.append(_torchvision_ops.ChannelCheckedChoice(ops, probs, i, needs))
+        else:
+            stages.append(v2.RandomChoice(ops, p=probs))
     return v2.Compose(stages)
 
 

@@ -25,7 +25,7 @@ try:  # the bound torchvision's own colour kernels take (solarize compares its t
 except ImportError:  # pragma: no cover - a torchvision that moved it: its table (torchvision 0.29)
     _torchvision_max_value = None
 
-__all__ = ["CheckSize", "RandomSharpnessRange", "RandomSolarizeRange"]
+__all__ = ["RGB_OR_GREY", "ChannelCheckedChoice", "CheckSize", "RandomSharpnessRange", "RandomSolarizeRange"]
 
 
 def _uniform(low: float, high: float) -> float:
@@ -130,3 +130,57 @@ class CheckSize(v2.Transform):
 
     def extra_repr(self) -> str:
         return f"size={self.size}"
+
+
+#: The ops of an export that take tensor images of 1 or 3 channels only (torchvision's colour kernels; with others
+#: they raise a TypeError of their own, or ``RandomGrayscale`` a ValueError about ``num_output_channels``).
+RGB_OR_GREY = (v2.ColorJitter, v2.RandomGrayscale, v2.RandomAutocontrast, RandomSharpnessRange)
+
+
+def _channels_of(inputs: tuple) -> list[tuple[int, tuple[int, ...]]]:
+    """``(channels, shape)`` of each tensor image among ``inputs``, as torchvision's transforms find them: every
+    ``tv_tensors.Image`` and ``Video``, and a plain tensor (the first one) only where no image type is there."""
+    from torch.utils._pytree import tree_flatten
+    from torchvision import tv_tensors
+
+    flat = tree_flatten(inputs)[0]
+    typed = (tv_tensors.Image, tv_tensors.Video)
+    explicit = any(isinstance(v, (*typed, PIL.Image.Image)) for v in flat)
+    found, plain_seen = [], False
+    for v in flat:
+        if isinstance(v, typed):
+            found.append(v)
+        elif isinstance(v, torch.Tensor) and not isinstance(v, tv_tensors.TVTensor) and not explicit and not plain_seen:
+            plain_seen = True
+            found.append(v)
+    return [(1 if v.dim() < 3 else int(v.shape[-3]), tuple(v.shape)) for v in found]
+
+
+class ChannelCheckedChoice(v2.RandomChoice):
+    """``v2.RandomChoice`` of a layer holding colour ops that take images of 1 or 3 channels (:data:`RGB_OR_GREY`):
+    each call first checks the tensor images' channels, whichever op it then draws (draws as ``RandomChoice``).
+
+    Args:
+        transforms, p: as ``v2.RandomChoice``'s.
+        layer: the index of the policy layer (for the message).
+        needs: the names of the augnet transforms of those ops.
+
+    Raises:
+        ValueError: at a call, a tensor image whose channels are neither 1 nor 3 (torchvision's colour op raised
+            its own error when drawn, at random; PIL images are left to PIL).
+    """
+
+    def __init__(self, transforms, p, layer: int, needs) -> None:
+        super().__init__(transforms, p)
+        self.layer, self.needs = int(layer), tuple(needs)
+
+    def forward(self, *inputs: Any) -> Any:
+        for channels, shape in _channels_of(inputs):
+            if channels not in (1, 3):
+                raise ValueError(
+                    f"augnet.export: layer {self.layer} of this torchvision pipeline holds {', '.join(self.needs)}, "
+                    f"exported to torchvision colour ops that take images of 1 or 3 channels; got an image of "
+                    f"{channels} channels (shape {shape}). Drop {', '.join(self.needs)} from the policy for such "
+                    "images (an entries-only policy without them) or give 1- or 3-channel images"
+                )
+        return super().forward(*inputs)

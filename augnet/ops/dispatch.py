@@ -170,10 +170,11 @@ def _resolve(backend: str, device_type: str, dtype: torch.dtype) -> str:
     # Decided once per (backend, device, dtype) and treated as a constant by
     # torch.compile, so the dispatch never breaks a graph.
     x = torch.empty(0, device=device_type, dtype=dtype)  # a probe for supports()
+    origin = ""  # where the name came from, for the errors: the caller's argument, or the environment
     if backend == "auto":
         env = os.environ.get(BACKEND_ENV, "").strip()
         if env and env != "auto":
-            backend = env
+            backend, origin = env, f" (from the environment variable {BACKEND_ENV}={env!r}, for backend='auto')"
     if backend == "auto" and device_type == "meta":
         return "reference"  # shape inference only: the reference's ops all have meta kernels
     if backend == "auto":
@@ -194,10 +195,10 @@ def _resolve(backend: str, device_type: str, dtype: torch.dtype) -> str:
         return "reference"
     if backend not in _BACKENDS:
         known = sorted(set(_BACKENDS) | {"auto"})
-        raise ValueError(f"unknown tap_mix backend {backend!r}; expected one of {known}")
+        raise ValueError(f"unknown tap_mix backend {backend!r}{origin}; expected one of {known}")
     why = _why_not(backend, x)
     if why is not None:
-        raise RuntimeError(f"tap_mix backend {backend!r} is not usable here: {why}")
+        raise RuntimeError(f"tap_mix backend {backend!r}{origin} is not usable here: {why}")
     return backend
 
 
