@@ -16,6 +16,7 @@ from torch import Tensor, nn
 from augnet import _layer_state
 from augnet._calibration import change_curves
 from augnet._checks import is_real, loading_or_kept, number
+from augnet._model_checks import normal_tensor
 from augnet.magnitudes import initial_magnitudes, invert_change, inward_clamp, widened
 from augnet.ops import dispatch
 from augnet.ops.dispatch import tap_mix
@@ -235,7 +236,7 @@ class AugmentationLayer(nn.Module):
         points = number("points", points)  # a 0-d integer tensor or array: the int it holds
         curves = change_curves(self.transforms, x, points, generator, features)  # checked; nothing changed yet
         before = self.magnitudes.detach().clone()
-        self.calibration = curves.to(self.raw_magnitudes.device)
+        self.calibration = normal_tensor(curves.to(self.raw_magnitudes.device))  # inference mode: a copy
         caps = self.magnitude_caps
         self.raw_magnitudes.copy_((before / caps).clamp(0.0, 1.0))
         return self.calibration
@@ -272,7 +273,8 @@ class AugmentationLayer(nn.Module):
                     # In the layer's dtype, as torch loads every other tensor (its floating buffers': a float64
                     # state into a float32 layer gives float32), whether or not the layer was calibrated before.
                     dtype = (self.effect if self.calibration is None else self.calibration).dtype
-                    self.calibration = torch.empty(given.shape, dtype=dtype, device=self.raw_magnitudes.device)
+                    empty = torch.empty(given.shape, dtype=dtype, device=self.raw_magnitudes.device)
+                    self.calibration = normal_tensor(empty)  # made in inference mode: a normal one
             elif key not in state_dict and ours:
                 self.calibration = None
             args = (local_metadata, strict, missing_keys, unexpected_keys, error_msgs)

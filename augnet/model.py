@@ -13,6 +13,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from augnet._checks import is_int, number
+from augnet._model_checks import check_class_dimension
 from augnet.effects import measure_effects
 from augnet.layers import AugmentationLayer, AugmentationModule, Policy
 from augnet.transforms.base import Transform, check_copies, stratified_copies
@@ -42,7 +43,8 @@ def aggregate(out: Tensor, copies: int, how: str = "log_softmax") -> Tensor:
 
     Raises:
         ValueError: an unknown ``how``, a first dimension that is not a multiple of ``copies``, or
-            (softmax kinds) an ``out`` without a class dimension.
+            (softmax kinds) an ``out`` without a class dimension or with one of size 1 (one logit per row,
+            whose log-softmax is 0 whatever its value: use ``"mean"``).
         TypeError: ``out`` not a floating-point tensor, or ``copies`` not an int.
     """
     if how not in AGGREGATES:  # named as this function's argument (an AugNet's is its aggregate=, checked there)
@@ -60,11 +62,7 @@ def aggregate(out: Tensor, copies: int, how: str = "log_softmax") -> Tensor:
         )
     if not out.is_floating_point():
         raise TypeError(f"the trunk must return floating-point outputs to aggregate, got {out.dtype}")
-    if how != "mean" and out.dim() < 2:
-        raise ValueError(
-            f"aggregate={how!r} needs a class dimension, but the trunk returned shape {tuple(out.shape)}; "
-            "use aggregate='mean' for regression outputs"
-        )
+    check_class_dimension(out, how)  # the softmax kinds: a class dimension of at least 2 classes
     per_copy = rearrange(out, "(c b) ... -> c b ...", c=copies)
     if how == "mean":
         return per_copy.mean(0)
@@ -202,7 +200,7 @@ class AugNet(nn.Module):
             raise ValueError(f"effect_every must be an int >= 0, got {effect_every!r}")
         effect_every = int(effect_every)
         if not isinstance(stratify, bool):
-            raise TypeError(f"stratify must be a bool, got {type(stratify).__name__}")
+            raise TypeError(f"stratify must be a bool, got {type(stratify).__name__}: {stratify!r}")  # np.True_
         self.trunk = trunk
         self.augment = augment
         self.train_copies = train_copies
@@ -224,11 +222,12 @@ class AugNet(nn.Module):
             The trunk's outputs aggregated over the copies, :math:`(B, ...)` (see :func:`aggregate`).
 
         Raises:
-            TypeError, ValueError: an ``x`` the augmentation cannot take, bad ``copies``, or a trunk
-                that does not return one row per augmented row. Then augnet's own state is left as it was (the
-                pass count, the sizes the layers saw, measured effects, a per-instance layer's latest policy and
-                its conditioner's statistics); the trunk has run, so its own buffers (batch norm's running
-                statistics) have moved, as in any call of it.
+            TypeError, ValueError: an ``x`` the augmentation cannot take, bad ``copies``, a trunk
+                that does not return one row per augmented row, or outputs the aggregate cannot take (see
+                :func:`aggregate`: one logit per row for the softmax kinds). Then augnet's own state is left as
+                it was (the pass count, the sizes the layers saw, measured effects, a per-instance layer's latest
+                policy and its conditioner's statistics); the trunk has run, so its own buffers (batch norm's
+                running statistics) have moved, as in any call of it.
         """
         if not isinstance(x, Tensor):
             raise TypeError(f"AugNet expects a tensor input, got {type(x).__name__}")

@@ -1,0 +1,41 @@
+"""Private helpers of the model and the augmentation layers: their state's tensors and the aggregate's checks."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def normal_tensor(t: Tensor) -> Tensor:
+    """``t``, or a normal copy of it where it is an inference tensor (made under ``torch.inference_mode``).
+
+    A buffer a module keeps must be a normal tensor: PyTorch refuses any later in-place update of an inference
+    tensor outside inference mode, and ``load_state_dict`` copies into the buffers in place ("Inplace update to
+    inference tensor outside InferenceMode is not allowed"). The values are the same.
+    """
+    if not t.is_inference():
+        return t
+    with torch.inference_mode(False):
+        return t.clone()
+
+
+def check_class_dimension(out: Tensor, how: str) -> None:
+    """The ValueError of an output whose class dimension the softmax aggregates cannot use (one class or none).
+
+    A log-softmax over a single class is 0 whatever the logit: a trunk with one output per row (a binary
+    classifier's logit) aggregated that way would predict 0 for every input and send no gradient back.
+    """
+    if how == "mean":
+        return
+    if out.dim() < 2:
+        raise ValueError(
+            f"aggregate={how!r} needs a class dimension, but the trunk returned shape {tuple(out.shape)}; "
+            "use aggregate='mean' for regression outputs"
+        )
+    if out.shape[1] == 1:
+        raise ValueError(
+            f"aggregate={how!r} needs at least 2 classes, but the trunk returned shape {tuple(out.shape)}, one "
+            "output per row: a log-softmax over one class is 0 whatever the trunk gives (no prediction and no "
+            "gradient); for a single logit (binary classification, BCEWithLogitsLoss) or a regression use "
+            "aggregate='mean'"
+        )
