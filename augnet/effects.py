@@ -63,7 +63,14 @@ def effect_of_layer(
         The change of the outputs relative to their spread, per unit of
         magnitude, for each transform; all NaN when the outputs do not vary
         over the batch (nothing to compare against) or are not finite.
+
+    Raises:
+        TypeError, ValueError: a ``trunk`` that is not callable, a ``base`` that is not a tensor shaped as the
+            trunk's outputs.
     """
+    _check_trunk(trunk)
+    if not isinstance(base, Tensor):
+        raise TypeError(f"effect_of_layer: base must be trunk(x), a tensor, got {type(base).__name__}")
     base = base.float()
     spread = (base - base.mean(0, keepdim=True)).pow(2).mean()
     at = layer.magnitudes.detach().clamp_min(MIN_MAGNITUDE)  # the layer's magnitudes, which the regulariser weighs
@@ -71,6 +78,9 @@ def effect_of_layer(
     changes = []
     for q, t in enumerate(layer.transforms):
         moved = trunk(t(x, run[q], generator=generator)).float()
+        if moved.shape != base.shape:  # a base of other rows was broadcast (or failed inside torch)
+            raise ValueError(f"effect_of_layer: base must be trunk(x), shaped as the trunk's outputs "
+                             f"{tuple(moved.shape)}, got shape {tuple(base.shape)}")  # fmt: skip
         changes.append((moved - base).pow(2).mean())
     change = torch.stack(changes)
     effect = (change / spread).sqrt() / at.to(change)
@@ -124,6 +134,12 @@ def _momentum(momentum) -> float:
     return float(momentum)
 
 
+def _check_trunk(trunk) -> None:
+    """The TypeError of a ``trunk`` that cannot be called (``None`` raised "'NoneType' object is not callable")."""
+    if not callable(trunk):
+        raise TypeError(f"trunk must be a model (a callable: inputs -> outputs), got {type(trunk).__name__}")
+
+
 def _layers(layers) -> list:
     """``layers`` as a list of augmentation layers, or the TypeError naming it (one layer not in a list raised
     "not iterable" after the trunk ran, a module that is no layer an AttributeError)."""
@@ -168,7 +184,9 @@ def measure_effects(
 
     Raises:
         TypeError, ValueError: ``rows`` not ``None`` or an int >= 0, ``momentum`` not a number in [0, 1], ``x`` not a
-            tensor, ``layers`` not a list of augmentation layers; before anything changes.
+            tensor or not an input the layers' transforms take (type, floating-point dtype, rank, sizes: checked as a
+            layer checks its input), ``layers`` not a list of augmentation layers, ``trunk`` not callable; before
+            anything changes.
     """
     rows = number("rows", rows)  # a 0-d integer tensor or array: the int it holds (a float or bool one is refused)
     if rows is not None and not is_int(rows):
@@ -179,6 +197,10 @@ def measure_effects(
     if not isinstance(x, Tensor):
         raise TypeError(f"measure_effects: x must be a tensor of inputs, got {type(x).__name__}")
     layers = _layers(layers)
+    _check_trunk(trunk)
+    for layer in layers:  # the transforms' checks (the trunk's own errors on such inputs came from inside torch)
+        for t in getattr(layer, "transforms", ()):
+            t.check_input(x)
     # A copy: the trunk runs on these clean rows (in training it sees only augmented ones), and one that works in
     # place on its input would write the caller's batch.
     x = x[: None if rows is None else int(rows)].detach().clone()

@@ -31,6 +31,7 @@ from torch import Tensor, nn
 
 from augnet._calibration import evaluating
 from augnet._checks import NotANumberError, is_int, is_real, number
+from augnet._instance_checks import check_features, check_images, check_module
 from augnet._stack import caller_stacklevel
 from augnet.layers import AugmentationLayer
 from augnet.magnitudes import inward_clamp, widened
@@ -93,7 +94,8 @@ class RunningStandardize(nn.Module):
             integer one for ``features``: the value it holds is kept.)
 
     Raises:
-        TypeError, ValueError: an argument of the wrong type or out of range, naming it.
+        TypeError, ValueError: an argument of the wrong type or out of range, naming it; in a call, features that
+            are not a floating-point :math:`(B, F)` tensor (a :math:`(F,)` vector was read as a batch of scalars).
 
     Shape:
         - input: :math:`(B, F)`
@@ -121,6 +123,7 @@ class RunningStandardize(nn.Module):
         self.register_buffer("steps", torch.zeros((), dtype=torch.long))
 
     def forward(self, h: Tensor) -> Tensor:
+        check_features(h, self.running_mean.numel())
         if not (self.training and torch.is_grad_enabled() and h.shape[0] > 1):
             return (h - self.running_mean.to(h.dtype)) * torch.rsqrt(self.running_var.to(h.dtype) + self.eps)
         mean, var = h.mean(0), h.var(0, unbiased=False)
@@ -185,6 +188,8 @@ class TinyConditioner(nn.Module):
         TypeError: a count, ``ndim`` or ``kernel_size`` of the wrong type (a str, a bool, a float count), naming it
             (a ValueError too, as before).
         ValueError: one out of range, naming it.
+        TypeError, ValueError (a call): an input that is not a floating-point batch of rank ``ndim`` with
+            ``channels`` channels (an unbatched image was read as a batch, one row per hidden channel).
 
     Shape:
         - input: :math:`(B, Ch, H, W)` or :math:`(B, Ch, T)`
@@ -237,6 +242,7 @@ class TinyConditioner(nn.Module):
     _warned_blind = False
 
     def forward(self, x: Tensor) -> Tensor:
+        check_images(x, self.channels, self.ndim)
         h = self.features(x).flatten(2).mean(2)
         if self.training and torch.is_grad_enabled() and len(h) > 1 and not self._warned_blind and host_readable(h):
             self._check_spread(x, h)
@@ -372,7 +378,7 @@ class ConditionedAugmentationLayer(AugmentationLayer):
         """Raise the ValueError or TypeError of an input the layer cannot take, before anything changes.
 
         Every transform's check (type, floating-point dtype, rank, sizes), the
-        channels of the default conditioner, and, on the CPU, that every pixel
+        rank and channels a :class:`TinyConditioner` reads, and, on the CPU, that every pixel
         is finite: the conditioner reads each sample, and in a training step
         its batch statistics mix them all, so one NaN image would give every
         sample a NaN policy (no value is read on an accelerator; there the
@@ -380,6 +386,12 @@ class ConditionedAugmentationLayer(AugmentationLayer):
         """
         super().check_input(x)
         channels = getattr(self.conditioner, "channels", None)
+        if isinstance(self.conditioner, TinyConditioner) and x.dim() != self.conditioner.ndim:
+            kind = "(B, Ch, H, W) images" if self.conditioner.ndim == 4 else "(B, Ch, T) signals"
+            raise ValueError(
+                f"ConditionedAugmentationLayer: its conditioner reads {self.conditioner.ndim}-D inputs, {kind}, got "
+                f"an input of shape {tuple(x.shape)} (build the TinyConditioner with ndim={x.dim()})"
+            )
         if isinstance(self.conditioner, TinyConditioner) and x.shape[1] != channels:
             raise ValueError(
                 f"ConditionedAugmentationLayer: its conditioner reads {channels} channels, got an input with "
@@ -540,7 +552,12 @@ class ConditionedAugmentationLayer(AugmentationLayer):
 
 
 def conditioned_layers(module: nn.Module) -> list[ConditionedAugmentationLayer]:
-    """The conditioned layers inside ``module`` (possibly none)."""
+    """The conditioned layers inside ``module`` (possibly none).
+
+    Raises:
+        TypeError: ``module`` is not an ``nn.Module``.
+    """
+    check_module(module, "conditioned_layers")
     return [m for m in module.modules() if isinstance(m, ConditionedAugmentationLayer)]
 
 
@@ -553,7 +570,9 @@ def conditioner_entropy(module: nn.Module) -> Tensor:
 
     Raises:
         ValueError: no conditioned layer in ``module``, or one that has not run yet.
+        TypeError: ``module`` is not an ``nn.Module``.
     """
+    check_module(module, "conditioner_entropy")
     layers = conditioned_layers(module)
     if not layers:
         raise ValueError(f"no ConditionedAugmentationLayer found in {type(module).__name__}")

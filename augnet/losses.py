@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from augnet._checks import array_number, check_bool
+from augnet._instance_checks import check_class_indices
 from augnet._labels import host_int64_labels
 from augnet.probes.maps import KINDS, AffineMap, ResidualReLUMap, _check_tensor
 
@@ -137,8 +138,22 @@ class EquivarianceLoss(nn.Module):
         )
 
     def map(self, j: int, z_t: Tensor) -> Tensor:
-        """``M_j(z_t)``, differentiable."""
-        out = self.maps[j](z_t)
+        """``M_j(z_t)``, differentiable.
+
+        Raises:
+            TypeError, ValueError: ``j`` not the index (an int, not a bool) of one of the maps (torch's
+                IndexError); negative ones count from the end, as in a list.
+        """
+        try:
+            index = None if isinstance(j, bool) or (isinstance(j, Tensor) and j.dtype == torch.bool) \
+                else operator.index(j)  # fmt: skip
+        except TypeError:
+            index = None
+        if index is None:
+            raise TypeError(f"map: j must be the index of a map (an int), got {j!r}")
+        if not -len(self.maps) <= index < len(self.maps):
+            raise ValueError(f"map: j must index the {len(self.maps)} maps (0 to {len(self.maps) - 1}), got {j!r}")
+        out = self.maps[index](z_t)
         return F.relu(out) if self.output_relu else out
 
     def forward(
@@ -163,12 +178,15 @@ class EquivarianceLoss(nn.Module):
                 ``invariance`` before weighting, means over samples and transformations).
 
         ``y`` may hold the class indices in any integer dtype (int8 to int64, uint8 to uint64: NumPy's labels), read
-        as int64 as :func:`augnet.training.fit` reads them.
+        as int64 as :func:`augnet.training.fit` reads them; -100 is cross-entropy's ``ignore_index`` (the sample
+        counts in the equivariance and invariance terms only).
 
         Raises:
             ValueError, TypeError: features that are not tensors of the shapes above, no transformed
                 batch, ``maps`` that are not one index (an int, not a bool) of a map per transformed
-                batch, ``y`` not a (B,) tensor of integers (or uint64 labels past int64's range, on the CPU),
+                batch, ``y`` not a (B,) tensor of integers (on the CPU, too: uint64 labels past int64's range, a
+                label below 0 other than -100 or past the head's classes, where torch raised an IndexError),
+                ``z_t`` one (B, D) tensor rather than (J, B, D),
                 ``logits`` not a tensor of B rows (or, where ``head`` runs, not shaped as its outputs: other classes),
                 ``return_terms`` not a bool, ``head`` not callable; a ``z_t`` entry of another dtype than its
                 map's parameters (float64 features for float32 maps: a TypeError naming both dtypes, where the
@@ -177,6 +195,10 @@ class EquivarianceLoss(nn.Module):
         _check_tensor("z", z)
         if z.dim() != 2 or z.shape[1] != self.dim:
             raise ValueError(f"z must have shape (B, {self.dim}), got {tuple(z.shape)}")
+        if isinstance(z_t, Tensor) and z_t.dim() == z.dim():  # one transformed batch, unbound into B rows
+            raise ValueError(f"z_t must stack the transformed features as (J, B, {self.dim}), or be a sequence of "
+                             f"(B, {self.dim}) tensors, got one tensor of shape {tuple(z_t.shape)}: for one "
+                             "transformation pass z_t[None] or [z_t]")  # fmt: skip
         zs = list(z_t.unbind(0)) if isinstance(z_t, Tensor) else list(z_t)
         if not zs:
             raise ValueError("z_t must hold the features of at least one transformation")
@@ -207,7 +229,10 @@ class EquivarianceLoss(nn.Module):
             raise ValueError(f"logits must be head(z), {len(z)} rows (one per sample), got shape {tuple(logits.shape)}")
         if self.transformed_weight != 0.0 or return_terms:  # the maps run: each on its features' dtype
             self._check_map_dtypes(idx, zs)
-        clean = F.cross_entropy(head(z) if logits is None else logits, y)
+        clean_logits = head(z) if logits is None else logits
+        if isinstance(clean_logits, Tensor):  # labels past the head's classes: torch's IndexError
+            check_class_indices(y, clean_logits)
+        clean = F.cross_entropy(clean_logits, y)
         if self.transformed_weight == 0.0 and not return_terms:
             return clean
         ce, eq, inv = [], [], []
