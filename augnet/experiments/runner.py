@@ -167,6 +167,9 @@ def run_experiment(
     ``config.seed + 1``, the test-time copies from one seeded with
     ``config.seed + 2``.
 
+    torch's thread count and global random state come back after the run as they were before it (it set
+    ``config.threads`` and seeded torch with ``config.seed``, and left both behind).
+
     Raises:
         ValueError: ``threads``, ``n_train`` or ``n_test`` that is not an int >= 1, before any work (no test
             image: measured after the whole run had trained).
@@ -174,8 +177,11 @@ def run_experiment(
     owner = type(config).__name__
     check_threads(owner, config.threads)
     check_counts(owner, n_train=config.n_train, n_test=config.n_test)
-    if config.threads is not None:
-        torch.set_num_threads(config.threads)
+    with kept_global_state(config.threads):  # torch's threads and global RNG come back as they were
+        return _run_experiment(config, data, build, desc, progress, policy_size, callbacks)
+
+
+def _run_experiment(config, data, build, desc, progress, policy_size, callbacks) -> ExperimentResult:
     device = resolve_device(getattr(config, "device", "cpu"))
     torch.manual_seed(config.seed)
     x_train, y_train = data(config.n_train, config.seed)
