@@ -219,6 +219,9 @@ def _methods(methods, image: bool, x: Tensor) -> list[str]:
         raise ValueError(f"methods must be a list of names from {COMPARE_METHODS}, got the string {methods!r}")
     if not isinstance(methods, Iterable):
         raise TypeError(f"methods must be a list of names from {COMPARE_METHODS}, got {methods!r}")
+    if isinstance(methods, (set, frozenset)):  # (its order changed with Python's string hashing, run to run)
+        methods = sorted(methods, key=lambda m: (COMPARE_METHODS.index(m) if m in COMPARE_METHODS else len(
+            COMPARE_METHODS), str(m)))  # fmt: skip
     methods = list(methods)
     unknown = [m for m in methods if m not in COMPARE_METHODS]
     if not methods or unknown or len(set(methods)) != len(methods):
@@ -366,7 +369,8 @@ def compare(
             ``augmix`` (per sample, in a DataLoader), ``augerino``, ``augnet`` (the README's first model: one
             :class:`~augnet.AugmentationLayer` of ``transforms()`` in :class:`~augnet.AugNet`, Adam over
             :func:`~augnet.param_groups`, lambda 0.5), ``instance`` (the same, per-instance). Signals take
-            ``none``, ``augnet`` and ``instance``.
+            ``none``, ``augnet`` and ``instance``. Run and tabled in the order given (a set: in
+            ``COMPARE_METHODS``' order).
         transforms: makes AugNet's candidate transforms (default: the five geometric image transforms,
             ``augnet.transforms.image.GEOMETRIC``); required for signals.
         epochs, batch_size: the same for every method (defaults 10 and 32).
