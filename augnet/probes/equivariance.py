@@ -48,6 +48,7 @@ from augnet.probes._common import (
     seeded,
     summary,
 )
+from augnet.probes._shared_draws import data_params
 from augnet.probes.features import LOGITS, _features, check_layer, check_rows
 from augnet.probes.map_evaluation import _given_rows
 from augnet.probes.maps import (
@@ -293,7 +294,8 @@ def equivariance_curve(
             scaled by each magnitude).
         shared: for an augnet transform, draw its parameters once and apply the same
             transformation to every input, as the paper does ("the same exact transform to every
-            image"); ``False`` draws them per input (then ``M`` must undo a range of transformations).
+            image"; what each input computes from itself, a contrast's mean, stays its own); ``False``
+            draws them per input (then ``M`` must undo a range of transformations).
         error, per_dimension: as in :func:`mapping_error`.
         draws: for an AugNet, ``"shared"`` or ``"independent"`` augmentation draws in the
             clean and transformed passes (see :func:`augnet.probes.invariance_curve`).
@@ -437,7 +439,9 @@ def equivariance_curve(
 def _apply_augnet(transform, x: Tensor, magnitude: float, shared: bool, seed: int) -> Transformed:
     """``transform`` at ``magnitude``: one draw for every row (``shared``) or a draw per row, seeded.
 
-    Returned as a :class:`~augnet.probes._common.Transformed`, applied batch by batch.
+    A shared draw keeps per row what each input computes from itself (a contrast's mean: each image
+    is contrasted about its own, not the first image's; see ``data_params``). Returned as a
+    :class:`~augnet.probes._common.Transformed`, applied batch by batch.
     """
     generator = seeded(seed + 1, x.device)
     if not shared:
@@ -445,6 +449,7 @@ def _apply_augnet(transform, x: Tensor, magnitude: float, shared: bool, seed: in
     mag = transform.check_magnitude(magnitude, x)
     params = transform.sample(x[:1], mag, generator=generator)
     params = {k: v.expand(len(x), *v.shape[1:]).contiguous() if isinstance(v, Tensor) else v for k, v in params.items()}
+    params.update(data_params(transform, x, mag))  # (every image got the first image's mean or range)
     return Transformed(transform, x, magnitude, params=params)
 
 
