@@ -99,8 +99,15 @@ def _source_tag(cxx_flags: list[str]) -> str:
     one build cache would rebuild over each other at every switch, even with
     identical sources, and a process could load the other one's build. Other
     files in csrc/ (an editor's swap file while a source is open) change nothing.
+
+    The ``ninja`` on ``PATH`` (the one torch runs) is part of it too: two ninja versions (a virtual environment's
+    and the system's, as an activated and a plain interpreter find them) hash the build commands differently, so
+    each read the other's build as stale and rebuilt it, 40-100 s at every switch.
     """
-    digest = hashlib.sha1(" ".join(cxx_flags).encode() + str(_CSRC.resolve()).encode() + _torch_install().encode())
+    ninja = shutil.which("ninja")
+    ninja = str(Path(ninja).resolve()) if ninja else ""
+    digest = hashlib.sha1(" ".join(cxx_flags).encode() + str(_CSRC.resolve()).encode() + _torch_install().encode()
+                          + ninja.encode())  # fmt: skip
     for path in _build_sources():
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:8]
