@@ -138,15 +138,23 @@ def probe_inputs(args: argparse.Namespace):
     import torch
 
     from augnet.probes._common import check_model_input
-    from augnet.probes.inputs import fake_images, load_images, load_model
+    from augnet.probes.inputs import _kept as kept
+    from augnet.probes.inputs import fake_images, image_files, load_images, load_model
     from augnet.transforms import image as T
 
     if args.weights is None:  # a model's random initialisation: repeatable with --seed as the rest
         torch.manual_seed(args.seed)
     import_from_here()
     model = load_model(args.model, args.model_args, args.weights)
-    x = fake_images(args.n or 256, args.size or 64, args.channels or 3, args.seed) if args.fake else (
-        load_images(args.data, args.size, args.n))  # fmt: skip
+    if args.fake:
+        x = fake_images(args.n or 256, args.size or 64, args.channels or 3, args.seed)
+        total = len(x)
+    elif Path(args.data).is_dir():  # only the files --n keeps are read; the folder's count, for the labels
+        x = load_images(args.data, args.size, args.n)
+        total = len(image_files(Path(args.data)))
+    else:  # a file is read whole in any case: --n's rows are taken from it here, its count kept for the labels
+        whole = load_images(args.data, args.size)
+        x, total = kept(whole, args.n), len(whole)
     if len(x) < 8:
         raise ValueError(f"--data {args.data} holds {len(x)} images; the probes need at least 8")
     check_dtype(model, x, args.model)
@@ -156,7 +164,13 @@ def probe_inputs(args: argparse.Namespace):
         raise type(err)(f"--model {args.model}: {err}") from None
     labels = None
     if args.by_class is not None:
-        labels = read_labels(args)
+        labels = read_labels(args)  # --by-class data: the kept images' own; a file: all of them, checked first
+        if args.by_class != "data" and len(labels) != total:  # (they were thinned by --n before the count:
+            # a file of another count passed, its labels paired with other images)
+            kept_note = f" (--n {args.n} keeps {len(x)} of them)" if len(x) != total else ""
+            raise ValueError(f"--by-class {args.by_class} holds {len(labels)} labels for {total} images{kept_note}")
+        if args.by_class != "data" and not args.fake:
+            labels = kept(labels, args.n)  # the rows --n keeps of the images
         if len(labels) != len(x):
             raise ValueError(f"--by-class {args.by_class} holds {len(labels)} labels for {len(x)} images")
         # (a negative label, of a text or a tensor file: refused by load_labels, naming the file)
@@ -201,7 +215,7 @@ def read_labels(args: argparse.Namespace):
 
     try:
         with warnings.catch_warnings(record=True) as caught:
-            labels = load_labels(args.by_class, args.data, args.n)
+            labels = load_labels(args.by_class, args.data, args.n if args.by_class == "data" else None)
     except ValueError as err:
         if args.by_class == "data" or not str(err).startswith("cannot read --by-class "):
             raise

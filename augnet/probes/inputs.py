@@ -231,6 +231,11 @@ def _npy_images(path: Path) -> Tensor:
     return torch.from_numpy(array)
 
 
+def image_files(folder: Path) -> list[Path]:
+    """The image files of ``folder`` and its subfolders, in the sorted order they are read in."""
+    return sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+
+
 def spread(total: int, limit: int | None) -> list[int] | None:
     """The rows ``--n`` keeps: ``limit`` of ``total`` spread evenly, in order (the i-th is row
     ``floor(i * total / limit)``), so data stored class by class keep every class; ``None``: all of them."""
@@ -296,7 +301,7 @@ def load_images(path: str | Path, size: int | None = None, limit: int | None = N
     """
     path = Path(path)
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+        files = image_files(path)
         if not files:
             raise ValueError(f"--data {path} holds no image file ({', '.join(IMAGE_SUFFIXES)})")
         files = _kept(files, limit)
@@ -355,7 +360,7 @@ def load_labels(path: str | Path, data: str | Path | None = None, limit: int | N
             raise ValueError("--by-class data needs --data (its labels)")
         source = Path(data)
         if source.is_dir():
-            files = sorted(p for p in source.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+            files = image_files(source)
             folders = sorted({f.parent for f in files})
             index = {folder: i for i, folder in enumerate(folders)}
             labels = torch.tensor([index[f.parent] for f in files], dtype=torch.long)
