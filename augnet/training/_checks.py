@@ -374,7 +374,8 @@ def checked_pair(batch, i: int) -> tuple[Tensor, Tensor]:
                 "(a DataLoader turns arrays into tensors; else convert them with torch.as_tensor)"
             )
         if t.dim() == 0:
-            raise ValueError(f"the data loader's batch {i}: the {name} are a 0-d tensor, with no batch dimension")
+            raise ValueError(f"the data loader's batch {i}: the {name} are a 0-d tensor, with no batch dimension "
+                             "(a data set's single samples? give a DataLoader(dataset, batch_size=...))")  # fmt: skip
     xb, yb = batch
     if len(xb) != len(yb):
         raise ValueError(f"the data loader's batch {i} has {len(xb)} inputs and {len(yb)} targets")

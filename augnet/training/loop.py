@@ -22,7 +22,7 @@ from augnet._labels import INTEGER_DTYPES, host_int64_labels
 from augnet.layers import AugmentationLayer
 from augnet.ops.bad_input import check_bad_input, raise_bad_input
 from augnet.ops.bad_input import flag as bad_input_flag
-from augnet.training import _checks, _step_checks
+from augnet.training import _call_forms, _checks, _step_checks
 from augnet.training._checks import NonFiniteLossError, checked_pair
 from augnet.training.callbacks import Callback, TrainState, check_callbacks
 from augnet.training.devices import amp_dtype, training_device
@@ -91,7 +91,9 @@ def fit(
             targets)`` tensor batches, re-iterated every epoch) and ``y=None``
             (or left out: the optimiser may take its place).
         optimizer: over the model's parameters (see :func:`augnet.param_groups`); required.
-        epochs: the number of passes over the data; required.
+        epochs: the number of passes over the data; required. A run of no epoch (``epochs=0``, or
+            ``start_epoch=epochs``) runs the callbacks' ``on_train_start`` and ``on_train_end`` only and leaves
+            the model as it was given: not moved to ``device``, each module in its mode.
         batch_size: for tensors, the batch size (required); ``None`` with a loader (it makes its own batches).
         lam: weight of the regulariser (finite, >= 0; default 0.5), or a function of the epoch
             (e.g. a :class:`~augnet.LambdaSchedule`), asked for every epoch before training
@@ -136,11 +138,14 @@ def fit(
             compute in float32 inside (see docs/guide/training.md, "Mixed precision").
         scheduler: a learning-rate scheduler, stepped after every epoch
             (``scheduler_interval="epoch"``) or every step (``"step"``). A ``OneCycleLR`` with fewer
-            ``total_steps`` left than fit will step it is refused before training (a ValueError).
+            ``total_steps`` left than fit will step it is refused before training (a ValueError); one stepped
+            per epoch whose ``total_steps`` left are the run's optimiser steps (sized for ``"step"``) is warned of.
         scheduler_interval: ``"epoch"`` (default) or ``"step"``.
         shuffle: for tensors, draw the batches by a permutation per epoch (from
             ``generator``); ``False`` takes them in order (as a loader without
-            shuffling does, so the two give the same run).
+            shuffling does, so the two give the same run). A data loader orders its own batches: with one that
+            shuffles (a ``RandomSampler``), ``shuffle=False`` is refused (a ValueError): make the loader with
+            ``shuffle=False``.
         start_epoch: resume a run of ``epochs`` epochs at this one (0 <= start_epoch <= epochs): epochs
             ``start_epoch`` to ``epochs - 1`` are trained, and what depends on the epoch (a callable
             ``lam``, :class:`~augnet.training.TemperatureAnnealing`, :class:`~augnet.training.WeightWarmup`)
@@ -205,12 +210,14 @@ def fit(
     record_every = _checks.check_record_every(record_every)
     _checks.check_callables(loss_fn=loss_fn, record=record, augment_batch=augment_batch)
     check_bool("shuffle", shuffle)
+    _call_forms.check_loader_shuffle(x, shuffle)
     check_bool("progress", progress)
     _checks.check_scheduler(scheduler, optimizer, scheduler_interval)
     batches, steps_per_epoch = _batches(x, y, batch_size, shuffle)
     if steps_per_epoch is not None:  # optimiser steps: an epoch's last group of batches steps too
         steps_per_epoch = -(-steps_per_epoch // accumulate)
     _step_checks.check_scheduler_steps(scheduler, scheduler_interval, steps_per_epoch, epochs - start_epoch)
+    _call_forms.warn_one_cycle_per_epoch(scheduler, scheduler_interval, steps_per_epoch, epochs - start_epoch)
     target = _checks.check_device(model, device)
     _checks.check_generator(generator, target)
     autocast_dtype = amp_dtype(amp, target)
@@ -242,12 +249,14 @@ def fit(
     try:
         with _checks.undo_a_failed_start(model, state, mismatch) as started_well:  # a first step that fails: as it was
             # and where it was: the model moves to fit's device inside this guard
-            device = target if target.type == "meta" else training_device(model, device)
+            trains = start_epoch < epochs  # a run of no epoch (epochs=0, or resumed at its end) leaves the model be
+            device = target if target.type == "meta" or not trains else training_device(model, device)
             scaler = torch.amp.GradScaler(device.type) if autocast_dtype == torch.float16 else None
             for cb in callbacks:  # before model.train(): a callback that refuses the run (PolicyLogger) changes nothing
                 started.append(cb)
                 cb.on_train_start(state)
-            model.train()
+            if trains:  # a run of no epoch keeps the modes given (an eval() model stays in evaluation)
+                model.train()
             undo = _checks.StepUndo(model) if device.type == "cpu" else None  # a step stopped at once is undone
             bad_loss = None  # on an accelerator: whether a loss since the last read was not finite (a device flag)
             for epoch in range(start_epoch, epochs):
@@ -389,7 +398,8 @@ def fit(
         raise
     finally:
         torch.set_grad_enabled(grad_was)
-    _checks.check_finite_parameters(model, state.step, history)
+    if state.step:  # a run of no step changed no parameter: it has nothing to say of them
+        _checks.check_finite_parameters(model, state.step, history)
     return history
 
 
@@ -494,7 +504,8 @@ def _batches(x, y, batch_size, shuffle, training=True):
         return tensor_batches, -(-n // batch_size)
     if isinstance(x, (str, bytes)) or not isinstance(x, Iterable):
         what = type(x).__name__
-        raise TypeError(f"x must be a tensor or a data loader (an iterable of (inputs, targets)), got {what}")
+        raise TypeError(f"x must be a tensor or a data loader (an iterable of (inputs, targets)), got {what}"
+                        f"{_call_forms.dataset_hint(x)}")  # fmt: skip
     if y is not None:
         extra = ("; fit takes no validation data: measure it in a Callback's on_epoch_end, e.g. with "
                  "accuracy(state.model, val_loader)") if training and not isinstance(y, Tensor) else ""  # fmt: skip
