@@ -353,11 +353,16 @@ class ProbeReport:
                 order = list(finite)
                 best, first, end = max(finite, key=finite.get), order[0], order[-1]
                 up, down = finite[end] > finite[first] + 0.01, finite[end] < finite[first] - 0.01
-                trend = "grows" if up else "falls" if down else "stays"
-                line += (
-                    f" ({trend} from {finite[first]:.3f} at {first} to {finite[end]:.3f} at {end}, from the first "
-                    f"layer given to the last; highest {finite[best]:.3f} at {best})"
-                )
+                if up or down:
+                    line += (
+                        f" ({'grows' if up else 'falls'} from {finite[first]:.3f} at {first} to {finite[end]:.3f} at "
+                        f"{end}, from the first layer given to the last; highest {finite[best]:.3f} at {best})"
+                    )
+                else:  # ("stays from 0.031 to 0.022" read as a contradiction: within 0.01 is about the same)
+                    line += (
+                        f" (about the same from the first layer given to the last, within 0.01: {finite[first]:.3f} "
+                        f"at {first}, {finite[end]:.3f} at {end}; highest {finite[best]:.3f} at {best})"
+                    )
             eq, ie = self.value("equivariance_error", last, t, top), self.value("invariance_error", last, t, top)
             if math.isfinite(ie) or math.isfinite(eq):
                 line += f"; held-out error {ie:.3f} as invariant, {eq:.3f} through the best linear map"
