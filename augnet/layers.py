@@ -520,15 +520,16 @@ class AugmentationModule(nn.Module):
                 raise TypeError(f"every layer must be an AugmentationLayer, got {type(layer).__name__}")
         self.layers = nn.ModuleList(layers)
 
-    def forward(self, x: Tensor, copies: int = 1, generator: torch.Generator | None = None) -> Tensor:
+    def forward(self, x: Tensor, copies: int | None = 1, generator: torch.Generator | None = None) -> Tensor:
         """Return ``copies`` augmented copies of each sample, copy-major: :math:`(B \\cdot C, ...)`.
 
         Args:
             x: input batch :math:`(B, ...)`, checked by the first layer.
-            copies: the copies C (an int >= 1, or a 0-d integer tensor or array; default 1).
+            copies: the copies C (an int >= 1, or a 0-d integer tensor or array; default 1). ``None`` is one
+                copy, as :class:`AugmentationLayer` takes it.
             generator: source of randomness (on ``x``'s device; default ``None``).
         """
-        copies = check_copies(copies)
+        copies = check_copies(1 if copies is None else copies)
         x = self.layers[0](x, copies=copies, generator=generator)
         for layer in self.layers[1:]:
             x = layer(x, generator=generator)

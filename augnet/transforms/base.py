@@ -50,6 +50,7 @@ from augnet.transforms._base_checks import (
 )
 from augnet.transforms._base_checks import in_float32 as in_float32
 from augnet.transforms._checks_copies import check_copies
+from augnet.transforms._replay_checks import check_color_channels
 from augnet.transforms._shapes import rank_hint
 
 __all__ = ["Range", "SignalTransform", "Taps", "Transform", "draw", "per_row", "positive", "stratified_copies"]
@@ -138,6 +139,7 @@ class Transform(nn.Module):
         if n != x.shape[0] and (x.shape[0] == 0 or n % x.shape[0]):  # a tap reads x[n % B]: the rows' sources
             raise ValueError(_foreign_rows(n, x.shape[0], type(self).__name__))
         taps = self.taps(params)
+        check_color_channels(type(self).__name__, x, taps.color)  # params of another channel count: broadcast
         if taps.affine is None and taps.src is None:  # colour maps alone: per pixel, nothing resampled
             return _apply_colors(x, taps, n)
         src, affine, color, weight = concat_taps([taps], x, n)
@@ -169,7 +171,8 @@ class Transform(nn.Module):
 
         Raises:
             TypeError, ValueError: an input, magnitude, ``copies`` or ``generator`` the transform cannot take
-                (see :meth:`check_input`, :meth:`check_magnitude`), or ``params`` drawn for other rows or keys.
+                (see :meth:`check_input`, :meth:`check_magnitude`), or ``params`` drawn for other rows or keys,
+                or for images of another channel count (colour maps) or, read on the CPU, aspect (rigid warps).
         """
         self.check_input(x)
         copies = check_copies(copies)
@@ -316,7 +319,8 @@ class Transform(nn.Module):
         if not isinstance(x, Tensor):
             raise TypeError(f"{name}: expected a tensor, got {type(x).__name__}")
         if not x.is_floating_point():
-            raise TypeError(f"{name}: expected a floating-point tensor, got dtype {x.dtype}")
+            hint = ": convert 8-bit images with x.float() / 255" if x.dtype == torch.uint8 else ""
+            raise TypeError(f"{name}: expected a floating-point tensor, got dtype {x.dtype}{hint}")
         if x.dim() != self.input_ndim:
             doc, shape = self._shape_doc(), tuple(x.shape)
             hint = rank_hint(doc, shape)  # the call that gives a batch, for a layout a dimension or two short

@@ -14,6 +14,7 @@ from torch import Tensor
 from augnet.ops.constants import device_constant
 from augnet.ops.dispatch import PADDING_MODES
 from augnet.ops.taps import Taps
+from augnet.transforms._replay_checks import check_aspect
 from augnet.transforms.base import Transform, param_dtype
 
 #: ITU-R BT.601 luma weights, used for grey levels (contrast, saturation).
@@ -60,6 +61,11 @@ class _ImageTransform(Transform):
         if padding not in PADDING_MODES:
             raise ValueError(f"padding must be one of {PADDING_MODES}, got {padding!r}")
         self.padding = padding
+
+    def apply_transform(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        if isinstance(params, dict):  # a rigid warp's aspect (H / W) must be x's (on the CPU: see check_aspect)
+            check_aspect(type(self).__name__, x, params)
+        return super().apply_transform(x, params)
 
     def extra_repr(self) -> str:
         return "" if self.padding == "zeros" else f"padding={self.padding!r}"
