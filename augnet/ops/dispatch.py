@@ -28,7 +28,7 @@ from torch import Tensor
 
 from augnet._stack import caller_stacklevel
 from augnet.ops.bad_input import guard_reference
-from augnet.ops.precision import LOW_PRECISION, full_precision
+from augnet.ops.precision import LOW_PRECISION, compute_dtype, full_precision
 from augnet.ops.reference import tap_mix_reference
 
 __all__ = [
@@ -151,6 +151,18 @@ def _check_name(backend) -> None:
         raise TypeError(f"tap_mix: backend must be 'auto' or a backend name, got {type(backend).__name__}: {backend!r}")
     if backend != "auto" and backend not in _BACKENDS:
         raise ValueError(f"unknown tap_mix backend {backend!r}; expected one of {sorted(set(_BACKENDS) | {'auto'})}")
+
+
+def _check_usable(backend: str, x: Tensor) -> None:
+    """The RuntimeError :func:`tap_mix` raises with rows for a ``backend`` that cannot run on ``x`` here, for
+    no row (``backend="cuda"`` on a CPU-only machine returned an empty result). ``"auto"`` (unless
+    ``AUGNET_BACKEND`` names a backend) and ``"reference"`` always run: nothing is loaded or warned of then."""
+    if backend == "reference" or (backend == "auto" and os.environ.get(BACKEND_ENV, "").strip() in ("", "auto")):
+        return
+    if _functorch_active():
+        _functorch_backend(backend)
+    else:
+        _resolve(backend, x.device.type, compute_dtype(x))
 
 
 def _constant_result(fn: Callable) -> Callable:
@@ -369,7 +381,7 @@ def tap_mix(
             rows come out NaN and :func:`check_bad_input` raises later. Where the CPU cannot read the values
             without breaking the computation (under ``torch.compile``, ``torch.func.vmap``'s batched tensors)
             it does as an accelerator, with nothing to report later: those rows NaN, no gradient from them.
-        RuntimeError: a backend asked for by name that cannot run here.
+        RuntimeError: a backend asked for by name that cannot run here (also for an empty ``src``).
 
     Examples:
         >>> x = torch.rand(2, 3, 8, 8)
@@ -383,7 +395,8 @@ def tap_mix(
     """
     read = _check_inputs(x, src, affine, color, weight, padding)
     if src.shape[0] == 0:  # no output rows: an empty result that stays in the graph of every input
-        _check_name(backend)  # refused as with rows (no backend is loaded for none)
+        _check_name(backend)  # refused as with rows
+        _check_usable(backend, x)  # a backend asked for by name that cannot run here: refused as with rows
         touch = sum(t.sum() for t in (x, affine, color, weight) if t is not None)
         return x.new_zeros((0, *x.shape[1:])) + 0 * touch
     # float16 / bfloat16: coordinates, sampling and the mixture in float32, only the result rounded;

@@ -35,20 +35,21 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from augnet._checks import check_bool, is_int
+from augnet._checks import check_bool
 from augnet.probes._common import (
     Transformed,
     check_classes,
     check_draws,
     check_labels,
     check_model_input,
+    check_seed,
     check_transform,
     evaluating,
     forward_kwargs,
     seeded,
     summary,
 )
-from augnet.probes._shared_draws import data_params
+from augnet.probes._shared_draws import shared_params
 from augnet.probes.features import LOGITS, _features, check_layer, check_rows
 from augnet.probes.map_evaluation import _given_rows
 from augnet.probes.maps import (
@@ -291,7 +292,7 @@ def equivariance_curve(
             An option the solver would ignore (``epochs=`` with ``solver="ridge"``) is refused
             before the model runs.
         seed: seeds the split, the maps' fits and the transformation's draws (the same draw
-            scaled by each magnitude).
+            scaled by each magnitude); an int in ``[0, 2**63 - 3]``, as the other probes take.
         shared: for an augnet transform, draw its parameters once and apply the same
             transformation to every input, as the paper does ("the same exact transform to every
             image"; what each input computes from itself, a contrast's mean, stays its own); ``False``
@@ -333,9 +334,7 @@ def equivariance_curve(
         raise ValueError("pass both head and y for classification errors, or neither")
     if y is not None:
         y = check_labels(x, y)  # below the head's classes: checked after the clean pass
-    if not is_int(seed):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    seed = int(seed)
+    seed = check_seed(seed)  # an int in [0, 2**63 - 3]: near 2**63 torch refused seed + 1 after the clean pass
     check_draws(draws)
     check_layer(layer)
     check_bool("shared", shared)  # "no" was a truthy flag
@@ -440,16 +439,13 @@ def _apply_augnet(transform, x: Tensor, magnitude: float, shared: bool, seed: in
     """``transform`` at ``magnitude``: one draw for every row (``shared``) or a draw per row, seeded.
 
     A shared draw keeps per row what each input computes from itself (a contrast's mean: each image
-    is contrasted about its own, not the first image's; see ``data_params``). Returned as a
+    is contrasted about its own, not the first image's; a signal's noise is scaled by its own deviation;
+    see ``shared_params``). Returned as a
     :class:`~augnet.probes._common.Transformed`, applied batch by batch.
     """
-    generator = seeded(seed + 1, x.device)
     if not shared:
-        return Transformed(transform, x, magnitude, generator)
-    mag = transform.check_magnitude(magnitude, x)
-    params = transform.sample(x[:1], mag, generator=generator)
-    params = {k: v.expand(len(x), *v.shape[1:]).contiguous() if isinstance(v, Tensor) else v for k, v in params.items()}
-    params.update(data_params(transform, x, mag))  # (every image got the first image's mean or range)
+        return Transformed(transform, x, magnitude, seeded(seed + 1, x.device))
+    params = shared_params(transform, x, transform.check_magnitude(magnitude, x), seed + 1)
     return Transformed(transform, x, magnitude, params=params)
 
 

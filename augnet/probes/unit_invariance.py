@@ -339,10 +339,12 @@ def neuron_invariance(
           clean or the transformed activity is non-zero; NaN where both are 0.
         - ``"active"`` (with ``per_input``): (B, units) bool, ``x in A_k`` (and in ``rows``).
         - ``"n_active"``: (units,) int64, the size of each active set.
-        - ``"units_per_input"``: (B,) int64, how many units each input activates.
+        - ``"units_per_input"``: (B,) int64, how many units each input activates (0 for an input outside ``rows``).
         - ``"active_fraction"``: the fraction of the normalised activities, of
-          every unit on every clean and every transformed input, above ``tau``
-          (what :func:`select_tau` reports for the same ``tau`` and ``units``).
+          every unit on every clean and every transformed input, ``rows`` or not, above ``tau``
+          (what :func:`select_tau` reports for the same ``tau``, ``units`` and inputs: a statistic
+          of the threshold, like the normaliser, not of the group that ``rows`` selects; the
+          group's own counts are ``"n_active"`` and ``"units_per_input"``).
         - ``"scale"``: (units,) float64, each unit's maximum (the normaliser).
         - ``"units"``: the reading of a unit used.
         - ``"summary"``: :func:`summary` of ``"invariance"`` over the units that
