@@ -64,12 +64,14 @@ def change_curves(
     points: int,
     generator: torch.Generator | None,
     features: Callable[[Tensor], Tensor] | None,
+    layer_dtype: torch.dtype = torch.float32,
 ) -> Tensor:
     """The (Q, points) monotone change curves of :meth:`augnet.AugmentationLayer.calibrate`, checked.
 
     Measured in float32, or in float64 where float32 would overflow or underflow (features
     beyond its range, or whose mean square is: the change is relative, so any scale of the
-    features gives the same curves).
+    features gives the same curves). Returned in ``layer_dtype``, the layer's (as ``.to(dtype)`` of a calibrated
+    layer and a state loaded into one give them), from their float32 values.
 
     Raises:
         ValueError, TypeError: inputs or features that cannot be measured (see the layer's method).
@@ -121,4 +123,9 @@ def change_curves(
     if bool((curves[:, -1] <= 0).any()):
         dead = [type(transforms[q]).__name__ for q in (curves[:, -1] <= 0).nonzero().flatten().tolist()]
         raise ValueError(f"cannot calibrate {dead}: they do not change these inputs at any magnitude")
-    return curves
+    cast = curves.to(layer_dtype)
+    if not bool(torch.isfinite(cast).all() and (cast[:, -1] > 0).all()):  # float16's range: 6e-8 to 65504
+        raise ValueError(f"calibrate: the measured change (up to {float(curves.max()):.3g}, at full magnitude from "
+                         f"{float(curves[:, -1].min()):.3g}) is beyond {layer_dtype}'s range, the layer's: calibrate "
+                         "the layer in float32")  # fmt: skip
+    return cast

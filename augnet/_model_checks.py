@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 
 def normal_tensor(t: Tensor) -> Tensor:
@@ -39,3 +42,33 @@ def check_class_dimension(out: Tensor, how: str) -> None:
             "gradient); for a single logit (binary classification, BCEWithLogitsLoss) or a regression use "
             "aggregate='mean'"
         )
+
+
+@contextlib.contextmanager
+def augmentation_kept(model: nn.Module) -> Iterator[None]:
+    """Around ``AugNet.load_state_dict``: a load that fails puts augnet's own state back as it was.
+
+    PyTorch loads every module's keys and raises once at the end (a size mismatch anywhere, or ``strict`` keys
+    missing or unexpected): a state whose trunk did not fit had already set the pass count and the augmentation's
+    weights, magnitudes, calibration, effects, temperature and sizes. Those are put back (values and tensors: a
+    buffer that loading made or replaced, ``assign=True``'s tensors too); the trunk's are left as PyTorch left them.
+    """
+    passes, kept = model.passes, []
+    for m in model.augment.modules():
+        own = [(table, name, t, None if t is None else t.detach().clone())
+               for table in (m._parameters, m._buffers) for name, t in table.items()]  # fmt: skip
+        extra = type(m).get_extra_state is not nn.Module.get_extra_state
+        kept.append((m, own, m.get_extra_state() if extra else None, extra))
+    try:
+        yield
+    except BaseException:
+        with torch.no_grad():
+            for m, own, state, extra in kept:
+                for table, name, t, value in own:
+                    table[name] = t
+                    if t is not None:
+                        t.copy_(value)
+                if extra:
+                    m.set_extra_state(state)
+        model.passes = passes
+        raise

@@ -230,11 +230,12 @@ class AugmentationLayer(nn.Module):
                 evaluation mode, then is restored: measuring does not change it; it reads a copy of ``x``).
 
         Returns:
-            The (Q, points) curves, also in ``calibration``. Bad input (see
+            The (Q, points) curves in the layer's dtype, also in ``calibration``. Bad input (see
             ``change_curves``) raises before anything changes.
         """
         points = number("points", points)  # a 0-d integer tensor or array: the int it holds
-        curves = change_curves(self.transforms, x, points, generator, features)  # checked; nothing changed yet
+        dtype = self.effect.dtype  # the layer's (a float buffer's): as .to(dtype) and a load into the layer give
+        curves = change_curves(self.transforms, x, points, generator, features, dtype)  # checked; nothing changed
         before = self.magnitudes.detach().clone()
         self.calibration = normal_tensor(curves.to(self.raw_magnitudes.device))  # inference mode: a copy
         caps = self.magnitude_caps

@@ -13,7 +13,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from augnet._checks import is_int, number
-from augnet._model_checks import check_class_dimension
+from augnet._model_checks import augmentation_kept, check_class_dimension
 from augnet.effects import measure_effects
 from augnet.layers import AugmentationLayer, AugmentationModule, Policy
 from augnet.transforms.base import Transform, check_copies, stratified_copies
@@ -319,6 +319,14 @@ class AugNet(nn.Module):
             # Draws of their own (a meta tensor draws nothing and takes no generator).
             generator = None if x.device.type == "meta" else torch.Generator(x.device).manual_seed(self.passes)
             measure_effects(self.trunk, layers, x, rows=rows, generator=generator)  # on a copy of x's rows
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """As :meth:`torch.nn.Module.load_state_dict`; a load that fails (a size mismatch, ``strict`` keys missing
+        or unexpected) leaves augnet's own state as it was: the pass count and the augmentation's parameters,
+        buffers, temperature and sizes (the trunk's tensors that loaded before the error stay loaded, as PyTorch
+        leaves any module's). Called on a module holding this model, PyTorch's own method runs instead."""
+        with augmentation_kept(self):
+            return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # A model's state saved before the pass counter existed loads with the counter at 0; a partial state

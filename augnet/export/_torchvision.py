@@ -97,7 +97,9 @@ def to_torchvision(policy, size: tuple[int, int] | None = None):
             of each image's size, so any size works without it).
 
     Returns:
-        A ``v2.Compose``, e.g. for ``torchvision.datasets.CIFAR10(..., transform=...)``
+        A ``v2.Compose`` (one that warns at its first call on a batch :math:`(B, Ch, H, W)`, which torchvision
+        augments with one draw for every sample; see ``_torchvision_ops.Pipeline``), e.g. for
+        ``torchvision.datasets.CIFAR10(..., transform=...)``
         after ``v2.ToImage()`` and ``v2.ToDtype(torch.float32, scale=True)``. As torchvision's own transforms
         (and the kornia export), it augments in evaluation mode too (``.eval()`` does not turn it off): give it to
         the training set only.
@@ -113,7 +115,8 @@ def to_torchvision(policy, size: tuple[int, int] | None = None):
             ``Hue``, ``Gray``, ``AutoContrast``, ``Sharpness``: torchvision's take 1 or 3), whichever op it draws.
 
     Warns:
-        UserWarning: once per transform exported approximately, saying how it differs.
+        UserWarning: once per transform exported approximately, saying how it differs; and at the pipeline's
+            first call on a batch of more than one image (one draw for all: apply it per image, or use to_kornia).
     """
     from torchvision.transforms import v2
 
@@ -137,6 +140,6 @@ def to_torchvision(policy, size: tuple[int, int] | None = None):
             stages.append(_torchvision_ops.ChannelCheckedChoice(ops, probs, i, needs))
         else:
             stages.append(v2.RandomChoice(ops, p=probs))
-    return v2.Compose(stages)
+    return _torchvision_ops.Pipeline(stages)  # a v2.Compose that warns when called on a batch
 
 

@@ -11,6 +11,7 @@ pipelines pickle (``DataLoader`` workers started by spawn pickle the dataset).
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import PIL.Image
@@ -25,7 +26,14 @@ try:  # the bound torchvision's own colour kernels take (solarize compares its t
 except ImportError:  # pragma: no cover - a torchvision that moved it: its table (torchvision 0.29)
     _torchvision_max_value = None
 
-__all__ = ["RGB_OR_GREY", "ChannelCheckedChoice", "CheckSize", "RandomSharpnessRange", "RandomSolarizeRange"]
+__all__ = [
+    "RGB_OR_GREY",
+    "ChannelCheckedChoice",
+    "CheckSize",
+    "Pipeline",
+    "RandomSharpnessRange",
+    "RandomSolarizeRange",
+]
 
 
 def _uniform(low: float, high: float) -> float:
@@ -137,9 +145,9 @@ class CheckSize(v2.Transform):
 RGB_OR_GREY = (v2.ColorJitter, v2.RandomGrayscale, v2.RandomAutocontrast, RandomSharpnessRange)
 
 
-def _channels_of(inputs: tuple) -> list[tuple[int, tuple[int, ...]]]:
-    """``(channels, shape)`` of each tensor image among ``inputs``, as torchvision's transforms find them: every
-    ``tv_tensors.Image`` and ``Video``, and a plain tensor (the first one) only where no image type is there."""
+def _tensor_images(inputs: tuple) -> list[torch.Tensor]:
+    """The tensor images among ``inputs``, as torchvision's transforms find them: every ``tv_tensors.Image`` and
+    ``Video``, and a plain tensor (the first one) only where no image type is there."""
     from torch.utils._pytree import tree_flatten
     from torchvision import tv_tensors
 
@@ -153,7 +161,52 @@ def _channels_of(inputs: tuple) -> list[tuple[int, tuple[int, ...]]]:
         elif isinstance(v, torch.Tensor) and not isinstance(v, tv_tensors.TVTensor) and not explicit and not plain_seen:
             plain_seen = True
             found.append(v)
-    return [(1 if v.dim() < 3 else int(v.shape[-3]), tuple(v.shape)) for v in found]
+    return found
+
+
+def _channels_of(inputs: tuple) -> list[tuple[int, tuple[int, ...]]]:
+    """``(channels, shape)`` of each tensor image among ``inputs`` (see ``_tensor_images``)."""
+    return [(1 if v.dim() < 3 else int(v.shape[-3]), tuple(v.shape)) for v in _tensor_images(inputs)]
+
+
+class Pipeline(v2.Compose):
+    """The ``v2.Compose`` that :func:`augnet.export.to_torchvision` returns: it runs its stages as ``v2.Compose``
+    does, and warns (once per pipeline) when called on a batch of images.
+
+    torchvision draws one choice and one set of parameters per call: on a batch tensor :math:`(B, Ch, H, W)`
+    (a plain tensor or a ``tv_tensors.Image``, ``B > 1``; a ``tv_tensors.Video`` is one video), every sample
+    gets the same augmentation, where the policy was learned with one draw per sample (a pipeline that draws
+    nothing, every layer the identity, does not warn). The call's result is torchvision's, unchanged.
+
+    Warns:
+        UserWarning: at its first call on such a batch, pointing to per-image use (a ``Dataset``'s transform) or
+            to :func:`~augnet.export.to_kornia` (per-sample draws on batches).
+    """
+
+    def __init__(self, transforms) -> None:
+        super().__init__(transforms)
+        # Until its first warning, where it draws anything (a pipeline of identities gives every sample the same)
+        ops = [op for stage in transforms for op in getattr(stage, "transforms", ())]
+        self.warns_on_batch = any(not isinstance(op, v2.Identity) for op in ops)
+
+    def forward(self, *inputs: Any) -> Any:
+        if getattr(self, "warns_on_batch", False):
+            from torchvision import tv_tensors
+
+            images = [v for v in _tensor_images(inputs) if not isinstance(v, tv_tensors.Video)]  # a video: one draw
+            batches = [tuple(v.shape) for v in images if v.dim() >= 4 and v.shape[:-3].numel() > 1]
+            if batches:
+                self.warns_on_batch = False
+                warnings.warn(
+                    f"augnet.export: this torchvision pipeline was called on a batch of images (shape {batches[0]}): "
+                    "torchvision draws one transform and one set of parameters per call, so every sample of the "
+                    "batch gets the same augmentation (the policy draws per sample). Apply it per image, as a "
+                    "Dataset's transform, or export the policy with to_kornia() for batches. (Warned once per "
+                    "pipeline.)",
+                    UserWarning,
+                    stacklevel=4,  # the call of the pipeline (through nn.Module.__call__)
+                )
+        return super().forward(*inputs)
 
 
 class ChannelCheckedChoice(v2.RandomChoice):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
+from augnet.ops.dispatch import host_readable
 from augnet.ops.taps import Taps
 from augnet.transforms._ranges import at_most_one
 from augnet.transforms.base import Range, draw, uniform
@@ -27,7 +29,9 @@ class SamplePairing(_ImageTransform):
 
     Raises:
         ValueError: a ``max_blend`` that is not a number in (0, 1] (a weight above 1 extrapolates past the
-            partner, with a negative weight on the sample itself).
+            partner, with a negative weight on the sample itself). Params applied (``params=``, ``apply_transform``)
+            to a batch of another number of samples than they were drawn for, read on the CPU (``own`` is not
+            ``row % B``: params of 3 samples x 2 copies on 6 samples x 1 copy blended samples 3 to 5 away).
     """
 
     mixes_samples = True
@@ -53,6 +57,20 @@ class SamplePairing(_ImageTransform):
         else:
             partner = own
         return {"blend": blend, "partner": partner, "own": own}
+
+    def apply_transform(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
+        own = params.get("own") if isinstance(params, dict) else None
+        if isinstance(own, Tensor) and own.dim() == 1 and host_readable(own) and len(x):  # elsewhere: as given
+            b = x.shape[0]
+            if not bool(torch.equal(own.detach().long(), torch.arange(len(own), device=own.device) % b)):
+                drawn = int(own.max()) + 1 if own.numel() and not own.is_floating_point() else None
+                said = f"a batch of {drawn} samples" if drawn is not None and drawn != b else "another batch"
+                raise ValueError(
+                    f"SamplePairing: params were drawn for {said} (their 'own' indices are not row % {b}), but x "
+                    f"has {b} samples (shape {tuple(x.shape)}): each row would blend another sample than its own; "
+                    "draw the params for x (draw_params(x, ..., copies=...))"
+                )
+        return super().apply_transform(x, params)
 
     def taps(self, params):
         lam = params["blend"]
