@@ -28,8 +28,17 @@ from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from augnet._checks import check_bool, is_int
-from augnet.experiments._registry import Report, SetupError, WorkerPool, cut_torn_line, read_runs, register
+from augnet._checks import check_bool, folder_problem, is_int, user_path
+from augnet.experiments._registry import (
+    MAX_SEED,
+    Report,
+    SetupError,
+    WorkerPool,
+    _runs_file_problem,
+    cut_torn_line,
+    read_runs,
+    register,
+)
 from augnet.experiments.versus_methods import METHODS, QUICK_EPOCHS, applies, fixed_grid, run_method
 from augnet.experiments.versus_tasks import REGIMES, TASKS, load
 
@@ -63,7 +72,8 @@ class VersusConfig:
             TypeError: names that are not strings, ``quick`` that is not a bool.
             ValueError: a field that is not a tuple (a string was read as names of one letter each), repeated
                 or unknown names (naming the field and the names it may hold), empty fields, seeds that are not
-                distinct ints >= 0, a bad ``grid_seed`` or ``workers``, a non-empty ``extra``.
+                distinct ints in ``[0, 2**62]``, a bad ``grid_seed`` or ``workers``, a non-empty ``extra``, methods
+                none of which applies to any of the tasks (the image policies and Augerino on the sinusoids).
         """
         for name in ("tasks", "regimes", "methods", "seeds"):  # a string was read as names of one letter each
             value = getattr(self, name)
@@ -83,16 +93,21 @@ class VersusConfig:
         empty = [name for name in ("tasks", "regimes", "methods", "seeds") if not getattr(self, name)]
         if empty:
             raise ValueError(f"{', '.join(empty)} must not be empty: there would be nothing to run")
-        bad = [s for s in self.seeds if not is_int(s) or s < 0]  # NumPy integers too (np.arange)
+        # NumPy integers too (np.arange); at most MAX_SEED: the data are seeded with the seed plus offsets, and a
+        # larger seed failed in its first run, after the runs before it had trained
+        bad = [s for s in self.seeds if not is_int(s) or not 0 <= s <= MAX_SEED]
         if bad or len(set(self.seeds)) != len(self.seeds):
-            raise ValueError(f"seeds must be distinct ints >= 0, got {list(self.seeds)}")
-        if self.grid_seed is not None and (not is_int(self.grid_seed) or self.grid_seed < 0):
-            raise ValueError(f"grid_seed must be None or an int >= 0, got {self.grid_seed!r}")
+            raise ValueError(f"seeds must be distinct ints >= 0 and at most 2**62, got {list(self.seeds)}")
+        if self.grid_seed is not None and (not is_int(self.grid_seed) or not 0 <= self.grid_seed <= MAX_SEED):
+            raise ValueError(f"grid_seed must be None or an int >= 0 and at most 2**62, got {self.grid_seed!r}")
         if not is_int(self.workers) or self.workers < 1:
             raise ValueError(f"workers must be an int >= 1, got {self.workers!r}")
         check_bool("quick", self.quick)  # "no" ran a quick run, and 1 took the folder's quick runs for full ones
         if self.extra:
             raise ValueError(f"extra is reserved and must be empty (the runs take no overrides), got {self.extra!r}")
+        if not self.jobs():  # e.g. methods=("crop",) on the sinusoids: nothing ran, and the table was empty
+            raise ValueError(f"methods {list(self.methods)} apply to none of tasks {list(self.tasks)} (the image "
+                             "policies and Augerino need images): there would be nothing to run")  # fmt: skip
 
     @property
     def grid_at(self) -> int:
@@ -167,7 +182,8 @@ def check_runs_folder(out_dir: str | Path, quick: bool) -> None:
     """The :class:`~augnet.experiments.SetupError` :func:`run_versus` would raise for the runs already in
     ``out_dir/runs.jsonl``: runs of the other kind (full runs for a ``quick`` one, or the reverse), which it would
     take for its own. Reads the folder only; nothing when it holds no runs."""
-    path = Path(out_dir) / "runs.jsonl"
+    check_bool("quick", quick)
+    path = user_path(out_dir, "out_dir") / "runs.jsonl"  # "~/results": the home folder's, as run_versus reads it
     if path.is_file():
         _refuse_other_kind(read_runs(path), path, quick)
 
@@ -183,9 +199,26 @@ def _refuse_other_kind(records: dict[str, dict], path: Path, quick: bool) -> Non
 
 
 def run_versus(config: VersusConfig, out_dir: str | Path, progress: bool = False, log=print) -> dict[str, dict]:
-    """Run every job of ``config`` not yet in ``out_dir/runs.jsonl``; return every record by key."""
+    """Run every job of ``config`` not yet in ``out_dir/runs.jsonl``; return every record by key.
+
+    ``out_dir``: a str or a path-like object, a leading ``~`` the home folder. ``log``: called with a line per
+    finished run, or None.
+
+    Raises:
+        TypeError: ``config`` that is not a :class:`VersusConfig`, ``out_dir`` that is not a path, ``progress``
+            that is not a bool, ``log`` that is neither callable nor None (all before any run).
+        ValueError: a config :meth:`VersusConfig.validate` refuses; an ``out_dir`` that cannot hold the runs (a
+            file, or a ``runs.jsonl`` there that is a folder or cannot be appended to), as a
+            :class:`~augnet.experiments.SetupError`, like runs of the other kind (``quick``) in the folder.
+    """
+    _check_call(config, progress, log)
     config.validate()
-    out_dir = Path(out_dir)
+    out_dir = user_path(out_dir, "out_dir")  # "~/results" was a folder named "~" in the working directory
+    problem = folder_problem(out_dir, "out_dir", "output folder")  # a file there failed in mkdir, unnamed
+    if problem is None:
+        problem = _runs_file_problem(out_dir / "runs.jsonl")
+    if problem is not None:
+        raise SetupError(problem)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "runs.jsonl"
     records = read_runs(path)
@@ -198,6 +231,16 @@ def run_versus(config: VersusConfig, out_dir: str | Path, progress: bool = False
             if todo:
                 _run_jobs(todo, config, records, path, progress, log, f"versus {task} ({phase})")
     return records
+
+
+def _check_call(config, progress, log) -> None:
+    """The TypeError of a call of :func:`run_versus` with arguments that failed late, or not at all."""
+    if not isinstance(config, VersusConfig):  # a dict of its fields failed with an AttributeError
+        raise TypeError(f"config must be a VersusConfig (e.g. VersusConfig(tasks=('digits',))), got "
+                        f"{type(config).__name__}: {config!r:.80}")  # fmt: skip
+    check_bool("progress", progress)  # "no" showed the bars
+    if log is not None and not callable(log):  # failed once the first run had trained
+        raise TypeError(f"log must be callable (e.g. print) or None, got {type(log).__name__}: {log!r:.80}")
 
 
 def _run_jobs(todo: list[tuple], config: VersusConfig, records: dict, path: Path, progress, log, desc: str) -> None:
@@ -237,7 +280,8 @@ def _mean_std(values: list[float]) -> tuple[float, float]:
 
 
 def summarise(records: dict[str, dict], seeds) -> dict:
-    """``{task: {regime: {method: {measure: [mean, std, n]}}}}`` over ``seeds`` (runs only, not the grid).
+    """``{task: {regime: {method: {measure: [mean, std, n]}}}}`` over ``seeds`` (runs only, not the grid), in the
+    order of :data:`TASKS`, :data:`REGIMES` and :data:`METHODS` whatever order the records are in.
 
     ``seeds``: a collection of seeds (a tuple, a range); a measure a run did not record (the signals' shifted
     accuracy) is left out of that cell. A record that cannot be placed in the table (no ``kind``, or a run's
@@ -269,11 +313,18 @@ def summarise(records: dict[str, dict], seeds) -> dict:
         more = f" and {len(unusable) - 5} more" if len(unusable) > 5 else ""
         warnings.warn(f"summarise: left out {len(unusable)} run record(s) that cannot be placed in the table: "
                       f"{'; '.join(unusable[:5])}{more}", UserWarning, stacklevel=2)  # fmt: skip
-    for task in out.values():
-        for regime in task.values():
-            for method, cell in regime.items():
-                regime[method] = {m: [*_mean_std(v), len(v)] for m, v in cell.items()}
-    return out
+    # in the order of TASKS, REGIMES and METHODS, not the order the runs finished in (worker processes race: a
+    # task's full regime could come before its small one) or a folder's earlier runs were written in
+    return {task: {regime: {method: {m: [*_mean_std(v), len(v)] for m, v in cell.items()}
+                            for method, cell in _in_order(regimes[regime], METHODS)}
+                   for regime in _in_order(regimes, REGIMES, keys=True)}
+            for task, regimes in _in_order(out, tuple(TASKS))}  # fmt: skip
+
+
+def _in_order(d: dict, order: tuple, keys: bool = False):
+    """The items (or keys) of ``d``, those in ``order`` first in its order, then any other in ``d``'s."""
+    ranked = sorted(d, key=lambda k: order.index(k) if k in order else len(order))  # stable: others keep d's order
+    return ranked if keys else [(k, d[k]) for k in ranked]
 
 
 def _cell(mean: float, std: float) -> str:
