@@ -20,6 +20,9 @@ Examples:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from augnet._checks import as_values
 from augnet.layers import AugmentationLayer, AugmentationModule
 from augnet.regularizers import LambdaSchedule
 from augnet.transforms import image as T
@@ -71,14 +74,25 @@ def cifar10_augmentation(
             ``Equalize``, ``Sharpness``); the layer then runs each transform on the
             copies and sums them instead of one fused ``tap_mix`` call.
 
+    Raises:
+        TypeError, ValueError: ``init_magnitude`` not one number in [0, 1] (a sequence is refused: the layers
+            hold different numbers of transforms), ``temperature`` not a positive finite number, ``full`` not a
+            bool; naming the argument.
+
     Returns:
         A new :class:`~augnet.AugmentationModule`, e.g. for
         ``AugNet(trunk, cifar10_augmentation(), ...)``, trained with
         ``selective_regularizer`` weighted by :func:`cifar10_lambda`.
     """
+    per_layer = cifar10_transforms(full)
+    values = as_values(init_magnitude, "init_magnitude")  # (a tensor, an array: its values)
+    if isinstance(values, Sequence) and not isinstance(values, (str, bytes)):  # the layers' sizes differ: it failed
+        raise ValueError(f"init_magnitude must be one number in [0, 1] (every transform's initial magnitude; the "
+                        f"layers hold {', '.join(str(len(t)) for t in per_layer)} transforms), got {values!r}: set "
+                        "one layer's magnitudes with module.layers[i].raw_magnitudes")  # fmt: skip
     layers = [
         AugmentationLayer(transforms, init_magnitude=init_magnitude, temperature=temperature)
-        for transforms in cifar10_transforms(full)
+        for transforms in per_layer
     ]
     return AugmentationModule(layers)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from augnet._checks import array_number, as_values, folder_problem, is_int, is_real, user_path
@@ -92,8 +94,9 @@ def _check_items(name: str, items) -> None:
         raise ValueError(f"{name} is empty: nothing to plot")
 
 
-def _check_limits(name: str, limits) -> None:
-    """The TypeError / ValueError of axis limits that are not two finite numbers (matplotlib's came after drawing)."""
+def _check_limits(name: str, limits) -> tuple:
+    """Axis limits as two finite numbers (a tensor's or an array's as Python numbers: matplotlib warned that it
+    would stop taking them), or the TypeError / ValueError (matplotlib's came after drawing)."""
     limits = as_values(limits, name)  # a NumPy array or a tensor of two numbers: its values
     if isinstance(limits, (str, bytes)) or not isinstance(limits, (tuple, list)) or len(limits) != 2:
         raise TypeError(f"{name} must be two numbers (low, high), got {limits!r}")
@@ -101,6 +104,32 @@ def _check_limits(name: str, limits) -> None:
         raise ValueError(f"{name} must be two finite numbers (low, high), got {limits!r}")
     if limits[0] == limits[1]:  # (matplotlib warned, with the figure open, and widened them)
         raise ValueError(f"{name} must be two different numbers (low, high), got {limits!r}")
+    return tuple(limits)
+
+
+@contextlib.contextmanager
+def _closed_on_error(fig) -> Iterator[None]:
+    """Close ``fig`` if drawing it fails (it was left open in pyplot, one more figure at each failing call)."""
+    try:
+        yield
+    except BaseException:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+        raise
+
+
+def _plottable(values, name: str):
+    """``values`` checked as real numbers (:func:`real_values`, naming ``name``: strings were drawn as categories,
+    ``None`` as a gap, without a word) and as matplotlib draws them: a tensor detached on the CPU and a list holding
+    tensors as Python numbers (matplotlib's ``numpy()`` failed on one with a gradient); anything else as given."""
+    checked = real_values(values, name)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(values, torch.Tensor):
+        return values.detach().cpu()
+    if isinstance(values, (list, tuple)) and any(torch is not None and isinstance(v, torch.Tensor) for v in values):
+        return checked.tolist()
+    return values
 
 
 def real_values(values, name: str):
@@ -165,7 +194,7 @@ def plot_distributions(
     if not isinstance(distributions, dict):
         raise TypeError(f"distributions must be a dict {{label: values}}, got {type(distributions).__name__}")
     if ylim is not None:
-        _check_limits("ylim", ylim)
+        ylim = _check_limits("ylim", ylim)
     names, series, missing = [], [], {}  # missing: {position: mark} of the distributions with no finite value
     marks = {}  # {(position, sign): text}: the infinite values among finite ones, counted at the top or bottom
     for label, values in distributions.items():
@@ -183,29 +212,30 @@ def plot_distributions(
         raise ValueError("every distribution is empty (or all NaN / infinite): nothing to plot")
     plt = require_matplotlib()
     fig, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(names) + 2.0), 4.0))
-    drawn, values = [p for p, _ in series], [v for _, v in series]
-    if kind == "box":
-        ax.boxplot(values, positions=drawn)
-    else:
-        ax.violinplot(values, positions=drawn, showmedians=True)
-    for position, mark in missing.items():  # x in data units, y in the middle of the axes
-        ax.text(position, 0.5, mark, transform=ax.get_xaxis_transform(), ha="center", va="center", color="grey")
-    for (position, sign), mark in marks.items():  # inside the axes, at the end of the infinities' sign
-        y, align = (0.98, "top") if sign > 0 else (0.02, "bottom")
-        ax.text(position, y, mark, transform=ax.get_xaxis_transform(), ha="center", va=align, color="grey")
-    if zero_line:
-        ax.axhline(0.0, color="grey", linewidth=0.8, linestyle="--")
-    positions = list(range(1, len(names) + 1))
-    ax.set_xlim(0.5, len(names) + 0.5)
-    ax.set_xticks(positions)
-    tilted = len(names) > 4
-    ax.set_xticklabels(names, rotation=60 if tilted else 0, ha="right" if tilted else "center")
-    ax.set_ylabel(ylabel)
-    if ylim is not None:
-        ax.set_ylim(*ylim)
-    ax.grid(alpha=0.3, axis="y")
-    if title:
-        ax.set_title(title)
+    with _closed_on_error(fig):  # a figure that fails to draw is closed too
+        drawn, values = [p for p, _ in series], [v for _, v in series]
+        if kind == "box":
+            ax.boxplot(values, positions=drawn)
+        else:
+            ax.violinplot(values, positions=drawn, showmedians=True)
+        for position, mark in missing.items():  # x in data units, y in the middle of the axes
+            ax.text(position, 0.5, mark, transform=ax.get_xaxis_transform(), ha="center", va="center", color="grey")
+        for (position, sign), mark in marks.items():  # inside the axes, at the end of the infinities' sign
+            y, align = (0.98, "top") if sign > 0 else (0.02, "bottom")
+            ax.text(position, y, mark, transform=ax.get_xaxis_transform(), ha="center", va=align, color="grey")
+        if zero_line:
+            ax.axhline(0.0, color="grey", linewidth=0.8, linestyle="--")
+        positions = list(range(1, len(names) + 1))
+        ax.set_xlim(0.5, len(names) + 0.5)
+        ax.set_xticks(positions)
+        tilted = len(names) > 4
+        ax.set_xticklabels(names, rotation=60 if tilted else 0, ha="right" if tilted else "center")
+        ax.set_ylabel(ylabel)
+        if ylim is not None:
+            ax.set_ylim(*ylim)
+        ax.grid(alpha=0.3, axis="y")
+        if title:
+            ax.set_title(title)
     return save_figure(fig, path)
 
 
@@ -229,8 +259,10 @@ def plot_policy_history(
     Raises:
         TypeError, ValueError: ``history`` not a dict, a history without the policy's records (``fit`` of a model
             without layers, or of no step), records of different lengths (as many steps as weights and
-            magnitudes, the same transforms in each), a ``layer`` it does not have, or ``names`` that are not
-            one per transform of that layer; before anything is drawn.
+            magnitudes, the same transforms in each), a ``layer`` it does not have, ``names`` that are not
+            one per transform of that layer, or steps, weights or magnitudes that are not real numbers (a string,
+            ``None``), naming the record; before anything is drawn. Tensors (with a gradient too) are drawn as
+            their values.
     """
     if not isinstance(history, dict):
         raise TypeError(f"history must be the dict fit() returned, got {type(history).__name__}")
@@ -259,20 +291,26 @@ def plot_policy_history(
         odd = [i for i, record in enumerate(history[key]) if len(record) <= layer or len(record[layer]) != len(names)]
         if odd:
             raise ValueError(f"history[{key!r}] record {odd[0]} does not hold {len(names)} values for layer {layer}")
+    steps = _plottable(history["step"], "history['step']")
+    records = {  # (a value that is no number was drawn as a category, or failed inside matplotlib)
+        key: [_plottable(record[layer], f"history[{key!r}] record {i}, layer {layer}")
+              for i, record in enumerate(history[key])]
+        for key in ("weights", "magnitudes")
+    }  # fmt: skip
     plt = require_matplotlib()
-    steps = history["step"]
     fig, axes = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
-    for key, ax, label in (("weights", axes[0], "weight"), ("magnitudes", axes[1], "magnitude")):
-        values = list(zip(*(record[layer] for record in history[key]), strict=True))
-        for name, series in zip(names, values, strict=True):
-            ax.plot(steps, series, label=name)
-        ax.set_ylabel(label)
-        ax.set_ylim(-0.02, 1.02)
-        ax.grid(alpha=0.3)
-    axes[0].legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
-    axes[1].set_xlabel("training step")
-    if title:
-        fig.suptitle(title)
+    with _closed_on_error(fig):  # a figure that fails to draw is closed too
+        for key, ax, label in (("weights", axes[0], "weight"), ("magnitudes", axes[1], "magnitude")):
+            values = list(zip(*records[key], strict=True))
+            for name, series in zip(names, values, strict=True):
+                ax.plot(steps, series, label=name)
+            ax.set_ylabel(label)
+            ax.set_ylim(-0.02, 1.02)
+            ax.grid(alpha=0.3)
+        axes[0].legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+        axes[1].set_xlabel("training step")
+        if title:
+            fig.suptitle(title)
     return save_figure(fig, path)
 
 
@@ -299,6 +337,7 @@ def plot_invariance_curves(
     _check_items("curves", curves)
     if isinstance(band, (str, bytes)) or not isinstance(band, (tuple, list)) or len(band) != 2:
         raise TypeError(f"band must be two percentile names, e.g. ('p25', 'p75'), got {band!r}")
+    drawn = {}  # {label: [magnitudes, medians, lows, highs]}, as matplotlib takes them
     for label, curve in curves.items():
         summary = curve.get("summary") if isinstance(curve, dict) else None
         entries = summary if isinstance(summary, (list, tuple)) and summary else [{}]
@@ -311,24 +350,21 @@ def plot_invariance_curves(
         if len(curve["magnitude"]) != len(summary):
             raise ValueError(f"curve {label!r} has {len(curve['magnitude'])} magnitudes for {len(summary)} summaries")
         # (strings were drawn as categories on the axis, without a word)
-        real_values(curve["magnitude"], f"curve {label!r}'s magnitude")
-        for key in ("median", *band):
-            real_values([e[key] for e in summary], f"curve {label!r}'s {key}")
+        drawn[label] = [_plottable(curve["magnitude"], f"curve {label!r}'s magnitude")] + [
+            _plottable([e[key] for e in summary], f"curve {label!r}'s {key}") for key in ("median", *band)
+        ]
     plt = require_matplotlib()
     fig, ax = plt.subplots(figsize=(6, 4))
-    for label, curve in curves.items():
-        m = curve["magnitude"]
-        med = [s["median"] for s in curve["summary"]]
-        lo = [s[band[0]] for s in curve["summary"]]
-        hi = [s[band[1]] for s in curve["summary"]]
-        (line,) = ax.plot(m, med, marker="o", label=label)
-        ax.fill_between(m, lo, hi, color=line.get_color(), alpha=0.2)
-    ax.set_xlabel("magnitude")
-    ax.set_ylabel("invariance score (median)")
-    ax.grid(alpha=0.3)
-    ax.legend(frameon=False)
-    if title:
-        ax.set_title(title)
+    with _closed_on_error(fig):  # a figure that fails to draw is closed too
+        for label, (m, med, lo, hi) in drawn.items():
+            (line,) = ax.plot(m, med, marker="o", label=label)
+            ax.fill_between(m, lo, hi, color=line.get_color(), alpha=0.2)
+        ax.set_xlabel("magnitude")
+        ax.set_ylabel("invariance score (median)")
+        ax.grid(alpha=0.3)
+        ax.legend(frameon=False)
+        if title:
+            ax.set_title(title)
     return save_figure(fig, path)
 
 
@@ -355,12 +391,13 @@ def plot_layer_importance(importance: dict[str, float], path: str | Path, title:
         raise ValueError(f"every importance is NaN: nothing to plot ({importance!r:.80})")
     plt = require_matplotlib()
     fig, ax = plt.subplots(figsize=(max(4, 0.8 * len(names) + 2), 3.5))
-    ax.bar(range(len(names)), values)
-    ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
-    ax.set_ylabel("importance")
-    ax.grid(axis="y", alpha=0.3)
-    if title:
-        ax.set_title(title)
+    with _closed_on_error(fig):  # a figure that fails to draw is closed too
+        ax.bar(range(len(names)), values)
+        ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
+        ax.set_ylabel("importance")
+        ax.grid(axis="y", alpha=0.3)
+        if title:
+            ax.set_title(title)
     return save_figure(fig, path)
 
 
