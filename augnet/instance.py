@@ -188,7 +188,7 @@ class TinyConditioner(nn.Module):
         TypeError: a count, ``ndim`` or ``kernel_size`` of the wrong type (a str, a bool, a float count), naming it
             (a ValueError too, as before).
         ValueError: one out of range, naming it.
-        TypeError, ValueError (a call): an input that is not a floating-point batch of rank ``ndim`` with
+        TypeError, ValueError: in a call, an input that is not a floating-point batch of rank ``ndim`` with
             ``channels`` channels (an unbatched image was read as a batch, one row per hidden channel).
 
     Shape:
