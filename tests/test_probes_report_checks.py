@@ -92,8 +92,8 @@ def test_the_verdict_says_only_what_the_numbers_hold():
                         "from the first layer given to the last; highest 0.900 at b).")  # fmt: skip
     ranked = _rep({"a": 0.2, "b": 0.2}, ["a", "b"], logits_rank=0.75).verdict().splitlines()[1]
     assert ranked == ("T at mu = 1: Inv_T 0.200 at b (about the same from the first layer given to the last, within "
-                      "0.01: 0.200 at a, 0.200 at b; highest 0.200 at a); its parameter ranked at 0.75 from b (chance 0.5; pairs of "
-                      "views drawn at mu = 1).")  # fmt: skip
+                      "0.01: 0.200 at a, 0.200 at b; highest 0.200 at a); its parameter ranked at 0.75 from b "
+                      "(chance 0.5; pairs of views drawn at mu = 1).")  # fmt: skip
 
 
 def test_same_equivariance_of_one_value_per_channel_is_nan_without_a_warning(recwarn):
