@@ -74,3 +74,22 @@ def figures(monkeypatch):
     yield saved
     for fig in saved:
         plt.close(fig)
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A home folder (``HOME``) and a working folder (the current one) under ``tmp_path``: ``(home, work)``, for
+    paths that start with ``~``."""
+    home = tmp_path / "home"
+    home.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    import os
+
+    from torch.utils.cpp_extension import get_default_build_root
+
+    # the tap_mix extension's build cache is under the home folder: keep the real one (not a rebuild, a minute)
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    return home, work

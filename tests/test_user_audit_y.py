@@ -43,13 +43,9 @@ def _config(**kw):
     return V.VersusConfig(**{**base, **kw})
 
 
-def test_an_out_dir_with_a_tilde_is_the_home_folder(tmp_path, monkeypatch, fake):
+def test_an_out_dir_with_a_tilde_is_the_home_folder(home, fake):
     # run_versus took "~/results" as a folder named "~" in the working directory (reproduce expanded it)
-    home, work = tmp_path / "home", tmp_path / "work"
-    home.mkdir()
-    work.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.chdir(work)
+    home, work = home
     records = V.run_versus(_config(), "~/results", log=None)
     assert (home / "results" / "runs.jsonl").is_file() and not (work / "~").exists()
     again = V.run_versus(_config(), "~/results", log=None)  # resumes from the same folder: nothing trained again

@@ -5,7 +5,6 @@
 """
 
 import math
-import os
 
 import pytest
 import torch
@@ -14,21 +13,6 @@ from augnet import AugmentationLayer, AugNet, param_groups
 from augnet.experiments import Comparison
 from augnet.training import PolicyLogger, fit
 from augnet.transforms import image as T
-
-
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    home.mkdir()
-    work = tmp_path / "work"
-    work.mkdir()
-    from torch.utils.cpp_extension import get_default_build_root
-
-    # the tap_mix extension's build cache is under the home folder: keep the real one (not a rebuild, a minute)
-    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.chdir(work)
-    return home, work
 
 
 def test_user_path_reads_a_tilde_as_the_home_folder(home):
