@@ -179,7 +179,8 @@ class EquivarianceLoss(nn.Module):
 
         ``y`` may hold the class indices in any integer dtype (int8 to int64, uint8 to uint64: NumPy's labels), read
         as int64 as :func:`augnet.training.fit` reads them; -100 is cross-entropy's ``ignore_index`` (the sample
-        counts in the equivariance and invariance terms only).
+        counts in the equivariance and invariance terms only; a batch with no other label gives cross-entropy
+        terms of 0, not NaN).
 
         Raises:
             ValueError, TypeError: features that are not tensors of the shapes above, no transformed
@@ -232,7 +233,8 @@ class EquivarianceLoss(nn.Module):
         clean_logits = head(z) if logits is None else logits
         if isinstance(clean_logits, Tensor):  # labels past the head's classes: torch's IndexError
             check_class_indices(y, clean_logits)
-        clean = F.cross_entropy(clean_logits, y)
+        labelled = (y != _IGNORE).any()  # no value read back: a batch of -100 labels has CE terms of 0, not NaN
+        clean = _cross_entropy(clean_logits, y, labelled)
         if self.transformed_weight == 0.0 and not return_terms:
             return clean
         ce, eq, inv = [], [], []
@@ -244,7 +246,7 @@ class EquivarianceLoss(nn.Module):
                     f"logits must be head(z), shaped as head's outputs {tuple(out.shape)}, got shape "
                     f"{tuple(logits.shape)}"
                 )
-            ce.append(F.cross_entropy(out, y))
+            ce.append(_cross_entropy(out, y, labelled))
             eq.append((m - z).square().mean(1).mean())
             inv.append((zk - z).square().mean(1).mean())
         ce_t, eq_t, inv_t = torch.stack(ce).mean(), torch.stack(eq).mean(), torch.stack(inv).mean()
@@ -277,6 +279,17 @@ class EquivarianceLoss(nn.Module):
             f"dim={self.dim}, kind={self.kind!r}, lambda_1={self.equivariance_weight}, "
             f"lambda_2={self.invariance_weight}, lambda_3={self.transformed_weight}, output_relu={self.output_relu}"
         )
+
+
+#: Cross-entropy's ``ignore_index``: a sample with this label counts in the equivariance and invariance terms only.
+_IGNORE = -100
+
+
+def _cross_entropy(logits: Tensor, y: Tensor, labelled: Tensor) -> Tensor:
+    """``F.cross_entropy(logits, y)``, or 0 (with a zero gradient) where no sample is ``labelled`` (every label
+    ``-100``), whose mean over no sample was NaN and made the whole loss, and every gradient, NaN."""
+    ce = F.cross_entropy(logits, y)
+    return torch.where(labelled, ce, ce.new_zeros(()))
 
 
 def _indices(maps) -> list[int]:
