@@ -38,13 +38,17 @@ def figure_path(path: str | Path) -> Path:
     Raises:
         TypeError: ``path`` is not a str or a path-like object (``None``), naming it.
         ValueError: ``path`` (or the file with ``.png`` added) is an existing directory, its suffix is no
-            format matplotlib writes (``.png``, ``.pdf``, ``.svg``, ...), or its folder cannot be made or
-            written (a file stands where it or a folder above it would go), naming it.
+            format matplotlib writes (``.png``, ``.pdf``, ``.svg``, ...; a name ending in a dot, ``fig.``, has an
+            empty one), or its folder cannot be made or written (a file stands where it or a folder above it would
+            go), naming it.
         ImportError: no matplotlib, saying how to install it (as :func:`require_matplotlib` does).
     """
     given = file_path(path)
     if given.is_dir():
         raise ValueError(f"the figure path {given} is an existing directory; give a file name, e.g. {given / 'x.png'}")
+    if not given.suffix and given.name.endswith(".") and given.name.strip("."):  # "fig.": it wrote "fig..png"
+        raise ValueError(f"the figure path {given} ends in a dot, an empty suffix: name the format (e.g. "
+                         f"{given.name.rstrip('.')}.png), or give no suffix for .png")  # fmt: skip
     path = given if given.suffix else given.with_name(given.name + ".png")
     if path.is_dir():
         raise ValueError(f"the figure path {path} is an existing directory")

@@ -119,6 +119,35 @@ def _in_worker() -> None:
         signal.signal(signal.SIGINT, _note_interrupt)  # a Ctrl-C that came while the worker started: noted
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     signal.signal(signal.SIGINT, _on_interrupt)
+    _watch_parent()
+
+
+_watching: list = []  # in a worker: the thread of _watch_parent, once started
+
+
+def _watch_parent(every: float = 1.0) -> None:
+    """In a worker process, start once a daemon thread that ends the process when its parent is gone.
+
+    An experiment killed by SIGKILL (or the OOM killer) cannot stop its pool: its idle workers waited for jobs
+    forever (the call queue's pipe never closes: each worker holds its write end too). The thread checks every
+    ``every`` seconds whether the parent has changed (a dead parent's children are re-parented) and then ends the
+    process with ``os._exit(1)``; a run it was in the middle of is lost, as it is with the parent. It reads nothing
+    else and draws nothing: the results are those of an unwatched worker. In a process that no
+    :mod:`multiprocessing` parent started it does nothing.
+    """
+    import threading
+
+    parent = multiprocessing.parent_process()
+    if parent is None or _watching:
+        return
+
+    def watch() -> None:
+        while os.getppid() == parent.pid:
+            time.sleep(every)
+        os._exit(1)
+
+    _watching.append(threading.Thread(target=watch, name="augnet-watch-parent", daemon=True))
+    _watching[0].start()
 
 
 @dataclass
