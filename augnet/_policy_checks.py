@@ -28,7 +28,9 @@ _FLOAT32_MAX = 3.4028234663852886e38
 #: (``"train_mod"``, ``"conditoned"``, ``"transform_magnitde"``) was read as absent, its default taken silently.
 ENTRY_KEYS = ("transform", "args", "weight", "magnitude", "transform_magnitude", "range")
 SETTING_KEYS = ("temperature", "eval_mode", "train_mode", "backend", "weight_logits", "raw_magnitudes", "calibration",
-                "effect", "last_size", "range_size", "conditioned")  # fmt: skip
+                "effect", "last_size", "range_size", "conditioned", "dtype")  # fmt: skip
+#: The ``dtype`` a layer's settings may name (its parameters' floating-point type; absent: float32).
+DTYPES = ("float64", "float32", "float16", "bfloat16")
 
 
 @contextlib.contextmanager
@@ -156,6 +158,9 @@ def _check_settings(settings: dict, q: int, where: str) -> None:
     for key in ("eval_mode", "train_mode", "backend"):
         if key in settings and not isinstance(settings[key], str):
             raise TypeError(f"{where}: {key} must be a string, got {settings[key]!r}")
+    if "dtype" in settings and settings["dtype"] not in DTYPES:
+        raise (ValueError if isinstance(settings["dtype"], str) else TypeError)(
+            f"{where}: dtype must be one of {list(DTYPES)} (the layer's parameters' type), got {settings['dtype']!r}")
     if "conditioned" in settings and not isinstance(settings["conditioned"], bool):
         raise TypeError(f"{where}: conditioned must be true or false, got {settings['conditioned']!r}")
     logits = _vector(settings["weight_logits"], "weight_logits", q, where)

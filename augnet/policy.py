@@ -9,7 +9,7 @@ is a complete *policy file*::
      "layers": [{"transforms": [entry, ...], "temperature": ..., "eval_mode": ..., "train_mode": ...,
                  "backend": ..., "weight_logits": [...], "raw_magnitudes": [...],
                  "calibration": null | [[...], ...], "effect": null | [...],
-                 "last_size": null | [H, W], "range_size": null | [H, W]}]}
+                 "last_size": null | [H, W], "range_size": null | [H, W], "dtype": "float64" (optional)}]}
 
 A file means one thing everywhere. The **state** (``weight_logits``, ``raw_magnitudes``, ``temperature``,
 ``calibration``) is the truth: it is what :meth:`augnet.AugmentationModule.from_policy` loads, and what the exporters
@@ -467,7 +467,9 @@ def check_policy(policy: Policy, ranges: bool = False) -> list | None:
     (a full policy, made by :meth:`augnet.AugmentationModule.policy`) also needs, per layer, ``temperature``,
     ``eval_mode``, ``weight_logits`` and ``raw_magnitudes`` (one finite float32 per entry), optionally ``train_mode``,
     ``backend``, ``calibration`` (one non-decreasing curve of at least 2 non-negative points per entry, rising above
-    0), ``effect`` (one number >= 0 per entry), ``last_size``, ``range_size`` (input sizes) and ``conditioned``. Any
+    0), ``effect`` (one number >= 0 per entry), ``last_size``, ``range_size`` (input sizes), ``conditioned`` and
+    ``dtype`` (``"float64"``, ``"float32"``, ``"float16"`` or ``"bfloat16"``: the layer is rebuilt in it, its state
+    read from the file's numbers in that type; absent, float32). Any
     other key of an entry or of a layer's settings is refused, naming the known key it is closest to (a misspelt
     optional key was read as absent, its default taken). Every entry's transform must be a concrete augnet transform
     built from its ``args``; and the entries must agree with the state: the layer rebuilt from the state reports each
@@ -510,6 +512,7 @@ def _check_policy(policy: Policy, ranges: bool) -> list | None:
             layer = _LAYER_BUILDER[0](transforms, layer_settings)
         except (TypeError, ValueError) as err:
             raise type(err)(f"{where}: {err}") from None
+        _in_dtype(layer, layer_settings)
         size = layer_settings.get("range_size")
         derived = layer.policy(None if size is None else tuple(size))
         sized, t = "range_size" in layer_settings, layer_settings["temperature"]
@@ -518,6 +521,23 @@ def _check_policy(policy: Policy, ranges: bool) -> list | None:
                              weights=lambda entries=entries, t=t: weights_hint(entries, t))  # fmt: skip
         layers.append(layer)
     return layers
+
+
+def _in_dtype(layer, settings: dict) -> None:
+    """Make ``layer`` (built in float32) of the ``dtype`` its settings name, its state read from the file's numbers
+    in that type: a float64 layer's state is not rounded to float32 on the way (its ``.double()`` was ~1e-8 off).
+    Settings without ``dtype`` (or ``"float32"``) leave it as built, bit for bit."""
+    import torch
+
+    name = settings.get("dtype", "float32")
+    if name == "float32":
+        return
+    dtype = getattr(torch, name)
+    layer.to(dtype)
+    with torch.no_grad():
+        for key in ("weight_logits", "raw_magnitudes", "effect", "calibration"):
+            if settings.get(key) is not None:
+                getattr(layer, key).copy_(torch.tensor(settings[key], dtype=torch.float64))
 
 
 def check_size(size) -> tuple[int, ...]:
