@@ -152,7 +152,9 @@ def selective_regularizer(
       arguments are; the first layer has :math:`h = 0`. Layers are stacked
       when they are in one :class:`~augnet.AugmentationModule`: the modules of
       several models in one container (an ensemble of AugNets) choose each on
-      their own, as each model's own regulariser would.
+      their own, as each model's own regulariser would; layers outside any
+      AugmentationModule (bare layers in a model's own ``ModuleList``) count
+      as one stack, in the order they are registered.
 
     Args:
         module: an AugNet, AugmentationModule, AugmentationLayer, or any module

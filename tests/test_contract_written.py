@@ -48,3 +48,30 @@ def test_equivariance_loss_with_every_label_ignored_keeps_the_equivariance_and_i
     torch.testing.assert_close(loss(z.detach(), z_t, y, head), _eq7(loss, head, z.detach(), z_t, y))
     plain = EquivarianceLoss(8, 2, transformed_weight=0.0)(z.detach(), z_t, y, head)
     assert torch.equal(plain, F.cross_entropy(head(z.detach()), y))
+
+
+def test_bare_layers_outside_any_augmentation_module_count_as_one_stack():
+    # selective_regularizer's docstring: layers outside any AugmentationModule (a model's own ModuleList) count as
+    # one stack in registration order, so with diverse=True the second layer's term is discounted by the first's.
+    from augnet import AugmentationLayer, selective_regularizer
+    from augnet.transforms import image as T
+
+    def layer():
+        return AugmentationLayer([T.Rotate(), T.TranslateX()])
+
+    first, second = layer(), layer()
+    with torch.no_grad():
+        first.weight_logits.copy_(torch.tensor([4.0, -4.0]))  # the first layer holds Rotate
+        for lay in (first, second):
+            lay.raw_magnitudes.fill_(0.5)
+    bare = nn.ModuleList([first, second])
+    kw = dict(units="magnitude", saturation=None)
+    alone = selective_regularizer(first, **kw) + selective_regularizer(second, **kw)
+    stacked = selective_regularizer(bare, **kw)
+    # Recomputed from the docstring's formula: layer 2's term is -||v (1 - h)|| + ||v h||, h = layer 1's weights.
+    w1, w2 = first.weights, second.weights
+    m1, m2 = first.magnitudes, second.magnitudes
+    v2 = w2 * m2
+    expected = -(w1 * m1).norm() - (v2 * (1 - w1)).norm() + (v2 * w1).norm()
+    torch.testing.assert_close(stacked, expected)
+    assert not torch.allclose(stacked, alone)
