@@ -233,7 +233,15 @@ def run_method(method: str, task: Task, regime: str, split: Split, seed: int, fi
         seed: seeds the initial weights, the batches and every draw.
         fixed: ``(transform index, magnitude)`` of the ``fixed`` method.
         quick: 2 epochs (the check of the set-up).
+
+    The run seeds torch's global generator with ``seed``; the caller's global random state comes back after it
+    (it was left seeded and advanced by the run).
     """
+    with torch.random.fork_rng(devices=[]):  # the runs are on the CPU, as run_versus's
+        return _run_method(method, task, regime, split, seed, fixed, quick)
+
+
+def _run_method(method: str, task: Task, regime: str, split: Split, seed: int, fixed, quick: bool) -> dict:
     torch.manual_seed(seed)
     model, opt, kwargs, augment = _build(method, task, fixed)
     epochs = QUICK_EPOCHS if quick else task.epochs_of(regime)

@@ -253,6 +253,17 @@ def batch_size_of(batch_size, name: str = "batch_size") -> int:
 MAX_SEED = 2**63 - 3
 
 
+def torch_seed(seed, what: str = "seed") -> int:
+    """``seed`` as an int if torch's generators take it (a Python or NumPy int in ``[-2**63, 2**64 - 1]``, as
+    ``torch.manual_seed`` takes), else the TypeError / ValueError naming ``what`` (torch's own named nothing:
+    "Overflow when unpacking long long", "manual_seed expected a long, but got Tensor")."""
+    if not is_int(seed):
+        raise TypeError(f"{what} must be an int, got {type(seed).__name__}: {seed!r}")
+    if not -(2**63) <= seed < 2**64:
+        raise ValueError(f"{what} must be an int in [-2**63, 2**64 - 1] (torch's seeds), got {seed}")
+    return int(seed)
+
+
 def check_seed(seed) -> int:
     """``seed`` if it is an int in ``[0, MAX_SEED]``, else the TypeError / ValueError naming it."""
     if not is_int(seed):

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from augnet._labels import class_labels
+from augnet.probes._common import torch_seed
 
 __all__ = ["IMAGE_SUFFIXES", "fake_images", "load_images", "load_model"]
 
@@ -331,8 +332,13 @@ def load_images(path: str | Path, size: int | None = None, limit: int | None = N
 
 
 def fake_images(n: int, size: int, channels: int = 3, seed: int = 0) -> Tensor:
-    """``n`` random images, uniform in [0, 1], (n, channels, size, size), seeded."""
-    return torch.rand(n, channels, size, size, generator=torch.Generator().manual_seed(seed))
+    """``n`` random images, uniform in [0, 1], (n, channels, size, size), seeded.
+
+    ``seed`` is an int that ``torch.manual_seed`` takes (a NumPy one too: it failed with "an integer is
+    required"); anything else is the TypeError / ValueError naming it.
+    """
+    generator = torch.Generator().manual_seed(torch_seed(seed))
+    return torch.rand(n, channels, size, size, generator=generator)
 
 
 def load_labels(path: str | Path, data: str | Path | None = None, limit: int | None = None) -> Tensor:

@@ -17,6 +17,7 @@ from torch import Tensor
 
 from augnet._checks import check_bool, is_int, is_real
 from augnet._stack import PROBES, caller_stacklevel
+from augnet.probes._common import torch_seed
 
 __all__ = [
     "DEFAULT_HOLDOUT",
@@ -122,7 +123,7 @@ def _seeded_generator(seed: int | None, generator: torch.Generator | None = None
         return None
     if not is_int(seed):
         raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
-    return torch.Generator().manual_seed(int(seed))
+    return torch.Generator().manual_seed(torch_seed(seed))  # 2**64 was "Overflow when unpacking long long"
 
 
 def _check_rows(n_train: int, n_test: int, d_in: int) -> None:

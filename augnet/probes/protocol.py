@@ -21,6 +21,7 @@ Neural Representations?".
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import math
@@ -82,6 +83,22 @@ def _label(y) -> int:
     if not is_int(y):
         raise ValueError(f"a sample's label must be an integer class index, got {y!r}")
     return int(y)
+
+
+#: The largest epoch :meth:`SeenTransformedDataset.set_epoch` takes (the epoch is held in an int64 tensor).
+MAX_EPOCH = 2**63 - 1
+
+
+def _shared_epoch(epoch) -> Tensor:
+    """A 0-d int64 tensor holding ``epoch`` (an int, or such a tensor: kept when it is already shared), in shared
+    memory where torch can put it there, so that the worker processes of a data loader read what the main
+    process sets."""
+    if isinstance(epoch, Tensor) and epoch.is_shared():
+        return epoch
+    t = torch.tensor(int(epoch), dtype=torch.int64)
+    with contextlib.suppress(RuntimeError):  # no shared memory here: the workers keep the epoch they started with
+        t.share_memory_()
+    return t
 
 
 def _index_seed(seed: int, epoch: int, index: int) -> int:
@@ -172,17 +189,41 @@ class SeenTransformedDataset(Dataset):
         self.p = float(p)
         self.magnitude = _check_magnitude(magnitude)
         self.seed = int(seed)
-        self.epoch = 0
+        self._epoch = _shared_epoch(0)
         self.return_flag = bool(return_flag)
 
     def __len__(self) -> int:
         return len(self.y) if self.y is not None else len(self.dataset)
 
+    @property
+    def epoch(self) -> int:
+        """The epoch the draws are for (see :meth:`set_epoch`; assigning it sets it)."""
+        return int(self._epoch)
+
+    @epoch.setter
+    def epoch(self, epoch: int) -> None:
+        self.set_epoch(epoch)
+
     def set_epoch(self, epoch: int) -> None:
-        """Draw afresh: items depend on ``(seed, epoch, index)``."""
-        if not is_int(epoch) or epoch < 0:
-            raise ValueError(f"epoch must be a non-negative int, got {epoch!r}")
-        self.epoch = int(epoch)
+        """Draw afresh: items depend on ``(seed, epoch, index)``.
+
+        The epoch is held in shared memory, so a :class:`~torch.utils.data.DataLoader`'s worker processes read it
+        too: persistent ones (``persistent_workers=True``) kept the epoch they started with, and drew every epoch's
+        items as the first's, where ``num_workers=0`` drew afresh.
+        """
+        if not is_int(epoch) or not 0 <= epoch <= MAX_EPOCH:
+            raise ValueError(f"epoch must be a non-negative int (at most 2**63 - 1), got {epoch!r}")
+        self._epoch.fill_(int(epoch))
+
+    def __setstate__(self, state: dict) -> None:
+        """A pickled or deep-copied dataset gets an epoch in shared memory of its own (a worker's copy shares its
+        loader's: torch's multiprocessing pickler sends the shared tensor itself); one pickled when the epoch
+        was a plain int has it in shared memory now."""
+        state = dict(state)
+        epoch = state.pop("epoch", None)
+        vars(self).update(state)
+        kept = state.get("_epoch")
+        self._epoch = _shared_epoch(epoch if kept is None else kept)
 
     def _generator(self, index: int, device) -> torch.Generator:
         return torch.Generator(device=device).manual_seed(_index_seed(self.seed, self.epoch, index))

@@ -72,9 +72,11 @@ def fit(
     loss refuses: a column, floats, one-hot rows, classes out of range) raises
     there, and the model is put back as it was given: its buffers (the effects
     and the pass count its first forward pass measured, batch-norm
-    statistics), modes and gradients. A count (``epochs``, ``batch_size``,
-    ``record_every``, ``start_epoch``, ``accumulate``) is an int: a Python or
-    NumPy one, or a 0-d integer tensor or array (the int it holds). Called
+    statistics), modes and gradients; and ``generator`` is put back in the
+    state it was given in (a rerun with it draws what a first run would). A
+    count (``epochs``, ``batch_size``, ``record_every``, ``start_epoch``,
+    ``accumulate``) is an int: a Python or NumPy one, or a 0-d integer tensor
+    or array (the int it holds). Called
     inside ``torch.no_grad()`` it trains all the same (the caller's mode comes
     back after); inside ``torch.inference_mode()``, where nothing can train, it
     raises a RuntimeError before anything changes. The first epoch's first batch
@@ -224,6 +226,8 @@ def fit(
     _checks.check_optimizer(model, optimizer)
     _step_checks.warn_frozen(model, optimizer)
     _checks.check_trains_policy(model, optimizer, reg)
+    # The generator's state, put back if no step succeeds: a rerun with it then draws what this run would have.
+    drawn = generator.get_state() if generator is not None and generator.device.type != "meta" else None
     first_epoch, first_dtype = _checks.first_pass(x, batches, generator, epochs - start_epoch, target)  # checked
     mismatch = _step_checks.dtype_mismatch(model, first_dtype, autocast_dtype)  # said if the first step fails
     layers = [m for m in model.modules() if isinstance(m, AugmentationLayer)]
@@ -384,6 +388,8 @@ def fit(
         bar.close()
     except BaseException as error:
         bar.close()
+        if drawn is not None and state.step == 0:  # (the first batch's order and the failed step's draws)
+            generator.set_state(drawn)
         for cb in started:
             if any(cb is e for e in ended):  # its on_train_end ran to the end
                 continue
