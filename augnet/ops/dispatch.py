@@ -233,6 +233,8 @@ def _check_inputs(x, src, affine, color, weight, padding) -> bool:
         if not isinstance(t, Tensor) and not (name == "color" and t is None):
             kind = "a tensor or None" if name == "color" else "a tensor"
             raise TypeError(f"tap_mix: {name} must be {kind}, got {type(t).__name__}: {_brief(t)}")
+        if t is not None:
+            check_dense("tap_mix", name, t)
     if x.dim() != 4:
         raise ValueError(f"tap_mix: x must be a (B, Ch, H, W) tensor, got shape {_shape(x)}")
     if not x.is_floating_point():
@@ -286,6 +288,22 @@ def _check_inputs(x, src, affine, color, weight, padding) -> bool:
         if lo < 0 or hi >= b:
             raise ValueError(f"tap_mix: src indices must lie in [0, {b - 1}], got values in [{lo}, {hi}]")
     return read
+
+
+def check_dense(owner: str, name: str, t: Tensor) -> None:
+    """The TypeError of a tensor that is not dense: a sparse or MKL-DNN layout, a nested tensor (rows of several
+    lengths). The augmentations index, reshape and convolve rows of one shape; such inputs met a raw error deep
+    inside torch (``reshape is not implemented for sparse tensors``, ``NestedTensorImpl doesn't support sizes``),
+    or, for a few transforms, came out sparse. Reads metadata only."""
+    if t.is_nested:
+        raise TypeError(
+            f"{owner}: {name} must be a dense tensor, got a nested tensor (layout {t.layout}): pad its rows to "
+            "one length (torch.nested.to_padded_tensor) or transform each row alone"
+        )
+    if t.layout != torch.strided:
+        raise TypeError(
+            f"{owner}: {name} must be a dense (strided) tensor, got layout {t.layout}: pass {name}.to_dense()"
+        )
 
 
 def host_readable(t: Tensor) -> bool:
@@ -375,12 +393,13 @@ def tap_mix(
         The :math:`(N, Ch, H, W)` mixture, in ``x``'s dtype.
 
     Raises:
-        TypeError, ValueError: an argument that is not a tensor (``color``: or ``None``), inputs of the wrong
-            shape, dtype or device, an unknown ``padding`` or ``backend`` (also for an empty ``src``), or (on
-            CPU) ``src`` indices out of range or maps and weights that are not finite. On an accelerator such
-            rows come out NaN and :func:`check_bad_input` raises later. Where the CPU cannot read the values
-            without breaking the computation (under ``torch.compile``, ``torch.func.vmap``'s batched tensors)
-            it does as an accelerator, with nothing to report later: those rows NaN, no gradient from them.
+        TypeError, ValueError: an argument that is not a tensor (``color``: or ``None``) or not a dense one
+            (sparse, nested), inputs of the wrong shape, dtype or device, an unknown ``padding`` or ``backend``
+            (also for an empty ``src``), or (on CPU) ``src`` indices out of range or maps and weights that are
+            not finite. On an accelerator such rows come out NaN and :func:`check_bad_input` raises later. Where
+            the CPU cannot read the values without breaking the computation (under ``torch.compile``,
+            ``torch.func.vmap``'s batched tensors) it does as an accelerator, with nothing to report later: those
+            rows NaN, no gradient from them.
         RuntimeError: a backend asked for by name that cannot run here (also for an empty ``src``).
 
     Examples:

@@ -20,7 +20,7 @@ from torch import Tensor
 from augnet.ops.constants import device_constant
 from augnet.ops.precision import compute_dtype
 
-__all__ = ["Taps", "concat_taps", "identity_affine", "identity_color", "select_taps"]
+__all__ = ["Taps", "check_taps", "concat_taps", "identity_affine", "identity_color", "select_taps"]
 
 
 class Taps(NamedTuple):
@@ -40,6 +40,41 @@ class Taps(NamedTuple):
     affine: Tensor | None = None
     color: Tensor | None = None
     src: Tensor | None = None
+
+
+def check_taps(taps, n: int, owner: str = "taps") -> None:
+    """The TypeError or ValueError of ``taps`` that are not a :class:`Taps` of tensors shaped for ``n`` rows.
+
+    A custom transform's ``taps()`` with a weight of shape (N,) rather than (N, K), a list for a tensor or
+    another row count met an ``IndexError``, an ``AttributeError`` or a broadcasting error inside torch.
+    Reads shapes only (no synchronisation on an accelerator); the channel count of ``color`` is checked
+    against the images elsewhere.
+    """
+    if not isinstance(taps, Taps):
+        raise TypeError(f"{owner}: taps() must return a Taps, got {type(taps).__name__}")
+    for name, t in zip(Taps._fields, taps, strict=True):
+        if not (t is None and name != "weight") and not isinstance(t, Tensor):
+            kind = "a tensor" if name == "weight" else "a tensor or None"
+            raise TypeError(f"{owner}: Taps.{name} must be {kind}, got {type(t).__name__}")
+    if taps.weight.dim() != 2 or taps.weight.shape[0] != n:
+        raise ValueError(
+            f"{owner}: Taps.weight must have shape (N, K) with N = {n} rows, got {tuple(taps.weight.shape)}"
+        )
+    k = taps.weight.shape[1]
+    color = taps.color
+    shapes = {
+        "affine": (n, k, 2, 3),
+        "color": None if color is None or color.dim() != 4 else (n, k, color.shape[2], color.shape[2] + 1),
+        "src": (n, k),
+    }
+    for name, want in shapes.items():
+        t = getattr(taps, name)
+        if t is not None and (want is None or tuple(t.shape) != want):
+            shown = "(N, K, Ch, Ch + 1)" if name == "color" else str(want)
+            raise ValueError(
+                f"{owner}: Taps.{name} must have shape {shown} for the weight's N = {n} rows and K = {k} taps, "
+                f"got {tuple(t.shape)}"
+            )
 
 
 def identity_affine(n: int, k: int, dtype: torch.dtype, device: torch.device) -> Tensor:
@@ -84,6 +119,7 @@ def concat_taps(
     any_color = any(t.color is not None for t in taps)
     srcs, affines, colors, weights = [], [], [], []
     for i, t in enumerate(taps):
+        check_taps(t, n, f"taps {i}")  # shapes only
         k = t.weight.shape[1]
         srcs.append(own[:, None].expand(n, k) if t.src is None else t.src)
         affines.append(identity_affine(n, k, dtype, device) if t.affine is None else t.affine.to(dtype))

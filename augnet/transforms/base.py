@@ -36,9 +36,9 @@ import torch
 from torch import Tensor, nn
 
 from augnet._checks import NotANumberError, array_number, is_real, positive
-from augnet.ops.dispatch import tap_mix
+from augnet.ops.dispatch import check_dense, tap_mix
 from augnet.ops.precision import full_precision
-from augnet.ops.taps import Taps, concat_taps
+from augnet.ops.taps import Taps, check_taps, concat_taps
 from augnet.transforms._base_checks import check_temperature as check_temperature
 from augnet.transforms._base_checks import (
     check_unit_interval,
@@ -139,6 +139,7 @@ class Transform(nn.Module):
         if n != x.shape[0] and (x.shape[0] == 0 or n % x.shape[0]):  # a tap reads x[n % B]: the rows' sources
             raise ValueError(_foreign_rows(n, x.shape[0], type(self).__name__))
         taps = self.taps(params)
+        check_taps(taps, n, type(self).__name__)  # a custom taps() of other shapes: refused here, not deep in torch
         check_color_channels(type(self).__name__, x, taps.color)  # params of another channel count: broadcast
         if taps.affine is None and taps.src is None:  # colour maps alone: per pixel, nothing resampled
             return _apply_colors(x, taps, n)
@@ -310,7 +311,8 @@ class Transform(nn.Module):
         return cls.taps is not Transform.taps
 
     def check_input(self, x: Tensor) -> None:
-        """Raise the TypeError or ValueError of an input the transform cannot take (type, dtype, rank, empty sizes).
+        """Raise the TypeError or ValueError of an input the transform cannot take (type, layout (sparse, nested),
+        dtype, rank, empty sizes).
 
         An input a dimension or two short of a common layout (mono signals :math:`(B, T)`, one image
         :math:`(Ch, H, W)`) is refused with the reshape that makes a batch (``x.unsqueeze(1)``, ``x.unsqueeze(0)``).
@@ -318,6 +320,7 @@ class Transform(nn.Module):
         name = type(self).__name__
         if not isinstance(x, Tensor):
             raise TypeError(f"{name}: expected a tensor, got {type(x).__name__}")
+        check_dense(name, "x", x)  # sparse, MKL-DNN or nested: a TypeError here, not a raw one inside torch
         if not x.is_floating_point():
             hint = ": convert 8-bit images with x.float() / 255" if x.dtype == torch.uint8 else ""
             raise TypeError(f"{name}: expected a floating-point tensor, got dtype {x.dtype}{hint}")

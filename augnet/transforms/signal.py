@@ -288,7 +288,9 @@ class FrequencyShift(SignalTransform):
         t = torch.arange(x.shape[-1], device=x.device, dtype=shift.dtype) / self.sfreq
         phase = 2 * math.pi * shift[:, None] * t  # (N, T)
         carrier = torch.polar(torch.ones_like(phase), phase)[:, None, :]
-        return (_analytic(x.to(shift.dtype)) * carrier).real.to(x.dtype)
+        # .real is a view, every other value of the complex product: a contiguous copy (a stride-2 result
+        # refused .view() and kept the complex tensor, twice its size, alive)
+        return (_analytic(x.to(shift.dtype)) * carrier).real.to(x.dtype).contiguous()
 
     def natural_range(self, magnitude, size=None):
         r = float(magnitude) * self.max_shift
