@@ -17,7 +17,7 @@ from augnet import _layer_state
 from augnet._calibration import change_curves
 from augnet._checks import is_real, loading_or_kept, number
 from augnet._model_checks import normal_tensor
-from augnet.magnitudes import initial_magnitudes, invert_change, inward_clamp, widened
+from augnet.magnitudes import calibrated_change, initial_magnitudes, invert_change, inward_clamp, widened
 from augnet.ops import dispatch
 from augnet.ops.dispatch import tap_mix
 from augnet.ops.precision import full_precision
@@ -198,7 +198,7 @@ class AugmentationLayer(nn.Module):
         if self.calibration is None:
             return mu
         calibration = widened(self.calibration).to(mu)
-        return invert_change(calibration, mu * calibration[:, -1].max())
+        return invert_change(calibration, calibrated_change(mu, calibration))  # at a cap: the curve's end
 
     @torch.no_grad()
     def calibrate(

@@ -11,7 +11,7 @@ from torch import Tensor
 
 from augnet._checks import as_values, number
 
-__all__ = ["initial_magnitudes", "invert_change", "inward_clamp", "widened"]
+__all__ = ["calibrated_change", "initial_magnitudes", "invert_change", "inward_clamp", "widened"]
 
 
 class _InwardClamp(torch.autograd.Function):
@@ -60,8 +60,10 @@ def invert_change(curves: Tensor, change: Tensor) -> Tensor:
     ``curves`` (Q, K) holds values at K evenly spaced magnitudes; the inverse is piecewise linear and
     differentiable in ``change``. A change equal to a flat stretch's value gives the stretch's first magnitude
     (so a curve that starts flat, as a gate's measured on few rows does, still gives 0 at a change of 0: the
-    identity; the derivative at a change of 0 is 0 there, as on every curve, from the clamp to [0, 1]); a change
-    just above it gives the stretch's end.
+    identity); a change just above it gives the stretch's end. The derivative at a knot is that of the rising
+    segment the change enters going up (at a change of 0, the first rising segment's slope), and at the curve's
+    end value that of the segment arriving there (the one-sided derivative, finite at a flat end too): a
+    calibrated magnitude at 0 or at its cap takes the task's gradient, and can come back from a bound.
 
     Raises:
         TypeError, ValueError: ``curves`` not a floating-point (Q, K) tensor with K >= 2, ``change`` not a
@@ -85,8 +87,32 @@ def invert_change(curves: Tensor, change: Tensor) -> Tensor:
     # On a flat stretch's value exactly (right=True lands after the stretch): its first magnitude, branch-free.
     first = torch.searchsorted(grid, at, right=False).clamp(max=k - 1)
     hit = (grid.gather(1, first) == at).squeeze(1)
-    out = torch.where(hit, first.squeeze(1).to(change.dtype) * step + (out - out.detach()), out)
-    return out.clamp(0.0, 1.0)
+    # Its derivative: the segment after the stretch; at a flat end (no rising segment after it), the one before.
+    before = _arriving(curves, first, change, step)
+    slope_of = torch.where(y1 > y0, out, before)
+    out = torch.where(hit, first.squeeze(1).to(change.dtype) * step + (slope_of - slope_of.detach()), out)
+    # [0, 1] with the derivative kept at the bounds themselves (clamp's is 0 there: magnitudes 0 and 1 stuck).
+    return torch.where((out >= 0.0) & (out <= 1.0), out, out.clamp(0.0, 1.0))
+
+
+def _arriving(curves: Tensor, first: Tensor, change: Tensor, step: float) -> Tensor:
+    """``change`` on the segment arriving at knot ``first`` (Q, 1): its derivative there (0 at a curve's first knot)."""
+    b0, b1 = curves.gather(1, (first - 1).clamp_min(0)).squeeze(1), curves.gather(1, first).squeeze(1)
+    rises = b1 > b0
+    slope = torch.where(rises, step / (b1 - b0).clamp_min(1e-12), torch.zeros_like(b1))
+    return (change - b0) * slope
+
+
+def calibrated_change(mu: Tensor, curves: Tensor) -> Tensor:
+    """The (Q,) changes calibrated layer magnitudes ``mu`` (Q,) ask of ``curves`` (Q, K): ``mu`` times the largest end.
+
+    A magnitude at its cap (``end_q / max end``) asks exactly curve ``q``'s end: ``mu * max`` may round an ulp above it
+    (about 1 case in 18), past the curve, where the inverse's derivative is 0 and the magnitude, stuck at its bound,
+    would take no task gradient. The derivative in ``mu`` is kept; below the ends the values are ``mu * max`` as is.
+    """
+    end = curves[:, -1]
+    change = mu * end.max()
+    return torch.where(change > end, end + (change - change.detach()), change)
 
 
 def _check_curves(curves, change) -> None:
