@@ -329,6 +329,7 @@ class AugmentationLayer(nn.Module):
         ``range_size`` the size the ranges of :meth:`policy` are at (``size``, default ``last_size``).
         """
         last = None if self.last_size is None else [int(s) for s in self.last_size]
+        dtype = str(self.raw_magnitudes.dtype).removeprefix("torch.")  # float64's alone: float32 holds the others
         return {
             "temperature": self.temperature,
             "eval_mode": self.eval_mode,
@@ -340,6 +341,7 @@ class AugmentationLayer(nn.Module):
             "effect": self.effect.cpu().tolist() if bool(self.effect_measured) else None,
             "last_size": last,
             "range_size": last if size is None else [int(s) for s in size],
+            **({"dtype": dtype} if dtype == "float64" else {}),
         }
 
     def extra_repr(self) -> str:
