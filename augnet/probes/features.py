@@ -397,7 +397,7 @@ def stream_features(
         handles.append(net.trunk.register_forward_pre_hook(lambda mod, i, count=count: count(len(i[0]))))
 
     def read(layer, o):
-        record[layer] = _first_tensor(o, f"layer {layer!r}")
+        record[layer] = _unshared(_first_tensor(o, f"layer {layer!r}"))
 
     try:
         with evaluating(model), call_hooks(model, targets, read) as check:
@@ -446,7 +446,9 @@ def features(
     """Activations of the named layers of ``model`` on ``x``.
 
     Forward hooks record each named layer's output (the model is not edited,
-    the hooks are removed afterwards). Two names are special: ``"output"``
+    the hooks are removed afterwards), as the layer returned it: a later
+    in-place module (``ReLU(inplace=True)`` after a batch norm) does not change
+    what is read. Two names are special: ``"output"``
     (``OUTPUT``) is the model's own output, whatever it is (for an
     :class:`~augnet.AugNet`, its aggregate over the copies), and ``"logits"``
     (``LOGITS``) is, for a model that is an :class:`~augnet.AugNet`, its
@@ -536,6 +538,20 @@ class _Filler:
 
     def result(self) -> dict[str, Tensor]:
         return {**self.out, **{n: torch.cat(p) for n, p in self.parts.items()}}
+
+
+def _unshared(a: Tensor) -> Tensor:
+    """A copy of a layer's output as the hook sees it, which the rest of the forward pass cannot overwrite.
+
+    The next module may work in place on it (torchvision's ``ReLU(inplace=True)`` after a batch norm, MobileNet's
+    ``Hardswish(inplace=True)``): the tensor kept then held that module's output, and a batch norm's features
+    were read rectified. A dense output (contiguous, or channels-last) is copied with its own strides, so the
+    values and their layout (and every measure on them) are those of the output; a strided view (a slice, an
+    expanded tensor) is kept as it is.
+    """
+    last = {4: torch.channels_last, 5: torch.channels_last_3d}.get(a.dim())
+    dense = a.is_contiguous() or (last is not None and a.is_contiguous(memory_format=last))
+    return a.clone() if dense else a
 
 
 def _first_tensor(o, what: str = "a module output") -> Tensor:

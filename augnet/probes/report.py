@@ -134,7 +134,9 @@ def auto_layers(model: nn.Module, x: Tensor | None = None, **forward_kwargs) -> 
     one block of more than 8 layers (VGG's and AlexNet's ``features``) at 8 of them, evenly spaced; a
     flat model (a ``Sequential`` of layers) gives its children but the last, at most 8, evenly spaced.
     For an AugNet, the blocks of its trunk; for a ``torch.compile`` wrapper, the blocks of the module it
-    runs, named through the wrapper (``_orig_mod.layer1``).
+    runs, named through the wrapper (``_orig_mod.layer1``); for a module whose only child holds submodules
+    (``nn.DataParallel``, a wrapper returning a model's logits), the blocks of that child, named through it
+    (``module.layer1``).
 
     With inputs ``x``, the blocks are those of a forward pass (on ``x[:2]``, see
     :func:`~augnet.probes.layer_calls`; ``forward_kwargs`` go to the model): a block called
@@ -154,6 +156,11 @@ def auto_layers(model: nn.Module, x: Tensor | None = None, **forward_kwargs) -> 
     if inner is not None:  # torch.compile's wrapper: the blocks of the module it runs, by their names through it
         root, prefix = (inner.trunk, "_orig_mod.trunk.") if isinstance(inner, AugNet) else (inner, "_orig_mod.")
     children = list(root.named_children())
+    # A wrapper of one module (nn.DataParallel's "module", a user's wrapper returning the logits): its blocks
+    # are those of the module it runs (the wrapper's last and only child is the whole network, not the head).
+    while len(children) == 1 and next(children[0][1].children(), None) is not None:
+        prefix, root = f"{prefix}{children[0][0]}.", children[0][1]
+        children = list(root.named_children())
 
     def blocks(items):
         return [(n, m) for n, m in items if next(m.children(), None) is not None]
