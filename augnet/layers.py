@@ -6,7 +6,6 @@ Axis legend: B samples, C copies, N = B * C output rows (copy-major: row
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Sequence
 
@@ -15,7 +14,10 @@ from torch import Tensor, nn
 
 from augnet import _layer_state
 from augnet._calibration import change_curves
-from augnet._checks import is_real, loading_or_kept, number
+from augnet._checks import loading_or_kept, number
+from augnet._layer_checks import check_finite_cpu as _check_finite_cpu
+from augnet._layer_checks import check_generator as check_generator
+from augnet._layer_checks import check_temperature
 from augnet._model_checks import normal_tensor
 from augnet.magnitudes import calibrated_change, initial_magnitudes, invert_change, inward_clamp, widened
 from augnet.ops import dispatch
@@ -29,29 +31,6 @@ from augnet.transforms.base import Transform, check_copies, draw, kink_gate, str
 __all__ = ["AugmentationLayer", "AugmentationModule", "Policy", "transform_classes"]
 
 EVAL_MODES = TRAIN_MODES = ("sample", "mix")
-
-
-def check_generator(generator) -> None:
-    """Raise a clear error for a generator that cannot be used here.
-
-    torch.compile cannot trace ``torch.Generator`` arguments; compiled models
-    draw from torch's global generator (seed it with ``torch.manual_seed``).
-    """
-    if generator is None:
-        return
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
-    if torch.compiler.is_compiling():
-        raise TypeError(
-            "torch.compile cannot trace a torch.Generator argument: call the compiled model with "
-            "generator=None and seed torch's global generator (torch.manual_seed) instead"
-        )
-
-
-def _check_finite_cpu(name: str, t: Tensor) -> None:
-    # A value check on an accelerator would synchronise with the host; skip it there.
-    if dispatch.host_readable(t) and not bool(torch.isfinite(t).all()):
-        raise ValueError(f"{name} contains NaN or infinite values: {t.detach().tolist()}")
 
 
 class AugmentationLayer(nn.Module):
@@ -126,13 +105,7 @@ class AugmentationLayer(nn.Module):
             raise ValueError(f"transforms expect inputs of different ranks ({said}); put them in separate layers")
         q = len(transforms)
         init = initial_magnitudes(init_magnitude, q)
-        temperature = number("temperature", temperature)  # a 0-d tensor or array: the number it holds
-        if not is_real(temperature):
-            raise TypeError(f"temperature must be a number, got {type(temperature).__name__}: {temperature!r}")
-        if not math.isfinite(temperature) or temperature <= 0:
-            raise ValueError(f"temperature must be positive and finite, got {temperature}")
-        if 1.0 / temperature > torch.finfo(torch.float32).max:
-            raise ValueError(f"temperature {temperature} is too small: logits / temperature overflows float32")
+        temperature = check_temperature(temperature)  # a 0-d tensor or array: the number it holds
         if eval_mode not in EVAL_MODES:
             raise ValueError(f"eval_mode must be one of {EVAL_MODES}, got {eval_mode!r}")
         if train_mode not in TRAIN_MODES:
@@ -142,7 +115,7 @@ class AugmentationLayer(nn.Module):
         self.transforms = nn.ModuleList(transforms)
         self.weight_logits = nn.Parameter(torch.zeros(q))
         self.raw_magnitudes = nn.Parameter(torch.tensor(init, dtype=torch.float32))
-        self.temperature = float(temperature)
+        self.temperature = temperature
         self.eval_mode = eval_mode
         self.train_mode = train_mode
         self.backend = backend
@@ -156,6 +129,20 @@ class AugmentationLayer(nn.Module):
         self.register_buffer("effect_measured", torch.zeros((), dtype=torch.bool))
 
     # ---------------------------------------------------------------- state
+    @property
+    def temperature(self) -> float:
+        """The softmax temperature of the weights (> 0); an assignment is checked as the constructor's argument."""
+        return self._temperature
+
+    @temperature.setter
+    def temperature(self, value) -> None:
+        self._temperature = check_temperature(value)
+
+    def __setstate__(self, state: dict) -> None:
+        if "temperature" in state:  # a layer pickled before the temperature was checked on assignment
+            state["_temperature"] = state.pop("temperature")
+        super().__setstate__(state)
+
     @property
     def weights(self) -> Tensor:
         """(Q,) mixture weights, ``softmax(weight_logits / temperature)``; sums to 1 (differentiable, read-only)."""

@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from augnet._calibration import evaluating
 from augnet._checks import check_bool, number
 from augnet.data import sinusoids
 from augnet.experiments._registry import Report, register
@@ -96,7 +97,7 @@ def time_copies(
     by the mean of that round's two trunk times, and the reported ratio is the
     median over rounds. To tell the augmentation's cost
     from the trunk's, the trunk alone is also timed on the ``C * B`` rows of
-    ``x`` repeated C times (``trunk_ratio``).
+    ``x`` repeated C times (``trunk_ratio``). Every submodule's training mode comes back as it was.
 
     Returns:
         ``{"copies": [...], "ratio": [...] (median over rounds), "ratio_rounds": [[...] per round],
@@ -104,12 +105,10 @@ def time_copies(
         "trunk_seconds": [... per round], "augnet_seconds": [[...] per round],
         "trunk_rows_seconds": [[... the trunk on C * B rows] per round], "threads": int}``.
     """
-    was_training = model.training
-    model.eval()
     generator = torch.Generator(x.device).manual_seed(seed)
     trunk_s, aug_s, rows_s = [], [], []
     repeated = {c: x.repeat(c, *[1] * (x.dim() - 1)) for c in copies}
-    try:
+    with evaluating(model):  # each submodule's own mode comes back (a frozen batch norm left in eval stays so)
         model(x, copies=max(copies), generator=generator)  # warm-up: first calls allocate and load code
         model.trunk(repeated[max(copies)])
         for _ in range(rounds):
@@ -119,8 +118,6 @@ def time_copies(
             )
             rows_s.append([_median_time(lambda c=c: model.trunk(repeated[c]), min_run_time) for c in copies])
             trunk_s.append((before + _median_time(lambda: model.trunk(x), min_run_time)) / 2)
-    finally:
-        model.train(was_training)
     ratio_rounds = [[a / t for a in row] for t, row in zip(trunk_s, aug_s, strict=True)]
     trunk_rounds = [[a / t for a in row] for t, row in zip(trunk_s, rows_s, strict=True)]
     return {

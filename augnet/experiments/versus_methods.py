@@ -65,10 +65,16 @@ LAM = 0.5
 AUGERINO_LAM = 0.05
 
 
+def check_method(method) -> str:
+    """``method``, or the ValueError naming it and the known methods (a KeyError deep in the run before)."""
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose from {METHODS}")
+    return method
+
+
 def applies(method: str, task: Task) -> bool:
     """Whether ``method`` runs on ``task`` (image policies and Augerino's affine warps need images)."""
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose from {METHODS}")
+    check_method(method)
     return task.kind == "image" or method in ("none", "fixed", "augnet", "instance")
 
 
@@ -126,6 +132,7 @@ def build(method: str, trunk: nn.Module, transforms, lr: float, size, channels: 
     ``transforms()`` makes AugNet's candidates; ``size`` is the images' (H, W) or side (for ``crop``);
     ``fixed`` is the ``fixed`` method's ``(transform, magnitude)``.
     """
+    check_method(method)
     if method in ("augnet", "instance"):
         if method == "augnet":
             layer = AugmentationLayer(transforms())
@@ -236,7 +243,11 @@ def run_method(method: str, task: Task, regime: str, split: Split, seed: int, fi
 
     The run seeds torch's global generator with ``seed``; the caller's global random state comes back after it
     (it was left seeded and advanced by the run).
+
+    Raises:
+        ValueError: a ``method`` not in :data:`METHODS`, before anything is built.
     """
+    check_method(method)
     with torch.random.fork_rng(devices=[]):  # the runs are on the CPU, as run_versus's
         return _run_method(method, task, regime, split, seed, fixed, quick)
 
@@ -262,4 +273,3 @@ def _run_method(method: str, task: Task, regime: str, split: Split, seed: int, f
     if isinstance(model, Augerino):
         record["widths"] = model.augment.magnitudes.detach().tolist()
     return record
-

@@ -16,8 +16,9 @@ from augnet._checks import NotANumberError, is_real, number, positive, sizes
 from augnet.magnitudes import widened
 
 __all__ = [
-    "check_temperature", "checked_natural_range", "in_float32", "jsonable", "param_dtype", "range_magnitude",
-    "range_size", "shown_number", "tensor_magnitude",
+    "check_temperature", "checked_natural_range", "digits_apart", "foreign_rows", "in_float32", "jsonable",
+    "misshapen_param", "param_dtype", "param_rows", "range_magnitude", "range_size", "shape_checked",
+    "shown_number", "tensor_magnitude",
 ]  # fmt: skip
 
 
@@ -168,3 +169,92 @@ def jsonable(value):
     if isinstance(value, (tuple, list)):
         return [jsonable(v) for v in value]
     return value
+
+
+def digits_apart(low: float, high: float, least: int = 3) -> int:
+    """The significant digits (``least`` or more, up to 17) at which ``low`` and ``high`` print differently.
+
+    ``Range.__str__`` prints its bounds with them: at 3 digits a narrow range read as none (``Contrast`` at
+    magnitude 1e-4 printed ``[1, 1] factor``). Bounds that are equal, or differ at ``least`` digits, take ``least``.
+    """
+    digits = least
+    while digits < 17 and low != high and f"{low:.{digits}g}" == f"{high:.{digits}g}":
+        digits += 1
+    return digits
+
+
+def param_rows(params: dict[str, Tensor], name: str = "Transform") -> int:
+    """The rows ``params`` were drawn for (those of its first tensor), or the error saying why they are not params."""
+    if not isinstance(params, dict):
+        raise TypeError(f"{name}: params must be a dict of tensors (as sample() returns), got {type(params).__name__}")
+    first = next(iter(params.values()), None)  # (an empty dict: not a StopIteration, which a caller's loop would eat)
+    if not isinstance(first, Tensor) or first.dim() == 0:
+        what = "an empty dict" if not params else f"{type(first).__name__} as its first entry"
+        raise ValueError(f"{name}: params must be a dict of per-row tensors (as sample() returns), got {what}")
+    return first.shape[0]
+
+
+def foreign_rows(n: int, b: int, name: str = "") -> str:
+    """Why params drawn for ``n`` rows cannot be applied to a batch of ``b`` (``n`` not a multiple of ``b``)."""
+    return (f"{name + ': ' if name else ''}params are for {n} rows, not a multiple of the batch's {b} rows: apply "
+            "params to the batch they were drawn for (B * copies rows, copy-major)")  # fmt: skip
+
+
+def misshapen_param(transform, x: Tensor, params: dict[str, Tensor]) -> str | None:
+    """Why ``params`` cannot be applied to ``x``: an entry of another shape than ``transform.sample`` gives for
+    this batch and these rows (None when every entry has its shape, or the shapes cannot be drawn).
+
+    Draws with a generator of its own (the caller's random state is left as it was); compares shapes only.
+    """
+    name = type(transform).__name__
+    try:
+        n, b = param_rows(params, name), x.shape[0]
+        if b == 0 or n % b:
+            return None
+        with torch.no_grad():
+            drawn = transform.sample(x, 0.5, generator=torch.Generator(x.device).manual_seed(0), copies=n // b)
+    except Exception:  # no shapes to compare: the caller's own error stands
+        return None
+    for key, given in params.items():
+        want = drawn.get(key) if isinstance(drawn, dict) else None
+        if isinstance(given, Tensor) and isinstance(want, Tensor) and given.shape != want.shape:
+            return (f"{name}: params[{key!r}] has shape {tuple(given.shape)}, but {name}.sample gives shape "
+                    f"{tuple(want.shape)} for x of shape {tuple(x.shape)} with copies={n // b}: pass the params "
+                    "that sample() or draw_params() drew for this batch")  # fmt: skip
+    return None
+
+
+def shape_checked(fn):
+    """A transform's ``apply_transform(self, x, params)`` that names a params entry of another shape than
+    ``sample`` gives (:func:`misshapen_param`), where it raised a raw torch error ("stack expects each tensor
+    to be equal size", "too many values to unpack") or returned rows of another rank.
+
+    ``Transform.__init_subclass__`` wraps each subclass's own with it. Shapes are compared only after a call
+    failed or returned another rank than ``x``'s: a call that works costs nothing more.
+    """
+    if getattr(fn, "_checks_param_shapes", False):
+        return fn
+
+    @functools.wraps(fn)
+    def apply_transform(self, x, params):
+        if torch.compiler.is_compiling():
+            return fn(self, x, params)
+        name = type(self).__name__
+        try:
+            out = fn(self, x, params)
+        except (RuntimeError, ValueError, TypeError, IndexError) as err:
+            said = str(err)  # augnet's own named errors stand (another channel count, aspect, rows); taps' do not
+            if isinstance(err, (ValueError, TypeError)) and said.startswith(f"{name}: ") and "Taps." not in said:
+                raise
+            why = misshapen_param(self, x, params)
+            if why is None:
+                raise
+            raise ValueError(why) from err
+        if isinstance(out, Tensor) and isinstance(x, Tensor) and out.dim() != x.dim():
+            why = misshapen_param(self, x, params)
+            if why is not None:
+                raise ValueError(why)
+        return out
+
+    apply_transform._checks_param_shapes = True
+    return apply_transform

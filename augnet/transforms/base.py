@@ -43,12 +43,16 @@ from augnet.transforms._base_checks import check_temperature as check_temperatur
 from augnet.transforms._base_checks import (
     check_unit_interval,
     checked_natural_range,
+    digits_apart,
     jsonable,
     param_dtype,
+    shape_checked,
     shown_number,
     tensor_magnitude,
 )
+from augnet.transforms._base_checks import foreign_rows as _foreign_rows
 from augnet.transforms._base_checks import in_float32 as in_float32
+from augnet.transforms._base_checks import param_rows as _rows
 from augnet.transforms._checks_copies import check_copies
 from augnet.transforms._replay_checks import check_color_channels
 from augnet.transforms._shapes import rank_hint
@@ -70,7 +74,8 @@ class Range(NamedTuple):
         unit = f" {self.unit}" if self.unit else ""
         if self.low == -self.high:
             return f"±{self.high:.3g}{unit}"
-        return f"[{self.low:.3g}, {self.high:.3g}]{unit}"
+        digits = digits_apart(self.low, self.high)  # 3, or more until unequal bounds print differently
+        return f"[{self.low:.{digits}g}, {self.high:.{digits}g}]{unit}"
 
 
 def _no_rows(x: Tensor, magnitude: Tensor) -> Tensor:
@@ -125,6 +130,7 @@ class Transform(nn.Module):
         """The transform as taps of ``tap_mix``; only for tap-capable transforms."""
         raise NotImplementedError(f"{type(self).__name__} has no tap form")
 
+    @shape_checked  # params of another shape than sample() gives: a ValueError naming the entry (every subclass's)
     def apply_transform(self, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         """Apply the transform with fixed ``params`` (deterministic).
 
@@ -275,6 +281,8 @@ class Transform(nn.Module):
         own = cls.__dict__.get("natural_range")
         if callable(own):  # its arguments checked before it runs (checked_natural_range), once
             cls.natural_range = checked_natural_range(own)
+        if callable(apply := cls.__dict__.get("apply_transform")):  # misshapen params named (shape_checked)
+            cls.apply_transform = shape_checked(apply)
 
     def config(self) -> dict:
         """The constructor arguments of this transform, JSON-ready: ``type(t)(**t.config())`` rebuilds it.
@@ -461,17 +469,6 @@ def _apply_colors(x: Tensor, taps: Taps, n: int) -> Tensor:
     return torch.einsum("nk,nk...->n...", weight, mapped)
 
 
-def _rows(params: dict[str, Tensor], name: str = "Transform") -> int:
-    """The rows ``params`` were drawn for (those of its first tensor), or the error saying why they are not params."""
-    if not isinstance(params, dict):
-        raise TypeError(f"{name}: params must be a dict of tensors (as sample() returns), got {type(params).__name__}")
-    first = next(iter(params.values()), None)  # (an empty dict: not a StopIteration, which a caller's loop would eat)
-    if not isinstance(first, Tensor) or first.dim() == 0:
-        what = "an empty dict" if not params else f"{type(first).__name__} as its first entry"
-        raise ValueError(f"{name}: params must be a dict of per-row tensors (as sample() returns), got {what}")
-    return first.shape[0]
-
-
 def draw(fn, *args, generator: torch.Generator | None = None, **kwargs) -> Tensor:
     """Call a torch random function (``torch.rand``, ``randn``, ``randint``, ...),
     passing ``generator`` only when one is given.
@@ -590,9 +587,3 @@ def repeat_rows(x: Tensor, n: int) -> Tensor:
     if b == 0 or n % b:
         raise ValueError(_foreign_rows(n, b))
     return einops.repeat(x, "b ... -> (c b) ...", c=n // b)  # c copies, b samples: row c * B + b
-
-
-def _foreign_rows(n: int, b: int, name: str = "") -> str:
-    """Why params drawn for ``n`` rows cannot be applied to a batch of ``b`` (``n`` not a multiple of ``b``)."""
-    return (f"{name + ': ' if name else ''}params are for {n} rows, not a multiple of the batch's {b} rows: apply "
-            "params to the batch they were drawn for (B * copies rows, copy-major)")  # fmt: skip
