@@ -121,17 +121,45 @@ FIX = (
 )
 
 
+#: Guards the process-wide settings the blocks below change for their duration (a logger's level, CUDA_HOME).
+_settings_lock = threading.Lock()
+#: Per setting, how many blocks are inside (in any thread), the value to restore when the last one leaves, and how.
+_held: dict[str, list] = {}
+
+
 @contextlib.contextmanager
-def quiet_cpp_extension_log():
-    """Silence the CUDA_HOME warning ``torch.utils.cpp_extension`` logs on import on machines
-    without a GPU (it does not concern a CPU build, nor ``torch.utils.benchmark``, which imports it)."""
-    logger = logging.getLogger("torch.utils.cpp_extension")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
+def _setting_held(key: str, save, apply, restore):
+    """Run ``apply()`` for the block, and ``restore(saved)`` when the last block holding ``key`` (in any thread)
+    leaves, ``saved`` being what ``save()`` read when the first one came in.
+
+    Each block saving and restoring on its own broke under threads: with two overlapping blocks, the one that
+    came in second saved the first one's value and, leaving last, restored it for good (torch's extension
+    logger stayed at ERROR, ``CUDA_HOME`` set, after every block had ended).
+    """
+    with _settings_lock:
+        held = _held.setdefault(key, [0, None, restore])
+        if held[0] == 0:
+            held[1:] = [save(), restore]
+        held[0] += 1
+        apply()
     try:
         yield
     finally:
-        logger.setLevel(level)
+        with _settings_lock:
+            held[0] -= 1
+            if held[0] == 0:
+                held[2](held[1])
+
+
+@contextlib.contextmanager
+def quiet_cpp_extension_log():
+    """Silence the CUDA_HOME warning ``torch.utils.cpp_extension`` logs on import on machines
+    without a GPU (it does not concern a CPU build, nor ``torch.utils.benchmark``, which imports it).
+
+    The logger's level is restored when the last such block (in any thread) ends."""
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    with _setting_held("log", lambda: logger.level, lambda: logger.setLevel(logging.ERROR), logger.setLevel):
+        yield
 
 
 #: Where a CUDA toolkit is looked for last (see :func:`find_cuda_toolkit`).
@@ -165,24 +193,31 @@ def cuda_toolkit():
     ``torch.utils.cpp_extension`` reads ``CUDA_HOME`` once, when it is first
     imported (``torch.utils.benchmark`` imports it, for one), into its
     module-level ``CUDA_HOME``, which its builds use; setting the environment
-    variable later changes nothing. Both are set for the block and restored after.
+    variable later changes nothing. Both are set for the block and restored after (when the last such block,
+    in any thread, ends).
     """
     with quiet_cpp_extension_log():
         from torch.utils import cpp_extension
 
     root = find_cuda_toolkit()
-    saved_module, saved_env = cpp_extension.CUDA_HOME, os.environ.get("CUDA_HOME")
-    if root is not None:
-        cpp_extension.CUDA_HOME = root
-        os.environ["CUDA_HOME"] = root
-    try:
-        yield root
-    finally:
-        cpp_extension.CUDA_HOME = saved_module
-        if saved_env is None:
+
+    def save():
+        return cpp_extension.CUDA_HOME, os.environ.get("CUDA_HOME")
+
+    def apply():
+        if root is not None:
+            cpp_extension.CUDA_HOME = root
+            os.environ["CUDA_HOME"] = root
+
+    def restore(saved):
+        cpp_extension.CUDA_HOME = saved[0]
+        if saved[1] is None:
             os.environ.pop("CUDA_HOME", None)
         else:
-            os.environ["CUDA_HOME"] = saved_env
+            os.environ["CUDA_HOME"] = saved[1]
+
+    with _setting_held("cuda_home", save, apply, restore):
+        yield root
 
 
 def _prebuilt() -> list[Path]:
@@ -317,6 +352,19 @@ def load() -> bool:
                 _state["error"] = f"{type(err).__name__}: {err}".strip()
             _state["tried"] = True
     return _state["error"] is None
+
+
+def _after_fork_in_child() -> None:
+    """A child of ``fork`` (a ``DataLoader`` worker, a ``multiprocessing`` pool) has only the thread that forked:
+    the locks another thread of the parent held (loading or building the extension, a minute) would stay held in
+    it for ever, and its first ``tap_mix`` wait for them with no message. It gets free locks (a loading left
+    unfinished is tried again there: torch's build lock, a file lock, makes it wait for the parent's build)."""
+    global _lock, _settings_lock
+    _lock, _settings_lock = threading.Lock(), threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _has_kernel(key: str, op: str = "augnet::tap_mix") -> bool:

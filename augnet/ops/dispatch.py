@@ -116,7 +116,9 @@ def available_backends(x: Tensor | None = None) -> list[str]:
     if x is not None and not isinstance(x, Tensor):
         raise TypeError(f"available_backends: x must be a tensor or None, got {type(x).__name__}: {_brief(x)}")
     names = []
-    for name, b in _BACKENDS.items():
+    # A snapshot: a hint may take a minute (the first build of the C++ backend), and another thread registering a
+    # backend meanwhile broke the loop ("dictionary changed size during iteration").
+    for name, b in list(_BACKENDS.items()):
         if b.unavailable_hint() is not None:
             continue
         if x is not None and not b.supports(x):
