@@ -3,22 +3,29 @@
 ``_ImageTransform`` (4-D image input, padding mode) and ``_RGBTransform``
 (three channels), the builders of the one-tap affine warps and colour maps
 (``_aspect``, ``_one_tap``, ``_affine``, ``_color``), and the grey level
-(``LUMA``, ``_gray``) that several colour transforms read.
+(``LUMA``, ``_gray``) that several colour transforms read, and the warning of a transform that assumes images in
+[0, 1] given other values (``UNIT_SLACK``, ``_ImageTransform._check_unit_range``).
 """
 
 from __future__ import annotations
+
+import warnings
 
 import torch
 from torch import Tensor
 
 from augnet.ops.constants import device_constant
-from augnet.ops.dispatch import PADDING_MODES
+from augnet.ops.dispatch import PADDING_MODES, host_readable
 from augnet.ops.taps import Taps
 from augnet.transforms._replay_checks import check_aspect
 from augnet.transforms.base import Transform, param_dtype
 
 #: ITU-R BT.601 luma weights, used for grey levels (contrast, saturation).
 LUMA = (0.299, 0.587, 0.114)
+
+#: How far outside [0, 1] an input may reach before a transform that assumes images in [0, 1] warns: the rounding
+#: of a warp or a colour map of such images (AutoContrast's 1.0000001) stays well within it.
+UNIT_SLACK = 1e-3
 
 
 def _aspect(x: Tensor, n: int) -> Tensor:
@@ -69,6 +76,30 @@ class _ImageTransform(Transform):
 
     def extra_repr(self) -> str:
         return "" if self.padding == "zeros" else f"padding={self.padding!r}"
+
+    def _check_unit_range(self, x: Tensor, assumption: str) -> None:
+        """Warn (``UserWarning``, once per transform) when ``x`` reaches outside [0, 1] by more than ``UNIT_SLACK``.
+
+        For the transforms whose operation is defined on images in [0, 1] only (``Invert``'s ``1 - x``,
+        ``Solarize``, ``Posterize``, ``Equalize``): on a feature map inside a model or on normalised images their
+        result means nothing. Read on the CPU only (:func:`~augnet.ops.dispatch.host_readable`: elsewhere a read
+        would wait for the device); the values and the random draws are not touched.
+        """
+        if getattr(self, "_range_warned", False) or x.numel() == 0 or not host_readable(x):
+            return
+        low, high = float(x.detach().amin()), float(x.detach().amax())
+        if not (low < -UNIT_SLACK or high > 1.0 + UNIT_SLACK):  # in range (a NaN compares False: not warned)
+            return
+        self._range_warned = True
+        warnings.warn(
+            f"{type(self).__name__} assumes images with values in [0, 1] ({assumption}), got values in "
+            f"[{low:.4g}, {high:.4g}] on {x.shape[1]} channels: on a feature map inside a model or on normalised "
+            "images its result means nothing. Give it images in [0, 1] (normalise inside the trunk), or use "
+            "transforms without a range (the warps, flips, Brightness, Contrast, Sharpness) on feature maps. "
+            "Warned once per transform.",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 class _RGBTransform(_ImageTransform):

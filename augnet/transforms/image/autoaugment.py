@@ -46,6 +46,9 @@ class Solarize(_ImageTransform):
     ``x + sigmoid((x - threshold) / temperature) * (1 - 2 x)`` (a straight-through
     estimate, alive at ``mu = 0``); its gradient in ``x`` is the exact one (+1 or -1).
 
+    Defined on images in [0, 1]: on other values (a feature map inside a model, normalised images) the thresholds
+    drawn in [0, 1] mean nothing, and a call on the CPU warns once (``UserWarning``).
+
     Parameters: ``threshold`` (N,).
 
     Args:
@@ -66,6 +69,7 @@ class Solarize(_ImageTransform):
         self.temperature = check_temperature("temperature", temperature)
 
     def sample(self, x, magnitude, generator=None, copies=1):
+        self._check_unit_range(x, "thresholds in [0, 1], 1 - x above them")
         n = x.shape[0] * copies
         depth = magnitude * (1.0 - self.min_threshold) * uniform(n, x, generator, 0.0, 1.0)
         return {"threshold": 1.0 - depth}
@@ -125,6 +129,9 @@ class Posterize(_ImageTransform):
     ``floor(r) + 1`` bits removed (alive at ``mu = 0``); the gradient in ``x`` is
     the identity (the quantisation itself is a step).
 
+    Defined on images in [0, 1]: on other values (a feature map inside a model, normalised images) the 8-bit levels
+    mean nothing, and a call on the CPU warns once (``UserWarning``).
+
     Parameters: ``bits`` (N,), the continuous bit count ``r``; ``dither`` (N,) in
     [0, 1), the draw of the stochastic rounding.
 
@@ -145,6 +152,7 @@ class Posterize(_ImageTransform):
         self.max_bits = int(max_bits)
 
     def sample(self, x, magnitude, generator=None, copies=1):
+        self._check_unit_range(x, "8-bit levels k / 255")
         n = x.shape[0] * copies
         bits = magnitude * self.max_bits * uniform(n, x, generator, 0.0, 1.0)
         return {"bits": bits, "dither": uniform(n, x, generator, 0.0, 1.0)}
@@ -250,6 +258,10 @@ class Equalize(_ImageTransform):
     gate's. Equalisation is a step function of ``x``: the gradient in ``x``
     through the equalised branch is the straight-through identity.
 
+    Defined on images in [0, 1]: on other values (a feature map inside a model, normalised images) values below 0
+    are binned as level 0 and above 1 as level 255, so the output lies in [0, 1] whatever the input's scale, and a
+    call on the CPU warns once (``UserWarning``).
+
     Parameters: ``gate`` (N,) in {0, 1}.
 
     Args:
@@ -264,6 +276,7 @@ class Equalize(_ImageTransform):
         self.temperature = check_temperature("temperature", temperature)
 
     def sample(self, x, magnitude, generator=None, copies=1):
+        self._check_unit_range(x, "8-bit levels: values below 0 binned as 0, above 1 as 1")
         n = x.shape[0] * copies
         return {"gate": relaxed_bernoulli((n,), x, magnitude, self.temperature, generator)}
 

@@ -70,6 +70,9 @@ class Contrast(_ImageTransform):
     A row whose mean is not finite (an image with a NaN or infinite pixel)
     is left as it is: its bad pixels stay, and the fused op gets a finite
     map (it refuses non-finite maps as bad parameters).
+    The grey level is the ITU-R BT.601 luma on 3 channels, the value on 1, and on any other channel count the
+    mean over all channels (on a feature map of 64 channels, every channel is blended towards the one mean of
+    all 64, not its own). Values of any range.
     Parameters: ``factor`` (N,), ``mean`` (N, Ch), the grey mean repeated per channel.
 
     Args:
@@ -245,7 +248,8 @@ class _GatedColor(_ImageTransform):
 class Invert(_GatedColor):
     """Inversion ``x -> 1 - x`` with probability ``mu`` (straight-through relaxed Bernoulli gate).
 
-    Magnitude 1 inverts every image. Any channel count.
+    Magnitude 1 inverts every image. Any channel count, but values in [0, 1]: on other values (a feature map
+    inside a model, normalised images) ``1 - x`` means nothing, and a call on the CPU warns once (``UserWarning``).
 
     Parameters: ``gate`` (N,) in {0, 1}; ``bias`` (N, Ch), ones (the map's constant term).
 
@@ -257,6 +261,7 @@ class Invert(_GatedColor):
     """
 
     def _map_params(self, x, copies, dtype):
+        self._check_unit_range(x, "1 - x")
         return {"bias": torch.ones(x.shape[0] * copies, x.shape[1], dtype=dtype, device=x.device)}
 
     def _color_map(self, params):
