@@ -1,4 +1,4 @@
-"""Private helpers of the model and the augmentation layers: their state's tensors and the aggregate's checks."""
+"""Private helpers of the model and its layers: their state's tensors, the aggregate's checks, the trunk's layers."""
 
 from __future__ import annotations
 
@@ -72,3 +72,22 @@ def augmentation_kept(model: nn.Module) -> Iterator[None]:
                     m.set_extra_state(state)
         model.passes = passes
         raise
+
+
+def trunk_layer_paths(model: nn.Module, kind: type) -> list[str]:
+    """The paths (``trunk.0``, ``trunk.block.aug``) of the ``kind`` modules (augmentation layers) inside ``model``'s
+    trunk: layers an :class:`~augnet.AugNet` runs on the trunk's rows, outside its ``augment`` module."""
+    return [f"trunk.{name}" if name else "trunk" for name, m in model.trunk.named_modules() if isinstance(m, kind)]
+
+
+def outside_policy_message(paths: list[str]) -> str:
+    """The warning of ``AugNet.policy()`` for a model whose trunk holds augmentation layers (at ``paths``)."""
+    which = "the AugmentationLayer at " if len(paths) == 1 else "the AugmentationLayers at "
+    first = paths[0].removeprefix("trunk").removeprefix(".")
+    read = f"model.trunk.get_submodule({first!r}).policy()" if first else "model.trunk.policy()"
+    return (
+        f"AugNet.policy() lists the layers of model.augment only; {which}{', '.join(paths)} "
+        f"{'is' if len(paths) == 1 else 'are'} not in it (a layer inside the trunk augments the trunk's rows where "
+        "it sits: a policy file, AugmentationModule.from_policy and the exporters apply a policy's layers to the "
+        f"input, in order). Read such a layer's policy with {read}"
+    )

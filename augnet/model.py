@@ -6,6 +6,7 @@ Axis legend: B samples, C copies, N = B * C rows (copy-major).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -13,7 +14,8 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from augnet._checks import is_int, number
-from augnet._model_checks import augmentation_kept, check_class_dimension
+from augnet._model_checks import augmentation_kept, check_class_dimension, outside_policy_message, trunk_layer_paths
+from augnet._stack import caller_stacklevel
 from augnet.effects import measure_effects
 from augnet.layers import AugmentationLayer, AugmentationModule, Policy
 from augnet.transforms.base import Transform, check_copies, stratified_copies
@@ -153,6 +155,14 @@ class AugNet(nn.Module):
             tables of ``augnet reproduce`` other than the comparison, the
             demo and the selection's README row were measured with).
 
+    An :class:`AugmentationLayer` may also sit inside the trunk (or in any plain model): it then augments the
+    rows the trunk passes it, one draw per row, in training and, with its ``eval_mode="sample"`` default, in
+    evaluation too (``eval()`` does not turn it off; ``stratify`` and the copies apply to ``augment`` only).
+    :func:`~augnet.training.fit`, :func:`~augnet.param_groups`, the regularisers and the callbacks count it with
+    the others; :meth:`policy` and :meth:`measure_effects` read the layers of ``augment`` only (:meth:`policy`
+    warns, naming the trunk's layers; read one with ``model.trunk.get_submodule(path).policy()``, and a plain
+    model's layers with ``AugmentationModule([...]).policy()``).
+
     Shape:
         - input: :math:`(B, ...)`
         - output: :math:`(B, ...)`, the aggregated trunk output.
@@ -237,8 +247,10 @@ class AugNet(nn.Module):
             return self._forward(x, c, generator)
         # A call the trunk refuses (wrong rows, a shape error) changes none of augnet's state: the pass count, the
         # sizes the layers saw (policy()'s pixel ranges) and the effects a measuring pass wrote are put back (the
-        # trunk's own buffers have moved by its run).
-        passes, layers = self.passes, [m for m in self.augment.modules() if hasattr(m, "last_size")]
+        # trunk's own buffers have moved by its run). A layer inside the trunk is put back as those of augment are.
+        passes = self.passes
+        inside = [m for m in self.trunk.modules() if isinstance(m, AugmentationLayer)]
+        layers = [m for m in (*self.augment.modules(), *inside) if hasattr(m, "last_size")]
         sizes = [m.last_size for m in layers]
         measures = self.training and self.effect_every and passes % self.effect_every == 0
         effects = [(m.effect.clone(), m.effect_measured.clone()) if measures and hasattr(m, "effect") else None
@@ -279,22 +291,31 @@ class AugNet(nn.Module):
     def policy(self, size: tuple[int, ...] | None = None) -> Policy:
         """Per layer, each transform's weight, magnitude and range in natural units.
 
+        The layers are those of ``augment``, in order: what :meth:`AugmentationModule.from_policy` rebuilds and
+        the exporters apply to the input. A layer inside the trunk is not among them (it augments the trunk's
+        rows where it sits); a ``UserWarning`` names such layers' paths (``trunk.0``): read one with
+        ``model.trunk.get_submodule("0").policy()``.
+
         Args:
             size: the input's spatial (or temporal) size, for ranges in pixels (default ``None``: the
                 size of the last batch a layer saw, else relative units).
         """
+        inside = trunk_layer_paths(self, AugmentationLayer)
+        if inside:
+            warnings.warn(outside_policy_message(inside), UserWarning, stacklevel=caller_stacklevel(("augnet.",)))
         return self.augment.policy(size)
 
     @torch.no_grad()
     def measure_effects(self, x: Tensor, rows: int = 64) -> None:
-        """Measure how much each augmentation layer's transforms change the trunk's outputs (see :mod:`augnet.effects`).
+        """Measure how much each layer of ``augment`` changes the trunk's outputs (see :mod:`augnet.effects`).
 
         :meth:`forward` calls this in training every ``effect_every`` passes;
         call it yourself where the forward pass does not (a model compiled
         with ``torch.compile`` does not measure inside the compiled graph).
         The trunk is evaluated in evaluation mode and restored; the draws come
         from a generator of their own, so the training's random stream is not
-        touched.
+        touched. A layer inside the trunk is not measured (its effect stays as it is, 1 until loaded or
+        measured otherwise: the selective regulariser counts its magnitudes in the transforms' own units).
 
         Args:
             x: a batch of clean inputs :math:`(B, ...)`, as the model takes them.

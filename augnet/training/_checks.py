@@ -194,7 +194,37 @@ def check_regularizer(model: torch.nn.Module, regularizer, weights: LamWeights):
                     else "pass regularizer='none' (or lam=0) for a model without augmentation"
                 )
             )
+    if isinstance(regularizer, str) and regularizer == "selective" and weights.any():
+        warn_unmeasured_layers(model)
     return reg if weights.any() else None
+
+
+def warn_unmeasured_layers(model: torch.nn.Module) -> None:
+    """Warn that the selective regulariser (effect units) counts an AugNet's trunk layers in other units.
+
+    An AugNet measures the effects of its ``augment`` module's layers (``effect_every``); a layer inside its trunk
+    keeps its effect (1 until loaded or measured): its magnitudes count in the transforms' own units, beside
+    magnitudes scaled by measured effects, without a word otherwise.
+    """
+    from augnet._model_checks import trunk_layer_paths
+    from augnet.model import AugNet
+
+    for name, net in model.named_modules():
+        if not isinstance(net, AugNet) or not net.effect_every:
+            continue
+        prefix = f"{name}." if name else ""
+        paths = [prefix + p for p in trunk_layer_paths(net, AugmentationLayer)]
+        measured = [model.get_submodule(p).effect_measured for p in paths]  # a meta tensor holds no value
+        unmeasured = [p for p, t in zip(paths, measured, strict=True) if t.is_meta or not bool(t)]
+        if unmeasured:
+            warnings.warn(
+                f"regularizer='selective' weighs magnitudes by their measured effects, but the AugNet measures "
+                f"those of its augment module's layers only: the AugmentationLayer(s) at {', '.join(unmeasured)} "
+                "inside its trunk count in the transforms' own units. Put the layer(s) in augment, or count every "
+                "layer alike with regularizer=functools.partial(augnet.selective_regularizer, units='magnitude')",
+                UserWarning,
+                stacklevel=caller_stacklevel(("augnet.",)),
+            )
 
 
 #: How many epochs of a callable ``lam`` are asked for before training (the rest are asked for as they come).
