@@ -907,22 +907,25 @@ void backward_scalar_row(const Geometry& g, const T* table, T gy, const T* img, 
     for (int64_t j = 0; j < ch; ++j) {
       if (kColor) {
         T s = 0;
-        for (int64_t c = 0; c < ch; ++c) s += gc[c] * m[c * cc + j];
+        for (int64_t c = 0; c < ch; ++c) s = std::fma(gc[c], m[c * cc + j], s);
         u[j] = s;
       } else {
         u[j] = gc[j];
       }
     }
     if (needs.sums) {
+      // Every product that meets a sum is an explicit fma: the compiler may fuse a * b + c (-ffp-contract=fast,
+      // GCC's default) differently in this function's two instances (with and without the scatter), and the
+      // sums must be the same bits in both (the layouts with and without dx).
       T ex = 0, ey = 0;
       for (int64_t j = 0; j < ch; ++j) {
         const T c00 = p[j], c01 = p[cp + j], c10 = q[j], c11 = q[cp + j];
-        const T v = wx0 * (wy0 * c00 + wy1 * c10) + wx1 * (wy0 * c01 + wy1 * c11);
-        sw += u[j] * v;
-        ex += u[j] * (wy0 * (c01 - c00) + wy1 * (c11 - c10));
-        ey += u[j] * (wx0 * (c10 - c00) + wx1 * (c11 - c01));
+        const T v = std::fma(wx0, std::fma(wy0, c00, wy1 * c10), wx1 * std::fma(wy0, c01, wy1 * c11));
+        sw = std::fma(u[j], v, sw);
+        ex = std::fma(u[j], std::fma(wy0, c01 - c00, wy1 * (c11 - c10)), ex);
+        ey = std::fma(u[j], std::fma(wx0, c10 - c00, wx1 * (c11 - c01)), ey);
         if (kColor && needs.color) {
-          for (int64_t c = 0; c < ch; ++c) sc[c * ch + j] += gc[c] * v;
+          for (int64_t c = 0; c < ch; ++c) sc[c * ch + j] = std::fma(gc[c], v, sc[c * ch + j]);
         }
       }
       if (P != kZeros) {
@@ -931,9 +934,9 @@ void backward_scalar_row(const Geometry& g, const T* table, T gy, const T* img, 
       }
       const T gx = at_slot(blk, kGx, lane);
       sx += ex;
-      sxg += ex * gx;
+      sxg = std::fma(ex, gx, sxg);
       sy += ey;
-      syg += ey * gx;
+      syg = std::fma(ey, gx, syg);
     }
     if (kScatter) {
       T* q0 = gimg + offset_at(blk, lane);
@@ -949,10 +952,10 @@ void backward_scalar_row(const Geometry& g, const T* table, T gy, const T* img, 
   });
   if (!needs.sums) return;
   slot[0] += sxg;
-  slot[1] += static_cast<Acc>(sx) * gy;
+  slot[1] = std::fma(static_cast<Acc>(sx), static_cast<Acc>(gy), slot[1]);
   slot[2] += sx;
   slot[3] += syg;
-  slot[4] += static_cast<Acc>(sy) * gy;
+  slot[4] = std::fma(static_cast<Acc>(sy), static_cast<Acc>(gy), slot[4]);
   slot[5] += sy;
   slot[6] += sw;
   if (kColor && needs.color) {
