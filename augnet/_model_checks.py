@@ -91,3 +91,21 @@ def outside_policy_message(paths: list[str]) -> str:
         "it sits: a policy file, AugmentationModule.from_policy and the exporters apply a policy's layers to the "
         f"input, in order). Read such a layer's policy with {read}"
     )
+
+
+def final_softmax(trunk: nn.Module) -> str | None:
+    """The path of an ``nn.Softmax`` that ends ``trunk`` (followed through the last child of nested
+    ``nn.Sequential``s), or None. Other modules' order of calls is not known from their children: None.
+
+    Its outputs are probabilities, which the softmax aggregates read as logits: ``log_softmax(softmax(z))`` is not
+    ``log_softmax(z)``, the predictions are flattened towards uniform (``nn.LogSoftmax`` is harmless: the
+    log-softmax of log-probabilities is themselves).
+    """
+    path, module = [], trunk
+    while isinstance(module, nn.Sequential) and len(module) > 0:
+        name = list(module._modules)[-1]
+        path.append(name)
+        module = module._modules[name]
+    if isinstance(module, nn.Softmax):
+        return ".".join(path) or "the trunk itself"
+    return None

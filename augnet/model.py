@@ -14,7 +14,13 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from augnet._checks import is_int, number
-from augnet._model_checks import augmentation_kept, check_class_dimension, outside_policy_message, trunk_layer_paths
+from augnet._model_checks import (
+    augmentation_kept,
+    check_class_dimension,
+    final_softmax,
+    outside_policy_message,
+    trunk_layer_paths,
+)
 from augnet._stack import caller_stacklevel
 from augnet.effects import measure_effects
 from augnet.layers import AugmentationLayer, AugmentationModule, Policy
@@ -172,6 +178,10 @@ class AugNet(nn.Module):
             above (transforms not put in a layer), copies that are not ints >= 1, an unknown
             ``aggregate``, an ``effect_every`` that is not an int >= 0, or a ``stratify`` that is not a bool.
 
+    Warns:
+        UserWarning: a trunk that ends in ``nn.Softmax`` (the last module of a possibly nested ``nn.Sequential``)
+            with a softmax ``aggregate``: its probabilities would be read as logits.
+
     Examples:
         >>> from augnet.transforms import image as T
         >>> trunk = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 10))
@@ -211,6 +221,15 @@ class AugNet(nn.Module):
         effect_every = int(effect_every)
         if not isinstance(stratify, bool):
             raise TypeError(f"stratify must be a bool, got {type(stratify).__name__}: {stratify!r}")  # np.True_
+        softmax = final_softmax(trunk) if aggregate != "mean" else None
+        if softmax is not None:
+            warnings.warn(
+                f"the trunk ends in nn.Softmax ({softmax}): aggregate={aggregate!r} reads its probabilities as "
+                "logits and takes their log-softmax again, which flattens every prediction towards uniform; drop "
+                "the final Softmax (the aggregate returns log-probabilities) or use aggregate='mean'",
+                UserWarning,
+                stacklevel=caller_stacklevel(("augnet.",)),
+            )
         self.trunk = trunk
         self.augment = augment
         self.train_copies = train_copies
